@@ -1,0 +1,185 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"time"
+)
+
+// TradeState is Alipay's view of a trade, mapped into the domain.
+type TradeState int
+
+const (
+	TradeNotExist TradeState = iota // ACQ.TRADE_NOT_EXIST: not created yet; keep waiting, never a failure
+	TradeWaiting                    // WAIT_BUYER_PAY
+	TradePaid                       // TRADE_SUCCESS or TRADE_FINISHED
+	TradeClosed                     // TRADE_CLOSED: unpaid and closed, or fully refunded
+)
+
+// String returns a readable name for logs.
+func (t TradeState) String() string {
+	switch t {
+	case TradeNotExist:
+		return "NOT_EXIST"
+	case TradeWaiting:
+		return "WAITING"
+	case TradePaid:
+		return "PAID"
+	case TradeClosed:
+		return "CLOSED"
+	default:
+		return "UNKNOWN"
+	}
+}
+
+// TradeRequest asks the channel to create a trade for a pending payment.
+type TradeRequest struct {
+	PaymentNo string
+	Subject   string
+	Amount    Amount
+	// ExpireAt is sent as time_expire. It must not be later than the local expiry, so a
+	// payment closed locally can never be paid afterwards.
+	ExpireAt  time.Time
+	ReturnURL string
+}
+
+// Trade is the result of alipay.trade.query.
+type Trade struct {
+	State     TradeState
+	PaymentNo string
+	TradeNo   string
+	Amount    Amount
+	BuyerID   string
+	PaidAt    time.Time
+	RawStatus string
+}
+
+// CloseOutcome is the result of alipay.trade.close.
+type CloseOutcome int
+
+const (
+	CloseDone        CloseOutcome = iota // the trade is closed; it can no longer be paid
+	CloseNotExist                        // the trade was never created (page pay not opened)
+	CloseAlreadyPaid                     // refused: ACQ.TRADE_STATUS_ERROR or ACQ.TRADE_HAS_SUCCESS
+)
+
+// String returns a readable name for logs.
+func (c CloseOutcome) String() string {
+	switch c {
+	case CloseDone:
+		return "CLOSED"
+	case CloseNotExist:
+		return "NOT_EXIST"
+	case CloseAlreadyPaid:
+		return "ALREADY_PAID"
+	default:
+		return "UNKNOWN"
+	}
+}
+
+// RefundRequest asks for a (partial) refund. OutRequestNo makes it idempotent.
+type RefundRequest struct {
+	PaymentNo    string
+	OutRequestNo string
+	Amount       Amount
+	Reason       string
+}
+
+// RefundResult is the answer to a refund. FundChange is false when the request was a
+// replay that moved no money.
+type RefundResult struct {
+	TradeNo      string
+	FundChange   bool
+	RefundAmount Amount
+	// RefundedTotal is the trade's cumulative refunded amount after this request.
+	RefundedTotal Amount
+}
+
+// Notification is a verified Alipay asynchronous notification.
+type Notification struct {
+	NotifyID    string
+	NotifyType  string
+	NotifyTime  time.Time
+	AppID       string
+	SellerID    string
+	BuyerID     string
+	TradeNo     string
+	PaymentNo   string // out_trade_no
+	TradeStatus string // raw trade_status
+	State       TradeState
+	TotalAmount Amount
+	PaidAt      time.Time // gmt_payment, zero if absent
+}
+
+// Gateway is the payment channel as the domain sees it. Implementations return
+// *ChannelError for failures so callers can tell retryable from permanent ones.
+type Gateway interface {
+	// PagePayURL returns the signed cashier URL for alipay.trade.page.pay. No trade
+	// exists at Alipay until the buyer opens it.
+	PagePayURL(ctx context.Context, req TradeRequest) (string, error)
+	// Precreate creates the trade now and returns its QR code content.
+	Precreate(ctx context.Context, req TradeRequest) (string, error)
+	// Query returns the trade's state; an unknown trade is TradeNotExist with a nil error.
+	Query(ctx context.Context, paymentNo string) (Trade, error)
+	// Close closes an unpaid trade.
+	Close(ctx context.Context, paymentNo string) (CloseOutcome, error)
+	// Refund refunds part or all of a paid trade, idempotently on OutRequestNo.
+	Refund(ctx context.Context, req RefundRequest) (RefundResult, error)
+	// DecodeNotification verifies the signature of a notification form and checks that it
+	// is addressed to this app and seller. It does not check the amount or the
+	// out_trade_no; CheckNotification does that against the stored payment.
+	DecodeNotification(ctx context.Context, form url.Values) (Notification, error)
+}
+
+// ChannelError is a failure talking to the payment channel.
+type ChannelError struct {
+	Op        string // e.g. "alipay.trade.query"
+	Code      string // Alipay code, e.g. "40004"; empty for transport failures
+	SubCode   string // e.g. "ACQ.SYSTEM_ERROR"
+	Message   string
+	Retryable bool
+	Err       error
+}
+
+// Error implements the error interface.
+func (e *ChannelError) Error() string {
+	msg := e.Op + ": "
+	if e.SubCode != "" {
+		msg += e.SubCode + " "
+	}
+	msg += e.Message
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the underlying cause.
+func (e *ChannelError) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err is a channel failure worth retrying (ACQ.SYSTEM_ERROR,
+// transport errors, timeouts). Unknown errors are treated as retryable.
+func IsRetryable(err error) bool {
+	var ce *ChannelError
+	if errors.As(err, &ce) {
+		return ce.Retryable
+	}
+	var de *Error
+	if errors.As(err, &de) {
+		return de.Code == EUNAVAILABLE || de.Code == EINTERNAL
+	}
+	return err != nil
+}
+
+// CheckNotification checks a verified notification against the stored payment: the
+// out_trade_no must be ours and the amount must match to the fen.
+func CheckNotification(n Notification, p Payment) error {
+	if n.PaymentNo != p.PaymentNo {
+		return Errorf(EUNPROCESSABLE, "notification out_trade_no %q does not match payment %q", n.PaymentNo, p.PaymentNo)
+	}
+	if n.TotalAmount != p.Amount {
+		return Errorf(EUNPROCESSABLE, "notification total_amount %s does not match payment amount %s", n.TotalAmount.Yuan(), p.Amount.Yuan())
+	}
+	return nil
+}

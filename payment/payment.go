@@ -1,0 +1,197 @@
+// Package payment holds the domain of the payment system: payments and their state
+// machine, money, tenants, and the small interfaces (Store, Gateway) that adapters
+// implement. It imports nothing else from this module.
+package payment
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Status is the state of a payment. Its integer values are stored in MySQL, and the
+// generated column active_order_id depends on StatusPending being 0.
+type Status int8
+
+const (
+	StatusPending Status = 0 // created, waiting for the buyer
+	StatusPaid    Status = 1 // confirmed paid at Alipay; final
+	StatusClosed  Status = 2 // expired or cancelled without payment; final
+	StatusFailed  Status = 3 // refused by the channel; final
+)
+
+// String returns the status name used in APIs, logs and search attributes.
+func (s Status) String() string {
+	switch s {
+	case StatusPending:
+		return "PENDING"
+	case StatusPaid:
+		return "PAID"
+	case StatusClosed:
+		return "CLOSED"
+	case StatusFailed:
+		return "FAILED"
+	default:
+		return fmt.Sprintf("Status(%d)", int8(s))
+	}
+}
+
+// MarshalText encodes the status by name.
+func (s Status) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText decodes a status name.
+func (s *Status) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "PENDING":
+		*s = StatusPending
+	case "PAID":
+		*s = StatusPaid
+	case "CLOSED":
+		*s = StatusClosed
+	case "FAILED":
+		*s = StatusFailed
+	default:
+		return Errorf(EINVALID, "unknown payment status %q", b)
+	}
+	return nil
+}
+
+// Final reports whether no further transition is possible.
+func (s Status) Final() bool { return s != StatusPending }
+
+// CanTransitionTo reports whether the state machine allows s → to. Only a pending
+// payment moves, and it moves exactly once.
+func (s Status) CanTransitionTo(to Status) bool {
+	return s == StatusPending && to != StatusPending && to >= StatusPaid && to <= StatusFailed
+}
+
+// Method is how the buyer pays.
+type Method string
+
+const (
+	MethodPage Method = "page" // alipay.trade.page.pay: a cashier URL for the browser
+	MethodQR   Method = "qr"   // alipay.trade.precreate: a QR code to scan
+)
+
+// Validate reports whether m is a supported method.
+func (m Method) Validate() error {
+	if m != MethodPage && m != MethodQR {
+		return Errorf(EINVALID, "method must be %q or %q", MethodPage, MethodQR)
+	}
+	return nil
+}
+
+// Payment is one attempt to collect money for an order. PaymentNo is the Alipay
+// out_trade_no.
+type Payment struct {
+	ID         int64     `json:"-"`
+	PaymentNo  string    `json:"payment_no"`
+	TenantID   string    `json:"tenant_id"`
+	OrderID    string    `json:"order_id"`
+	Amount     Amount    `json:"amount_fen"`
+	Currency   string    `json:"currency"`
+	Subject    string    `json:"subject"`
+	Status     Status    `json:"status"`
+	TradeNo    string    `json:"trade_no,omitempty"`
+	ExpireAt   time.Time `json:"expire_at"`
+	PaidAt     time.Time `json:"paid_at,omitzero"`
+	Version    int64     `json:"version"`
+	WorkflowID string    `json:"workflow_id"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// NewPayment is what the store needs to insert a pending payment.
+type NewPayment struct {
+	PaymentNo  string
+	TenantID   string
+	OrderID    string
+	Amount     Amount
+	Currency   string
+	Subject    string
+	ExpireAt   time.Time
+	WorkflowID string
+}
+
+var (
+	idPattern        = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	paymentNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+)
+
+// ValidateTenantID checks a tenant id: 1–64 of [A-Za-z0-9_-], so that it can be part of a
+// workflow id without escaping.
+func ValidateTenantID(id string) error {
+	if !idPattern.MatchString(id) {
+		return Errorf(EINVALID, "tenant_id must be 1-64 characters of A-Z a-z 0-9 _ -")
+	}
+	return nil
+}
+
+// ValidateOrderID checks a merchant order id with the same rule as tenant ids.
+func ValidateOrderID(id string) error {
+	if !idPattern.MatchString(id) {
+		return Errorf(EINVALID, "order_id must be 1-64 characters of A-Z a-z 0-9 _ -")
+	}
+	return nil
+}
+
+// ValidatePaymentNo checks a payment number (Alipay out_trade_no: letters, digits, underscore).
+func ValidatePaymentNo(no string) error {
+	if !paymentNoPattern.MatchString(no) {
+		return Errorf(EINVALID, "payment_no must be 1-64 characters of A-Z a-z 0-9 _")
+	}
+	return nil
+}
+
+// Validate checks every field of a new payment.
+func (n NewPayment) Validate() error {
+	if err := ValidatePaymentNo(n.PaymentNo); err != nil {
+		return err
+	}
+	if err := ValidateTenantID(n.TenantID); err != nil {
+		return err
+	}
+	if err := ValidateOrderID(n.OrderID); err != nil {
+		return err
+	}
+	if err := n.Amount.Validate(); err != nil {
+		return err
+	}
+	if n.Currency != "CNY" {
+		return Errorf(EINVALID, "currency must be CNY")
+	}
+	if n.Subject == "" || len(n.Subject) > 256 {
+		return Errorf(EINVALID, "subject must be 1-256 bytes")
+	}
+	if n.ExpireAt.IsZero() {
+		return Errorf(EINVALID, "expire_at is required")
+	}
+	return nil
+}
+
+// WorkflowID is the business idempotency key of a payment: one tenant, one order.
+func WorkflowID(tenantID, orderID string) string {
+	return "payment:" + tenantID + ":" + orderID
+}
+
+// Transition is the outcome of a compare-and-set on a payment's status. Changed is true
+// only for the one caller whose update moved the state; every other caller gets the
+// current state and decides what to do with it.
+type Transition struct {
+	Payment Payment
+	Changed bool
+	// EventID is the outbox event written with the change, if any.
+	EventID string
+}
+
+// Tenant is a merchant using the system.
+type Tenant struct {
+	ID            string
+	Name          string
+	APIKeyHash    string // hex SHA-256 of the API key; the key itself is never stored
+	NotifyURL     string // where merchant webhooks are delivered
+	WebhookSecret string // HMAC-SHA256 key for webhook signatures
+	AlipayAppID   string // the Alipay app this tenant's payments go through
+	AlipaySeller  string // the Alipay seller_id (PID) expected in notifications
+	CreatedAt     time.Time
+}

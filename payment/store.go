@@ -1,0 +1,163 @@
+package payment
+
+import (
+	"context"
+	"time"
+)
+
+// Event is a merchant-facing event in the outbox, written in the same transaction as the
+// state change it describes and delivered after the commit.
+type Event struct {
+	EventID     string // globally unique; merchants dedupe on it
+	TenantID    string
+	PaymentNo   string
+	Type        string // e.g. "payment.paid", "payment.closed"
+	Payload     []byte // the JSON body delivered to the merchant
+	Delivered   bool
+	Attempts    int
+	LastError   string
+	CreatedAt   time.Time
+	DeliveredAt time.Time
+}
+
+// Event types.
+const (
+	EventPaymentPaid   = "payment.paid"
+	EventPaymentClosed = "payment.closed"
+)
+
+// BenefitGrant is one entitlement granted for a paid payment. (TenantID, PaymentNo,
+// Benefit) is unique, so a grant is issued at most once.
+type BenefitGrant struct {
+	TenantID  string
+	PaymentNo string
+	OrderID   string
+	Benefit   string
+	CreatedAt time.Time
+}
+
+// ChannelNotification is one notification as received, kept for audit whatever its fate.
+type ChannelNotification struct {
+	ID        int64
+	Channel   string // "alipay"
+	NotifyID  string // dedupe key; only verified notifications claim it
+	PaymentNo string
+	TradeNo   string
+	Raw       string // the raw form body
+	Verified  bool
+	// Outcome says what was done with it: "received", "signalled", "rejected: …", etc.
+	Outcome    string
+	ReceivedAt time.Time
+}
+
+// IdempotencyState is the state of an Idempotency-Key record.
+type IdempotencyState int8
+
+const (
+	IdempotencyInFlight  IdempotencyState = 0
+	IdempotencyCompleted IdempotencyState = 1
+)
+
+// IdempotencyRecord is the stored state of one Idempotency-Key.
+type IdempotencyRecord struct {
+	TenantID       string
+	Key            string
+	Fingerprint    string // hex SHA-256 of method + path + body
+	State          IdempotencyState
+	ResponseStatus int
+	ResponseBody   []byte
+	LockedUntil    time.Time
+	ExpiresAt      time.Time
+}
+
+// ReserveOutcome says what a reservation of an Idempotency-Key found.
+type ReserveOutcome int
+
+const (
+	ReserveAcquired ReserveOutcome = iota // first request (or lock taken over after expiry): go ahead
+	ReserveInFlight                       // another request with this key is running: 409
+	ReserveMismatch                       // same key, different fingerprint: 422
+	ReserveReplay                         // completed: replay the stored response
+)
+
+// Anomaly is a case an operator must look at, such as money received for a payment that
+// was already closed locally. It is recorded durably and alerted on, never dropped.
+type Anomaly struct {
+	Kind      string // e.g. "paid_after_close"
+	TenantID  string
+	PaymentNo string
+	TradeNo   string
+	Amount    Amount
+	Detail    string
+	CreatedAt time.Time
+}
+
+// Store is the durable state of the system. Every write is safe to repeat.
+type Store interface {
+	// CreatePendingPayment inserts a pending payment and upserts its order. A duplicate on
+	// the active-order index or on payment_no is not an error: the existing payment for
+	// that order (or payment_no) is returned with existed=true.
+	CreatePendingPayment(ctx context.Context, np NewPayment) (p Payment, existed bool, err error)
+	// MarkPaid moves a pending payment to paid in one local transaction (row lock, status
+	// compare-and-set, order update, trade_no, outbox event). If the payment is not
+	// pending, it returns the current state with Changed=false and a nil error.
+	MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt time.Time) (Transition, error)
+	// ClosePayment moves a pending payment to closed and cancels its order, the same way.
+	ClosePayment(ctx context.Context, paymentNo, reason string) (Transition, error)
+
+	// GetPayment returns a payment by payment_no, or an error wrapping ErrNotFound.
+	GetPayment(ctx context.Context, paymentNo string) (Payment, error)
+	// GetTenantPayment is GetPayment restricted to one tenant: another tenant's payment is
+	// ErrNotFound.
+	GetTenantPayment(ctx context.Context, tenantID, paymentNo string) (Payment, error)
+	// ListOrderPayments returns every payment of one order, newest first.
+	ListOrderPayments(ctx context.Context, tenantID, orderID string) ([]Payment, error)
+	// PendingPaymentsBefore returns up to limit payments still pending that were created
+	// before the given time, oldest first.
+	PendingPaymentsBefore(ctx context.Context, before time.Time, limit int) ([]Payment, error)
+
+	// RecordNotification stores a received notification. For a verified one it returns
+	// inserted=false and the stored row if its (channel, notify_id) was seen before.
+	// Unverified ones are always inserted and never claim the notify_id.
+	RecordNotification(ctx context.Context, n ChannelNotification) (stored ChannelNotification, inserted bool, err error)
+	// SetNotificationOutcome records what was done with a notification.
+	SetNotificationOutcome(ctx context.Context, id int64, outcome string) error
+
+	// GrantBenefit inserts a grant; created=false if it was granted before.
+	GrantBenefit(ctx context.Context, g BenefitGrant) (created bool, err error)
+	// ListGrants returns the grants of a payment.
+	ListGrants(ctx context.Context, tenantID, paymentNo string) ([]BenefitGrant, error)
+
+	// GetEvent returns an outbox event by id.
+	GetEvent(ctx context.Context, eventID string) (Event, error)
+	// UndeliveredEvents returns up to limit undelivered events created before the given time.
+	UndeliveredEvents(ctx context.Context, before time.Time, limit int) ([]Event, error)
+	// MarkEventAttempt records a failed delivery attempt.
+	MarkEventAttempt(ctx context.Context, eventID, lastError string) error
+	// MarkEventDelivered records a successful delivery; repeating it changes nothing.
+	MarkEventDelivered(ctx context.Context, eventID string) error
+
+	// ReserveIdempotencyKey claims key for a request with the given fingerprint. A record
+	// whose lock has expired while in flight is taken over.
+	ReserveIdempotencyKey(ctx context.Context, rec IdempotencyRecord) (ReserveOutcome, IdempotencyRecord, error)
+	// CompleteIdempotencyKey stores the response of the request that holds the key.
+	CompleteIdempotencyKey(ctx context.Context, tenantID, key string, status int, body []byte) error
+	// ReleaseIdempotencyKey deletes an in-flight key so that the client may retry (used
+	// when the request failed with a retryable error).
+	ReleaseIdempotencyKey(ctx context.Context, tenantID, key string) error
+	// PurgeExpiredIdempotencyKeys deletes keys that expired before now.
+	PurgeExpiredIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
+
+	// RecordAnomaly stores an operator-visible anomaly.
+	RecordAnomaly(ctx context.Context, a Anomaly) error
+
+	// UpsertTenant creates or updates a tenant.
+	UpsertTenant(ctx context.Context, t Tenant) error
+	// TenantByAPIKeyHash finds the tenant owning an API key hash, or ErrNotFound.
+	TenantByAPIKeyHash(ctx context.Context, hash string) (Tenant, error)
+	// GetTenant returns a tenant by id, or ErrNotFound.
+	GetTenant(ctx context.Context, id string) (Tenant, error)
+
+	// Ping checks the connection.
+	Ping(ctx context.Context) error
+}
