@@ -3,6 +3,7 @@ package deps
 
 import (
 	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/google/uuid"
 	_ "github.com/labstack/echo/v4"
 	_ "github.com/pressly/goose/v3"
 	_ "github.com/prometheus/client_golang/prometheus"
@@ -10,5 +11,4 @@ import (
 	_ "github.com/smartwalle/alipay/v3"
 	_ "go.temporal.io/sdk/client"
 	_ "go.temporal.io/sdk/testsuite"
-	_ "github.com/google/uuid"
 )

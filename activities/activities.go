@@ -1,0 +1,82 @@
+// Package activities holds every side effect of the payment workflows: MySQL writes,
+// Alipay calls, merchant webhooks and maintenance. Every activity is idempotent: run any
+// number of times, it changes nothing twice.
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// Error types that workflows branch on.
+const (
+	ErrTypeChannelRefused = "ChannelRefused"
+	ErrTypeInvalid        = "InvalidPayment"
+	ErrTypeLockBusy       = "PaymentLockBusy"
+)
+
+// OrderLocker is the per-order Redis lock of the seed's success path. On contention it
+// waits briefly and reports acquired=false, so the caller re-reads the status.
+type OrderLocker interface {
+	LockOrder(ctx context.Context, tenantID, orderID string) (release func(context.Context), acquired bool, err error)
+}
+
+// Redriver starts a workflow for a pending payment whose workflow is not running.
+type Redriver interface {
+	Redrive(ctx context.Context, p payment.Payment) (started bool, err error)
+}
+
+// Activities holds the dependencies of every activity. It is built once in the worker.
+type Activities struct {
+	Store   payment.Store
+	Gateway payment.Gateway
+	Locker  OrderLocker // optional; nil or failing means "no lock", the database still holds
+	HTTP    *http.Client
+	// Temporal is used by the sweeper to see whether a payment's workflow is running.
+	Temporal client.Client
+	Redriver Redriver
+	Logger   *slog.Logger
+	// Benefit is the entitlement granted for a paid payment.
+	Benefit string
+	// Now is the clock; tests may replace it.
+	Now func() time.Time
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *Activities) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// classify turns a domain or channel error into what Temporal should do with it: a
+// business refusal is non-retryable, everything else is retried.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *payment.ChannelError
+	if errors.As(err, &ce) && !ce.Retryable {
+		return temporal.NewNonRetryableApplicationError(op+": "+ce.Error(), ErrTypeChannelRefused, err)
+	}
+	switch payment.ErrorCode(err) {
+	case payment.EINVALID, payment.EUNPROCESSABLE, payment.EILLEGALSTATE:
+		return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), ErrTypeInvalid, err)
+	}
+	return err
+}

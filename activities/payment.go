@@ -1,0 +1,171 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// CreatePaymentInput creates (or adopts) the pending payment of a workflow run.
+type CreatePaymentInput struct {
+	PaymentNo  string         `json:"payment_no"`
+	TenantID   string         `json:"tenant_id"`
+	OrderID    string         `json:"order_id"`
+	Amount     payment.Amount `json:"amount_fen"`
+	Currency   string         `json:"currency"`
+	Subject    string         `json:"subject"`
+	ExpireAt   time.Time      `json:"expire_at"`
+	WorkflowID string         `json:"workflow_id"`
+}
+
+// CreatePaymentResult is the payment the run owns from now on. Existed means the row was
+// there before (an activity retry, a re-driven run, or a concurrent creator).
+type CreatePaymentResult struct {
+	Payment payment.Payment `json:"payment"`
+	Existed bool            `json:"existed"`
+}
+
+// CreatePayment inserts the pending payment. A duplicate on the active-order unique
+// index or on payment_no returns the existing payment, so a retry creates nothing new.
+func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (CreatePaymentResult, error) {
+	np := payment.NewPayment{
+		PaymentNo:  in.PaymentNo,
+		TenantID:   in.TenantID,
+		OrderID:    in.OrderID,
+		Amount:     in.Amount,
+		Currency:   in.Currency,
+		Subject:    in.Subject,
+		ExpireAt:   in.ExpireAt,
+		WorkflowID: in.WorkflowID,
+	}
+	if err := np.Validate(); err != nil {
+		return CreatePaymentResult{}, classify("create payment", err)
+	}
+	p, existed, err := a.Store.CreatePendingPayment(ctx, np)
+	if err != nil {
+		return CreatePaymentResult{}, fmt.Errorf("create payment: %w", err)
+	}
+	if existed {
+		a.log().InfoContext(ctx, "pending payment already existed", "tenant_id", p.TenantID, "order_id", p.OrderID,
+			"payment_no", p.PaymentNo, "requested_payment_no", in.PaymentNo, "status", p.Status.String())
+	}
+	return CreatePaymentResult{Payment: p, Existed: existed}, nil
+}
+
+// MarkPaidInput confirms a payment as paid.
+type MarkPaidInput struct {
+	PaymentNo string    `json:"payment_no"`
+	TenantID  string    `json:"tenant_id"`
+	OrderID   string    `json:"order_id"`
+	TradeNo   string    `json:"trade_no"`
+	PaidAt    time.Time `json:"paid_at"`
+}
+
+// MarkPaid runs the success path's local transaction under the per-order lock. On lock
+// contention it re-reads the status after a short wait: already paid is an answer, not
+// an error; still pending is retried.
+func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Transition, error) {
+	if a.Locker != nil {
+		release, acquired, err := a.Locker.LockOrder(ctx, in.TenantID, in.OrderID)
+		switch {
+		case err != nil:
+			// Redis is a fast path, never the guarantee: the row lock and the
+			// compare-and-set below still make this exactly-once.
+			a.log().WarnContext(ctx, "order lock unavailable, relying on the database", "payment_no", in.PaymentNo, "err", err)
+		case !acquired:
+			p, gerr := a.Store.GetPayment(ctx, in.PaymentNo)
+			if gerr != nil {
+				return payment.Transition{}, fmt.Errorf("mark paid: re-read after lock contention: %w", gerr)
+			}
+			if p.Status != payment.StatusPending {
+				return payment.Transition{Payment: p}, nil
+			}
+			return payment.Transition{}, temporal.NewApplicationError("mark paid: order lock busy, payment still pending", ErrTypeLockBusy)
+		default:
+			defer release(context.WithoutCancel(ctx))
+		}
+	}
+	paidAt := in.PaidAt
+	if paidAt.IsZero() {
+		paidAt = a.now()
+	}
+	t, err := a.Store.MarkPaid(ctx, in.PaymentNo, in.TradeNo, paidAt)
+	if err != nil {
+		return payment.Transition{}, classify("mark paid", err)
+	}
+	return t, nil
+}
+
+// ClosePaymentInput closes an unpaid payment.
+type ClosePaymentInput struct {
+	PaymentNo string `json:"payment_no"`
+	Reason    string `json:"reason"`
+}
+
+// ClosePayment moves a pending payment to closed and cancels its order in one
+// transaction. If the payment is no longer pending, it returns the current state.
+func (a *Activities) ClosePayment(ctx context.Context, in ClosePaymentInput) (payment.Transition, error) {
+	t, err := a.Store.ClosePayment(ctx, in.PaymentNo, in.Reason)
+	if err != nil {
+		return payment.Transition{}, classify("close payment", err)
+	}
+	return t, nil
+}
+
+// GrantBenefitInput grants the entitlement bought by a paid payment.
+type GrantBenefitInput struct {
+	TenantID  string `json:"tenant_id"`
+	PaymentNo string `json:"payment_no"`
+	OrderID   string `json:"order_id"`
+}
+
+// GrantBenefit inserts the grant once; a repeat finds the unique row and does nothing.
+func (a *Activities) GrantBenefit(ctx context.Context, in GrantBenefitInput) (bool, error) {
+	p, err := a.Store.GetPayment(ctx, in.PaymentNo)
+	if err != nil {
+		return false, fmt.Errorf("grant benefit: %w", err)
+	}
+	if p.Status != payment.StatusPaid {
+		return false, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("grant benefit: payment %s is %s, not paid", p.PaymentNo, p.Status), ErrTypeInvalid, nil)
+	}
+	benefit := a.Benefit
+	if benefit == "" {
+		benefit = "order_fulfilment"
+	}
+	created, err := a.Store.GrantBenefit(ctx, payment.BenefitGrant{
+		TenantID: in.TenantID, PaymentNo: in.PaymentNo, OrderID: in.OrderID, Benefit: benefit, CreatedAt: a.now(),
+	})
+	if err != nil {
+		return false, fmt.Errorf("grant benefit: %w", err)
+	}
+	return created, nil
+}
+
+// AnomalyInput records a case an operator must resolve.
+type AnomalyInput struct {
+	Kind      string         `json:"kind"`
+	TenantID  string         `json:"tenant_id"`
+	PaymentNo string         `json:"payment_no"`
+	TradeNo   string         `json:"trade_no"`
+	Amount    payment.Amount `json:"amount_fen"`
+	Detail    string         `json:"detail"`
+}
+
+// RecordAnomaly stores the anomaly durably and logs it at error level for alerting.
+func (a *Activities) RecordAnomaly(ctx context.Context, in AnomalyInput) error {
+	a.log().ErrorContext(ctx, "payment anomaly: operator action required", "kind", in.Kind, "tenant_id", in.TenantID,
+		"payment_no", in.PaymentNo, "trade_no", in.TradeNo, "amount_fen", int64(in.Amount), "detail", in.Detail)
+	err := a.Store.RecordAnomaly(ctx, payment.Anomaly{
+		Kind: in.Kind, TenantID: in.TenantID, PaymentNo: in.PaymentNo, TradeNo: in.TradeNo,
+		Amount: in.Amount, Detail: in.Detail, CreatedAt: a.now(),
+	})
+	if err != nil {
+		return fmt.Errorf("record anomaly: %w", err)
+	}
+	return nil
+}

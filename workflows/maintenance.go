@@ -1,0 +1,40 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paykit/paykit/activities"
+)
+
+func maintenanceOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
+		Summary:             summary,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    time.Minute,
+			MaximumAttempts:    5,
+		},
+	})
+}
+
+// SweeperWorkflow runs on a schedule. It re-drives payments still pending in MySQL whose
+// workflow is not running, and redelivers merchant webhooks that were given up on.
+func SweeperWorkflow(ctx workflow.Context, in SweepInput) (activities.SweepResult, error) {
+	var res activities.SweepResult
+	err := workflow.ExecuteActivity(maintenanceOptions(ctx, "sweep stale pending payments"),
+		a.SweepStalePayments, in.StaleAfter, in.Limit).Get(ctx, &res)
+	return res, err
+}
+
+// PurgeIdempotencyKeysWorkflow runs on a schedule and deletes expired Idempotency-Keys.
+func PurgeIdempotencyKeysWorkflow(ctx workflow.Context) (int64, error) {
+	var n int64
+	err := workflow.ExecuteActivity(maintenanceOptions(ctx, "purge expired idempotency keys"),
+		a.PurgeIdempotencyKeys).Get(ctx, &n)
+	return n, err
+}

@@ -1,0 +1,17 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+)
+
+// Registry is the subset of worker.Worker (and of the replayer) used for registration.
+type Registry interface {
+	RegisterWorkflowWithOptions(w interface{}, options workflow.RegisterOptions)
+}
+
+// Register registers every workflow under its stable name.
+func Register(r Registry) {
+	r.RegisterWorkflowWithOptions(PaymentWorkflow, workflow.RegisterOptions{Name: PaymentWorkflowName})
+	r.RegisterWorkflowWithOptions(SweeperWorkflow, workflow.RegisterOptions{Name: SweeperWorkflowName})
+	r.RegisterWorkflowWithOptions(PurgeIdempotencyKeysWorkflow, workflow.RegisterOptions{Name: PurgeWorkflowName})
+}

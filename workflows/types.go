@@ -1,0 +1,179 @@
+// Package workflows holds the deterministic Temporal workflow code: one PaymentWorkflow
+// per (tenant, order), and the scheduled maintenance workflows. It never talks to MySQL,
+// Redis or HTTP itself; activities do.
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// Names under which workflows, signals, queries and updates are registered. They are part
+// of the contract with running histories: never rename them.
+const (
+	PaymentWorkflowName = "PaymentWorkflow"
+	SweeperWorkflowName = "SweeperWorkflow"
+	PurgeWorkflowName   = "PurgeIdempotencyKeysWorkflow"
+
+	NotificationSignal = "alipay-notification"
+	StateQuery         = "state"
+	CheckoutUpdate     = "checkout"
+)
+
+// Search attributes that operators filter payments by in the Temporal UI. They must be
+// registered on the namespace before the first workflow runs.
+var (
+	SATenantID      = temporal.NewSearchAttributeKeyKeyword("TenantId")
+	SAOrderID       = temporal.NewSearchAttributeKeyKeyword("OrderId")
+	SAPaymentNo     = temporal.NewSearchAttributeKeyKeyword("PaymentNo")
+	SAPaymentStatus = temporal.NewSearchAttributeKeyKeyword("PaymentStatus")
+	SAAmountFen     = temporal.NewSearchAttributeKeyInt64("AmountFen")
+)
+
+// SearchAttributeTypes lists every custom search attribute with its type name, for
+// registration (`--search-attribute Name=Type` or the operator API).
+func SearchAttributeTypes() map[string]string {
+	return map[string]string{
+		"TenantId":      "Keyword",
+		"OrderId":       "Keyword",
+		"PaymentNo":     "Keyword",
+		"PaymentStatus": "Keyword",
+		"AmountFen":     "Int",
+	}
+}
+
+// Timing holds every interval of a payment's life. It travels in the workflow input so
+// a run keeps the timing it started with, and tests can shrink it to seconds.
+type Timing struct {
+	// PaymentTTL is how long the buyer has to pay, from creation.
+	PaymentTTL time.Duration `json:"payment_ttl"`
+	// ReconcileInterval is how often Alipay is queried while the payment is pending.
+	ReconcileInterval time.Duration `json:"reconcile_interval"`
+	// WebhookInitialInterval and WebhookMaxInterval bound the merchant webhook backoff.
+	WebhookInitialInterval time.Duration `json:"webhook_initial_interval"`
+	WebhookMaxInterval     time.Duration `json:"webhook_max_interval"`
+	// WebhookMaxAttempts bounds delivery attempts inside the workflow; the sweeper
+	// redelivers what is still undelivered afterwards.
+	WebhookMaxAttempts int32 `json:"webhook_max_attempts"`
+}
+
+// DefaultTiming is the production timing.
+func DefaultTiming() Timing {
+	return Timing{
+		PaymentTTL:             15 * time.Minute,
+		ReconcileInterval:      time.Minute,
+		WebhookInitialInterval: time.Second,
+		WebhookMaxInterval:     5 * time.Minute,
+		WebhookMaxAttempts:     20,
+	}
+}
+
+func (t Timing) withDefaults() Timing {
+	d := DefaultTiming()
+	if t.PaymentTTL <= 0 {
+		t.PaymentTTL = d.PaymentTTL
+	}
+	if t.ReconcileInterval <= 0 {
+		t.ReconcileInterval = d.ReconcileInterval
+	}
+	if t.WebhookInitialInterval <= 0 {
+		t.WebhookInitialInterval = d.WebhookInitialInterval
+	}
+	if t.WebhookMaxInterval <= 0 {
+		t.WebhookMaxInterval = d.WebhookMaxInterval
+	}
+	if t.WebhookMaxAttempts <= 0 {
+		t.WebhookMaxAttempts = d.WebhookMaxAttempts
+	}
+	return t
+}
+
+// PaymentInput starts (or resumes) the payment workflow of one order.
+type PaymentInput struct {
+	TenantID  string         `json:"tenant_id"`
+	OrderID   string         `json:"order_id"`
+	Amount    payment.Amount `json:"amount_fen"`
+	Currency  string         `json:"currency"`
+	Subject   string         `json:"subject"`
+	Method    payment.Method `json:"method"`
+	ReturnURL string         `json:"return_url,omitempty"`
+	Timing    Timing         `json:"timing"`
+	// PaymentNo is set when an existing pending payment is re-driven (by the sweeper or a
+	// late callback): the run adopts it instead of creating a new one.
+	PaymentNo string `json:"payment_no,omitempty"`
+	// State is carried across continue-as-new.
+	State *PaymentState `json:"state,omitempty"`
+}
+
+// PaymentState is the workflow's view of the payment, returned by the state query and as
+// the workflow result.
+type PaymentState struct {
+	PaymentNo string         `json:"payment_no"`
+	TenantID  string         `json:"tenant_id"`
+	OrderID   string         `json:"order_id"`
+	Amount    payment.Amount `json:"amount_fen"`
+	Currency  string         `json:"currency"`
+	Status    payment.Status `json:"status"`
+	PayURL    string         `json:"pay_url,omitempty"`
+	QRCode    string         `json:"qr_code,omitempty"`
+	ExpireAt  time.Time      `json:"expire_at"`
+	TradeNo   string         `json:"trade_no,omitempty"`
+	PaidAt    time.Time      `json:"paid_at,omitzero"`
+	// Initialized is true once the payment row and the Alipay trade exist.
+	Initialized bool `json:"initialized"`
+	// InitError is set if the payment could not be created at all.
+	InitError string `json:"init_error,omitempty"`
+	// SeenNotifyIDs are the most recent notify_ids applied, for signal dedupe.
+	SeenNotifyIDs   []string `json:"seen_notify_ids,omitempty"`
+	Reconciliations int      `json:"reconciliations"`
+	BenefitGranted  bool     `json:"benefit_granted"`
+	EventID         string   `json:"event_id,omitempty"`
+	WebhookSent     bool     `json:"webhook_sent"`
+	// Anomaly describes a case recorded for an operator (e.g. paid after close).
+	Anomaly string `json:"anomaly,omitempty"`
+}
+
+// CheckoutRequest is the argument of the checkout update.
+type CheckoutRequest struct {
+	Amount   payment.Amount `json:"amount_fen"`
+	Currency string         `json:"currency"`
+	Subject  string         `json:"subject"`
+	Method   payment.Method `json:"method"`
+}
+
+// CheckoutResult is what POST /v1/payments answers.
+type CheckoutResult struct {
+	PaymentNo string         `json:"payment_no"`
+	TenantID  string         `json:"tenant_id"`
+	OrderID   string         `json:"order_id"`
+	Status    payment.Status `json:"status"`
+	Amount    payment.Amount `json:"amount_fen"`
+	Currency  string         `json:"currency"`
+	Subject   string         `json:"subject"`
+	PayURL    string         `json:"pay_url,omitempty"`
+	QRCode    string         `json:"qr_code,omitempty"`
+	ExpireAt  time.Time      `json:"expire_at"`
+}
+
+// NotificationPayload is the callback signal: a notification the API has verified
+// (signature, app_id, seller_id, out_trade_no, amount) and recorded.
+type NotificationPayload struct {
+	NotifyID    string             `json:"notify_id"`
+	TradeNo     string             `json:"trade_no"`
+	PaymentNo   string             `json:"payment_no"`
+	TradeStatus string             `json:"trade_status"`
+	State       payment.TradeState `json:"state"`
+	Amount      payment.Amount     `json:"amount_fen"`
+	PaidAt      time.Time          `json:"paid_at,omitzero"`
+}
+
+// SweepInput configures one sweeper run.
+type SweepInput struct {
+	// StaleAfter is how old a pending payment must be before it is checked.
+	StaleAfter time.Duration `json:"stale_after"`
+	// Limit bounds how many payments one run looks at.
+	Limit int `json:"limit"`
+}
