@@ -1,0 +1,194 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+// Notification outcomes recorded on channel_notifications.
+const (
+	outcomeReceived     = "received"
+	outcomeSignalled    = "signalled"
+	outcomeRedriven     = "redriven"
+	outcomeAlreadyPaid  = "already_paid"
+	outcomeIgnored      = "ignored"
+	outcomeAnomaly      = "anomaly_recorded"
+	outcomeRejectPrefix = "rejected: "
+)
+
+// finalOutcome reports whether a recorded notification needs no more work, so a
+// redelivery can be acknowledged at once.
+func finalOutcome(o string) bool {
+	switch o {
+	case outcomeSignalled, outcomeRedriven, outcomeAlreadyPaid, outcomeIgnored, outcomeAnomaly:
+		return true
+	}
+	return false
+}
+
+const notificationDoneTTL = 48 * time.Hour // longer than Alipay's 25 h redelivery window
+
+func alipayReply(c echo.Context, ok bool) error {
+	if ok {
+		return c.String(http.StatusOK, "success")
+	}
+	return c.String(http.StatusOK, "failure")
+}
+
+// alipayCallback handles Alipay's asynchronous notification. It answers "success" only
+// once the notification is durably handled (signalled to the workflow, or an equivalent
+// record); anything else makes Alipay deliver it again.
+func (s *Server) alipayCallback(c echo.Context) error {
+	ctx := c.Request().Context()
+	raw, err := readBody(c)
+	if err != nil {
+		s.metrics.callbacks.WithLabelValues("unreadable").Inc()
+		return alipayReply(c, false)
+	}
+	form, err := url.ParseQuery(string(raw))
+	if err != nil || len(form) == 0 {
+		s.metrics.callbacks.WithLabelValues("malformed").Inc()
+		s.log.ErrorContext(ctx, "alipay notification is not a form", "request_id", requestID(c))
+		return alipayReply(c, false)
+	}
+	n, err := s.gateway.DecodeNotification(ctx, form)
+	if err != nil {
+		// Forged, tampered, or for another app or seller. Keep it for audit without
+		// letting it claim the notify_id.
+		s.metrics.callbacks.WithLabelValues("unverified").Inc()
+		s.log.ErrorContext(ctx, "alipay notification rejected", "request_id", requestID(c),
+			"notify_id", form.Get("notify_id"), "payment_no", form.Get("out_trade_no"), "err", err)
+		_, _, rerr := s.store.RecordNotification(detached(c), payment.ChannelNotification{
+			Channel: "alipay", NotifyID: form.Get("notify_id"), PaymentNo: form.Get("out_trade_no"), TradeNo: form.Get("trade_no"),
+			Raw: string(raw), Verified: false, Outcome: outcomeRejectPrefix + err.Error(), ReceivedAt: time.Now().UTC(),
+		})
+		if rerr != nil {
+			s.log.ErrorContext(ctx, "record rejected notification", "err", rerr)
+		}
+		return alipayReply(c, false)
+	}
+	if s.cache != nil {
+		if done, err := s.cache.NotificationDone(ctx, n.NotifyID); err == nil && done {
+			s.metrics.callbacks.WithLabelValues("duplicate_cached").Inc()
+			return alipayReply(c, true)
+		}
+	}
+	rec, inserted, err := s.store.RecordNotification(ctx, payment.ChannelNotification{
+		Channel: "alipay", NotifyID: n.NotifyID, PaymentNo: n.PaymentNo, TradeNo: n.TradeNo,
+		Raw: string(raw), Verified: true, Outcome: outcomeReceived, ReceivedAt: time.Now().UTC(),
+	})
+	if err != nil {
+		s.metrics.callbacks.WithLabelValues("store_unavailable").Inc()
+		s.log.ErrorContext(ctx, "record notification failed; alipay will retry", "notify_id", n.NotifyID, "err", err)
+		return alipayReply(c, false)
+	}
+	if !inserted && finalOutcome(rec.Outcome) {
+		s.metrics.callbacks.WithLabelValues("duplicate").Inc()
+		s.markDone(c, n.NotifyID)
+		return alipayReply(c, true)
+	}
+	outcome, ok := s.applyNotification(c, n)
+	if err := s.store.SetNotificationOutcome(detached(c), rec.ID, outcome); err != nil {
+		s.log.ErrorContext(ctx, "record notification outcome", "notify_id", n.NotifyID, "err", err)
+	}
+	label := outcome
+	if len(label) > len(outcomeRejectPrefix) && label[:len(outcomeRejectPrefix)] == outcomeRejectPrefix {
+		label = "rejected"
+	}
+	s.metrics.callbacks.WithLabelValues(label).Inc()
+	if ok && finalOutcome(outcome) {
+		s.markDone(c, n.NotifyID)
+	}
+	return alipayReply(c, ok)
+}
+
+func (s *Server) markDone(c echo.Context, notifyID string) {
+	if s.cache == nil {
+		return
+	}
+	if err := s.cache.MarkNotificationDone(detached(c), notifyID, notificationDoneTTL); err != nil {
+		s.log.DebugContext(c.Request().Context(), "notification cache write skipped", "err", err)
+	}
+}
+
+// applyNotification checks a verified notification against our records and hands it to
+// the payment's workflow. It returns the outcome to record and whether to acknowledge.
+func (s *Server) applyNotification(c echo.Context, n payment.Notification) (string, bool) {
+	ctx := c.Request().Context()
+	p, err := s.store.GetPayment(ctx, n.PaymentNo)
+	if errors.Is(err, payment.ErrNotFound) {
+		s.log.ErrorContext(ctx, "alipay notification for an unknown out_trade_no", "notify_id", n.NotifyID, "payment_no", n.PaymentNo, "trade_no", n.TradeNo)
+		return outcomeRejectPrefix + "unknown out_trade_no", false
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "read payment for notification; alipay will retry", "notify_id", n.NotifyID, "err", err)
+		return outcomeReceived, false
+	}
+	log := s.log.With("notify_id", n.NotifyID, "payment_no", p.PaymentNo, "tenant_id", p.TenantID, "order_id", p.OrderID, "trade_no", n.TradeNo)
+	tenant, err := s.store.GetTenant(ctx, p.TenantID)
+	if err != nil {
+		log.ErrorContext(ctx, "read tenant for notification; alipay will retry", "err", err)
+		return outcomeReceived, false
+	}
+	if (tenant.AlipayAppID != "" && n.AppID != tenant.AlipayAppID) || (tenant.AlipaySeller != "" && n.SellerID != tenant.AlipaySeller) {
+		log.ErrorContext(ctx, "alipay notification for another app or seller", "app_id", n.AppID, "seller_id", n.SellerID)
+		return outcomeRejectPrefix + "app_id or seller_id mismatch", false
+	}
+	if err := payment.CheckNotification(n, p); err != nil {
+		log.ErrorContext(ctx, "alipay notification does not match the payment", "err", err,
+			"notified_fen", int64(n.TotalAmount), "amount_fen", int64(p.Amount))
+		return outcomeRejectPrefix + payment.ErrorMessage(err), false
+	}
+	if n.State != payment.TradePaid {
+		log.InfoContext(ctx, "alipay notification does not advance the payment", "trade_status", n.TradeStatus)
+		return outcomeIgnored, true
+	}
+	sig := workflows.NotificationPayload{
+		NotifyID: n.NotifyID, TradeNo: n.TradeNo, PaymentNo: n.PaymentNo, TradeStatus: n.TradeStatus,
+		State: n.State, Amount: n.TotalAmount, PaidAt: n.PaidAt,
+	}
+	switch p.Status {
+	case payment.StatusPaid:
+		return outcomeAlreadyPaid, true
+	case payment.StatusPending:
+		running, err := s.orch.Notify(ctx, p, sig)
+		if err != nil {
+			log.ErrorContext(ctx, "signal payment workflow failed; alipay will retry", "err", err)
+			return outcomeReceived, false
+		}
+		if running {
+			return outcomeSignalled, true
+		}
+		// The workflow is gone (terminated by an operator, say) but the payment is
+		// pending: start a run that adopts this payment and give it the notification.
+		if err := s.orch.NotifyOrRedrive(ctx, p, sig); err != nil {
+			log.ErrorContext(ctx, "re-drive payment workflow failed; alipay will retry", "err", err)
+			return outcomeReceived, false
+		}
+		log.WarnContext(ctx, "payment workflow was not running; re-driven by a notification")
+		return outcomeRedriven, true
+	default:
+		// Money arrived for a payment we closed. Never lose it silently: record it for
+		// refund and alert.
+		s.metrics.anomalies.Inc()
+		err := s.store.RecordAnomaly(ctx, payment.Anomaly{
+			Kind: "paid_after_close", TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
+			Detail:    fmt.Sprintf("alipay notified %s (notify_id %s) for a payment that is %s locally; refund or reconcile", n.TradeStatus, n.NotifyID, p.Status),
+			CreatedAt: time.Now().UTC(),
+		})
+		if err != nil {
+			log.ErrorContext(ctx, "record anomaly failed; alipay will retry", "err", err)
+			return outcomeReceived, false
+		}
+		log.ErrorContext(ctx, "payment anomaly: alipay says paid but the payment is closed; recorded for refund", "status", p.Status.String())
+		return outcomeAnomaly, true
+	}
+}

@@ -1,0 +1,129 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// ReplayedHeader marks a response replayed from the Idempotency-Key store.
+const ReplayedHeader = "Idempotent-Replayed"
+
+func validIdempotencyKey(k string) bool {
+	if len(k) < 8 || len(k) > 255 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func fingerprint(method, path string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write([]byte(path))
+	h.Write([]byte{0})
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (s *Server) replay(c echo.Context, rec payment.IdempotencyRecord) error {
+	s.metrics.idem.WithLabelValues("replay").Inc()
+	c.Response().Header().Set(ReplayedHeader, "true")
+	ct := echo.MIMEApplicationJSON
+	if rec.ResponseStatus >= 400 {
+		ct = "application/problem+json"
+	}
+	return c.Blob(rec.ResponseStatus, ct, rec.ResponseBody)
+}
+
+// idempotent runs handle at most once per (tenant, Idempotency-Key): the first request
+// runs; a concurrent one gets 409; a later one gets the first response replayed; one with
+// another payload gets 422. MySQL is the source of truth; Redis only short-cuts replays.
+func (s *Server) idempotent(c echo.Context, key string, body []byte, handle func() (int, []byte, error)) error {
+	ctx := c.Request().Context()
+	tenantID := tenantIDOf(c)
+	if !validIdempotencyKey(key) {
+		return payment.Errorf(payment.EINVALID, "Idempotency-Key must be 8-255 visible ASCII characters")
+	}
+	fp := fingerprint(c.Request().Method, c.Request().URL.Path, body)
+	if s.cache != nil {
+		if rec, ok, err := s.cache.CachedResponse(ctx, tenantID, key); err == nil && ok {
+			if rec.Fingerprint != fp {
+				s.metrics.idem.WithLabelValues("mismatch").Inc()
+				return payment.Errorf(payment.EMISMATCH, "Idempotency-Key was used with a different request")
+			}
+			return s.replay(c, rec)
+		}
+	}
+	now := time.Now().UTC()
+	outcome, rec, err := s.store.ReserveIdempotencyKey(ctx, payment.IdempotencyRecord{
+		TenantID: tenantID, Key: key, Fingerprint: fp, State: payment.IdempotencyInFlight,
+		LockedUntil: now.Add(s.cfg.IdempotencyLock), ExpiresAt: now.Add(s.cfg.IdempotencyTTL),
+	})
+	if err != nil {
+		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot record the Idempotency-Key right now, retry", Err: err}
+	}
+	switch outcome {
+	case payment.ReserveMismatch:
+		s.metrics.idem.WithLabelValues("mismatch").Inc()
+		return payment.Errorf(payment.EMISMATCH, "Idempotency-Key was used with a different request")
+	case payment.ReserveInFlight:
+		s.metrics.idem.WithLabelValues("in_flight").Inc()
+		c.Response().Header().Set("Retry-After", "1")
+		return payment.Errorf(payment.EINFLIGHT, "a request with this Idempotency-Key is still in progress")
+	case payment.ReserveReplay:
+		s.cacheResponse(c, rec)
+		return s.replay(c, rec)
+	}
+	s.metrics.idem.WithLabelValues("acquired").Inc()
+
+	status, resp, herr := handle()
+	if herr != nil {
+		status, p := problemFor(c, herr)
+		if status >= 500 || status == http.StatusConflict && payment.ErrorCode(herr) == payment.EINFLIGHT {
+			// Not the client's fault: free the key so that a retry runs again.
+			if err := s.store.ReleaseIdempotencyKey(detached(c), tenantID, key); err != nil {
+				s.log.ErrorContext(ctx, "release idempotency key", "tenant_id", tenantID, "err", err)
+			}
+			return herr
+		}
+		p.RequestID = ""
+		resp, _ = json.Marshal(p)
+		s.complete(c, tenantID, key, fp, status, resp)
+		return herr
+	}
+	s.complete(c, tenantID, key, fp, status, resp)
+	return c.JSONBlob(status, resp)
+}
+
+func (s *Server) complete(c echo.Context, tenantID, key, fp string, status int, resp []byte) {
+	ctx := detached(c)
+	if err := s.store.CompleteIdempotencyKey(ctx, tenantID, key, status, resp); err != nil {
+		// The answer is still correct; a retry will find the key in flight until the
+		// lock expires and then run again, landing on the same workflow update.
+		s.log.ErrorContext(ctx, "complete idempotency key", "tenant_id", tenantID, "err", err)
+		return
+	}
+	s.cacheResponse(c, payment.IdempotencyRecord{TenantID: tenantID, Key: key, Fingerprint: fp,
+		State: payment.IdempotencyCompleted, ResponseStatus: status, ResponseBody: resp})
+}
+
+func (s *Server) cacheResponse(c echo.Context, rec payment.IdempotencyRecord) {
+	if s.cache == nil {
+		return
+	}
+	if err := s.cache.CacheResponse(detached(c), rec, s.cfg.IdempotencyTTL); err != nil {
+		s.log.DebugContext(c.Request().Context(), "idempotency cache write skipped", "err", err)
+	}
+}

@@ -1,0 +1,64 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the API's Prometheus collectors.
+type Metrics struct {
+	registry  *prometheus.Registry
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	checkouts *prometheus.CounterVec
+	callbacks *prometheus.CounterVec
+	idem      *prometheus.CounterVec
+	anomalies prometheus.Counter
+}
+
+// NewMetrics registers the collectors on reg, or on a new registry if reg is nil.
+func NewMetrics(reg *prometheus.Registry) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	m := &Metrics{
+		registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_http_requests_total", Help: "HTTP requests by route and status.",
+		}, []string{"method", "route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "paykit_http_request_duration_seconds", Help: "HTTP request latency.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method", "route"}),
+		checkouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_checkouts_total", Help: "Checkout outcomes.",
+		}, []string{"outcome"}),
+		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_alipay_callbacks_total", Help: "Alipay notification outcomes.",
+		}, []string{"outcome"}),
+		idem: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_idempotency_keys_total", Help: "Idempotency-Key outcomes (acquired, replay, in_flight, mismatch).",
+		}, []string{"outcome"}),
+		anomalies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paykit_payment_anomalies_total", Help: "Cases recorded for an operator, such as money received for a closed payment.",
+		}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.checkouts, m.callbacks, m.idem, m.anomalies)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+func (m *Metrics) observeHTTP(method, route string, status int, d time.Duration) {
+	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(method, route).Observe(d.Seconds())
+}

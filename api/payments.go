@@ -1,0 +1,242 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+// CreatePaymentRequest is the body of POST /v1/payments.
+type CreatePaymentRequest struct {
+	OrderID   string         `json:"order_id"`
+	AmountFen int64          `json:"amount_fen"`
+	Currency  string         `json:"currency"`
+	Subject   string         `json:"subject"`
+	Method    payment.Method `json:"method"`
+	ReturnURL string         `json:"return_url,omitempty"`
+	// CheckoutToken is the optional one-time token from POST /v1/checkout-tokens.
+	CheckoutToken string `json:"checkout_token,omitempty"`
+}
+
+func (r *CreatePaymentRequest) normalize() error {
+	if r.Currency == "" {
+		r.Currency = "CNY"
+	}
+	if r.Method == "" {
+		r.Method = payment.MethodPage
+	}
+	if err := payment.ValidateOrderID(r.OrderID); err != nil {
+		return err
+	}
+	if err := payment.Amount(r.AmountFen).Validate(); err != nil {
+		return err
+	}
+	if r.Currency != "CNY" {
+		return payment.Errorf(payment.EINVALID, "currency must be CNY")
+	}
+	if r.Subject == "" || len(r.Subject) > 256 {
+		return payment.Errorf(payment.EINVALID, "subject must be 1-256 bytes")
+	}
+	if err := r.Method.Validate(); err != nil {
+		return err
+	}
+	if r.ReturnURL != "" && !strings.HasPrefix(r.ReturnURL, "https://") && !strings.HasPrefix(r.ReturnURL, "http://") {
+		return payment.Errorf(payment.EINVALID, "return_url must be an http(s) URL")
+	}
+	if len(r.CheckoutToken) > 128 {
+		return payment.Errorf(payment.EINVALID, "checkout_token is too long")
+	}
+	return nil
+}
+
+// decodeStrict decodes exactly one JSON object and refuses unknown fields, so that a
+// typo like "amount" instead of "amount_fen" is an error, not a zero amount.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return payment.Errorf(payment.EINVALID, "malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return payment.Errorf(payment.EINVALID, "body must be a single JSON object")
+	}
+	return nil
+}
+
+func readBody(c echo.Context) ([]byte, error) {
+	b, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			return nil, he
+		}
+		return nil, payment.Errorf(payment.EINVALID, "cannot read body: %v", err)
+	}
+	return b, nil
+}
+
+// createCheckoutToken issues the entry layer's one-time token. The checkout page embeds
+// it; a double click or a resubmitted form presents it twice and only one use passes.
+func (s *Server) createCheckoutToken(c echo.Context) error {
+	var req struct {
+		OrderID string `json:"order_id"`
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := decodeStrict(body, &req); err != nil {
+			return err
+		}
+	}
+	if req.OrderID != "" {
+		if err := payment.ValidateOrderID(req.OrderID); err != nil {
+			return err
+		}
+	}
+	if s.cache == nil {
+		return payment.Errorf(payment.EUNAVAILABLE, "checkout tokens need Redis, which is not configured")
+	}
+	tok, err := s.cache.IssueToken(c.Request().Context(), tenantIDOf(c), req.OrderID, s.cfg.CheckoutTokenTTL)
+	if err != nil {
+		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot issue a checkout token right now", Err: err}
+	}
+	return c.JSON(http.StatusCreated, map[string]any{
+		"checkout_token": tok,
+		"order_id":       req.OrderID,
+		"expires_in":     int(s.cfg.CheckoutTokenTTL.Seconds()),
+	})
+}
+
+// createPayment is the checkout: Idempotency-Key, then the one-time token, then the
+// workflow (UpdateWithStart), whose first activity inserts under the unique index.
+func (s *Server) createPayment(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key == "" {
+		status, resp, err := s.checkout(c, body, "")
+		if err != nil {
+			return err
+		}
+		return c.JSONBlob(status, resp)
+	}
+	return s.idempotent(c, key, body, func() (int, []byte, error) { return s.checkout(c, body, key) })
+}
+
+// checkout returns the status and body to answer; errors are turned into problems by the
+// caller (and stored for replay when they are the client's fault).
+func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (int, []byte, error) {
+	ctx := c.Request().Context()
+	tenant := tenantOf(c)
+	var req CreatePaymentRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return 0, nil, err
+	}
+	if err := req.normalize(); err != nil {
+		return 0, nil, err
+	}
+	if req.CheckoutToken != "" {
+		if err := s.consumeToken(c, tenant.ID, req); err != nil {
+			s.metrics.checkouts.WithLabelValues("token_reused").Inc()
+			return 0, nil, err
+		}
+	}
+	updateID := "checkout-" + uuid.NewString()
+	if idemKey != "" {
+		// A retry that slips past the key store (e.g. after a lock takeover) lands on
+		// the same update and so gets the same answer from Temporal.
+		updateID = "checkout-" + HashAPIKey(tenant.ID+"\x00"+idemKey)[:40]
+	}
+	res, err := s.orch.Checkout(ctx, workflows.PaymentInput{
+		TenantID: tenant.ID, OrderID: req.OrderID, Amount: payment.Amount(req.AmountFen), Currency: req.Currency,
+		Subject: req.Subject, Method: req.Method, ReturnURL: req.ReturnURL,
+	}, updateID)
+	if err != nil {
+		s.metrics.checkouts.WithLabelValues(payment.ErrorCode(err)).Inc()
+		if payment.ErrorCode(err) == payment.ECONFLICT {
+			return 0, nil, s.withExistingPayment(c, tenant.ID, req.OrderID, err)
+		}
+		return 0, nil, err
+	}
+	s.metrics.checkouts.WithLabelValues("ok").Inc()
+	out, err := json.Marshal(res)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, out, nil
+}
+
+// consumeToken spends the one-time token atomically. If Redis is down the token layer is
+// skipped: the layers below it still guarantee one payment per order.
+func (s *Server) consumeToken(c echo.Context, tenantID string, req CreatePaymentRequest) error {
+	if s.cache == nil {
+		return nil
+	}
+	orderID, ok, err := s.cache.ConsumeToken(c.Request().Context(), tenantID, req.CheckoutToken)
+	if err != nil {
+		s.log.WarnContext(c.Request().Context(), "checkout token check skipped: redis unavailable", "tenant_id", tenantID,
+			"order_id", req.OrderID, "err", err)
+		return nil
+	}
+	if !ok {
+		return s.withExistingPayment(c, tenantID, req.OrderID,
+			payment.Errorf(payment.ETOKENUSED, "checkout token already used or expired"))
+	}
+	if orderID != "" && orderID != req.OrderID {
+		return payment.Errorf(payment.EUNPROCESSABLE, "checkout token was issued for another order")
+	}
+	return nil
+}
+
+// withExistingPayment attaches the order's current payment to a conflict, so the client
+// can show it instead of an error.
+func (s *Server) withExistingPayment(c echo.Context, tenantID, orderID string, err error) error {
+	ps, lerr := s.store.ListOrderPayments(c.Request().Context(), tenantID, orderID)
+	if lerr != nil || len(ps) == 0 {
+		return err
+	}
+	return &problemError{err: err, payment: ps[0]}
+}
+
+func (s *Server) getPayment(c echo.Context) error {
+	no := c.Param("payment_no")
+	if err := payment.ValidatePaymentNo(no); err != nil {
+		return err
+	}
+	p, err := s.store.GetTenantPayment(c.Request().Context(), tenantIDOf(c), no)
+	if err != nil {
+		if errors.Is(err, payment.ErrNotFound) {
+			return payment.Errorf(payment.ENOTFOUND, "no payment %s", no)
+		}
+		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read the payment right now", Err: err}
+	}
+	return c.JSON(http.StatusOK, p)
+}
+
+func (s *Server) listOrderPayments(c echo.Context) error {
+	orderID := c.Param("order_id")
+	if err := payment.ValidateOrderID(orderID); err != nil {
+		return err
+	}
+	ps, err := s.store.ListOrderPayments(c.Request().Context(), tenantIDOf(c), orderID)
+	if err != nil {
+		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read payments right now", Err: err}
+	}
+	if ps == nil {
+		ps = []payment.Payment{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"order_id": orderID, "payments": ps})
+}

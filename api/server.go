@@ -1,0 +1,166 @@
+// Package api is the HTTP interface of the payment system: the merchant API under /v1,
+// Alipay's asynchronous notifications under /callbacks, and health and metrics endpoints.
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+// Orchestrator is what the API needs from the workflow engine.
+type Orchestrator interface {
+	Checkout(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error)
+	Notify(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) (running bool, err error)
+	NotifyOrRedrive(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) error
+	Ping(ctx context.Context) error
+}
+
+// Cache is the Redis fast path. Every method may fail; the API then falls back to MySQL,
+// which is the source of truth, so Redis being down makes requests slower, never wrong.
+type Cache interface {
+	IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration) (string, error)
+	ConsumeToken(ctx context.Context, tenantID, token string) (orderID string, ok bool, err error)
+	CachedResponse(ctx context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error)
+	CacheResponse(ctx context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error
+	NotificationDone(ctx context.Context, notifyID string) (bool, error)
+	MarkNotificationDone(ctx context.Context, notifyID string, ttl time.Duration) error
+	Ping(ctx context.Context) error
+}
+
+// Config tunes the API.
+type Config struct {
+	// IdempotencyTTL is how long an Idempotency-Key and its response are kept.
+	IdempotencyTTL time.Duration
+	// IdempotencyLock is how long an in-flight request holds its key before another
+	// request may take it over (the first one presumably crashed).
+	IdempotencyLock time.Duration
+	// CheckoutTokenTTL is the lifetime of a one-time checkout token.
+	CheckoutTokenTTL time.Duration
+	// BodyLimit caps request bodies, e.g. "64K".
+	BodyLimit string
+	// RequestTimeout bounds the work done for one request.
+	RequestTimeout time.Duration
+	// TenantCacheTTL is how long an authenticated API key is remembered in memory.
+	TenantCacheTTL time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.IdempotencyTTL <= 0 {
+		c.IdempotencyTTL = 24 * time.Hour
+	}
+	if c.IdempotencyLock <= 0 {
+		c.IdempotencyLock = 30 * time.Second
+	}
+	if c.CheckoutTokenTTL <= 0 {
+		c.CheckoutTokenTTL = 30 * time.Minute
+	}
+	if c.BodyLimit == "" {
+		c.BodyLimit = "64K"
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.TenantCacheTTL <= 0 {
+		c.TenantCacheTTL = 30 * time.Second
+	}
+	return c
+}
+
+// Server is the HTTP server.
+type Server struct {
+	echo    *echo.Echo
+	cfg     Config
+	store   payment.Store
+	gateway payment.Gateway
+	orch    Orchestrator
+	cache   Cache
+	log     *slog.Logger
+	metrics *Metrics
+	tenants *tenantCache
+}
+
+// New builds the server and its routes. cache may be nil (no Redis).
+func New(cfg Config, store payment.Store, gateway payment.Gateway, orch Orchestrator, cache Cache, logger *slog.Logger, metrics *Metrics) *Server {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	s := &Server{
+		echo: echo.New(), cfg: cfg.withDefaults(), store: store, gateway: gateway, orch: orch, cache: cache,
+		log: logger, metrics: metrics,
+	}
+	s.tenants = newTenantCache(s.cfg.TenantCacheTTL)
+	e := s.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RequestID())
+	e.Use(s.recoverPanics)
+	e.Use(s.accessLog)
+	e.Use(middleware.BodyLimit(s.cfg.BodyLimit))
+	e.Use(middleware.ContextTimeout(s.cfg.RequestTimeout))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
+	e.POST("/callbacks/alipay", s.alipayCallback)
+
+	v1 := e.Group("/v1", s.authenticate)
+	v1.POST("/checkout-tokens", s.createCheckoutToken)
+	v1.POST("/payments", s.createPayment)
+	v1.GET("/payments/:payment_no", s.getPayment)
+	v1.GET("/orders/:order_id/payments", s.listOrderPayments)
+	return s
+}
+
+// ServeHTTP makes the server an http.Handler (used by tests and by http.Server).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// ListenAndServe serves on addr until ctx is cancelled, then shuts down gracefully,
+// letting in-flight requests finish within grace.
+func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration) error {
+	srv := &http.Server{
+		Addr:              addr,
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func requestID(c echo.Context) string {
+	return c.Response().Header().Get(echo.HeaderXRequestID)
+}
+
+// detached is the request's context without its cancellation, for short writes that must
+// finish even if the client has gone away.
+func detached(c echo.Context) context.Context {
+	return context.WithoutCancel(c.Request().Context())
+}

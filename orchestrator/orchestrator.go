@@ -1,0 +1,180 @@
+// Package orchestrator is the adapter over the Temporal client: it starts, joins, signals
+// and re-drives payment workflows, and translates Temporal errors into domain errors.
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+// Orchestrator starts and drives payment workflows.
+type Orchestrator struct {
+	client    client.Client
+	taskQueue string
+	timing    workflows.Timing
+}
+
+// New returns an Orchestrator that starts workflows on taskQueue with the given timing.
+func New(c client.Client, taskQueue string, timing workflows.Timing) *Orchestrator {
+	return &Orchestrator{client: c, taskQueue: taskQueue, timing: timing}
+}
+
+// Timing returns the timing given to new workflows.
+func (o *Orchestrator) Timing() workflows.Timing { return o.timing }
+
+func (o *Orchestrator) startOptions(in workflows.PaymentInput) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:        payment.WorkflowID(in.TenantID, in.OrderID),
+		TaskQueue: o.taskQueue,
+		// Concurrent checkouts of one order join the running workflow; once it has
+		// closed, a new checkout may start a new run (re-purchase). The generated-column
+		// unique index still allows one pending payment per order.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SATenantID.ValueSet(in.TenantID),
+			workflows.SAOrderID.ValueSet(in.OrderID),
+			workflows.SAAmountFen.ValueSet(int64(in.Amount)),
+			workflows.SAPaymentStatus.ValueSet(payment.StatusPending.String()),
+		),
+		StaticSummary: fmt.Sprintf("%s CNY · order %s · tenant %s", in.Amount.Yuan(), in.OrderID, in.TenantID),
+		StaticDetails: fmt.Sprintf("Subject: %s\n\nMethod: %s", in.Subject, in.Method),
+	}
+}
+
+// Checkout starts the order's payment workflow, or joins the running one, and waits for
+// the checkout update to answer with the payment. Repeating a call with the same
+// updateID returns the original answer, even after the workflow has closed.
+func (o *Orchestrator) Checkout(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
+	in.Timing = o.timing
+	op := o.client.NewWithStartWorkflowOperation(o.startOptions(in), workflows.PaymentWorkflowName, in)
+	handle, err := o.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID:     updateID,
+			UpdateName:   workflows.CheckoutUpdate,
+			Args:         []any{workflows.CheckoutRequest{Amount: in.Amount, Currency: in.Currency, Subject: in.Subject, Method: in.Method}},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return workflows.CheckoutResult{}, translate("checkout", err)
+	}
+	var res workflows.CheckoutResult
+	if err := handle.Get(ctx, &res); err != nil {
+		return workflows.CheckoutResult{}, translate("checkout", err)
+	}
+	return res, nil
+}
+
+// Notify signals a verified notification to the running workflow of a pending payment.
+// running=false means no workflow is running for it.
+func (o *Orchestrator) Notify(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) (running bool, err error) {
+	err = o.client.SignalWorkflow(ctx, p.WorkflowID, "", workflows.NotificationSignal, n)
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &nf):
+		return false, nil
+	default:
+		return false, translate("signal", err)
+	}
+}
+
+// NotifyOrRedrive signals a pending payment's workflow, starting a run that adopts the
+// payment if none is running. The run is given the existing payment_no, so it can never
+// create a second payment (this is why SignalWithStart is safe here, unlike with a
+// fresh-payment input).
+func (o *Orchestrator) NotifyOrRedrive(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) error {
+	in := o.redriveInput(p)
+	_, err := o.client.SignalWithStartWorkflow(ctx, p.WorkflowID, workflows.NotificationSignal, n, o.startOptions(in),
+		workflows.PaymentWorkflowName, in)
+	if err != nil {
+		return translate("signal with start", err)
+	}
+	return nil
+}
+
+func (o *Orchestrator) redriveInput(p payment.Payment) workflows.PaymentInput {
+	return workflows.PaymentInput{
+		TenantID: p.TenantID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency, Subject: p.Subject,
+		Method: payment.MethodPage, Timing: o.timing, PaymentNo: p.PaymentNo,
+	}
+}
+
+// Redrive starts a workflow for a pending payment whose workflow is not running, for
+// example because an operator terminated it. It reports whether it started one.
+func (o *Orchestrator) Redrive(ctx context.Context, p payment.Payment) (bool, error) {
+	if p.Status != payment.StatusPending {
+		return false, nil
+	}
+	desc, err := o.client.DescribeWorkflowExecution(ctx, p.WorkflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return false, nil
+		}
+	case errors.As(err, &nf):
+	default:
+		return false, translate("describe", err)
+	}
+	in := o.redriveInput(p)
+	if _, err := o.client.ExecuteWorkflow(ctx, o.startOptions(in), workflows.PaymentWorkflowName, in); err != nil {
+		return false, translate("redrive", err)
+	}
+	return true, nil
+}
+
+// State queries the running workflow of an order for its current state.
+func (o *Orchestrator) State(ctx context.Context, tenantID, orderID string) (workflows.PaymentState, error) {
+	v, err := o.client.QueryWorkflow(ctx, payment.WorkflowID(tenantID, orderID), "", workflows.StateQuery)
+	if err != nil {
+		return workflows.PaymentState{}, translate("query", err)
+	}
+	var st workflows.PaymentState
+	if err := v.Get(&st); err != nil {
+		return workflows.PaymentState{}, fmt.Errorf("query: decode: %w", err)
+	}
+	return st, nil
+}
+
+// Ping checks that the Temporal frontend answers.
+func (o *Orchestrator) Ping(ctx context.Context) error {
+	if _, err := o.client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return translate("health", err)
+	}
+	return nil
+}
+
+// translate maps Temporal errors to domain errors: business refusals keep their meaning,
+// anything else means Temporal is unavailable and the caller should retry.
+func translate(op string, err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		switch appErr.Type() {
+		case "AmountConflict":
+			return &payment.Error{Code: payment.ECONFLICT, Message: appErr.Message(), Err: err}
+		case "InvalidPayment", "ChannelRefused":
+			return &payment.Error{Code: payment.EUNPROCESSABLE, Message: appErr.Message(), Err: err}
+		}
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return &payment.Error{Code: payment.ENOTFOUND, Message: "workflow not found", Err: err}
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return &payment.Error{Code: payment.EUNAVAILABLE, Message: "workflow engine unavailable, retry later", Err: fmt.Errorf("%s: %w", op, err)}
+}
