@@ -1,0 +1,156 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paykit/paykit/workflows"
+)
+
+// Config is every setting of the paykit binary, read from the environment with defaults.
+// Nothing else in the program reads the environment.
+type Config struct {
+	MySQLDSN          string
+	RedisAddr         string // empty disables Redis (the system stays exactly-once, only slower)
+	TemporalAddr      string
+	TemporalNamespace string
+	TaskQueue         string
+
+	HTTPAddr  string
+	PublicURL string // where Alipay reaches the API; notify_url is PublicURL + /callbacks/alipay
+
+	AlipayAppID      string
+	AlipaySellerID   string
+	AlipayGatewayURL string
+	// AlipayCashierBaseURL, if set, replaces the scheme and host of page-pay URLs, for
+	// setups where the buyer's browser reaches the gateway under another name (Docker).
+	AlipayCashierBaseURL    string
+	AlipayAppPrivateKey     string // PEM, or read from AlipayAppPrivateKeyFile
+	AlipayPublicKey         string // PEM, or read from AlipayPublicKeyFile
+	AlipayAppPrivateKeyFile string
+	AlipayPublicKeyFile     string
+
+	Timing           workflows.Timing
+	IdempotencyTTL   time.Duration
+	CheckoutTokenTTL time.Duration
+	SweepEvery       time.Duration
+	SweepStaleAfter  time.Duration
+	PurgeEvery       time.Duration
+	Benefit          string
+
+	LogLevel  string
+	LogFormat string // json or text
+}
+
+type env struct {
+	lookup func(string) (string, bool)
+	errs   []string
+}
+
+func (e *env) str(key, def string) string {
+	if v, ok := e.lookup(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func (e *env) dur(key string, def time.Duration) time.Duration {
+	v, ok := e.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a positive duration like 30s or 15m", key, v))
+		return def
+	}
+	return d
+}
+
+func (e *env) int(key string, def int) int {
+	v, ok := e.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a positive integer", key, v))
+		return def
+	}
+	return n
+}
+
+// LoadConfig reads the configuration from the environment.
+func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+	e := &env{lookup: lookup}
+	d := workflows.DefaultTiming()
+	c := Config{
+		MySQLDSN:          e.str("PAYKIT_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/paykit"),
+		RedisAddr:         e.str("PAYKIT_REDIS_ADDR", "127.0.0.1:6379"),
+		TemporalAddr:      e.str("PAYKIT_TEMPORAL_ADDR", "127.0.0.1:7233"),
+		TemporalNamespace: e.str("PAYKIT_TEMPORAL_NAMESPACE", "default"),
+		TaskQueue:         e.str("PAYKIT_TASK_QUEUE", "payments"),
+		HTTPAddr:          e.str("PAYKIT_HTTP_ADDR", "127.0.0.1:8080"),
+		PublicURL:         strings.TrimRight(e.str("PAYKIT_PUBLIC_URL", "http://127.0.0.1:8080"), "/"),
+
+		AlipayAppID:             e.str("ALIPAY_APP_ID", "2021000000000001"),
+		AlipaySellerID:          e.str("ALIPAY_SELLER_ID", "2088000000000001"),
+		AlipayGatewayURL:        e.str("ALIPAY_GATEWAY_URL", "http://127.0.0.1:8090/gateway.do"),
+		AlipayCashierBaseURL:    e.str("ALIPAY_CASHIER_BASE_URL", ""),
+		AlipayAppPrivateKey:     e.str("ALIPAY_APP_PRIVATE_KEY", ""),
+		AlipayPublicKey:         e.str("ALIPAY_PUBLIC_KEY", ""),
+		AlipayAppPrivateKeyFile: e.str("ALIPAY_APP_PRIVATE_KEY_FILE", ".dev/keys/app_private_key.pem"),
+		AlipayPublicKeyFile:     e.str("ALIPAY_PUBLIC_KEY_FILE", ".dev/keys/alipay_public_key.pem"),
+
+		Timing: workflows.Timing{
+			PaymentTTL:             e.dur("PAYKIT_PAYMENT_TTL", d.PaymentTTL),
+			ReconcileInterval:      e.dur("PAYKIT_RECONCILE_INTERVAL", d.ReconcileInterval),
+			WebhookInitialInterval: e.dur("PAYKIT_WEBHOOK_INITIAL_INTERVAL", d.WebhookInitialInterval),
+			WebhookMaxInterval:     e.dur("PAYKIT_WEBHOOK_MAX_INTERVAL", d.WebhookMaxInterval),
+			WebhookMaxAttempts:     int32(e.int("PAYKIT_WEBHOOK_MAX_ATTEMPTS", int(d.WebhookMaxAttempts))),
+		},
+		IdempotencyTTL:   e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
+		CheckoutTokenTTL: e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
+		SweepEvery:       e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
+		SweepStaleAfter:  e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
+		PurgeEvery:       e.dur("PAYKIT_PURGE_EVERY", time.Hour),
+		Benefit:          e.str("PAYKIT_BENEFIT", "order_fulfilment"),
+		LogLevel:         e.str("PAYKIT_LOG_LEVEL", "info"),
+		LogFormat:        e.str("PAYKIT_LOG_FORMAT", "json"),
+	}
+	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
+		c.RedisAddr = ""
+	}
+	if c.SweepStaleAfter == 0 {
+		// A pending payment is only suspicious once it should have been closed.
+		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
+	}
+	if len(e.errs) > 0 {
+		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))
+	}
+	return c, nil
+}
+
+// alipayKeys returns the app private key and the Alipay public key, from the inline
+// variables or else from the files.
+func (c Config) alipayKeys() (appPriv, alipayPub string, err error) {
+	appPriv, alipayPub = c.AlipayAppPrivateKey, c.AlipayPublicKey
+	if appPriv == "" {
+		b, err := os.ReadFile(c.AlipayAppPrivateKeyFile)
+		if err != nil {
+			return "", "", fmt.Errorf("app private key: set ALIPAY_APP_PRIVATE_KEY or ALIPAY_APP_PRIVATE_KEY_FILE (generate dev keys with `go run ./cmd/alipaysim keygen -out .dev/keys`): %w", err)
+		}
+		appPriv = string(b)
+	}
+	if alipayPub == "" {
+		b, err := os.ReadFile(c.AlipayPublicKeyFile)
+		if err != nil {
+			return "", "", fmt.Errorf("alipay public key: set ALIPAY_PUBLIC_KEY or ALIPAY_PUBLIC_KEY_FILE: %w", err)
+		}
+		alipayPub = string(b)
+	}
+	return appPriv, alipayPub, nil
+}

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/orchestrator"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/worker"
+	"github.com/paykit/paykit/workflows"
+)
+
+// Demo tenant created by `paykit dev`. The key is for local use only.
+const (
+	demoTenantID      = "demo"
+	demoAPIKey        = "sk_test_demo_local_only_0001"
+	demoWebhookSecret = "whsec_demo_local_only"
+)
+
+type devOptions struct {
+	dir         string
+	simAddr     string
+	merchantAdr string
+	temporalCLI string
+	uiPort      int
+}
+
+// runDev runs the whole system locally: it starts (or reuses) a Temporal dev server with
+// its Web UI, applies the migrations, makes sure Redis answers, and runs the Alipay
+// simulator, a demo merchant webhook receiver, the worker and the API in this process.
+func runDev(ctx context.Context, cfg Config, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	var o devOptions
+	fs.StringVar(&o.dir, "dir", ".dev", "directory for keys, the Temporal database and logs")
+	fs.StringVar(&o.simAddr, "sim-addr", "127.0.0.1:8090", "Alipay simulator listen address")
+	fs.StringVar(&o.merchantAdr, "merchant-addr", "127.0.0.1:8081", "demo merchant webhook receiver address")
+	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, else `go -C tools tool temporal`)")
+	fs.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logger := newLogger(Config{LogLevel: cfg.LogLevel, LogFormat: "text"})
+	slog.SetDefault(logger)
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return err
+	}
+
+	keyDir := filepath.Join(o.dir, "keys")
+	keys, err := alipaysim.LoadKeyDir(keyDir)
+	if err != nil {
+		logger.Info("generating development Alipay keys", "dir", keyDir)
+		if keys, err = alipaysim.GenerateKeys(2048); err != nil {
+			return err
+		}
+		if err := keys.WriteDir(keyDir); err != nil {
+			return err
+		}
+	}
+	cfg.AlipayAppPrivateKey, cfg.AlipayPublicKey = keys.AppPrivateKeyPEM, keys.AlipayPublicKeyPEM
+	simURL := "http://" + o.simAddr
+	cfg.AlipayGatewayURL = simURL + alipaysim.GatewayPath
+
+	if err := ensureDatabase(ctx, cfg.MySQLDSN); err != nil {
+		return err
+	}
+	if err := runMigrate(ctx, cfg, logger); err != nil {
+		return err
+	}
+	ensureRedis(ctx, cfg, logger)
+
+	temporalProc, err := ensureTemporal(ctx, cfg, o, logger)
+	if err != nil {
+		return err
+	}
+	if temporalProc != nil {
+		defer func() {
+			_ = temporalProc.Process.Signal(syscall.SIGTERM)
+			_ = temporalProc.Wait()
+		}()
+	}
+
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.UpsertTenant(ctx, payment.Tenant{
+		ID: demoTenantID, Name: "Demo merchant", APIKeyHash: api.HashAPIKey(demoAPIKey),
+		NotifyURL: "http://" + o.merchantAdr + "/webhooks", WebhookSecret: demoWebhookSecret,
+		AlipayAppID: cfg.AlipayAppID, AlipaySeller: cfg.AlipaySellerID,
+	}); err != nil {
+		return fmt.Errorf("seed demo tenant: %w", err)
+	}
+
+	sim, err := alipaysim.New(alipaysim.Config{
+		AppID: cfg.AlipayAppID, SellerID: cfg.AlipaySellerID, AppPublicKeyPEM: keys.AppPublicKeyPEM,
+		AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM, PublicURL: simURL, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer sim.Close()
+
+	rc, err := openRedis(cfg, logger)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if err := registerSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
+		return err
+	}
+	gw, err := newGateway(cfg)
+	if err != nil {
+		return err
+	}
+	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
+	acts := newActivities(cfg, store, gw, rc, tc, orch, logger.With("component", "worker"))
+	var cache api.Cache
+	if rc != nil {
+		cache = redisCache{c: rc}
+	}
+	srv := api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
+		store, gw, orch, cache, logger.With("component", "api"), nil)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serve(gctx, o.simAddr, sim.Handler()) })
+	g.Go(func() error { return serve(gctx, o.merchantAdr, demoMerchant(logger)) })
+	g.Go(func() error { return worker.Run(gctx, tc, workerConfig(cfg), acts, logger.With("component", "worker")) })
+	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
+	printWalkthrough(cfg, o, simURL)
+	err = g.Wait()
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func serve(ctx context.Context, addr string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("listen %s: %w", addr, err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	}
+}
+
+// demoMerchant plays the merchant's webhook endpoint: it verifies each signature and logs
+// the event, so the walk-through shows the whole loop.
+func demoMerchant(logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		ok := activities.VerifyWebhook(demoWebhookSecret, body, r.Header.Get(activities.SignatureHeader))
+		logger.Info("demo merchant received webhook", "component", "merchant", "event_id", r.Header.Get(activities.EventIDHeader),
+			"type", r.Header.Get(activities.EventTypeHeader), "signature_ok", ok, "body", string(body))
+		if !ok {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func ensureDatabase(ctx context.Context, dsn string) error {
+	c, err := mysql.Config(dsn)
+	if err != nil {
+		return err
+	}
+	name := c.DBName
+	if name == "" {
+		return errors.New("PAYKIT_MYSQL_DSN must name a database")
+	}
+	c.DBName = ""
+	conn, err := gomysql.NewConnector(c)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("mysql at %s is not reachable; start MariaDB with `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`: %w", c.Addr, err)
+	}
+	_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+strings.ReplaceAll(name, "`", "")+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+	return err
+}
+
+func ensureRedis(ctx context.Context, cfg Config, logger *slog.Logger) {
+	if cfg.RedisAddr == "" || reachable(cfg.RedisAddr) {
+		return
+	}
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		logger.Warn("redis is not reachable and redis-server is not installed; running on MySQL alone", "addr", cfg.RedisAddr)
+		return
+	}
+	_, port, _ := net.SplitHostPort(cfg.RedisAddr)
+	logger.Info("starting redis-server", "port", port)
+	cmd := exec.CommandContext(ctx, path, "--daemonize", "yes", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		logger.Warn("could not start redis-server; running on MySQL alone", "err", err, "output", string(out))
+	}
+}
+
+func reachable(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// ensureTemporal reuses a server already listening on the configured address, or starts
+// the pinned dev server with a persistent SQLite database in WAL mode and the search
+// attributes registered.
+func ensureTemporal(ctx context.Context, cfg Config, o devOptions, logger *slog.Logger) (*exec.Cmd, error) {
+	if reachable(cfg.TemporalAddr) {
+		logger.Info("using the Temporal server already running", "addr", cfg.TemporalAddr)
+		return nil, nil
+	}
+	host, port, err := net.SplitHostPort(cfg.TemporalAddr)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"server", "start-dev", "--ip", host, "--port", port, "--ui-port", fmt.Sprint(o.uiPort),
+		"--namespace", cfg.TemporalNamespace,
+		"--db-filename", filepath.Join(o.dir, "temporal.db"),
+		"--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal",
+		"--log-level", "warn"}
+	for name, typ := range workflows.SearchAttributeTypes() {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	var cmd *exec.Cmd
+	switch {
+	case o.temporalCLI != "":
+		cmd = exec.Command(o.temporalCLI, args...)
+	case fileExists(".bin/temporal"):
+		cmd = exec.Command(".bin/temporal", args...)
+	default:
+		logger.Info("building the pinned Temporal CLI from tools/go.mod (the first build takes several minutes)")
+		cmd = exec.Command("go", append([]string{"-C", "tools", "tool", "temporal"}, args...)...)
+		for i, a := range cmd.Args {
+			if a == filepath.Join(o.dir, "temporal.db") {
+				abs, _ := filepath.Abs(a)
+				cmd.Args[i] = abs
+			}
+		}
+	}
+	logPath := filepath.Join(o.dir, "temporal.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start temporal dev server: %w", err)
+	}
+	logger.Info("starting the Temporal dev server", "addr", cfg.TemporalAddr, "log", logPath)
+	deadline := time.Now().Add(20 * time.Minute)
+	for !reachable(cfg.TemporalAddr) {
+		if time.Now().After(deadline) {
+			return cmd, fmt.Errorf("temporal dev server did not come up; see %s", logPath)
+		}
+		select {
+		case <-ctx.Done():
+			return cmd, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return cmd, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// registerSearchAttributes adds the payment search attributes to the namespace. An
+// unregistered attribute would leave every payment workflow stuck on its first task.
+func registerSearchAttributes(ctx context.Context, tc client.Client, namespace string) error {
+	attrs := map[string]enumspb.IndexedValueType{}
+	for name, typ := range workflows.SearchAttributeTypes() {
+		switch typ {
+		case "Int":
+			attrs[name] = enumspb.INDEXED_VALUE_TYPE_INT
+		default:
+			attrs[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		}
+	}
+	existing, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	for name := range existing.GetCustomAttributes() {
+		delete(attrs, name)
+	}
+	if len(attrs) == 0 {
+		return nil
+	}
+	_, err = tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: attrs,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("register search attributes: %w", err)
+	}
+	return nil
+}
+
+func printWalkthrough(cfg Config, o devOptions, simURL string) {
+	api := "http://" + cfg.HTTPAddr
+	fmt.Printf(`
+================================================================================
+ paykit is running
+   API                  %[1]s            (health: %[1]s/readyz)
+   Temporal Web UI      http://127.0.0.1:%[2]d
+   Alipay simulator     %[3]s/gateway.do   (control API: %[3]s/_sim/trades)
+   Demo merchant hooks  http://%[4]s/webhooks   (verified webhooks are logged here)
+   Demo tenant API key  %[5]s
+
+ Walk-through (copy and paste):
+
+ 1. Create a payment (repeat it: same Idempotency-Key, same answer):
+    curl -s -X POST %[1]s/v1/payments \
+      -H 'Authorization: Bearer %[5]s' -H 'Content-Type: application/json' \
+      -H 'Idempotency-Key: demo-order-1001-try-1' \
+      -d '{"order_id":"1001","amount_fen":990,"subject":"Coffee beans"}'
+
+ 2. Open the "pay_url" from the answer in a browser and press Pay
+    (or pay from the shell:  curl -s -X POST %[3]s/_sim/trades/<payment_no>/pay )
+
+ 3. Watch it complete: Temporal UI → Workflows → payment:demo:1001, or filter with
+    PaymentStatus="PAID"; then
+    curl -s %[1]s/v1/orders/1001/payments -H 'Authorization: Bearer %[5]s'
+================================================================================
+`, api, o.uiPort, simURL, o.merchantAdr, demoAPIKey)
+}

@@ -1,0 +1,182 @@
+// Command paykit runs the payment system: the HTTP API, the Temporal worker, the
+// migrations, tenant administration, and `dev`, which runs everything locally.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/migrations"
+	"github.com/paykit/paykit/orchestrator"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/worker"
+)
+
+const usage = `usage: paykit <command> [flags]
+
+commands:
+  dev       run the whole system locally: Temporal dev server + UI, migrations, Redis,
+            the Alipay simulator, the worker and the API
+  api       run the HTTP API
+  worker    run the Temporal worker (workflows, activities, schedules)
+  migrate   apply the database migrations
+  tenant    create or update a tenant (see: paykit tenant -h)
+
+Configuration comes from the environment; see README.md.`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := LoadConfig(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "paykit:", err)
+		os.Exit(2)
+	}
+	logger := newLogger(cfg)
+	slog.SetDefault(logger)
+	cmd, args := os.Args[1], os.Args[2:]
+	switch cmd {
+	case "api":
+		err = runAPI(ctx, cfg, logger)
+	case "worker":
+		err = runWorker(ctx, cfg, logger)
+	case "migrate":
+		err = runMigrate(ctx, cfg, logger)
+	case "tenant":
+		err = runTenant(ctx, cfg, args)
+	case "dev":
+		err = runDev(ctx, cfg, args)
+	case "-h", "--help", "help":
+		fmt.Println(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "paykit: unknown command %q\n\n%s\n", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error("paykit "+cmd+" failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := migrations.Up(ctx, store.DB()); err != nil {
+		return err
+	}
+	v, err := migrations.Version(ctx, store.DB())
+	if err != nil {
+		return err
+	}
+	logger.Info("migrations applied", "version", v)
+	return nil
+}
+
+func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rc, err := openRedis(cfg, logger)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	gw, err := newGateway(cfg)
+	if err != nil {
+		return err
+	}
+	var cache api.Cache
+	if rc != nil {
+		cache = redisCache{c: rc}
+	}
+	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
+	srv := api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
+		store, gw, orch, cache, logger, nil)
+	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
+	return srv.ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
+}
+
+func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rc, err := openRedis(cfg, logger)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	gw, err := newGateway(cfg)
+	if err != nil {
+		return err
+	}
+	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
+	acts := newActivities(cfg, store, gw, rc, tc, orch, logger)
+	return worker.Run(ctx, tc, workerConfig(cfg), acts, logger)
+}
+
+func workerConfig(cfg Config) worker.Config {
+	return worker.Config{
+		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter, PurgeEvery: cfg.PurgeEvery,
+		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
+	}
+}
+
+func runTenant(ctx context.Context, cfg Config, args []string) error {
+	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
+	id := fs.String("id", "", "tenant id (A-Z a-z 0-9 _ -)")
+	name := fs.String("name", "", "display name")
+	apiKey := fs.String("api-key", "", "API key the tenant authenticates with (stored only as a hash)")
+	notifyURL := fs.String("notify-url", "", "merchant webhook URL")
+	secret := fs.String("webhook-secret", "", "HMAC-SHA256 secret for webhook signatures")
+	appID := fs.String("alipay-app-id", cfg.AlipayAppID, "Alipay app_id for this tenant")
+	seller := fs.String("alipay-seller-id", cfg.AlipaySellerID, "Alipay seller_id (PID) for this tenant")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := payment.ValidateTenantID(*id); err != nil {
+		return err
+	}
+	if len(*apiKey) < 16 {
+		return errors.New("tenant: -api-key must be at least 16 characters")
+	}
+	if *name == "" {
+		*name = *id
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return store.UpsertTenant(ctx, payment.Tenant{
+		ID: *id, Name: *name, APIKeyHash: api.HashAPIKey(*apiKey), NotifyURL: *notifyURL, WebhookSecret: *secret,
+		AlipayAppID: *appID, AlipaySeller: *seller,
+	})
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/alipay"
+	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/orchestrator"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/redis"
+)
+
+func newLogger(cfg Config) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(cfg.LogFormat, "text") {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+func openStore(ctx context.Context, cfg Config) (*mysql.Store, error) {
+	db, err := mysql.Open(ctx, cfg.MySQLDSN)
+	if err != nil {
+		return nil, fmt.Errorf("mysql at %s (start MariaDB with `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`, then run `paykit migrate`): %w", redactDSN(cfg.MySQLDSN), err)
+	}
+	return mysql.NewStore(db), nil
+}
+
+func redactDSN(dsn string) string {
+	if at := strings.LastIndex(dsn, "@"); at >= 0 {
+		if colon := strings.Index(dsn[:at], ":"); colon >= 0 {
+			return dsn[:colon] + ":***" + dsn[at:]
+		}
+	}
+	return dsn
+}
+
+// openRedis returns the Redis fast path, or nil if disabled. Redis being down at start is
+// not fatal: the client reconnects, and until then MySQL answers alone.
+func openRedis(cfg Config, logger *slog.Logger) (*redis.Client, error) {
+	if cfg.RedisAddr == "" {
+		logger.Warn("redis disabled: checkout tokens are unavailable and every check goes to MySQL")
+		return nil, nil
+	}
+	opt, err := redis.Options(cfg.RedisAddr)
+	if err != nil {
+		return nil, err
+	}
+	rc := redis.New(goredis.NewClient(opt), "paykit:")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := rc.Ping(ctx); err != nil {
+		logger.Warn("redis unavailable at start; continuing on MySQL alone until it answers", "addr", cfg.RedisAddr, "err", err)
+	}
+	return rc, nil
+}
+
+func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger) (client.Client, error) {
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  cfg.TemporalAddr,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal")),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("temporal at %s (start it with `go run ./cmd/paykit dev` or `go -C tools tool temporal server start-dev`): %w", cfg.TemporalAddr, err)
+	}
+	return c, nil
+}
+
+func newGateway(cfg Config) (payment.Gateway, error) {
+	appPriv, alipayPub, err := cfg.alipayKeys()
+	if err != nil {
+		return nil, err
+	}
+	gw, err := alipay.New(alipay.Config{
+		AppID:              cfg.AlipayAppID,
+		SellerID:           cfg.AlipaySellerID,
+		AppPrivateKeyPEM:   appPriv,
+		AlipayPublicKeyPEM: alipayPub,
+		GatewayURL:         cfg.AlipayGatewayURL,
+		NotifyURL:          cfg.PublicURL + "/callbacks/alipay",
+		HTTPClient:         &http.Client{Timeout: 10 * time.Second},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AlipayCashierBaseURL == "" {
+		return gw, nil
+	}
+	base, err := url.Parse(cfg.AlipayCashierBaseURL)
+	if err != nil || base.Host == "" {
+		return nil, fmt.Errorf("ALIPAY_CASHIER_BASE_URL=%q is not an absolute URL", cfg.AlipayCashierBaseURL)
+	}
+	return cashierRewrite{Gateway: gw, base: base}, nil
+}
+
+// cashierRewrite serves page-pay URLs under another host. The signature covers only the
+// query, so the URL stays valid.
+type cashierRewrite struct {
+	payment.Gateway
+	base *url.URL
+}
+
+func (c cashierRewrite) PagePayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
+	raw, err := c.Gateway.PagePayURL(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("page pay url: %w", err)
+	}
+	u.Scheme, u.Host = c.base.Scheme, c.base.Host
+	return u.String(), nil
+}
+
+// redisCache adapts the Redis primitives to the API's fast path.
+type redisCache struct{ c *redis.Client }
+
+func (r redisCache) IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration) (string, error) {
+	return r.c.IssueToken(ctx, tenantID, orderID, ttl)
+}
+
+func (r redisCache) ConsumeToken(ctx context.Context, tenantID, token string) (string, bool, error) {
+	return r.c.ConsumeToken(ctx, tenantID, token)
+}
+
+func (r redisCache) CachedResponse(ctx context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error) {
+	return r.c.CachedIdempotentResponse(ctx, tenantID, key)
+}
+
+func (r redisCache) CacheResponse(ctx context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error {
+	return r.c.CacheIdempotentResponse(ctx, rec.TenantID, rec.Key, rec.Fingerprint, rec.ResponseStatus, rec.ResponseBody, ttl)
+}
+
+func (r redisCache) NotificationDone(ctx context.Context, notifyID string) (bool, error) {
+	return r.c.SeenNotification(ctx, "alipay", notifyID)
+}
+
+func (r redisCache) MarkNotificationDone(ctx context.Context, notifyID string, ttl time.Duration) error {
+	return r.c.MarkNotificationProcessed(ctx, "alipay", notifyID, ttl)
+}
+
+func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
+
+// redisLocker is the seed's per-order lock: on contention wait briefly, then let the
+// caller re-read the status.
+type redisLocker struct {
+	c    *redis.Client
+	ttl  time.Duration
+	wait time.Duration
+}
+
+func (l redisLocker) LockOrder(ctx context.Context, tenantID, orderID string) (func(context.Context), bool, error) {
+	lock, err := l.c.AcquireOrWait(ctx, "lock:payment:"+tenantID+":"+orderID, l.ttl, l.wait)
+	if errors.Is(err, redis.ErrLockBusy) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return func(ctx context.Context) { _, _ = lock.Release(ctx) }, true, nil
+}
+
+func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger) *activities.Activities {
+	acts := &activities.Activities{
+		Store: store, Gateway: gw, HTTP: &http.Client{Timeout: 10 * time.Second},
+		Temporal: tc, Redriver: orch, Logger: logger, Benefit: cfg.Benefit,
+	}
+	if rc != nil {
+		acts.Locker = redisLocker{c: rc, ttl: 10 * time.Second, wait: 300 * time.Millisecond}
+	}
+	return acts
+}

@@ -1,0 +1,630 @@
+// Package e2e runs the whole system as real processes: the Temporal dev server, the
+// Alipay simulator, paykit workers and API servers, against the real MariaDB and Redis,
+// talking real HTTP. Every test here drives it from the outside, as a merchant, Alipay or
+// an operator would.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/migrations"
+	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+const (
+	appID    = "2021000000000001"
+	sellerID = "2088000000000001"
+)
+
+// env is the shared system under test, started once by TestMain.
+var env *system
+
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	args    []string
+	envv    []string
+	bin     string
+}
+
+type system struct {
+	dir          string
+	temporalAddr string
+	temporal     *proc
+	tc           client.Client
+	dsn          string
+	dbName       string
+	db           *sql.DB
+	store        *mysql.Store
+	keys         alipaysim.KeySet
+	simURL       string
+	sim          *proc
+	paykitBin    string
+	merchant     *merchant
+	mu           sync.Mutex
+	procs        []*proc
+}
+
+// stack is one API (and usually one worker) with its own settings.
+type stack struct {
+	name      string
+	apiURL    string
+	taskQueue string
+	api       *proc
+	worker    *proc
+	env       []string
+}
+
+func TestMain(m *testing.M) {
+	code := 1
+	func() {
+		s, err := startSystem()
+		if s != nil {
+			defer s.shutdown()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: cannot start the system under test:", err)
+			return
+		}
+		env = s
+		code = m.Run()
+		if code != 0 {
+			s.dumpLogs()
+		}
+	}()
+	os.Exit(code)
+}
+
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Dir(wd)
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func startSystem() (*system, error) {
+	root := repoRoot()
+	cli := envOr("PAYKIT_TEMPORAL_CLI", filepath.Join(root, ".bin", "temporal"))
+	if _, err := os.Stat(cli); err != nil {
+		return nil, fmt.Errorf("no Temporal CLI at %s: build it with `scripts/build-temporal.sh` (or run `scripts/test.sh`, which does)", cli)
+	}
+	dir, err := os.MkdirTemp("", "paykit-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	s := &system{dir: dir}
+
+	// Binaries of the project, built as users run them.
+	s.paykitBin = filepath.Join(dir, "paykit")
+	simBin := filepath.Join(dir, "alipaysim")
+	for out, pkg := range map[string]string{s.paykitBin: "./cmd/paykit", simBin: "./cmd/alipaysim"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return s, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+		}
+	}
+
+	// The real Temporal dev server, in memory, with the search attributes registered.
+	s.temporalAddr = freeAddr()
+	host, port, _ := net.SplitHostPort(s.temporalAddr)
+	args := []string{"server", "start-dev", "--headless", "--ip", host, "--port", port,
+		"--http-port", portOf(freeAddr()), "--metrics-port", portOf(freeAddr()), "--log-level", "error"}
+	for name, typ := range workflows.SearchAttributeTypes() {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	s.temporal, err = s.start("temporal", cli, args, nil)
+	if err != nil {
+		return s, err
+	}
+	if err := waitTCP(s.temporalAddr, 60*time.Second); err != nil {
+		return s, fmt.Errorf("temporal dev server: %w", err)
+	}
+	s.tc, err = client.Dial(client.Options{HostPort: s.temporalAddr, Logger: quietLogger{}})
+	if err != nil {
+		return s, err
+	}
+
+	// A database of its own, migrated.
+	base := envOr("PAYKIT_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/")
+	admin, err := sql.Open("mysql", base)
+	if err != nil {
+		return s, err
+	}
+	defer admin.Close()
+	if err := admin.Ping(); err != nil {
+		return s, fmt.Errorf("MariaDB at %s is not reachable; start it with `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`: %w", base, err)
+	}
+	s.dbName = "paykit_e2e_" + randHex(4)
+	if _, err := admin.Exec("CREATE DATABASE " + s.dbName + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		return s, err
+	}
+	s.dsn = strings.TrimSuffix(base, "/") + "/" + s.dbName
+	ctx := context.Background()
+	if s.db, err = mysql.Open(ctx, s.dsn); err != nil {
+		return s, err
+	}
+	if err := migrations.Up(ctx, s.db); err != nil {
+		return s, err
+	}
+	s.store = mysql.NewStore(s.db)
+	if err := pingRedis(); err != nil {
+		return s, err
+	}
+
+	// Keys, the merchant's webhook endpoint, and the simulator process.
+	if s.keys, err = alipaysim.GenerateKeys(2048); err != nil {
+		return s, err
+	}
+	s.merchant = newMerchant()
+	simAddr := freeAddr()
+	s.simURL = "http://" + simAddr
+	s.sim, err = s.start("alipaysim", simBin, []string{"serve"}, []string{
+		"ALIPAYSIM_ADDR=" + simAddr,
+		"ALIPAYSIM_APP_ID=" + appID,
+		"ALIPAYSIM_SELLER_ID=" + sellerID,
+		"ALIPAYSIM_APP_PUBLIC_KEY=" + s.keys.AppPublicKeyPEM,
+		"ALIPAYSIM_ALIPAY_PRIVATE_KEY=" + s.keys.AlipayPrivateKeyPEM,
+		"ALIPAYSIM_TIME_SCALE=600",
+		"ALIPAYSIM_PUBLIC_URL=" + s.simURL,
+	})
+	if err != nil {
+		return s, err
+	}
+	if err := waitHTTP(s.simURL+"/_sim/trades", 30*time.Second); err != nil {
+		return s, fmt.Errorf("alipay simulator: %w", err)
+	}
+	return s, nil
+}
+
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+func pingRedis() error {
+	addr := envOr("PAYKIT_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return fmt.Errorf("redis at %s is not reachable; start it with `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save \"\" --appendonly no`: %w", addr, err)
+	}
+	return conn.Close()
+}
+
+func (s *system) start(name, bin string, args, envv []string) (*proc, error) {
+	p := &proc{name: name, bin: bin, args: args, envv: envv, logPath: filepath.Join(s.dir, name+".log")}
+	if err := p.run(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	return p, nil
+}
+
+func (p *proc) run() error {
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.envv...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	p.cmd = cmd
+	go func() { _ = cmd.Wait(); f.Close() }()
+	return nil
+}
+
+// kill ends the process abruptly, as a crash would.
+func (p *proc) kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		waitExit(p.cmd, 5*time.Second)
+	}
+}
+
+// stop asks the process to shut down gracefully.
+func (p *proc) stop() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	if !waitExit(p.cmd, 25*time.Second) {
+		p.kill()
+	}
+}
+
+func waitExit(cmd *exec.Cmd, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cmd.ProcessState != nil || syscall.Kill(cmd.Process.Pid, 0) != nil {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+func (s *system) shutdown() {
+	s.mu.Lock()
+	procs := append([]*proc(nil), s.procs...)
+	s.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].stop()
+	}
+	if s.tc != nil {
+		s.tc.Close()
+	}
+	if s.merchant != nil {
+		s.merchant.srv.Close()
+	}
+	if s.db != nil {
+		_, _ = s.db.Exec("DROP DATABASE IF EXISTS " + s.dbName)
+		s.db.Close()
+	}
+	if os.Getenv("PAYKIT_E2E_KEEP") == "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+func (s *system) dumpLogs() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		b, _ := os.ReadFile(p.logPath)
+		if len(b) > 6000 {
+			b = b[len(b)-6000:]
+		}
+		fmt.Fprintf(os.Stderr, "\n----- last lines of %s -----\n%s\n", p.name, b)
+	}
+}
+
+func waitTCP(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not reachable after %s", addr, d)
+}
+
+func waitHTTP(url string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, b)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after %s: %s", url, d, last)
+}
+
+// stackOptions configures one API + worker pair.
+type stackOptions struct {
+	paymentTTL time.Duration
+	redisAddr  string
+	noWorker   bool
+	taskQueue  string
+	extraEnv   []string
+}
+
+// newStack starts an API server and a worker with the given settings; they are stopped
+// when the test ends.
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	if o.paymentTTL == 0 {
+		o.paymentTTL = time.Minute
+	}
+	if o.redisAddr == "" {
+		o.redisAddr = envOr("PAYKIT_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	}
+	if o.taskQueue == "" {
+		o.taskQueue = "e2e-" + randHex(4)
+	}
+	apiAddr := freeAddr()
+	st := &stack{name: t.Name(), apiURL: "http://" + apiAddr, taskQueue: o.taskQueue}
+	st.env = append([]string{
+		"PAYKIT_MYSQL_DSN=" + env.dsn,
+		"PAYKIT_REDIS_ADDR=" + o.redisAddr,
+		"PAYKIT_TEMPORAL_ADDR=" + env.temporalAddr,
+		"PAYKIT_TASK_QUEUE=" + o.taskQueue,
+		"PAYKIT_HTTP_ADDR=" + apiAddr,
+		"PAYKIT_PUBLIC_URL=" + st.apiURL,
+		"ALIPAY_APP_ID=" + appID,
+		"ALIPAY_SELLER_ID=" + sellerID,
+		"ALIPAY_GATEWAY_URL=" + env.simURL + "/gateway.do",
+		"ALIPAY_APP_PRIVATE_KEY=" + env.keys.AppPrivateKeyPEM,
+		"ALIPAY_PUBLIC_KEY=" + env.keys.AlipayPublicKeyPEM,
+		"PAYKIT_PAYMENT_TTL=" + o.paymentTTL.String(),
+		"PAYKIT_RECONCILE_INTERVAL=1s",
+		"PAYKIT_WEBHOOK_INITIAL_INTERVAL=200ms",
+		"PAYKIT_WEBHOOK_MAX_INTERVAL=1s",
+		"PAYKIT_WEBHOOK_MAX_ATTEMPTS=5",
+		"PAYKIT_SWEEP_EVERY=2s",
+		"PAYKIT_SWEEP_STALE_AFTER=1s",
+		"PAYKIT_LOG_LEVEL=info",
+	}, o.extraEnv...)
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	var err error
+	if !o.noWorker {
+		st.worker, err = env.start(name+"-worker", env.paykitBin, []string{"worker"}, st.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.worker.stop)
+	}
+	st.api, err = env.start(name+"-api", env.paykitBin, []string{"api"}, st.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.api.stop)
+	if err := waitHTTP(st.apiURL+"/readyz", 60*time.Second); err != nil {
+		t.Fatalf("api: %v", err)
+	}
+	return st
+}
+
+// restartWorker starts the stack's worker again after kill or stop.
+func (st *stack) restartWorker(t *testing.T) {
+	t.Helper()
+	if err := st.worker.run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tenant creates a tenant whose webhooks go to the test merchant.
+type tenant struct {
+	id     string
+	apiKey string
+	secret string
+}
+
+func newTenant(t *testing.T) tenant {
+	t.Helper()
+	tn := tenant{id: "t" + randHex(4), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(8)}
+	err := env.store.UpsertTenant(context.Background(), payment.Tenant{
+		ID: tn.id, Name: t.Name(), APIKeyHash: api.HashAPIKey(tn.apiKey), NotifyURL: env.merchant.url + "/webhooks/" + tn.id,
+		WebhookSecret: tn.secret, AlipayAppID: appID, AlipaySeller: sellerID,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.merchant.setSecret(tn.id, tn.secret)
+	return tn
+}
+
+// response is an HTTP answer with its body.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+}
+
+var httpClient = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+
+func do(t testing.TB, method, url string, headers map[string]string, body []byte) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, url, err)
+		return response{}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (st *stack) checkout(t testing.TB, tn tenant, idemKey string, body map[string]any) response {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	h := map[string]string{"Authorization": "Bearer " + tn.apiKey, "Content-Type": "application/json"}
+	if idemKey != "" {
+		h["Idempotency-Key"] = idemKey
+	}
+	return do(t, http.MethodPost, st.apiURL+"/v1/payments", h, b)
+}
+
+// checkoutResult is the answer of POST /v1/payments.
+type checkoutResult = workflows.CheckoutResult
+
+func order(id string, fen int64) map[string]any {
+	return map[string]any{"order_id": id, "amount_fen": fen, "subject": "Test order " + id}
+}
+
+// simPay pays a trade at the simulator as the buyer.
+func simPay(t *testing.T, paymentNo string) {
+	t.Helper()
+	r := do(t, http.MethodPost, env.simURL+"/_sim/trades/"+paymentNo+"/pay", map[string]string{"Content-Type": "application/json"}, []byte(`{}`))
+	if r.status != http.StatusOK {
+		t.Fatalf("sim pay %s: HTTP %d %s", paymentNo, r.status, r.body)
+	}
+}
+
+// simFault posts a fault injection to the simulator's control API.
+func simFault(t *testing.T, body map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	r := do(t, http.MethodPost, env.simURL+"/_sim/faults", map[string]string{"Content-Type": "application/json"}, b)
+	if r.status/100 != 2 {
+		t.Fatalf("sim fault %s: HTTP %d %s", b, r.status, r.body)
+	}
+}
+
+// waitStatus polls MySQL until the payment reaches want.
+func waitStatus(t *testing.T, paymentNo string, want payment.Status, d time.Duration) payment.Payment {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var p payment.Payment
+	var err error
+	for time.Now().Before(deadline) {
+		p, err = env.store.GetPayment(context.Background(), paymentNo)
+		if err == nil && p.Status == want {
+			return p
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("payment %s: status %s (err %v), want %s after %s", paymentNo, p.Status, err, want, d)
+	return p
+}
+
+// waitWorkflowClosed waits until the payment's workflow run has completed and returns
+// its final state.
+func waitWorkflowClosed(t *testing.T, workflowID string, d time.Duration) workflows.PaymentState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var st workflows.PaymentState
+	if err := env.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &st); err != nil {
+		t.Fatalf("workflow %s: %v", workflowID, err)
+	}
+	return st
+}
+
+func count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := env.db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// merchant is the test merchant's webhook endpoint. It verifies every signature.
+type merchant struct {
+	srv     *http.Server
+	url     string
+	mu      sync.Mutex
+	secrets map[string]string
+	events  map[string][]webhook // by tenant
+}
+
+type webhook struct {
+	eventID  string
+	typ      string
+	body     []byte
+	verified bool
+}
+
+func newMerchant() *merchant {
+	m := &merchant{secrets: map[string]string{}, events: map[string][]webhook{}}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	m.url = "http://" + l.Addr().String()
+	m.srv = &http.Server{Handler: http.HandlerFunc(m.handle), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = m.srv.Serve(l) }()
+	return m
+}
+
+func (m *merchant) setSecret(tenantID, secret string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.secrets[tenantID] = secret
+}
+
+func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
+	tenantID := strings.TrimPrefix(r.URL.Path, "/webhooks/")
+	body, _ := io.ReadAll(r.Body)
+	m.mu.Lock()
+	secret := m.secrets[tenantID]
+	ok := activities.VerifyWebhook(secret, body, r.Header.Get(activities.SignatureHeader))
+	m.events[tenantID] = append(m.events[tenantID], webhook{
+		eventID: r.Header.Get(activities.EventIDHeader), typ: r.Header.Get(activities.EventTypeHeader), body: body, verified: ok,
+	})
+	m.mu.Unlock()
+	if !ok {
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (m *merchant) received(tenantID string) []webhook {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]webhook(nil), m.events[tenantID]...)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...interface{}) {}
+func (quietLogger) Info(string, ...interface{})  {}
+func (quietLogger) Warn(string, ...interface{})  {}
+func (quietLogger) Error(string, ...interface{}) {}

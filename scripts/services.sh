@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Makes sure MariaDB (or MySQL) and Redis answer on 127.0.0.1, starting the local
+# servers if they are installed but stopped. Used by the test command and by CI.
+set -euo pipefail
+
+wait_for() { # name, check command...
+  local name=$1; shift
+  for _ in $(seq 1 60); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  echo "error: $name did not come up" >&2
+  return 1
+}
+
+mysql_up() { mysqladmin -h 127.0.0.1 -P 3306 -u root ping; }
+redis_up() { [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = "PONG" ]; }
+
+if ! command -v mysqladmin >/dev/null || ! command -v redis-cli >/dev/null; then
+  echo "installing MariaDB and Redis clients/servers from Debian packages" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq mariadb-server mariadb-client redis-server >/dev/null
+fi
+
+if ! mysql_up >/dev/null 2>&1; then
+  echo "starting MariaDB" >&2
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  wait_for MariaDB mysql_up
+fi
+if ! redis_up; then
+  echo "starting Redis" >&2
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log
+  wait_for Redis redis_up
+fi
+echo "MariaDB and Redis are up" >&2

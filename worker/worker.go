@@ -1,0 +1,129 @@
+// Package worker wires the Temporal worker: it registers the workflows and activities,
+// keeps the maintenance Schedules in place, and runs until its context is cancelled.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/workflows"
+)
+
+// Schedule IDs, visible in the Temporal UI under Schedules.
+const (
+	SweeperScheduleID = "paykit-sweeper"
+	PurgeScheduleID   = "paykit-purge-idempotency-keys"
+)
+
+// Config tunes the worker and its schedules.
+type Config struct {
+	TaskQueue string
+	// SweepEvery is how often the sweeper runs; SweepStaleAfter is how old a pending
+	// payment must be before the sweeper checks its workflow.
+	SweepEvery      time.Duration
+	SweepStaleAfter time.Duration
+	PurgeEvery      time.Duration
+	// MaxConcurrentActivities and MaxConcurrentLocalActivities bound work in flight.
+	MaxConcurrentActivities      int
+	MaxConcurrentLocalActivities int
+	// ShutdownGrace is how long running activities get to finish on shutdown.
+	ShutdownGrace time.Duration
+}
+
+// Run registers everything, ensures the schedules and polls until ctx is cancelled.
+func Run(ctx context.Context, c client.Client, cfg Config, acts *activities.Activities, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	w := New(c, cfg, acts)
+	if err := EnsureSchedules(ctx, c, cfg); err != nil {
+		return err
+	}
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	logger.Info("worker polling", "task_queue", cfg.TaskQueue)
+	<-ctx.Done()
+	logger.Info("worker stopping; letting running tasks finish", "grace", cfg.ShutdownGrace.String())
+	w.Stop()
+	return nil
+}
+
+// New builds a worker with every workflow and activity registered.
+func New(c client.Client, cfg Config, acts *activities.Activities) sdkworker.Worker {
+	opts := sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
+		MaxConcurrentLocalActivityExecutionSize: cfg.MaxConcurrentLocalActivities,
+		WorkerStopTimeout:                       cfg.ShutdownGrace,
+		// Eager activity dispatch saves a round trip per activity on the hot path.
+		DisableEagerActivities: false,
+	}
+	w := sdkworker.New(c, cfg.TaskQueue, opts)
+	workflows.Register(w)
+	w.RegisterActivity(acts)
+	return w
+}
+
+// EnsureSchedules creates the sweeper and purge schedules, or updates them to the current
+// configuration if they exist. Several workers may race here; all converge.
+func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
+	specs := []struct {
+		id     string
+		every  time.Duration
+		action *client.ScheduleWorkflowAction
+		note   string
+	}{
+		{
+			id: SweeperScheduleID, every: cfg.SweepEvery,
+			note: "Re-drives payments pending in MySQL whose workflow is not running, and redelivers stuck merchant webhooks.",
+			action: &client.ScheduleWorkflowAction{
+				ID: "paykit-sweep", Workflow: workflows.SweeperWorkflowName, TaskQueue: cfg.TaskQueue,
+				Args:               []any{workflows.SweepInput{StaleAfter: cfg.SweepStaleAfter, Limit: 500}},
+				WorkflowRunTimeout: 10 * time.Minute,
+			},
+		},
+		{
+			id: PurgeScheduleID, every: cfg.PurgeEvery,
+			note: "Deletes expired Idempotency-Key records.",
+			action: &client.ScheduleWorkflowAction{
+				ID: "paykit-purge", Workflow: workflows.PurgeWorkflowName, TaskQueue: cfg.TaskQueue,
+				WorkflowRunTimeout: 10 * time.Minute,
+			},
+		},
+	}
+	sc := c.ScheduleClient()
+	for _, s := range specs {
+		spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: s.every}}}
+		_, err := sc.Create(ctx, client.ScheduleOptions{
+			ID: s.id, Spec: spec, Action: s.action, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, Note: s.note,
+		})
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+			return fmt.Errorf("create schedule %s: %w", s.id, err)
+		}
+		action := s.action
+		err = sc.GetHandle(ctx, s.id).Update(ctx, client.ScheduleUpdateOptions{
+			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+				in.Description.Schedule.Spec = &spec
+				in.Description.Schedule.Action = action
+				in.Description.Schedule.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+				return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("update schedule %s: %w", s.id, err)
+		}
+	}
+	return nil
+}
