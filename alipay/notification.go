@@ -1,0 +1,79 @@
+package alipay
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+	"github.com/smartwalle/alipay/v3"
+)
+
+// DecodeNotification verifies an asynchronous notification form (signature over every
+// field but sign and sign_type) and checks that it is addressed to this app_id and
+// seller_id. Signature failures are EBADSIGNATURE, foreign app or seller EUNPROCESSABLE,
+// malformed fields EINVALID. It does not check out_trade_no or the amount against a
+// payment: payment.CheckNotification does.
+func (g *Gateway) DecodeNotification(ctx context.Context, form url.Values) (payment.Notification, error) {
+	if len(form) == 0 || form.Get("sign") == "" {
+		return payment.Notification{}, payment.Errorf(payment.EBADSIGNATURE, "notification is not signed")
+	}
+	if st := form.Get("sign_type"); st != "" && st != "RSA2" {
+		return payment.Notification{}, payment.Errorf(payment.EBADSIGNATURE, "notification sign_type %q is not RSA2", st)
+	}
+	n, err := g.client.DecodeNotification(ctx, form)
+	if err != nil {
+		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "notification signature did not verify", Err: err}
+	}
+	if n.AppId != g.appID {
+		return payment.Notification{}, payment.Errorf(payment.EUNPROCESSABLE, "notification app_id %q is not ours", n.AppId)
+	}
+	if n.SellerId != g.sellerID {
+		return payment.Notification{}, payment.Errorf(payment.EUNPROCESSABLE, "notification seller_id %q is not ours", n.SellerId)
+	}
+	if n.NotifyId == "" || n.OutTradeNo == "" {
+		return payment.Notification{}, payment.Errorf(payment.EINVALID, "notification lacks notify_id or out_trade_no")
+	}
+	state, ok := tradeState(n.TradeStatus)
+	if !ok {
+		return payment.Notification{}, payment.Errorf(payment.EINVALID, "notification trade_status %q is unknown", n.TradeStatus)
+	}
+	total, err := payment.ParseYuan(n.TotalAmount)
+	if err != nil {
+		return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: "notification total_amount is malformed", Err: err}
+	}
+	notifyTime, err := g.parseTime(n.NotifyTime)
+	if err != nil {
+		return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: "notification notify_time is malformed", Err: err}
+	}
+	paidAt, err := g.parseTime(n.GmtPayment)
+	if err != nil {
+		return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: "notification gmt_payment is malformed", Err: err}
+	}
+	return notificationFrom(n, state, total, notifyTime, paidAt), nil
+}
+
+func notificationFrom(n *alipay.Notification, state payment.TradeState, total payment.Amount, notifyTime, paidAt time.Time) payment.Notification {
+	return payment.Notification{
+		NotifyID:    n.NotifyId,
+		NotifyType:  n.NotifyType,
+		NotifyTime:  notifyTime,
+		AppID:       n.AppId,
+		SellerID:    n.SellerId,
+		BuyerID:     n.BuyerId,
+		TradeNo:     n.TradeNo,
+		PaymentNo:   n.OutTradeNo,
+		TradeStatus: string(n.TradeStatus),
+		State:       state,
+		TotalAmount: total,
+		PaidAt:      paidAt,
+	}
+}
+
+// parseTime parses a China-time timestamp; empty is the zero time.
+func (g *Gateway) parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return time.ParseInLocation(timeLayout, s, g.loc)
+}

@@ -1,0 +1,66 @@
+// Package alipaysim is a local simulator of Alipay's classic OpenAPI gateway
+// (gateway.do), built from the protocol rather than from any client library, so that
+// any Alipay client (github.com/smartwalle/alipay/v3, the official Node SDK, …) can talk
+// to it over real HTTP.
+//
+// It verifies RSA2 request signatures, signs every response over the exact bytes of the
+// "<method>_response" object, keeps trades and refunds in memory, serves the page-pay
+// cashier (the trade is created when the buyer opens it), honours time_expire, and sends
+// signed asynchronous notifications with Alipay's redelivery schedule (4m, 10m, 10m, 1h,
+// 2h, 6h, 15h; scaled by Config.TimeScale) until the merchant answers exactly "success".
+//
+// Embed it in tests with httptest:
+//
+//	keys, _ := alipaysim.GenerateKeys(2048)
+//	sim, _ := alipaysim.New(alipaysim.Config{AppPublicKeyPEM: keys.AppPublicKeyPEM, AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM, TimeScale: 3600})
+//	srv := httptest.NewServer(sim.Handler())
+//	defer srv.Close(); defer sim.Close()
+//	// point the client at srv.URL + alipaysim.GatewayPath
+//
+// or run it as a process with cmd/alipaysim. The control API is described by
+// ControlAPIDoc and served at GET /_sim.
+package alipaysim
+
+// ControlAPIDoc documents the control API; GET /_sim serves it.
+const ControlAPIDoc = `Alipay simulator control API (JSON). Amounts are yuan strings plus *_fen integers.
+
+Gateway
+  POST|GET /gateway.do            Alipay OpenAPI: alipay.trade.precreate, .query, .close, .refund,
+                                  .fastpay.refund.query (signed JSON); alipay.trade.page.pay and
+                                  .wap.pay open the HTML cashier (creates the trade).
+  GET  /_sim/qr/{trade_no}        cashier for a precreate qr_code
+  POST /_sim/cashier/pay          the cashier's Pay button (form: trade_no, buyer_id); 303 to return_url
+
+Trades
+  GET  /_sim/trades                         [Trade]
+  GET  /_sim/trades/{out_trade_no}          Trade                       (?app_id= if ambiguous)
+  POST /_sim/trades/{out_trade_no}/pay      {"buyer_id"?, "app_id"?} -> Trade; 404 unknown, 409 {"error","trade"} if not WAIT_BUYER_PAY
+  POST /_sim/trades/{out_trade_no}/expire   close as if time_expire passed -> Trade
+  POST /_sim/trades/{out_trade_no}/finish   TRADE_SUCCESS -> TRADE_FINISHED (+ notification) -> Trade
+  POST /_sim/trades/{out_trade_no}/pay_on_close {"buyer_id"?}: the next alipay.trade.close of
+                                            this trade finds the buyer paying first -> ACQ.TRADE_STATUS_ERROR
+  GET  /_sim/refunds                        [Refund]
+  Trade: {app_id,out_trade_no,trade_no,method,subject,trade_status,total_amount,total_fen,
+          refunded_amount,refunded_fen,buyer_id,notify_url,return_url,qr_code,close_reason,
+          created_at,expire_at,paid_at,closed_at}
+  Refund: {app_id,out_trade_no,trade_no,out_request_no,refund_amount,refund_fen,reason,replays,created_at}
+
+Notifications
+  GET  /_sim/notifications                  [Attempt] in send order (?out_trade_no=, ?notify_id=)
+       Attempt: {notify_id,kind(payment|close|refund|finish),app_id,out_trade_no,trade_no,
+                 trade_status,notify_url,attempt(1..8),copy,at,status_code,response_body,
+                 error,acknowledged,dropped}
+  POST /_sim/notifications/release          {"order":"fifo"|"lifo"|"random"} -> {"released":n}
+
+Faults
+  GET    /_sim/faults                       {"gateway":[GatewayFault],"notifications":{...},"held":n}
+  DELETE /_sim/faults                       clear all faults (and pay_on_close)
+  POST   /_sim/faults/gateway               {"mode":"system_error"|"http_error"|"hang","count":1,
+                                             "method":"alipay.trade.query"?,"status":502?,
+                                             "after_processing":false}
+  POST   /_sim/faults/notifications         any of {"drop_next":N,"copies":K,"delay_ms":D,"hold":true}
+
+Other
+  GET  /_sim/healthz                        {"status":"ok"}
+  POST /_sim/reset                          forget all trades, refunds, notifications and faults
+`

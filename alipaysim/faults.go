@@ -1,0 +1,141 @@
+package alipaysim
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Gateway fault modes.
+const (
+	// FaultSystemError answers a signed 40004 ACQ.SYSTEM_ERROR.
+	FaultSystemError = "system_error"
+	// FaultHTTPError answers a bare HTTP error (Status, default 500) with an HTML body, as
+	// a load balancer would.
+	FaultHTTPError = "http_error"
+	// FaultHang holds the request until the client gives up (or HangTimeout passes).
+	FaultHang = "hang"
+)
+
+// GatewayFault makes the next Count gateway calls (of Method, if set) fail in Mode.
+// With AfterProcessing the call is carried out first and only its answer is lost or
+// replaced, as when Alipay commits a refund and the response never arrives.
+type GatewayFault struct {
+	Mode            string `json:"mode"`
+	Count           int    `json:"count,omitempty"`
+	Method          string `json:"method,omitempty"`
+	Status          int    `json:"status,omitempty"`
+	AfterProcessing bool   `json:"after_processing,omitempty"`
+}
+
+// NotificationFaults disturbs notification delivery.
+type NotificationFaults struct {
+	// DropNext silently drops the next N notifications: no delivery attempt at all.
+	DropNext int `json:"drop_next"`
+	// Copies delivers every attempt as this many concurrent identical POSTs (>= 1).
+	Copies int `json:"copies"`
+	// DelayMS delays the first attempt of each new notification (real milliseconds).
+	DelayMS int64 `json:"delay_ms"`
+	// Hold queues new notifications until ReleaseNotifications, to reorder them.
+	Hold bool `json:"hold"`
+}
+
+// FaultState is the current fault configuration, as returned by GET /_sim/faults.
+type FaultState struct {
+	Gateway       []GatewayFault     `json:"gateway"`
+	Notifications NotificationFaults `json:"notifications"`
+	Held          int                `json:"held"`
+}
+
+// InjectGatewayFault queues a gateway fault. Faults are consumed in the order injected.
+func (s *Simulator) InjectGatewayFault(f GatewayFault) error {
+	switch f.Mode {
+	case FaultSystemError, FaultHang:
+	case FaultHTTPError:
+		if f.Status == 0 {
+			f.Status = http.StatusInternalServerError
+		}
+		if f.Status < 400 || f.Status > 599 {
+			return fmt.Errorf("alipaysim: http_error status %d is not an HTTP error", f.Status)
+		}
+	default:
+		return fmt.Errorf("alipaysim: unknown fault mode %q", f.Mode)
+	}
+	if f.Count <= 0 {
+		f.Count = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gatewayFaults = append(s.gatewayFaults, f)
+	return nil
+}
+
+// SetNotificationFaults replaces the notification fault settings.
+func (s *Simulator) SetNotificationFaults(f NotificationFaults) {
+	if f.Copies < 1 {
+		f.Copies = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notifyFaults = f
+}
+
+// Faults returns the current fault configuration.
+func (s *Simulator) Faults() FaultState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return FaultState{
+		Gateway:       append([]GatewayFault{}, s.gatewayFaults...),
+		Notifications: s.notifyFaults,
+		Held:          len(s.held),
+	}
+}
+
+// ResetFaults clears every fault. Held notifications stay held until released.
+func (s *Simulator) ResetFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gatewayFaults = nil
+	s.notifyFaults = NotificationFaults{Copies: 1}
+	s.payOnClose = make(map[string]string)
+}
+
+// takeGatewayFault consumes one use of the first fault matching method.
+func (s *Simulator) takeGatewayFault(method string) (GatewayFault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.gatewayFaults {
+		f := &s.gatewayFaults[i]
+		if f.Method != "" && f.Method != method {
+			continue
+		}
+		taken := *f
+		taken.Count = 1
+		f.Count--
+		if f.Count <= 0 {
+			s.gatewayFaults = append(s.gatewayFaults[:i], s.gatewayFaults[i+1:]...)
+		}
+		return taken, true
+	}
+	return GatewayFault{}, false
+}
+
+func (s *Simulator) applyFault(w http.ResponseWriter, r *http.Request, f GatewayFault, name string) {
+	switch f.Mode {
+	case FaultSystemError:
+		s.writeSigned(w, name, bizFailure("ACQ.SYSTEM_ERROR", "系统错误"))
+	case FaultHTTPError:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(f.Status)
+		_, _ = fmt.Fprintf(w, "<html><body><h1>%d %s</h1></body></html>", f.Status, http.StatusText(f.Status))
+	case FaultHang:
+		t := time.NewTimer(s.cfg.HangTimeout)
+		defer t.Stop()
+		select {
+		case <-r.Context().Done():
+		case <-s.done:
+		case <-t.C:
+		}
+		http.Error(w, "gateway timeout", http.StatusGatewayTimeout)
+	}
+}
