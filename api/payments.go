@@ -158,7 +158,7 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (int, []b
 	if idemKey != "" {
 		// A retry that slips past the key store (e.g. after a lock takeover) lands on
 		// the same update and so gets the same answer from Temporal.
-		updateID = "checkout-" + HashAPIKey(tenant.ID+"\x00"+idemKey)[:40]
+		updateID = "checkout-" + HashAPIKey(tenant.ID + "\x00" + idemKey)[:40]
 	}
 	res, err := s.orch.Checkout(ctx, workflows.PaymentInput{
 		TenantID: tenant.ID, OrderID: req.OrderID, Amount: payment.Amount(req.AmountFen), Currency: req.Currency,

@@ -374,6 +374,25 @@ type stackOptions struct {
 // when the test ends.
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
+	st, err := startStack(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()), o)
+	if st != nil {
+		t.Cleanup(func() {
+			if st.api != nil {
+				st.api.stop()
+			}
+			if st.worker != nil {
+				st.worker.stop()
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// startStack starts an API server and a worker; the system stops them at the end.
+func startStack(name string, o stackOptions) (*stack, error) {
 	if o.paymentTTL == 0 {
 		o.paymentTTL = time.Minute
 	}
@@ -384,7 +403,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		o.taskQueue = "e2e-" + randHex(4)
 	}
 	apiAddr := freeAddr()
-	st := &stack{name: t.Name(), apiURL: "http://" + apiAddr, taskQueue: o.taskQueue}
+	st := &stack{name: name, apiURL: "http://" + apiAddr, taskQueue: o.taskQueue}
 	st.env = append([]string{
 		"PAYKIT_MYSQL_DSN=" + env.dsn,
 		"PAYKIT_REDIS_ADDR=" + o.redisAddr,
@@ -406,24 +425,19 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		"PAYKIT_SWEEP_STALE_AFTER=1s",
 		"PAYKIT_LOG_LEVEL=info",
 	}, o.extraEnv...)
-	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
 	var err error
 	if !o.noWorker {
-		st.worker, err = env.start(name+"-worker", env.paykitBin, []string{"worker"}, st.env)
-		if err != nil {
-			t.Fatal(err)
+		if st.worker, err = env.start(name+"-worker", env.paykitBin, []string{"worker"}, st.env); err != nil {
+			return st, err
 		}
-		t.Cleanup(st.worker.stop)
 	}
-	st.api, err = env.start(name+"-api", env.paykitBin, []string{"api"}, st.env)
-	if err != nil {
-		t.Fatal(err)
+	if st.api, err = env.start(name+"-api", env.paykitBin, []string{"api"}, st.env); err != nil {
+		return st, err
 	}
-	t.Cleanup(st.api.stop)
 	if err := waitHTTP(st.apiURL+"/readyz", 60*time.Second); err != nil {
-		t.Fatalf("api: %v", err)
+		return st, fmt.Errorf("api %s: %w", name, err)
 	}
-	return st
+	return st, nil
 }
 
 // restartWorker starts the stack's worker again after kill or stop.
@@ -516,11 +530,12 @@ func simPay(t *testing.T, paymentNo string) {
 	}
 }
 
-// simFault posts a fault injection to the simulator's control API.
-func simFault(t *testing.T, body map[string]any) {
+// simFault posts a fault injection to the simulator's control API (kind: "/gateway" or
+// "/notifications").
+func simFault(t *testing.T, kind string, body map[string]any) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	r := do(t, http.MethodPost, env.simURL+"/_sim/faults", map[string]string{"Content-Type": "application/json"}, b)
+	r := do(t, http.MethodPost, env.simURL+"/_sim/faults"+kind, map[string]string{"Content-Type": "application/json"}, b)
 	if r.status/100 != 2 {
 		t.Fatalf("sim fault %s: HTTP %d %s", b, r.status, r.body)
 	}

@@ -18,11 +18,13 @@ import (
 	"github.com/paykit/paykit/workflows"
 )
 
-// Schedule IDs, visible in the Temporal UI under Schedules.
-const (
-	SweeperScheduleID = "paykit-sweeper"
-	PurgeScheduleID   = "paykit-purge-idempotency-keys"
-)
+// SweeperScheduleID and PurgeScheduleID name the schedules of a task queue, as shown in
+// the Temporal UI under Schedules. Each task queue (deployment) owns its own pair, so a
+// schedule never points at a queue that no worker polls.
+func SweeperScheduleID(taskQueue string) string { return "paykit-sweeper-" + taskQueue }
+
+// PurgeScheduleID names the idempotency-key purge schedule of a task queue.
+func PurgeScheduleID(taskQueue string) string { return "paykit-purge-idempotency-keys-" + taskQueue }
 
 // Config tunes the worker and its schedules.
 type Config struct {
@@ -83,19 +85,19 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 		note   string
 	}{
 		{
-			id: SweeperScheduleID, every: cfg.SweepEvery,
+			id: SweeperScheduleID(cfg.TaskQueue), every: cfg.SweepEvery,
 			note: "Re-drives payments pending in MySQL whose workflow is not running, and redelivers stuck merchant webhooks.",
 			action: &client.ScheduleWorkflowAction{
-				ID: "paykit-sweep", Workflow: workflows.SweeperWorkflowName, TaskQueue: cfg.TaskQueue,
+				ID: "paykit-sweep-" + cfg.TaskQueue, Workflow: workflows.SweeperWorkflowName, TaskQueue: cfg.TaskQueue,
 				Args:               []any{workflows.SweepInput{StaleAfter: cfg.SweepStaleAfter, Limit: 500}},
 				WorkflowRunTimeout: 10 * time.Minute,
 			},
 		},
 		{
-			id: PurgeScheduleID, every: cfg.PurgeEvery,
+			id: PurgeScheduleID(cfg.TaskQueue), every: cfg.PurgeEvery,
 			note: "Deletes expired Idempotency-Key records.",
 			action: &client.ScheduleWorkflowAction{
-				ID: "paykit-purge", Workflow: workflows.PurgeWorkflowName, TaskQueue: cfg.TaskQueue,
+				ID: "paykit-purge-" + cfg.TaskQueue, Workflow: workflows.PurgeWorkflowName, TaskQueue: cfg.TaskQueue,
 				WorkflowRunTimeout: 10 * time.Minute,
 			},
 		},

@@ -54,9 +54,7 @@ func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error
 	if err := r.waitForOutcome(ctx); err != nil {
 		return r.st, err
 	}
-	if r.st.Status == payment.StatusPaid {
-		r.afterPaid(ctx)
-	}
+	r.afterFinal(ctx)
 	workflow.SetCurrentDetails(ctx, r.details())
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	return r.st, nil
@@ -367,6 +365,9 @@ func (r *paymentRun) closeLocally(ctx workflow.Context, reason string) {
 		return
 	}
 	r.adopt(t.Payment)
+	if t.EventID != "" {
+		r.st.EventID = t.EventID
+	}
 	r.upsertSearchAttributes(ctx)
 }
 
@@ -426,17 +427,20 @@ func (r *paymentRun) recordAnomaly(ctx workflow.Context, kind, tradeNo, detail s
 	workflow.SetCurrentDetails(ctx, r.details())
 }
 
-// afterPaid runs the side effects of a committed payment, each its own idempotent step.
-// Neither can roll the payment back; a merchant that is down only delays its webhook.
-func (r *paymentRun) afterPaid(ctx workflow.Context) {
-	var created bool
-	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.GrantBenefit, activities.GrantBenefitInput{
-		TenantID: r.st.TenantID, PaymentNo: r.st.PaymentNo, OrderID: r.st.OrderID,
-	}).Get(ctx, &created)
-	if err != nil {
-		r.logger.Error("grant benefit failed", "payment_no", r.st.PaymentNo, "err", err)
-	} else {
-		r.st.BenefitGranted = true
+// afterFinal runs the side effects of a committed final state, each its own idempotent
+// step: the benefit grant for a paid payment, then the merchant webhook. Neither can roll
+// the payment back; a merchant that is down only delays its webhook.
+func (r *paymentRun) afterFinal(ctx workflow.Context) {
+	if r.st.Status == payment.StatusPaid {
+		var created bool
+		err := workflow.ExecuteLocalActivity(localOptions(ctx), a.GrantBenefit, activities.GrantBenefitInput{
+			TenantID: r.st.TenantID, PaymentNo: r.st.PaymentNo, OrderID: r.st.OrderID,
+		}).Get(ctx, &created)
+		if err != nil {
+			r.logger.Error("grant benefit failed", "payment_no", r.st.PaymentNo, "err", err)
+		} else {
+			r.st.BenefitGranted = true
+		}
 	}
 	if r.st.EventID == "" {
 		return
