@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: unit and workflow tests, storage tests on the real MariaDB and Redis,
-# the Alipay simulator tests, and the end-to-end tests that run the Temporal dev server,
+# the Alipay simulator tests (also against Alipay's official Node SDK), and the end-to-end tests that run the Temporal dev server,
 # the simulator, the API and the worker as real processes talking real HTTP.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,3 +9,5 @@ scripts/build-temporal.sh
 export PAYKIT_TEMPORAL_CLI="$PWD/.bin/temporal"
 go vet ./...
 go test -race -count=1 -timeout 25m ./...
+# An independent client (Alipay's official Node SDK) against the simulator.
+tools/alipay-sdk-check/run.sh

@@ -359,8 +359,10 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
       -H 'Idempotency-Key: demo-order-1001-try-1' \
       -d '{"order_id":"1001","amount_fen":990,"subject":"Coffee beans"}'
 
- 2. Open the "pay_url" from the answer in a browser and press Pay
-    (or pay from the shell:  curl -s -X POST %[3]s/_sim/trades/<payment_no>/pay )
+ 2. Open the "pay_url" from the answer in a browser and press Pay. Or from the shell,
+    open the cashier once as the browser would, then pay:
+      curl -s "<pay_url>" > /dev/null
+      curl -s -X POST %[3]s/_sim/trades/<payment_no>/pay
 
  3. Watch it complete: Temporal UI → Workflows → payment:demo:1001, or filter with
     PaymentStatus="PAID"; then
