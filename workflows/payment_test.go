@@ -315,3 +315,52 @@ func TestPaymentWorkflow_StateQueryWhilePending(t *testing.T) {
 		t.Fatalf("status %s", st.Status)
 	}
 }
+
+func TestPaymentWorkflow_ChannelRefusalClosesPaymentAndFailsCheckout(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Activities{})
+	workflows.Register(env)
+	var closed int
+	env.OnActivity(a.CreatePayment, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CreatePaymentInput) (activities.CreatePaymentResult, error) {
+			return activities.CreatePaymentResult{Payment: payment.Payment{PaymentNo: in.PaymentNo, TenantID: in.TenantID,
+				OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency, Status: payment.StatusPending, ExpireAt: in.ExpireAt}}, nil
+		})
+	env.OnActivity(a.OpenTrade, mock.Anything, mock.Anything).Return(activities.OpenTradeResult{},
+		temporal.NewNonRetryableApplicationError("ACQ.ACCESS_FORBIDDEN", activities.ErrTypeChannelRefused, nil))
+	env.OnActivity(a.ClosePayment, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ClosePaymentInput) (payment.Transition, error) {
+			closed++
+			if in.Reason != "channel_refused" {
+				t.Errorf("reason %q", in.Reason)
+			}
+			return payment.Transition{Payment: payment.Payment{PaymentNo: in.PaymentNo, Status: payment.StatusClosed}, Changed: true}, nil
+		})
+	env.OnActivity(a.DeliverWebhook, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || closed != 1 {
+		t.Fatalf("status %s closed=%d", st.Status, closed)
+	}
+}
+
+func TestPaymentWorkflow_ReconciledAmountMismatchIsNeverPaid(t *testing.T) {
+	env, fs := newEnv(t)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(
+		payment.Trade{State: payment.TradePaid, TradeNo: "2026X", Amount: 1}, nil)
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseAlreadyPaid, nil)
+	env.RegisterDelayedCallback(func() {
+		if fs.markPaid != 0 || len(fs.anomalies) == 0 || fs.anomalies[0] != "amount_mismatch" {
+			t.Errorf("markPaid=%d anomalies=%v", fs.markPaid, fs.anomalies)
+		}
+		if fs.p.Status != payment.StatusPending {
+			t.Errorf("status %s", fs.p.Status)
+		}
+		env.CancelWorkflow()
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	if fs.markPaid != 0 {
+		t.Fatal("a mismatched amount was marked paid")
+	}
+}
