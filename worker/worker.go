@@ -37,6 +37,11 @@ type Config struct {
 	// MaxConcurrentActivities and MaxConcurrentLocalActivities bound work in flight.
 	MaxConcurrentActivities      int
 	MaxConcurrentLocalActivities int
+	// WorkflowTaskPollers and ActivityTaskPollers set how many long polls each task queue
+	// keeps open; every payment step is a round trip, so a few more than the default two
+	// keep a burst of checkouts from queueing on the server.
+	WorkflowTaskPollers int
+	ActivityTaskPollers int
 	// ShutdownGrace is how long running activities get to finish on shutdown.
 	ShutdownGrace time.Duration
 }
@@ -66,6 +71,8 @@ func New(c client.Client, cfg Config, acts *activities.Activities) sdkworker.Wor
 		MaxConcurrentActivityExecutionSize:      cfg.MaxConcurrentActivities,
 		MaxConcurrentLocalActivityExecutionSize: cfg.MaxConcurrentLocalActivities,
 		WorkerStopTimeout:                       cfg.ShutdownGrace,
+		MaxConcurrentWorkflowTaskPollers:        cfg.WorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:        cfg.ActivityTaskPollers,
 		// Eager activity dispatch saves a round trip per activity on the hot path.
 		DisableEagerActivities: false,
 	}

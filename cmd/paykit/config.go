@@ -41,6 +41,9 @@ type Config struct {
 	PurgeEvery       time.Duration
 	Benefit          string
 
+	WorkflowTaskPollers int
+	ActivityTaskPollers int
+
 	LogLevel  string
 	LogFormat string // json or text
 }
@@ -112,14 +115,16 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			WebhookMaxInterval:     e.dur("PAYKIT_WEBHOOK_MAX_INTERVAL", d.WebhookMaxInterval),
 			WebhookMaxAttempts:     int32(e.int("PAYKIT_WEBHOOK_MAX_ATTEMPTS", int(d.WebhookMaxAttempts))),
 		},
-		IdempotencyTTL:   e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
-		CheckoutTokenTTL: e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
-		SweepEvery:       e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
-		SweepStaleAfter:  e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
-		PurgeEvery:       e.dur("PAYKIT_PURGE_EVERY", time.Hour),
-		Benefit:          e.str("PAYKIT_BENEFIT", "order_fulfilment"),
-		LogLevel:         e.str("PAYKIT_LOG_LEVEL", "info"),
-		LogFormat:        e.str("PAYKIT_LOG_FORMAT", "json"),
+		IdempotencyTTL:      e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
+		CheckoutTokenTTL:    e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
+		SweepEvery:          e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
+		SweepStaleAfter:     e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
+		PurgeEvery:          e.dur("PAYKIT_PURGE_EVERY", time.Hour),
+		Benefit:             e.str("PAYKIT_BENEFIT", "order_fulfilment"),
+		WorkflowTaskPollers: e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
+		ActivityTaskPollers: e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
+		LogLevel:            e.str("PAYKIT_LOG_LEVEL", "info"),
+		LogFormat:           e.str("PAYKIT_LOG_FORMAT", "json"),
 	}
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""

@@ -146,6 +146,7 @@ func workerConfig(cfg Config) worker.Config {
 	return worker.Config{
 		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter, PurgeEvery: cfg.PurgeEvery,
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
+		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
 	}
 }
 
