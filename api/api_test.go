@@ -1,0 +1,330 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+// fakeStore implements payment.Store in memory for handler tests; the real store is
+// tested against MariaDB in mysql/ and end to end in e2e/.
+type fakeStore struct {
+	payment.Store
+	mu       sync.Mutex
+	down     bool
+	tenant   payment.Tenant
+	payments map[string]payment.Payment
+	notes    []payment.ChannelNotification
+	idem     map[string]payment.IdempotencyRecord
+	released int
+}
+
+func (f *fakeStore) err() error {
+	if f.down {
+		return errors.New("dial tcp 127.0.0.1:3306: connection refused")
+	}
+	return nil
+}
+func (f *fakeStore) Ping(context.Context) error { return f.err() }
+func (f *fakeStore) TenantByAPIKeyHash(_ context.Context, h string) (payment.Tenant, error) {
+	if err := f.err(); err != nil {
+		return payment.Tenant{}, err
+	}
+	if h != f.tenant.APIKeyHash {
+		return payment.Tenant{}, payment.ErrNotFound
+	}
+	return f.tenant, nil
+}
+func (f *fakeStore) GetTenant(context.Context, string) (payment.Tenant, error) { return f.tenant, f.err() }
+func (f *fakeStore) GetPayment(_ context.Context, no string) (payment.Payment, error) {
+	if err := f.err(); err != nil {
+		return payment.Payment{}, err
+	}
+	p, ok := f.payments[no]
+	if !ok {
+		return p, payment.ErrNotFound
+	}
+	return p, nil
+}
+func (f *fakeStore) ListOrderPayments(context.Context, string, string) ([]payment.Payment, error) {
+	return nil, f.err()
+}
+func (f *fakeStore) RecordNotification(_ context.Context, n payment.ChannelNotification) (payment.ChannelNotification, bool, error) {
+	if err := f.err(); err != nil {
+		return n, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n.ID = int64(len(f.notes) + 1)
+	f.notes = append(f.notes, n)
+	return n, true, nil
+}
+func (f *fakeStore) SetNotificationOutcome(_ context.Context, id int64, o string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notes[id-1].Outcome = o
+	return nil
+}
+func (f *fakeStore) ReserveIdempotencyKey(_ context.Context, rec payment.IdempotencyRecord) (payment.ReserveOutcome, payment.IdempotencyRecord, error) {
+	if err := f.err(); err != nil {
+		return 0, rec, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old, ok := f.idem[rec.Key]
+	switch {
+	case !ok:
+		f.idem[rec.Key] = rec
+		return payment.ReserveAcquired, rec, nil
+	case old.Fingerprint != rec.Fingerprint:
+		return payment.ReserveMismatch, old, nil
+	case old.State == payment.IdempotencyCompleted:
+		return payment.ReserveReplay, old, nil
+	default:
+		return payment.ReserveInFlight, old, nil
+	}
+}
+func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, _, key string, status int, body []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec := f.idem[key]
+	rec.State, rec.ResponseStatus, rec.ResponseBody = payment.IdempotencyCompleted, status, body
+	f.idem[key] = rec
+	return nil
+}
+func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, _, key string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.idem, key)
+	f.released++
+	return nil
+}
+
+type fakeGateway struct{ payment.Gateway }
+
+func (fakeGateway) DecodeNotification(_ context.Context, form url.Values) (payment.Notification, error) {
+	if form.Get("sign") != "good" {
+		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "bad signature"}
+	}
+	amt, _ := payment.ParseYuan(form.Get("total_amount"))
+	return payment.Notification{NotifyID: form.Get("notify_id"), PaymentNo: form.Get("out_trade_no"), TradeNo: "T1",
+		TradeStatus: "TRADE_SUCCESS", State: payment.TradePaid, TotalAmount: amt, AppID: "app", SellerID: "seller"}, nil
+}
+
+type fakeOrch struct {
+	mu        sync.Mutex
+	checkouts int
+	err       error
+	signalErr error
+	block     chan struct{}
+}
+
+func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, _ string) (workflows.CheckoutResult, error) {
+	o.mu.Lock()
+	o.checkouts++
+	block := o.block
+	o.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	if o.err != nil {
+		return workflows.CheckoutResult{}, o.err
+	}
+	return workflows.CheckoutResult{PaymentNo: "P1", OrderID: in.OrderID, Amount: in.Amount, Status: payment.StatusPending}, nil
+}
+func (o *fakeOrch) Notify(context.Context, payment.Payment, workflows.NotificationPayload) (bool, error) {
+	return o.signalErr == nil, o.signalErr
+}
+func (o *fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.NotificationPayload) error {
+	return o.signalErr
+}
+func (o *fakeOrch) Ping(context.Context) error { return nil }
+
+const key = "sk_test_unit_0123456789"
+
+func newServer(t *testing.T) (*httptest.Server, *fakeStore, *fakeOrch) {
+	t.Helper()
+	st := &fakeStore{
+		tenant:   payment.Tenant{ID: "t1", APIKeyHash: api.HashAPIKey(key), AlipayAppID: "app", AlipaySeller: "seller"},
+		payments: map[string]payment.Payment{"P1": {PaymentNo: "P1", TenantID: "t1", OrderID: "o1", Amount: 990, Status: payment.StatusPending, WorkflowID: "payment:t1:o1"}},
+		idem:     map[string]payment.IdempotencyRecord{},
+	}
+	orch := &fakeOrch{}
+	srv := httptest.NewServer(api.New(api.Config{BodyLimit: "1K"}, st, fakeGateway{}, orch, nil, nil, nil))
+	t.Cleanup(srv.Close)
+	return srv, st, orch
+}
+
+func post(t *testing.T, url, body string, h map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestErrorsAreProblemJSON(t *testing.T) {
+	srv, _, _ := newServer(t)
+	auth := map[string]string{"Authorization": "Bearer " + key}
+	tests := []struct {
+		name string
+		body string
+		h    map[string]string
+		want int
+	}{
+		{"no auth", `{}`, nil, 401},
+		{"wrong key", `{}`, map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"body too large", `{"subject":"` + strings.Repeat("x", 2000) + `"}`, auth, 413},
+		{"malformed json", `{`, auth, 400},
+		{"amount as string", `{"order_id":"o","amount_fen":"9.90","subject":"s"}`, auth, 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := post(t, srv.URL+"/v1/payments", tc.body, tc.h)
+			if resp.StatusCode != tc.want || resp.Header.Get("Content-Type") != "application/problem+json" ||
+				!strings.Contains(body, `"status":`) || resp.Header.Get("X-Request-Id") == "" {
+				t.Fatalf("HTTP %d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+			}
+		})
+	}
+}
+
+func TestIdempotencyKeyInFlightAndRelease(t *testing.T) {
+	srv, st, orch := newServer(t)
+	h := map[string]string{"Authorization": "Bearer " + key, "Idempotency-Key": "unit-key-0001"}
+	body := `{"order_id":"o1","amount_fen":990,"subject":"s"}`
+	orch.block = make(chan struct{})
+	done := make(chan int)
+	go func() {
+		resp, _ := post(t, srv.URL+"/v1/payments", body, h)
+		done <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		orch.mu.Lock()
+		n := orch.checkouts
+		orch.mu.Unlock()
+		if n == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp, b := post(t, srv.URL+"/v1/payments", body, h)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(b, "in_flight") {
+		t.Fatalf("concurrent: HTTP %d %s", resp.StatusCode, b)
+	}
+	close(orch.block)
+	if code := <-done; code != http.StatusCreated {
+		t.Fatalf("first: HTTP %d", code)
+	}
+	// A failure that is not the client's fault frees the key for a retry.
+	orch.block = nil
+	orch.err = &payment.Error{Code: payment.EUNAVAILABLE, Message: "temporal down"}
+	h["Idempotency-Key"] = "unit-key-0002"
+	if resp, b := post(t, srv.URL+"/v1/payments", body, h); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("unavailable: HTTP %d %s", resp.StatusCode, b)
+	}
+	if st.released != 1 {
+		t.Fatalf("released = %d", st.released)
+	}
+	orch.err = nil
+	if resp, b := post(t, srv.URL+"/v1/payments", body, h); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("retry after release: HTTP %d %s", resp.StatusCode, b)
+	}
+}
+
+func TestCallbackRepliesFailureUnlessDurable(t *testing.T) {
+	form := url.Values{"notify_id": {"n1"}, "out_trade_no": {"P1"}, "total_amount": {"9.90"}, "sign": {"good"}}
+	cb := func(t *testing.T, srv *httptest.Server, f url.Values) string {
+		_, b := post(t, srv.URL+"/callbacks/alipay", f.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		return b
+	}
+	t.Run("signalled", func(t *testing.T) {
+		srv, st, _ := newServer(t)
+		if got := cb(t, srv, form); got != "success" {
+			t.Fatalf("reply %q", got)
+		}
+		if st.notes[0].Outcome != "signalled" || !st.notes[0].Verified {
+			t.Fatalf("recorded %+v", st.notes[0])
+		}
+	})
+	t.Run("temporal down", func(t *testing.T) {
+		srv, _, orch := newServer(t)
+		orch.signalErr = &payment.Error{Code: payment.EUNAVAILABLE, Message: "down"}
+		if got := cb(t, srv, form); got == "success" {
+			t.Fatal("acknowledged a notification that was not handed over")
+		}
+	})
+	t.Run("mysql down", func(t *testing.T) {
+		srv, st, _ := newServer(t)
+		st.down = true
+		if got := cb(t, srv, form); got == "success" {
+			t.Fatal("acknowledged a notification that was not recorded")
+		}
+	})
+	t.Run("bad signature", func(t *testing.T) {
+		srv, st, _ := newServer(t)
+		f := url.Values{}
+		for k, v := range form {
+			f[k] = v
+		}
+		f.Set("sign", "forged")
+		if got := cb(t, srv, f); got == "success" {
+			t.Fatal("acknowledged a forged notification")
+		}
+		if len(st.notes) != 1 || st.notes[0].Verified {
+			t.Fatalf("forged notification not recorded as unverified: %+v", st.notes)
+		}
+	})
+	t.Run("amount mismatch", func(t *testing.T) {
+		srv, _, _ := newServer(t)
+		f := url.Values{}
+		for k, v := range form {
+			f[k] = v
+		}
+		f.Set("total_amount", "0.01")
+		if got := cb(t, srv, f); got == "success" {
+			t.Fatal("acknowledged a notification for the wrong amount")
+		}
+	})
+	t.Run("not a form", func(t *testing.T) {
+		srv, _, _ := newServer(t)
+		if got := cb(t, srv, url.Values{}); got == "success" {
+			t.Fatal("acknowledged an empty body")
+		}
+	})
+}
+
+func TestReadyzReportsDependencies(t *testing.T) {
+	srv, st, _ := newServer(t)
+	resp, err := http.Get(srv.URL + "/readyz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("ready: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	st.down = true
+	resp, _ = http.Get(srv.URL + "/readyz")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "mysql") {
+		t.Fatalf("not ready: HTTP %d %s", resp.StatusCode, b)
+	}
+}
