@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/worker"
 )
 
 var (
@@ -621,4 +623,39 @@ func TestTerminatedWorkflowIsRedrivenBySweeper(t *testing.T) {
 		t.Fatalf("payments = %d, want 1 (the re-driven run must adopt the payment)", c)
 	}
 	t.Logf("terminated while pending; sweeper re-drove %s and reconciliation marked it paid (trade %s)", p.PaymentNo, p.TradeNo)
+}
+
+func TestSchedulesExistAndPurgeExpiredKeys(t *testing.T) {
+	st := shared(t)
+	ctx := context.Background()
+	sc := env.tc.ScheduleClient()
+	for _, id := range []string{worker.SweeperScheduleID(st.taskQueue), worker.PurgeScheduleID(st.taskQueue)} {
+		if _, err := sc.GetHandle(ctx, id).Describe(ctx); err != nil {
+			t.Fatalf("schedule %s: %v", id, err)
+		}
+	}
+	tn := newTenant(t)
+	past := time.Now().Add(-time.Hour)
+	for i := range 3 {
+		_, _, err := env.store.ReserveIdempotencyKey(ctx, payment.IdempotencyRecord{
+			TenantID: tn.id, Key: fmt.Sprintf("expired-%d", i), Fingerprint: "fp", LockedUntil: past, ExpiresAt: past,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, "SELECT COUNT(*) FROM idempotency_keys WHERE tenant_id = ?", tn.id); n != 3 {
+		t.Fatalf("keys = %d", n)
+	}
+	if err := sc.GetHandle(ctx, worker.PurgeScheduleID(st.taskQueue)).Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for count(t, "SELECT COUNT(*) FROM idempotency_keys WHERE tenant_id = ?", tn.id) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("expired idempotency keys were not purged by the schedule")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Log("purge schedule triggered: 3 expired idempotency keys deleted")
 }

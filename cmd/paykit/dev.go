@@ -194,7 +194,7 @@ func demoMerchant(logger *slog.Logger) http.Handler {
 }
 
 func ensureDatabase(ctx context.Context, dsn string) error {
-	c, err := mysql.Config(dsn)
+	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return err
 	}
