@@ -1,0 +1,157 @@
+// Package testenv gives tests a private MySQL database and a private Redis key space on
+// the services running on the machine. Nothing is skipped: if a service is down the test
+// fails and says how to start it.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/paykit/paykit/migrations"
+	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/redis"
+)
+
+// Environment variables read by this package, and their defaults.
+const (
+	// MySQLDSNEnv names the DSN of a MySQL or MariaDB server with rights to create and
+	// drop databases. Its database name, if any, is ignored.
+	MySQLDSNEnv = "PAYKIT_TEST_MYSQL_DSN"
+	// RedisAddrEnv names the Redis address (host:port or redis:// URL).
+	RedisAddrEnv = "PAYKIT_TEST_REDIS_ADDR"
+
+	// DefaultMySQLDSN is used when PAYKIT_TEST_MYSQL_DSN is unset.
+	DefaultMySQLDSN = "root@tcp(127.0.0.1:3306)/"
+	// DefaultRedisAddr is used when PAYKIT_TEST_REDIS_ADDR is unset.
+	DefaultRedisAddr = "127.0.0.1:6379"
+)
+
+// Commands that start the services on the development machine.
+const (
+	startMariaDB = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
+	startRedis   = `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log`
+)
+
+const setupTimeout = 60 * time.Second
+
+// MySQL creates a fresh database paykit_t_<random> on the server named by
+// PAYKIT_TEST_MYSQL_DSN (default root@tcp(127.0.0.1:3306)/), applies every migration,
+// and returns a handle on it with its DSN (for binaries started by end-to-end tests). The
+// database is dropped when the test ends.
+func MySQL(tb testing.TB) (*sql.DB, string) {
+	tb.Helper()
+	db, dsn := newDatabase(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	if err := migrations.Up(ctx, db); err != nil {
+		tb.Fatalf("testenv: migrate %s: %v", dsn, err)
+	}
+	return db, dsn
+}
+
+// EmptyMySQL is MySQL without the migrations, for tests of the migrations themselves.
+func EmptyMySQL(tb testing.TB) (*sql.DB, string) {
+	tb.Helper()
+	return newDatabase(tb)
+}
+
+func newDatabase(tb testing.TB) (*sql.DB, string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+
+	base := env(MySQLDSNEnv, DefaultMySQLDSN)
+	cfg, err := mysql.ParseDSN(base)
+	if err != nil {
+		tb.Fatalf("testenv: %s=%q: %v", MySQLDSNEnv, base, err)
+	}
+	cfg.DBName = ""
+	admin, err := mysql.Open(ctx, cfg.FormatDSN())
+	if err != nil {
+		tb.Fatalf("testenv: MariaDB/MySQL at %s is unreachable (%v); start it with:\n\t%s\nor point %s at a server",
+			cfg.Addr, err, startMariaDB, MySQLDSNEnv)
+	}
+	// The name is generated here from hex digits, so quoting it is safe; identifiers
+	// cannot be bound as parameters.
+	name := "paykit_t_" + randomHex(6)
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		_ = admin.Close()
+		tb.Fatalf("testenv: create database %s: %v", name, err)
+	}
+	cfg.DBName = name
+	dsn := cfg.FormatDSN()
+	db, err := mysql.Open(ctx, dsn)
+	if err != nil {
+		_ = admin.Close()
+		tb.Fatalf("testenv: open %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		_ = db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
+			tb.Errorf("testenv: drop database %s: %v", name, err)
+		}
+		_ = admin.Close()
+	})
+	return db, dsn
+}
+
+// Redis returns a client on the server named by PAYKIT_TEST_REDIS_ADDR (default
+// 127.0.0.1:6379) and a key prefix unique to this test ("paykit_t_<random>:"). Every key
+// under the prefix is deleted when the test ends.
+func Redis(tb testing.TB) (*goredis.Client, string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	addr := env(RedisAddrEnv, DefaultRedisAddr)
+	rdb, err := redis.Open(ctx, addr)
+	if err != nil {
+		tb.Fatalf("testenv: Redis at %s is unreachable (%v); start it with:\n\t%s\nor point %s at a server",
+			addr, err, startRedis, RedisAddrEnv)
+	}
+	prefix := "paykit_t_" + randomHex(6) + ":"
+	tb.Cleanup(func() {
+		defer rdb.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+		defer cancel()
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			tb.Errorf("testenv: scan %s*: %v", prefix, err)
+			return
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), 500)
+			if err := rdb.Unlink(ctx, keys[:n]...).Err(); err != nil {
+				tb.Errorf("testenv: unlink %s*: %v", prefix, err)
+				return
+			}
+			keys = keys[n:]
+		}
+	})
+	return rdb, prefix
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

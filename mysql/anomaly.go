@@ -1,0 +1,34 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// qInsertAnomaly keeps the first record of a (kind, payment_no) pair, so the code that
+// detects an anomaly may record it on every retry.
+const qInsertAnomaly = `INSERT INTO payment_anomalies (kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE id = id`
+
+const maxDetail = 60000
+
+// RecordAnomaly stores an operator-visible anomaly. Recording the same (Kind, PaymentNo)
+// again changes nothing. A zero CreatedAt means now.
+func (st *Store) RecordAnomaly(ctx context.Context, a payment.Anomaly) error {
+	if a.Kind == "" || a.PaymentNo == "" {
+		return payment.Errorf(payment.EINVALID, "an anomaly needs a kind and a payment_no")
+	}
+	at := dbTime(a.CreatedAt)
+	if at.IsZero() {
+		at = st.clock()
+	}
+	if _, err := st.exec(ctx, nil, qInsertAnomaly, truncate(a.Kind, 64), truncate(a.TenantID, maxRef),
+		truncate(a.PaymentNo, maxRef), truncate(a.TradeNo, maxRef), int64(a.Amount),
+		truncate(a.Detail, maxDetail), at); err != nil {
+		return fmt.Errorf("mysql: record anomaly %s %s: %w", a.Kind, a.PaymentNo, err)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/paykit/paykit/payment"
+)
+
+const (
+	// qInsertGrant reports 1 affected row for a new grant and 0 for an existing one.
+	// ON DUPLICATE KEY UPDATE is used rather than INSERT IGNORE, which would also hide
+	// truncation and other errors.
+	qInsertGrant = `INSERT INTO benefit_grants (tenant_id, payment_no, order_id, benefit, created_at)
+VALUES (?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE id = id`
+	qListGrants = `SELECT tenant_id, payment_no, order_id, benefit, created_at FROM benefit_grants
+WHERE tenant_id = ? AND payment_no = ? ORDER BY created_at, id`
+)
+
+const maxBenefit = 128
+
+// GrantBenefit inserts a grant; created=false if (tenant, payment_no, benefit) was
+// granted before. A zero CreatedAt means now.
+func (st *Store) GrantBenefit(ctx context.Context, g payment.BenefitGrant) (bool, error) {
+	if g.TenantID == "" || g.PaymentNo == "" || g.Benefit == "" || len(g.Benefit) > maxBenefit {
+		return false, payment.Errorf(payment.EINVALID, "a grant needs a tenant, a payment_no and a benefit of 1-%d bytes", maxBenefit)
+	}
+	at := dbTime(g.CreatedAt)
+	if at.IsZero() {
+		at = st.clock()
+	}
+	res, err := st.exec(ctx, nil, qInsertGrant, g.TenantID, g.PaymentNo, g.OrderID, g.Benefit, at)
+	if err != nil {
+		return false, fmt.Errorf("mysql: grant %s for %s: %w", g.Benefit, g.PaymentNo, err)
+	}
+	created, err := affected(res)
+	if err != nil {
+		return false, fmt.Errorf("mysql: grant %s for %s: %w", g.Benefit, g.PaymentNo, err)
+	}
+	return created, nil
+}
+
+// ListGrants returns the grants of a payment, oldest first.
+func (st *Store) ListGrants(ctx context.Context, tenantID, paymentNo string) ([]payment.BenefitGrant, error) {
+	gs := []payment.BenefitGrant{}
+	err := st.query(ctx, qListGrants, []any{tenantID, paymentNo}, func(rows *sql.Rows) error {
+		var g payment.BenefitGrant
+		err := rows.Scan(&g.TenantID, &g.PaymentNo, &g.OrderID, &g.Benefit, &g.CreatedAt)
+		gs = append(gs, g)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list grants: %w", err)
+	}
+	return gs, nil
+}

@@ -1,0 +1,222 @@
+package mysql_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+)
+
+func idemRec(key, fingerprint string, lock, expiry time.Duration) payment.IdempotencyRecord {
+	now := time.Now()
+	return payment.IdempotencyRecord{
+		TenantID:    "t1",
+		Key:         key,
+		Fingerprint: fingerprint,
+		LockedUntil: now.Add(lock),
+		ExpiresAt:   now.Add(expiry),
+	}
+}
+
+func TestIdempotencyKey_Lifecycle(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	reserve := func(key, fp string) func() (payment.ReserveOutcome, payment.IdempotencyRecord, error) {
+		return func() (payment.ReserveOutcome, payment.IdempotencyRecord, error) {
+			return st.ReserveIdempotencyKey(ctx, idemRec(key, fp, time.Minute, time.Hour))
+		}
+	}
+	steps := []struct {
+		name       string
+		before     func() error
+		reserve    func() (payment.ReserveOutcome, payment.IdempotencyRecord, error)
+		want       payment.ReserveOutcome
+		wantStatus int
+		wantBody   string
+	}{
+		{name: "first request acquires", reserve: reserve("k1", "fpA"), want: payment.ReserveAcquired},
+		{name: "second request while running is in flight", reserve: reserve("k1", "fpA"), want: payment.ReserveInFlight},
+		{name: "other payload is a mismatch", reserve: reserve("k1", "fpB"), want: payment.ReserveMismatch},
+		{
+			name:    "after completion the response is replayed",
+			before:  func() error { return st.CompleteIdempotencyKey(ctx, "t1", "k1", 201, []byte(`{"payment_no":"p1"}`)) },
+			reserve: reserve("k1", "fpA"), want: payment.ReserveReplay, wantStatus: 201, wantBody: `{"payment_no":"p1"}`,
+		},
+		{
+			name:    "completing again keeps the first response",
+			before:  func() error { return st.CompleteIdempotencyKey(ctx, "t1", "k1", 500, []byte("other")) },
+			reserve: reserve("k1", "fpA"), want: payment.ReserveReplay, wantStatus: 201, wantBody: `{"payment_no":"p1"}`,
+		},
+		{name: "completed key with other payload is a mismatch", reserve: reserve("k1", "fpB"), want: payment.ReserveMismatch},
+		{
+			name:    "releasing a completed key keeps it",
+			before:  func() error { return st.ReleaseIdempotencyKey(ctx, "t1", "k1") },
+			reserve: reserve("k1", "fpA"), want: payment.ReserveReplay, wantStatus: 201, wantBody: `{"payment_no":"p1"}`,
+		},
+		{name: "another key is independent", reserve: reserve("k2", "fpA"), want: payment.ReserveAcquired},
+		{
+			name:    "a released in-flight key can be retried",
+			before:  func() error { return st.ReleaseIdempotencyKey(ctx, "t1", "k2") },
+			reserve: reserve("k2", "fpC"), want: payment.ReserveAcquired,
+		},
+		{
+			name: "keys are per tenant",
+			reserve: func() (payment.ReserveOutcome, payment.IdempotencyRecord, error) {
+				r := idemRec("k1", "fpZ", time.Minute, time.Hour)
+				r.TenantID = "t2"
+				return st.ReserveIdempotencyKey(ctx, r)
+			},
+			want: payment.ReserveAcquired,
+		},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			if s.before != nil {
+				if err := s.before(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, rec, err := s.reserve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != s.want {
+				t.Fatalf("outcome = %v, want %v (record %+v)", got, s.want, rec)
+			}
+			if s.want == payment.ReserveReplay &&
+				(rec.ResponseStatus != s.wantStatus || string(rec.ResponseBody) != s.wantBody || rec.State != payment.IdempotencyCompleted) {
+				t.Fatalf("replayed %d %q state %v", rec.ResponseStatus, rec.ResponseBody, rec.State)
+			}
+		})
+	}
+
+	if err := st.CompleteIdempotencyKey(ctx, "t1", "missing", 200, nil); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("completing a missing key: %v, want not found", err)
+	}
+	if err := st.ReleaseIdempotencyKey(ctx, "t1", "missing"); err != nil {
+		t.Fatalf("releasing a missing key: %v", err)
+	}
+	if _, _, err := st.ReserveIdempotencyKey(ctx, payment.IdempotencyRecord{TenantID: "t1", Key: "k"}); payment.ErrorCode(err) != payment.EINVALID {
+		t.Fatalf("reserve without fingerprint: %v", err)
+	}
+}
+
+func TestIdempotencyKey_ConcurrentReserve(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	const n = 50
+	var acquired, inFlight, other atomic.Int32
+	parallel(n, func(i int) {
+		got, _, err := st.ReserveIdempotencyKey(ctx, idemRec("same", "fp", time.Minute, time.Hour))
+		switch {
+		case err != nil:
+			t.Errorf("caller %d: %v", i, err)
+		case got == payment.ReserveAcquired:
+			acquired.Add(1)
+		case got == payment.ReserveInFlight:
+			inFlight.Add(1)
+		default:
+			other.Add(1)
+		}
+	})
+	rows := count(t, db, "SELECT COUNT(*) FROM idempotency_keys WHERE idem_key = 'same'")
+	t.Logf("%d concurrent reserves of a new key: acquired=%d in_flight=%d other=%d rows=%d",
+		n, acquired.Load(), inFlight.Load(), other.Load(), rows)
+	if acquired.Load() != 1 || inFlight.Load() != n-1 || rows != 1 {
+		t.Fatal("want exactly one acquirer and everyone else in flight")
+	}
+}
+
+func TestIdempotencyKey_ExpiredLockTakeover(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	if got, _, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", 150*time.Millisecond, time.Hour)); err != nil || got != payment.ReserveAcquired {
+		t.Fatalf("first reserve: %v %v", got, err)
+	}
+	if got, _, _ := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); got != payment.ReserveInFlight {
+		t.Fatalf("while locked: %v, want in flight", got)
+	}
+	time.Sleep(250 * time.Millisecond) // the first holder "died"
+
+	const n = 40
+	var acquired, inFlight, other atomic.Int32
+	parallel(n, func(i int) {
+		got, rec, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour))
+		switch {
+		case err != nil:
+			t.Errorf("caller %d: %v", i, err)
+		case got == payment.ReserveAcquired:
+			acquired.Add(1)
+			if time.Until(rec.LockedUntil) < 30*time.Second {
+				t.Errorf("taken-over lock ends at %v", rec.LockedUntil)
+			}
+		case got == payment.ReserveInFlight:
+			inFlight.Add(1)
+		default:
+			other.Add(1)
+		}
+	})
+	var version int64
+	if err := db.QueryRow("SELECT lock_version FROM idempotency_keys WHERE idem_key = 'k'").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d concurrent takeovers of an expired lock: acquired=%d in_flight=%d other=%d lock_version=%d",
+		n, acquired.Load(), inFlight.Load(), other.Load(), version)
+	if acquired.Load() != 1 || inFlight.Load() != n-1 || version != 1 {
+		t.Fatal("want exactly one taker")
+	}
+}
+
+func TestIdempotencyKey_ExpiredRecordsAreAbsentAndPurged(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	for _, key := range []string{"old1", "old2", "old3"} {
+		if _, _, err := st.ReserveIdempotencyKey(ctx, idemRec(key, "fp", time.Minute, 100*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.CompleteIdempotencyKey(ctx, "t1", "old3", 200, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.ReserveIdempotencyKey(ctx, idemRec("fresh", "fp", time.Minute, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+
+	// An expired record is absent: a new request acquires it whatever its fingerprint,
+	// and exactly one of many concurrent ones does.
+	const n = 20
+	var acquired, inFlight atomic.Int32
+	parallel(n, func(i int) {
+		got, _, err := st.ReserveIdempotencyKey(ctx, idemRec("old1", "new-fp", time.Minute, time.Hour))
+		if err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+		switch got {
+		case payment.ReserveAcquired:
+			acquired.Add(1)
+		case payment.ReserveInFlight:
+			inFlight.Add(1)
+		}
+	})
+	t.Logf("%d concurrent reserves of an expired key: acquired=%d in_flight=%d", n, acquired.Load(), inFlight.Load())
+	if acquired.Load() != 1 || inFlight.Load() != n-1 {
+		t.Fatal("want exactly one acquirer of the expired key")
+	}
+
+	purged, err := st.PurgeExpiredIdempotencyKeys(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := count(t, db, "SELECT COUNT(*) FROM idempotency_keys")
+	t.Logf("purge: deleted=%d left=%d", purged, left)
+	if purged != 2 || left != 2 {
+		t.Fatalf("purged %d, left %d; want old2 and old3 purged, old1 (renewed) and fresh kept", purged, left)
+	}
+	if purged, _ := st.PurgeExpiredIdempotencyKeys(ctx, time.Now()); purged != 0 {
+		t.Fatalf("second purge deleted %d", purged)
+	}
+}

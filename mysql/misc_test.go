@@ -1,0 +1,291 @@
+package mysql_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+)
+
+func TestRecordNotification(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	n := func(notifyID string, verified bool) payment.ChannelNotification {
+		return payment.ChannelNotification{
+			Channel: "alipay", NotifyID: notifyID, PaymentNo: "p1", TradeNo: "T1",
+			Raw: "notify_id=" + notifyID + "&trade_status=TRADE_SUCCESS", Verified: verified,
+		}
+	}
+	// A forged notification arrives first with a real notify_id: it must not claim it.
+	forged, inserted, err := st.RecordNotification(ctx, n("N1", false))
+	if err != nil || !inserted {
+		t.Fatalf("forged: inserted=%v err=%v", inserted, err)
+	}
+	first, inserted, err := st.RecordNotification(ctx, n("N1", true))
+	if err != nil || !inserted || first.ID == forged.ID {
+		t.Fatalf("genuine after forged: inserted=%v err=%v", inserted, err)
+	}
+	again, inserted, err := st.RecordNotification(ctx, n("N1", true))
+	if err != nil || inserted || again.ID != first.ID || again.Raw != first.Raw || !again.Verified {
+		t.Fatalf("genuine retry: %+v inserted=%v err=%v; want the first row", again, inserted, err)
+	}
+	if _, inserted, _ := st.RecordNotification(ctx, n("N1", false)); !inserted {
+		t.Fatal("a second forged copy must still be stored")
+	}
+
+	const c = 50
+	var ins, dup atomic.Int32
+	parallel(c, func(i int) {
+		_, inserted, err := st.RecordNotification(ctx, n("N2", true))
+		switch {
+		case err != nil:
+			t.Errorf("caller %d: %v", i, err)
+		case inserted:
+			ins.Add(1)
+		default:
+			dup.Add(1)
+		}
+	})
+	claimed := count(t, db, "SELECT COUNT(*) FROM channel_notifications WHERE notify_id IS NOT NULL")
+	unclaimed := count(t, db, "SELECT COUNT(*) FROM channel_notifications WHERE notify_id IS NULL AND claimed_notify_id = 'N1'")
+	t.Logf("%d concurrent verified copies: inserted=%d duplicates=%d; rows claiming an id=%d, forged rows=%d",
+		c, ins.Load(), dup.Load(), claimed, unclaimed)
+	if ins.Load() != 1 || dup.Load() != c-1 || claimed != 2 || unclaimed != 2 {
+		t.Fatal("want one row per verified notify_id and every forged copy kept unclaimed")
+	}
+
+	if err := st.SetNotificationOutcome(ctx, first.ID, "signalled"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetNotificationOutcome(ctx, first.ID, "signalled"); err != nil {
+		t.Fatalf("repeat: %v", err)
+	}
+	if got, _, _ := st.RecordNotification(ctx, n("N1", true)); got.Outcome != "signalled" {
+		t.Fatalf("outcome = %q", got.Outcome)
+	}
+	if err := st.SetNotificationOutcome(ctx, 1<<40, "x"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("missing id: %v", err)
+	}
+}
+
+func TestGrantBenefit_Concurrent(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	g := payment.BenefitGrant{TenantID: "t1", PaymentNo: "p1", OrderID: "o1", Benefit: "vip_30d"}
+	const n = 100
+	var created, existed atomic.Int32
+	parallel(n, func(i int) {
+		ok, err := st.GrantBenefit(ctx, g)
+		switch {
+		case err != nil:
+			t.Errorf("caller %d: %v", i, err)
+		case ok:
+			created.Add(1)
+		default:
+			existed.Add(1)
+		}
+	})
+	rows := count(t, db, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = 'p1'")
+	t.Logf("%d concurrent grants: created=%d existed=%d rows=%d", n, created.Load(), existed.Load(), rows)
+	if created.Load() != 1 || existed.Load() != n-1 || rows != 1 {
+		t.Fatal("want exactly one grant")
+	}
+	other := g
+	other.Benefit = "coupon"
+	if ok, err := st.GrantBenefit(ctx, other); err != nil || !ok {
+		t.Fatalf("second benefit: %v %v", ok, err)
+	}
+	gs, err := st.ListGrants(ctx, "t1", "p1")
+	if err != nil || len(gs) != 2 || gs[0].Benefit != "vip_30d" || gs[1].Benefit != "coupon" {
+		t.Fatalf("ListGrants = %+v, %v", gs, err)
+	}
+}
+
+func TestOutbox(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	createPending(t, st, "t1", "o1", "p1")
+	createPending(t, st, "t1", "o2", "p2")
+	paid, err := st.MarkPaid(ctx, "p1", "T1", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := st.ClosePayment(ctx, "p2", "expired")
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Second)
+
+	evs, err := st.UndeliveredEvents(ctx, later, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].EventID != paid.EventID || evs[1].EventID != closed.EventID {
+		t.Fatalf("undelivered = %+v", evs)
+	}
+	if evs[1].Type != payment.EventPaymentClosed || evs[1].TenantID != "t1" || evs[1].PaymentNo != "p2" {
+		t.Fatalf("closed event = %+v", evs[1])
+	}
+	if evs, _ := st.UndeliveredEvents(ctx, evs[0].CreatedAt, 10); len(evs) != 0 {
+		t.Fatalf("events before the first: %d", len(evs))
+	}
+
+	steps := []struct {
+		name          string
+		do            func() error
+		wantAttempts  int
+		wantDelivered bool
+		wantLastError string
+	}{
+		{"failed attempt", func() error { return st.MarkEventAttempt(ctx, paid.EventID, "HTTP 502") }, 1, false, "HTTP 502"},
+		{"another failed attempt", func() error { return st.MarkEventAttempt(ctx, paid.EventID, "timeout") }, 2, false, "timeout"},
+		{"delivered", func() error { return st.MarkEventDelivered(ctx, paid.EventID) }, 3, true, ""},
+		{"delivered again changes nothing", func() error { return st.MarkEventDelivered(ctx, paid.EventID) }, 3, true, ""},
+		{"late failure report changes nothing", func() error { return st.MarkEventAttempt(ctx, paid.EventID, "late") }, 3, true, ""},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			if err := s.do(); err != nil {
+				t.Fatal(err)
+			}
+			ev, err := st.GetEvent(ctx, paid.EventID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Attempts != s.wantAttempts || ev.Delivered != s.wantDelivered || ev.LastError != s.wantLastError ||
+				ev.DeliveredAt.IsZero() == s.wantDelivered {
+				t.Fatalf("event = %+v", ev)
+			}
+		})
+	}
+	if evs, _ := st.UndeliveredEvents(ctx, later, 10); len(evs) != 1 || evs[0].EventID != closed.EventID {
+		t.Fatalf("undelivered after delivery = %+v", evs)
+	}
+	for name, err := range map[string]error{
+		"get":       func() error { _, err := st.GetEvent(ctx, "evt_missing"); return err }(),
+		"attempt":   st.MarkEventAttempt(ctx, "evt_missing", "x"),
+		"delivered": st.MarkEventDelivered(ctx, "evt_missing"),
+	} {
+		if !errors.Is(err, payment.ErrNotFound) {
+			t.Errorf("%s of a missing event: %v", name, err)
+		}
+	}
+}
+
+func TestTenants(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	hash := func(c byte) string {
+		b := make([]byte, 64)
+		for i := range b {
+			b[i] = c
+		}
+		return string(b)
+	}
+	a := payment.Tenant{ID: "acme", Name: "Acme", APIKeyHash: hash('a'), NotifyURL: "https://acme.test/hook",
+		WebhookSecret: "s3cret", AlipayAppID: "2021000", AlipaySeller: "2088000"}
+	if err := st.UpsertTenant(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := got.CreatedAt
+	got.CreatedAt = time.Time{}
+	if got != a || created.IsZero() {
+		t.Fatalf("GetTenant = %+v, want %+v", got, a)
+	}
+
+	a.Name, a.APIKeyHash = "Acme Ltd", hash('b')
+	if err := st.UpsertTenant(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.TenantByAPIKeyHash(ctx, hash('b')); err != nil || got.Name != "Acme Ltd" || !got.CreatedAt.Equal(created) {
+		t.Fatalf("after update: %+v %v", got, err)
+	}
+	if _, err := st.TenantByAPIKeyHash(ctx, hash('a')); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("old hash: %v", err)
+	}
+
+	// Another tenant may not take Acme's key hash, neither by insert nor by update, and
+	// Acme must be left untouched.
+	for _, b := range []payment.Tenant{
+		{ID: "evil", Name: "Evil", APIKeyHash: hash('b'), NotifyURL: "https://evil.test"},
+	} {
+		if err := st.UpsertTenant(ctx, b); payment.ErrorCode(err) != payment.ECONFLICT {
+			t.Fatalf("insert with a taken hash: %v", err)
+		}
+		b.APIKeyHash = hash('c')
+		if err := st.UpsertTenant(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		b.APIKeyHash = hash('b')
+		if err := st.UpsertTenant(ctx, b); payment.ErrorCode(err) != payment.ECONFLICT {
+			t.Fatalf("update to a taken hash: %v", err)
+		}
+	}
+	if got, _ := st.GetTenant(ctx, "acme"); got.NotifyURL != "https://acme.test/hook" || got.APIKeyHash != hash('b') {
+		t.Fatalf("acme was modified: %+v", got)
+	}
+
+	const n = 20
+	parallel(n, func(i int) {
+		tn := payment.Tenant{ID: "race", Name: fmt.Sprintf("name %d", i), APIKeyHash: hash('d')}
+		if err := st.UpsertTenant(ctx, tn); err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	})
+	rows := count(t, db, "SELECT COUNT(*) FROM tenants WHERE id = 'race'")
+	t.Logf("%d concurrent upserts of one tenant: rows=%d", n, rows)
+	if rows != 1 {
+		t.Fatal("want one tenant row")
+	}
+	if _, err := st.GetTenant(ctx, "nobody"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("missing tenant: %v", err)
+	}
+	if err := st.UpsertTenant(ctx, payment.Tenant{ID: "bad id", APIKeyHash: hash('e')}); payment.ErrorCode(err) != payment.EINVALID {
+		t.Fatalf("invalid id: %v", err)
+	}
+}
+
+func TestRecordAnomaly(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	a := payment.Anomaly{Kind: "paid_after_close", TenantID: "t1", PaymentNo: "p1", TradeNo: "T1", Amount: 990,
+		Detail: "Alipay reports TRADE_SUCCESS for a payment closed locally"}
+	const n = 20
+	parallel(n, func(i int) {
+		if err := st.RecordAnomaly(ctx, a); err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	})
+	other := a
+	other.Kind = "amount_mismatch"
+	if err := st.RecordAnomaly(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	rows := count(t, db, "SELECT COUNT(*) FROM payment_anomalies WHERE payment_no = 'p1'")
+	t.Logf("%d concurrent records of one anomaly plus one other kind: rows=%d", n, rows)
+	if rows != 2 {
+		t.Fatalf("rows = %d, want 2", rows)
+	}
+	var amount int64
+	if err := db.QueryRow("SELECT amount_fen FROM payment_anomalies WHERE kind = 'paid_after_close'").Scan(&amount); err != nil || amount != 990 {
+		t.Fatalf("amount = %d %v", amount, err)
+	}
+	if err := st.RecordAnomaly(ctx, payment.Anomaly{Kind: "x"}); payment.ErrorCode(err) != payment.EINVALID {
+		t.Fatalf("anomaly without payment_no: %v", err)
+	}
+}
+
+func TestPing(t *testing.T) {
+	st, _ := newStore(t)
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,381 @@
+// Package mysql implements payment.Store on MySQL 8 or MariaDB 10.11.
+//
+// Every write is safe to repeat. Duplicates are resolved by unique indexes (never by
+// check-then-write), state changes are compare-and-set updates under a row lock, and
+// transactions that lose a deadlock or a lock wait are retried a bounded number of times.
+// All SQL is parameterised and executed through prepared statements cached per Store.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// MySQL server error numbers the store reacts to.
+const (
+	errDupEntry        = 1062 // ER_DUP_ENTRY
+	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
+	errLockDeadlock    = 1213 // ER_LOCK_DEADLOCK
+)
+
+// Retry policy for transactions that lose a deadlock or time out waiting for a lock.
+const (
+	maxTxAttempts  = 5
+	txBackoffBase  = 5 * time.Millisecond
+	txBackoffLimit = 200 * time.Millisecond
+)
+
+// Pool settings applied by Open. MySQL's default max_connections is 151; several
+// processes share it.
+const (
+	maxOpenConns    = 20
+	maxIdleConns    = 20
+	connMaxLifetime = 5 * time.Minute
+	connMaxIdleTime = time.Minute
+	dialTimeout     = 5 * time.Second
+	lockWaitTimeout = "10" // seconds
+)
+
+// Open connects to the database named in dsn (go-sql-driver format, e.g.
+// "user:pass@tcp(127.0.0.1:3306)/paykit"), forcing parseTime=true, loc=UTC and a UTC
+// session time zone so that DATETIME(6) columns always hold UTC, and pings it.
+func Open(ctx context.Context, dsn string) (*sql.DB, error) {
+	cfg, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	connector, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: connector: %w", err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxIdleConns)
+	db.SetConnMaxLifetime(connMaxLifetime)
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("mysql: ping %s: %w", cfg.Addr, err)
+	}
+	return db, nil
+}
+
+// ParseDSN parses dsn and applies the settings the store relies on: parseTime=true,
+// loc=UTC, time_zone='+00:00', a dial timeout and, unless the DSN sets it, a 10 s
+// innodb_lock_wait_timeout. It is exported for tools that build DSNs for other databases
+// on the same server (tests, the dev command).
+func ParseDSN(dsn string) (*gomysql.Config, error) {
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: parse dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; !ok {
+		// A payment request should not sit 50 s (the server default) behind a lock;
+		// the transaction is retried instead.
+		cfg.Params["innodb_lock_wait_timeout"] = lockWaitTimeout
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = dialTimeout
+	}
+	return cfg, nil
+}
+
+// Store implements payment.Store on a *sql.DB opened with Open.
+type Store struct {
+	db    *sql.DB
+	stmts stmtCache
+}
+
+var _ payment.Store = (*Store)(nil)
+
+// NewStore returns a store on db. The schema must have been migrated (migrations.Up).
+// Statements are prepared on first use and reused; Close releases them.
+func NewStore(db *sql.DB) *Store {
+	return &Store{
+		db:    db,
+		stmts: stmtCache{m: map[string]*sql.Stmt{}},
+	}
+}
+
+// DB returns the underlying database handle.
+func (st *Store) DB() *sql.DB { return st.db }
+
+// Close closes the prepared statements. It does not close the *sql.DB, which belongs to
+// the caller.
+func (st *Store) Close() error { return st.stmts.close() }
+
+// Ping checks the connection.
+func (st *Store) Ping(ctx context.Context) error {
+	if err := st.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("mysql: ping: %w", err)
+	}
+	return nil
+}
+
+// clock returns the current time in UTC at the microsecond precision of DATETIME(6), so
+// that a value written and read back compares equal to the one returned to the caller.
+func (st *Store) clock() time.Time { return dbTime(time.Now()) }
+
+// dbTime converts t to what a DATETIME(6) column stores: UTC, truncated to microseconds.
+// MySQL would round rather than truncate, so the truncation is done here.
+func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// IsRetryable reports whether err is a transient lock conflict (deadlock 1213 or lock
+// wait timeout 1205) after which the whole transaction may be retried.
+func IsRetryable(err error) bool {
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	return me.Number == errLockDeadlock || me.Number == errLockWaitTimeout
+}
+
+// IsDuplicate reports whether err is a duplicate-key violation (1062).
+func IsDuplicate(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == errDupEntry
+}
+
+// inTx runs fn in a transaction and commits it. A transaction that fails with a
+// retryable lock conflict is rolled back and run again, up to maxTxAttempts times with a
+// jittered exponential backoff, so fn must not keep state between runs.
+func (st *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := range maxTxAttempts {
+		if attempt > 0 {
+			if serr := sleep(ctx, backoff(attempt)); serr != nil {
+				return fmt.Errorf("mysql: retry: %w", errors.Join(serr, err))
+			}
+		}
+		err = st.runTx(ctx, fn)
+		if err == nil || !IsRetryable(err) {
+			return err
+		}
+	}
+	return &payment.Error{
+		Code:    payment.ETOOMANYRETRIES,
+		Message: "the database is busy; retry later",
+		Err:     fmt.Errorf("mysql: transaction failed %d times: %w", maxTxAttempts, err),
+	}
+}
+
+// txQueries are the statements used inside transactions. They are prepared before the
+// first transaction begins: preparing on the pool needs a free connection, and a
+// transaction that waited for one while holding its own could deadlock a full pool.
+func txQueries() []string {
+	return []string{
+		qUpsertOrder, qInsertPayment, qPaymentByNoForUpdate, qMarkPaid, qClose, qOrderPaid,
+		qOrderCancelled, qInsertEvent, qTenantByIDForUpdate, qUpdateTenant, qInsertTenant,
+	}
+}
+
+func (st *Store) runTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	if !st.stmts.prepared.Load() {
+		if err := st.stmts.prepareAll(ctx, st.db, txQueries()); err != nil {
+			return err
+		}
+	}
+	tx, err := st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("mysql: begin: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("mysql: commit: %w", err)
+	}
+	return nil
+}
+
+// backoff returns a full-jitter exponential delay for the given retry attempt (1-based).
+func backoff(attempt int) time.Duration {
+	d := txBackoffBase << (attempt - 1)
+	if d > txBackoffLimit {
+		d = txBackoffLimit
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// stmtCache prepares each query once on the pool and hands it out to every caller;
+// database/sql re-prepares it transparently on connections that have not seen it. Its
+// mutex is never held across a call that can wait on the database.
+type stmtCache struct {
+	mu       sync.Mutex
+	m        map[string]*sql.Stmt
+	prepared atomic.Bool // prepareAll succeeded
+}
+
+func (c *stmtCache) lookup(query string) (*sql.Stmt, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.m[query]
+	return s, ok
+}
+
+// prepareAll prepares queries on the pool once; it is retried on the next call if it
+// failed.
+func (c *stmtCache) prepareAll(ctx context.Context, db *sql.DB, queries []string) error {
+	for _, q := range queries {
+		if _, err := c.get(ctx, db, q); err != nil {
+			return err
+		}
+	}
+	c.prepared.Store(true)
+	return nil
+}
+
+// get returns the cached statement for query, preparing it on the pool if needed. It
+// must not be called while holding a connection (inside a transaction).
+func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, error) {
+	if s, ok := c.lookup(query); ok {
+		return s, nil
+	}
+	s, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: prepare: %w", err)
+	}
+	c.mu.Lock()
+	prev, ok := c.m[query]
+	if !ok {
+		c.m[query] = s
+	}
+	c.mu.Unlock()
+	if ok {
+		// Lost a race to prepare it. Close outside the mutex: closing waits for the
+		// connections using the statement, and a transaction holding row locks may be
+		// waiting on the mutex in lookup.
+		_ = s.Close()
+		return prev, nil
+	}
+	return s, nil
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	c.prepared.Store(false)
+	stmts := c.m
+	c.m = map[string]*sql.Stmt{}
+	c.mu.Unlock()
+	var errs []error
+	for _, s := range stmts {
+		if err := s.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("mysql: close statements: %w", err)
+	}
+	return nil
+}
+
+// stmt returns the cached prepared statement for query, bound to tx when tx is not nil.
+// Inside a transaction a statement missing from the cache is prepared on the
+// transaction's own connection (and closed with it) rather than on the pool.
+func (st *Store) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
+	if tx == nil {
+		return st.stmts.get(ctx, st.db, query)
+	}
+	if s, ok := st.stmts.lookup(query); ok {
+		return tx.StmtContext(ctx, s), nil
+	}
+	s, err := tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: prepare: %w", err)
+	}
+	return s, nil
+}
+
+// exec runs a prepared write, in tx if tx is not nil.
+func (st *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	s, err := st.stmt(ctx, tx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(ctx, args...)
+}
+
+// queryRow runs a prepared single-row query, in tx if tx is not nil, and scans it with
+// scan. sql.ErrNoRows is turned into an error wrapping payment.ErrNotFound.
+func (st *Store) queryRow(ctx context.Context, tx *sql.Tx, query string, args []any, scan func(*sql.Row) error) error {
+	s, err := st.stmt(ctx, tx, query)
+	if err != nil {
+		return err
+	}
+	if err := scan(s.QueryRowContext(ctx, args...)); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return payment.ErrNotFound
+		}
+		return err
+	}
+	return nil
+}
+
+// query runs a prepared multi-row query and calls each for every row.
+func (st *Store) query(ctx context.Context, query string, args []any, each func(*sql.Rows) error) error {
+	s, err := st.stmt(ctx, nil, query)
+	if err != nil {
+		return err
+	}
+	rows, err := s.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary, so that free text (reasons,
+// errors, outcomes) never fails an insert in strict mode.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// nullString maps "" to NULL.
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// nullTime maps the zero time to NULL.
+func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: !t.IsZero()} }

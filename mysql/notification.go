@@ -1,0 +1,114 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/paykit/paykit/payment"
+)
+
+const notificationColumns = `id, channel, claimed_notify_id, payment_no, trade_no, raw_payload, verified, outcome, received_at`
+
+const (
+	qInsertNotification = `INSERT INTO channel_notifications
+	(channel, notify_id, claimed_notify_id, payment_no, trade_no, raw_payload, verified, outcome, received_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qNotificationByNotifyID = `SELECT ` + notificationColumns + ` FROM channel_notifications
+WHERE channel = ? AND notify_id = ?`
+	qNotificationOutcome = `UPDATE channel_notifications SET outcome = ?, updated_at = ? WHERE id = ?`
+	qNotificationExists  = `SELECT id FROM channel_notifications WHERE id = ?`
+)
+
+// Column sizes of channel_notifications. Unverified notifications are attacker-controlled,
+// so their fields are cut to fit rather than allowed to fail the insert.
+const (
+	maxNotifyID      = 128
+	maxRef           = 64
+	maxOutcome       = 1024
+	maxChannel       = 32
+	outcomeReceived  = "received"
+	maxRecordAttempt = 3
+)
+
+// RecordNotification stores a received notification. A verified one with a notify_id
+// claims (channel, notify_id): if that was claimed before, the stored row is returned
+// with inserted=false. An unverified one (or one without a notify_id) is always inserted
+// with notify_id NULL, so it can never claim, and so block, a genuine notify_id; the id
+// it claimed is kept for audit and returned in NotifyID. An empty Outcome is stored as
+// "received"; a zero ReceivedAt means now.
+func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotification) (payment.ChannelNotification, bool, error) {
+	if n.Channel == "" || len(n.Channel) > maxChannel {
+		return payment.ChannelNotification{}, false, payment.Errorf(payment.EINVALID, "channel must be 1-%d bytes", maxChannel)
+	}
+	now := st.clock()
+	n.ReceivedAt = dbTime(n.ReceivedAt)
+	if n.ReceivedAt.IsZero() {
+		n.ReceivedAt = now
+	}
+	if n.Outcome == "" {
+		n.Outcome = outcomeReceived
+	}
+	n.Outcome = truncate(n.Outcome, maxOutcome)
+	n.PaymentNo = truncate(n.PaymentNo, maxRef)
+	n.TradeNo = truncate(n.TradeNo, maxRef)
+	claim := sql.NullString{}
+	if n.Verified && n.NotifyID != "" {
+		claim = sql.NullString{String: n.NotifyID, Valid: true}
+	} else {
+		n.NotifyID = truncate(n.NotifyID, maxNotifyID)
+	}
+	for range maxRecordAttempt {
+		res, err := st.exec(ctx, nil, qInsertNotification, n.Channel, claim, n.NotifyID, n.PaymentNo,
+			n.TradeNo, n.Raw, n.Verified, n.Outcome, n.ReceivedAt, now)
+		if err == nil {
+			if n.ID, err = res.LastInsertId(); err != nil {
+				return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
+			}
+			return n, true, nil
+		}
+		if !claim.Valid || !IsDuplicate(err) {
+			return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
+		}
+		existing, err := st.notificationByNotifyID(ctx, n.Channel, n.NotifyID)
+		if errors.Is(err, payment.ErrNotFound) {
+			continue // rows are never deleted, but should one be, claim the id again
+		}
+		if err != nil {
+			return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
+		}
+		return existing, false, nil
+	}
+	return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification %s: gave up after %d attempts", n.NotifyID, maxRecordAttempt)
+}
+
+// SetNotificationOutcome records what was done with a notification.
+func (st *Store) SetNotificationOutcome(ctx context.Context, id int64, outcome string) error {
+	res, err := st.exec(ctx, nil, qNotificationOutcome, truncate(outcome, maxOutcome), st.clock(), id)
+	if err != nil {
+		return fmt.Errorf("mysql: set notification outcome: %w", err)
+	}
+	changed, err := affected(res)
+	if err != nil || changed {
+		return err
+	}
+	// Zero rows also means "same value"; tell that apart from a missing row.
+	err = st.queryRow(ctx, nil, qNotificationExists, []any{id}, func(row *sql.Row) error {
+		var got int64
+		return row.Scan(&got)
+	})
+	if err != nil {
+		return fmt.Errorf("mysql: set notification outcome %d: %w", id, err)
+	}
+	return nil
+}
+
+func (st *Store) notificationByNotifyID(ctx context.Context, channel, notifyID string) (payment.ChannelNotification, error) {
+	var n payment.ChannelNotification
+	err := st.queryRow(ctx, nil, qNotificationByNotifyID, []any{channel, notifyID}, func(row *sql.Row) error {
+		return row.Scan(&n.ID, &n.Channel, &n.NotifyID, &n.PaymentNo, &n.TradeNo, &n.Raw, &n.Verified,
+			&n.Outcome, &n.ReceivedAt)
+	})
+	return n, err
+}

@@ -1,0 +1,441 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// Order statuses stored in orders.status.
+const (
+	orderUnpaid    = 0
+	orderPaid      = 1
+	orderCancelled = 2
+)
+
+// maxCreateAttempts bounds CreatePendingPayment's insert loop. Another attempt is needed
+// only when the pending payment we collided with was paid or closed between our insert
+// and our read, which needs a concurrent state change per attempt.
+const maxCreateAttempts = 5
+
+const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, currency, subject, status,
+	trade_no, expire_at, paid_at, version, workflow_id, created_at, updated_at`
+
+const (
+	// qUpsertOrder creates the order or refreshes it for a new attempt. A paid order stays
+	// paid with the amount it was paid for (a re-purchase is a new payment, not a refund of
+	// the old one); a cancelled order is revived to unpaid because a payment is pending
+	// for it again; an unpaid order takes the new amount. The assignments read status
+	// before it is changed, so their order matters.
+	qUpsertOrder = `INSERT INTO orders (tenant_id, order_id, amount_fen, currency, status, created_at, updated_at)
+VALUES (?, ?, ?, ?, 0, ?, ?)
+ON DUPLICATE KEY UPDATE
+	amount_fen = IF(status = 1, amount_fen, VALUES(amount_fen)),
+	currency = IF(status = 1, currency, VALUES(currency)),
+	status = IF(status = 2, 0, status),
+	updated_at = VALUES(updated_at)`
+
+	qInsertPayment = `INSERT INTO payments
+	(payment_no, tenant_id, order_id, amount_fen, currency, subject, status, expire_at, workflow_id, version, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?)`
+
+	qPaymentByNo          = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ?`
+	qPaymentByNoForUpdate = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? FOR UPDATE`
+	qTenantPaymentByNo    = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? AND tenant_id = ?`
+	qPendingByOrder       = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = ? AND active_order_id = ?`
+	qOrderPayments        = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = ? AND order_id = ?
+ORDER BY created_at DESC, id DESC`
+	qPendingBefore = `SELECT ` + paymentColumns + ` FROM payments WHERE status = 0 AND created_at < ?
+ORDER BY created_at, id LIMIT ?`
+
+	qMarkPaid = `UPDATE payments SET status = 1, trade_no = ?, paid_at = ?, version = version + 1, updated_at = ?
+WHERE id = ? AND status = 0`
+	qClose = `UPDATE payments SET status = 2, close_reason = ?, version = version + 1, updated_at = ?
+WHERE id = ? AND status = 0`
+
+	qOrderPaid = `UPDATE orders SET status = 1, paid_payment_no = ?, amount_fen = ?, currency = ?, updated_at = ?
+WHERE tenant_id = ? AND order_id = ?`
+	// qOrderCancelled cancels only an unpaid order: closing the pending payment of a
+	// re-purchase must not cancel the order an earlier payment paid for.
+	qOrderCancelled = `UPDATE orders SET status = 2, updated_at = ?
+WHERE tenant_id = ? AND order_id = ? AND status = 0`
+
+	qInsertEvent = `INSERT INTO payment_events (event_id, tenant_id, payment_no, type, payload, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`
+)
+
+// Limits on PendingPaymentsBefore and UndeliveredEvents.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+// maxCloseReason is the size of payments.close_reason.
+const maxCloseReason = 512
+
+// EventID returns the id of the outbox event of the given type for a payment. It is
+// deterministic because a payment changes state at most once, so a retried transition
+// can never write a second event, and anyone can find the event from the payment.
+func EventID(paymentNo, eventType string) string {
+	switch eventType {
+	case payment.EventPaymentPaid:
+		return "evt_" + paymentNo + "_paid"
+	case payment.EventPaymentClosed:
+		return "evt_" + paymentNo + "_closed"
+	default:
+		return "evt_" + paymentNo + "_" + eventType
+	}
+}
+
+// CreatePendingPayment inserts a pending payment and upserts its order in one
+// transaction. A duplicate payment_no, or another pending payment for the same order
+// (the active-order unique index), is not an error: the transaction is rolled back and
+// the existing payment is returned with existed=true — the one with this payment_no if
+// there is one, otherwise the order's pending payment.
+//
+// On re-purchase the order row keeps status paid if it was paid, goes back to unpaid if
+// it was cancelled, and takes the new amount unless it was paid.
+func (st *Store) CreatePendingPayment(ctx context.Context, np payment.NewPayment) (payment.Payment, bool, error) {
+	if err := np.Validate(); err != nil {
+		return payment.Payment{}, false, err
+	}
+	for range maxCreateAttempts {
+		p, err := st.insertPending(ctx, np)
+		if err == nil {
+			return p, false, nil
+		}
+		if !IsDuplicate(err) {
+			return payment.Payment{}, false, fmt.Errorf("mysql: create payment %s: %w", np.PaymentNo, err)
+		}
+		p, err = st.existingFor(ctx, np)
+		switch {
+		case err == nil:
+			return p, true, nil
+		case errors.Is(err, payment.ErrNotFound):
+			// The pending payment we collided with left the pending state before we read
+			// it; the index slot is free again, so insert again.
+			continue
+		default:
+			return payment.Payment{}, false, fmt.Errorf("mysql: create payment %s: %w", np.PaymentNo, err)
+		}
+	}
+	return payment.Payment{}, false, &payment.Error{
+		Code:    payment.ETOOMANYRETRIES,
+		Message: "the order is changing too fast; retry later",
+		Err:     fmt.Errorf("mysql: create payment %s: gave up after %d attempts", np.PaymentNo, maxCreateAttempts),
+	}
+}
+
+func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (payment.Payment, error) {
+	var p payment.Payment
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		now := st.clock()
+		if _, err := st.exec(ctx, tx, qUpsertOrder,
+			np.TenantID, np.OrderID, int64(np.Amount), np.Currency, now, now); err != nil {
+			return fmt.Errorf("upsert order: %w", err)
+		}
+		expireAt := dbTime(np.ExpireAt)
+		res, err := st.exec(ctx, tx, qInsertPayment,
+			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject,
+			expireAt, np.WorkflowID, now, now)
+		if err != nil {
+			return fmt.Errorf("insert payment: %w", err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return fmt.Errorf("insert payment: %w", err)
+		}
+		p = payment.Payment{
+			ID:         id,
+			PaymentNo:  np.PaymentNo,
+			TenantID:   np.TenantID,
+			OrderID:    np.OrderID,
+			Amount:     np.Amount,
+			Currency:   np.Currency,
+			Subject:    np.Subject,
+			Status:     payment.StatusPending,
+			ExpireAt:   expireAt,
+			WorkflowID: np.WorkflowID,
+			CreatedAt:  now,
+			UpdatedAt:  now,
+		}
+		return nil
+	})
+	return p, err
+}
+
+// existingFor finds the payment a duplicate-key error collided with.
+func (st *Store) existingFor(ctx context.Context, np payment.NewPayment) (payment.Payment, error) {
+	p, err := st.getPayment(ctx, nil, qPaymentByNo, np.PaymentNo)
+	if err == nil {
+		if p.TenantID != np.TenantID || p.OrderID != np.OrderID {
+			return payment.Payment{}, &payment.Error{
+				Code:    payment.ECONFLICT,
+				Message: "payment_no already belongs to another order",
+				Err:     fmt.Errorf("payment %s belongs to %s/%s", p.PaymentNo, p.TenantID, p.OrderID),
+			}
+		}
+		return p, nil
+	}
+	if !errors.Is(err, payment.ErrNotFound) {
+		return payment.Payment{}, err
+	}
+	return st.getPayment(ctx, nil, qPendingByOrder, np.TenantID, np.OrderID)
+}
+
+// MarkPaid moves a pending payment to paid in one transaction: the payment row is locked
+// with SELECT … FOR UPDATE, its status is compare-and-set from pending, the order is
+// marked paid and a payment.paid event is written to the outbox. A payment that is not
+// pending is returned as it is with Changed=false. An empty tradeNo is stored as NULL;
+// a zero paidAt means now.
+func (st *Store) MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt time.Time) (payment.Transition, error) {
+	var tr payment.Transition
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		tr = payment.Transition{}
+		p, err := st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
+		if err != nil {
+			return err
+		}
+		if p.Status != payment.StatusPending {
+			tr.Payment = p
+			return nil
+		}
+		now := st.clock()
+		at := now
+		if !paidAt.IsZero() {
+			at = dbTime(paidAt)
+		}
+		res, err := st.exec(ctx, tx, qMarkPaid, nullString(tradeNo), at, now, p.ID)
+		if err != nil {
+			if IsDuplicate(err) {
+				return &payment.Error{
+					Code:    payment.ECONFLICT,
+					Message: "trade_no already belongs to another payment",
+					Err:     err,
+				}
+			}
+			return fmt.Errorf("update payment: %w", err)
+		}
+		changed, err := affected(res)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			// Unreachable under the row lock, but the compare-and-set has the last word.
+			tr.Payment, err = st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
+			return err
+		}
+		p.Status, p.TradeNo, p.PaidAt, p.UpdatedAt = payment.StatusPaid, tradeNo, at, now
+		p.Version++
+		if _, err := st.exec(ctx, tx, qOrderPaid,
+			p.PaymentNo, int64(p.Amount), p.Currency, now, p.TenantID, p.OrderID); err != nil {
+			return fmt.Errorf("update order: %w", err)
+		}
+		eventID, err := st.insertEvent(ctx, tx, payment.EventPaymentPaid, p, "", now)
+		if err != nil {
+			return err
+		}
+		tr = payment.Transition{Payment: p, Changed: true, EventID: eventID}
+		return nil
+	})
+	if err != nil {
+		return payment.Transition{}, fmt.Errorf("mysql: mark paid %s: %w", paymentNo, err)
+	}
+	return tr, nil
+}
+
+// ClosePayment moves a pending payment to closed the same way as MarkPaid, cancels its
+// order unless the order was paid by an earlier payment, and writes a payment.closed
+// event. A payment that is not pending is returned as it is with Changed=false.
+func (st *Store) ClosePayment(ctx context.Context, paymentNo, reason string) (payment.Transition, error) {
+	reason = truncate(reason, maxCloseReason)
+	var tr payment.Transition
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		tr = payment.Transition{}
+		p, err := st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
+		if err != nil {
+			return err
+		}
+		if p.Status != payment.StatusPending {
+			tr.Payment = p
+			return nil
+		}
+		now := st.clock()
+		res, err := st.exec(ctx, tx, qClose, reason, now, p.ID)
+		if err != nil {
+			return fmt.Errorf("update payment: %w", err)
+		}
+		changed, err := affected(res)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			tr.Payment, err = st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
+			return err
+		}
+		p.Status, p.UpdatedAt = payment.StatusClosed, now
+		p.Version++
+		if _, err := st.exec(ctx, tx, qOrderCancelled, now, p.TenantID, p.OrderID); err != nil {
+			return fmt.Errorf("update order: %w", err)
+		}
+		eventID, err := st.insertEvent(ctx, tx, payment.EventPaymentClosed, p, reason, now)
+		if err != nil {
+			return err
+		}
+		tr = payment.Transition{Payment: p, Changed: true, EventID: eventID}
+		return nil
+	})
+	if err != nil {
+		return payment.Transition{}, fmt.Errorf("mysql: close payment %s: %w", paymentNo, err)
+	}
+	return tr, nil
+}
+
+// eventPayload is the JSON body delivered to the merchant for a payment event.
+type eventPayload struct {
+	EventID     string         `json:"event_id"`
+	Type        string         `json:"type"`
+	TenantID    string         `json:"tenant_id"`
+	PaymentNo   string         `json:"payment_no"`
+	OrderID     string         `json:"order_id"`
+	AmountFen   int64          `json:"amount_fen"`
+	Currency    string         `json:"currency"`
+	Status      payment.Status `json:"status"`
+	TradeNo     string         `json:"trade_no,omitempty"`
+	PaidAt      time.Time      `json:"paid_at,omitzero"`
+	ClosedAt    time.Time      `json:"closed_at,omitzero"`
+	CloseReason string         `json:"close_reason,omitempty"`
+	CreatedAt   time.Time      `json:"created_at"`
+}
+
+func (st *Store) insertEvent(ctx context.Context, tx *sql.Tx, eventType string, p payment.Payment, reason string, now time.Time) (string, error) {
+	ev := eventPayload{
+		EventID:   EventID(p.PaymentNo, eventType),
+		Type:      eventType,
+		TenantID:  p.TenantID,
+		PaymentNo: p.PaymentNo,
+		OrderID:   p.OrderID,
+		AmountFen: int64(p.Amount),
+		Currency:  p.Currency,
+		Status:    p.Status,
+		TradeNo:   p.TradeNo,
+		PaidAt:    p.PaidAt,
+		CreatedAt: now,
+	}
+	if eventType == payment.EventPaymentClosed {
+		ev.ClosedAt, ev.CloseReason = now, reason
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return "", fmt.Errorf("encode event: %w", err)
+	}
+	if _, err := st.exec(ctx, tx, qInsertEvent,
+		ev.EventID, p.TenantID, p.PaymentNo, eventType, string(body), now); err != nil {
+		return "", fmt.Errorf("insert event: %w", err)
+	}
+	return ev.EventID, nil
+}
+
+// GetPayment returns a payment by payment_no, or an error wrapping payment.ErrNotFound.
+func (st *Store) GetPayment(ctx context.Context, paymentNo string) (payment.Payment, error) {
+	p, err := st.getPayment(ctx, nil, qPaymentByNo, paymentNo)
+	if err != nil {
+		return payment.Payment{}, fmt.Errorf("mysql: get payment %s: %w", paymentNo, err)
+	}
+	return p, nil
+}
+
+// GetTenantPayment returns a payment of one tenant; another tenant's payment is
+// payment.ErrNotFound, so its existence is not disclosed.
+func (st *Store) GetTenantPayment(ctx context.Context, tenantID, paymentNo string) (payment.Payment, error) {
+	p, err := st.getPayment(ctx, nil, qTenantPaymentByNo, paymentNo, tenantID)
+	if err != nil {
+		return payment.Payment{}, fmt.Errorf("mysql: get payment %s: %w", paymentNo, err)
+	}
+	return p, nil
+}
+
+// ListOrderPayments returns every payment of one order, newest first.
+func (st *Store) ListOrderPayments(ctx context.Context, tenantID, orderID string) ([]payment.Payment, error) {
+	ps := []payment.Payment{}
+	err := st.query(ctx, qOrderPayments, []any{tenantID, orderID}, func(rows *sql.Rows) error {
+		p, err := scanPayment(rows)
+		ps = append(ps, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list order payments: %w", err)
+	}
+	return ps, nil
+}
+
+// PendingPaymentsBefore returns up to limit (default 100, at most 1000) payments still
+// pending that were created before the given time, oldest first.
+func (st *Store) PendingPaymentsBefore(ctx context.Context, before time.Time, limit int) ([]payment.Payment, error) {
+	ps := []payment.Payment{}
+	err := st.query(ctx, qPendingBefore, []any{dbTime(before), clampLimit(limit)}, func(rows *sql.Rows) error {
+		p, err := scanPayment(rows)
+		ps = append(ps, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: pending payments: %w", err)
+	}
+	return ps, nil
+}
+
+func (st *Store) getPayment(ctx context.Context, tx *sql.Tx, query string, args ...any) (payment.Payment, error) {
+	var p payment.Payment
+	err := st.queryRow(ctx, tx, query, args, func(row *sql.Row) error {
+		var err error
+		p, err = scanPayment(row)
+		return err
+	})
+	return p, err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanPayment(s scanner) (payment.Payment, error) {
+	var (
+		p       payment.Payment
+		amount  int64
+		tradeNo sql.NullString
+		paidAt  sql.NullTime
+	)
+	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &p.Currency, &p.Subject,
+		&p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		return payment.Payment{}, err
+	}
+	p.Amount = payment.Amount(amount)
+	p.TradeNo = tradeNo.String
+	if paidAt.Valid {
+		p.PaidAt = paidAt.Time
+	}
+	return p, nil
+}
+
+func clampLimit(limit int) int {
+	switch {
+	case limit <= 0:
+		return defaultListLimit
+	case limit > maxListLimit:
+		return maxListLimit
+	default:
+		return limit
+	}
+}
+
+// affected reports whether a write changed exactly one or more rows.
+func affected(res sql.Result) (bool, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("rows affected: %w", err)
+	}
+	return n > 0, nil
+}
