@@ -50,6 +50,7 @@ type proc struct {
 	args    []string
 	envv    []string
 	bin     string
+	done    chan struct{} // closed when the current run has exited
 }
 
 type system struct {
@@ -261,7 +262,9 @@ func (p *proc) run() error {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	p.cmd = cmd
-	go func() { _ = cmd.Wait(); f.Close() }()
+	done := make(chan struct{})
+	p.done = done
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
 	return nil
 }
 
@@ -269,7 +272,7 @@ func (p *proc) run() error {
 func (p *proc) kill() {
 	if p.cmd != nil && p.cmd.Process != nil {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		waitExit(p.cmd, 5*time.Second)
+		p.waitExit(5 * time.Second)
 	}
 }
 
@@ -279,20 +282,18 @@ func (p *proc) stop() {
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	if !waitExit(p.cmd, 25*time.Second) {
+	if !p.waitExit(25 * time.Second) {
 		p.kill()
 	}
 }
 
-func waitExit(cmd *exec.Cmd, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cmd.ProcessState != nil || syscall.Kill(cmd.Process.Pid, 0) != nil {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
+func (p *proc) waitExit(d time.Duration) bool {
+	select {
+	case <-p.done:
+		return true
+	case <-time.After(d):
+		return false
 	}
-	return false
 }
 
 func (s *system) shutdown() {

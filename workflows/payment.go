@@ -54,9 +54,23 @@ func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error
 	if err := r.waitForOutcome(ctx); err != nil {
 		return r.st, err
 	}
-	r.afterFinal(ctx)
+	// An operator's cancel request cancels the payment: close it at Alipay and locally
+	// (or take the success path if it turns out paid). That work must not be cancelled.
+	cancelled := ctx.Err() != nil
+	if cancelled {
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+		if r.st.Status == payment.StatusPending {
+			r.closePath(ctx, "cancelled")
+		}
+	}
+	if r.st.Status.Final() {
+		r.afterFinal(ctx)
+	}
 	workflow.SetCurrentDetails(ctx, r.details())
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	if cancelled && r.st.Status == payment.StatusPending {
+		return r.st, temporal.NewCanceledError("cancelled while pending; the sweeper re-drives the payment")
+	}
 	return r.st, nil
 }
 
@@ -233,11 +247,14 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) error {
 		if expiry != nil {
 			sel.AddFuture(expiry, func(workflow.Future) {
 				expiry = nil
-				r.closePath(ctx)
+				r.closePath(ctx, "expired")
 			})
 		}
 		sel.Select(ctx)
 		cancelReconcile()
+		if ctx.Err() != nil {
+			return nil
+		}
 		if r.st.Status == payment.StatusPending && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			return r.continueAsNew(ctx, signals)
 		}
@@ -319,14 +336,14 @@ func (r *paymentRun) reconcile(ctx workflow.Context) {
 	case trade.State == payment.TradePaid:
 		r.paidAtAlipay(ctx, trade, "reconciliation")
 	case !workflow.Now(ctx).Before(r.st.ExpireAt):
-		r.closePath(ctx)
+		r.closePath(ctx, "expired")
 	}
 	workflow.SetCurrentDetails(ctx, r.details())
 }
 
 // closePath closes the trade at Alipay first, so it can no longer be paid, then closes
 // the payment locally. A close refused because the trade is paid becomes a success.
-func (r *paymentRun) closePath(ctx workflow.Context) {
+func (r *paymentRun) closePath(ctx workflow.Context, reason string) {
 	if r.st.Status != payment.StatusPending {
 		return
 	}
@@ -352,7 +369,7 @@ func (r *paymentRun) closePath(ctx workflow.Context) {
 			return
 		}
 	}
-	r.closeLocally(ctx, "expired")
+	r.closeLocally(ctx, reason)
 }
 
 func (r *paymentRun) closeLocally(ctx workflow.Context, reason string) {

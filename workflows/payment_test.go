@@ -64,7 +64,7 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 			}
 			fs.closed++
 			fs.p.Status = payment.StatusClosed
-			return payment.Transition{Payment: fs.p, Changed: true}, nil
+			return payment.Transition{Payment: fs.p, Changed: true, EventID: "evt_" + fs.p.PaymentNo + "_closed"}, nil
 		}).Maybe()
 	env.OnActivity(a.GrantBenefit, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.GrantBenefitInput) (bool, error) {
@@ -358,9 +358,24 @@ func TestPaymentWorkflow_ReconciledAmountMismatchIsNeverPaid(t *testing.T) {
 			t.Errorf("status %s", fs.p.Status)
 		}
 		env.CancelWorkflow()
-	}, time.Hour)
+	}, 20*time.Minute)
 	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
-	if fs.markPaid != 0 {
-		t.Fatal("a mismatched amount was marked paid")
+	if !env.IsWorkflowCompleted() || !temporal.IsCanceledError(env.GetWorkflowError()) {
+		t.Fatalf("want a cancelled, still pending workflow; got %v", env.GetWorkflowError())
+	}
+	if fs.markPaid != 0 || fs.p.Status != payment.StatusPending {
+		t.Fatalf("a mismatched amount was marked paid: markPaid=%d status=%s", fs.markPaid, fs.p.Status)
+	}
+}
+
+func TestPaymentWorkflow_OperatorCancelClosesThePayment(t *testing.T) {
+	env, fs := newEnv(t)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeWaiting}, nil)
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseDone, nil)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 3*time.Minute)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || fs.closed != 1 || !st.WebhookSent {
+		t.Fatalf("status %s closed=%d webhook=%v", st.Status, fs.closed, st.WebhookSent)
 	}
 }
