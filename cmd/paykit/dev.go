@@ -28,7 +28,6 @@ import (
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/mysql"
-	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
@@ -98,17 +97,21 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	}
 	if temporalProc != nil {
 		defer func() {
-			_ = temporalProc.Process.Signal(syscall.SIGTERM)
+			// The server may run under `go tool`; stop the whole process group.
+			_ = syscall.Kill(-temporalProc.Process.Pid, syscall.SIGTERM)
 			_ = temporalProc.Wait()
 		}()
 	}
 
-	store, err := openStore(ctx, cfg)
+	sys, err := openSystem(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	if err := store.UpsertTenant(ctx, payment.Tenant{
+	defer sys.close()
+	if err := registerSearchAttributes(ctx, sys.tc, cfg.TemporalNamespace); err != nil {
+		return err
+	}
+	if err := sys.store.UpsertTenant(ctx, payment.Tenant{
 		ID: demoTenantID, Name: "Demo merchant", APIKeyHash: api.HashAPIKey(demoAPIKey),
 		NotifyURL: "http://" + o.merchantAdr + "/webhooks", WebhookSecret: demoWebhookSecret,
 		AlipayAppID: cfg.AlipayAppID, AlipaySeller: cfg.AlipaySellerID,
@@ -124,36 +127,13 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	defer sim.Close()
-
-	rc, err := openRedis(cfg, logger)
-	if err != nil {
-		return err
-	}
-	tc, err := dialTemporal(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	if err := registerSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
-		return err
-	}
-	gw, err := newGateway(cfg)
-	if err != nil {
-		return err
-	}
-	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
-	acts := newActivities(cfg, store, gw, rc, tc, orch, logger.With("component", "worker"))
-	var cache api.Cache
-	if rc != nil {
-		cache = redisCache{c: rc}
-	}
-	srv := api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
-		store, gw, orch, cache, logger.With("component", "api"), nil)
+	acts := sys.activities(cfg, logger.With("component", "worker"))
+	srv := sys.apiServer(cfg, logger.With("component", "api"))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, o.simAddr, sim.Handler()) })
 	g.Go(func() error { return serve(gctx, o.merchantAdr, demoMerchant(logger)) })
-	g.Go(func() error { return worker.Run(gctx, tc, workerConfig(cfg), acts, logger.With("component", "worker")) })
+	g.Go(func() error { return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger.With("component", "worker")) })
 	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
 	printWalkthrough(cfg, o, simURL)
 	err = g.Wait()

@@ -15,7 +15,6 @@ import (
 
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/migrations"
-	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/worker"
 )
@@ -76,7 +75,7 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close(); _ = store.DB().Close() }()
 	if err := migrations.Up(ctx, store.DB()); err != nil {
 		return err
 	}
@@ -89,57 +88,22 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 }
 
 func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	store, err := openStore(ctx, cfg)
+	sys, err := openSystem(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	rc, err := openRedis(cfg, logger)
-	if err != nil {
-		return err
-	}
-	tc, err := dialTemporal(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	gw, err := newGateway(cfg)
-	if err != nil {
-		return err
-	}
-	var cache api.Cache
-	if rc != nil {
-		cache = redisCache{c: rc}
-	}
-	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
-	srv := api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
-		store, gw, orch, cache, logger, nil)
+	defer sys.close()
 	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
-	return srv.ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
+	return sys.apiServer(cfg, logger).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
 }
 
 func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	store, err := openStore(ctx, cfg)
+	sys, err := openSystem(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	rc, err := openRedis(cfg, logger)
-	if err != nil {
-		return err
-	}
-	tc, err := dialTemporal(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	gw, err := newGateway(cfg)
-	if err != nil {
-		return err
-	}
-	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
-	acts := newActivities(cfg, store, gw, rc, tc, orch, logger)
-	return worker.Run(ctx, tc, workerConfig(cfg), acts, logger)
+	defer sys.close()
+	return worker.Run(ctx, sys.tc, workerConfig(cfg), sys.activities(cfg, logger), logger)
 }
 
 func workerConfig(cfg Config) worker.Config {
@@ -175,7 +139,7 @@ func runTenant(ctx context.Context, cfg Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer func() { _ = store.Close(); _ = store.DB().Close() }()
 	return store.UpsertTenant(ctx, payment.Tenant{
 		ID: *id, Name: *name, APIKeyHash: api.HashAPIKey(*apiKey), NotifyURL: *notifyURL, WebhookSecret: *secret,
 		AlipayAppID: *appID, AlipaySeller: *seller,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/alipay"
+	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
@@ -188,4 +189,64 @@ func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redi
 		acts.Locker = redisLocker{c: rc, ttl: 10 * time.Second, wait: 300 * time.Millisecond}
 	}
 	return acts
+}
+
+// system is every dependency the API and the worker share, opened once.
+type system struct {
+	store *mysql.Store
+	redis *redis.Client // nil when Redis is disabled
+	tc    client.Client
+	gw    payment.Gateway
+	orch  *orchestrator.Orchestrator
+}
+
+func openSystem(ctx context.Context, cfg Config, logger *slog.Logger) (*system, error) {
+	s := &system{}
+	var err error
+	if s.store, err = openStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if s.redis, err = openRedis(cfg, logger); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.tc, err = dialTemporal(ctx, cfg, logger); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.gw, err = newGateway(cfg); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.orch = orchestrator.New(s.tc, cfg.TaskQueue, cfg.Timing)
+	return s, nil
+}
+
+func (s *system) close() {
+	if s.tc != nil {
+		s.tc.Close()
+	}
+	if s.redis != nil {
+		_ = s.redis.Redis().Close()
+	}
+	if s.store != nil {
+		_ = s.store.Close()
+		_ = s.store.DB().Close()
+	}
+}
+
+func (s *system) cache() api.Cache {
+	if s.redis == nil {
+		return nil
+	}
+	return redisCache{c: s.redis}
+}
+
+func (s *system) apiServer(cfg Config, logger *slog.Logger) *api.Server {
+	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
+		s.store, s.gw, s.orch, s.cache(), logger, nil)
+}
+
+func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
+	return newActivities(cfg, s.store, s.gw, s.redis, s.tc, s.orch, logger)
 }
