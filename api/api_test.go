@@ -46,7 +46,9 @@ func (f *fakeStore) TenantByAPIKeyHash(_ context.Context, h string) (payment.Ten
 	}
 	return f.tenant, nil
 }
-func (f *fakeStore) GetTenant(context.Context, string) (payment.Tenant, error) { return f.tenant, f.err() }
+func (f *fakeStore) GetTenant(context.Context, string) (payment.Tenant, error) {
+	return f.tenant, f.err()
+}
 func (f *fakeStore) GetPayment(_ context.Context, no string) (payment.Payment, error) {
 	if err := f.err(); err != nil {
 		return payment.Payment{}, err

@@ -133,7 +133,9 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, o.simAddr, sim.Handler()) })
 	g.Go(func() error { return serve(gctx, o.merchantAdr, demoMerchant(logger)) })
-	g.Go(func() error { return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger.With("component", "worker")) })
+	g.Go(func() error {
+		return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger.With("component", "worker"))
+	})
 	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
 	printWalkthrough(cfg, o, simURL)
 	err = g.Wait()
