@@ -48,6 +48,8 @@ type Activities struct {
 	Benefit string
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+	// Metrics counts business events; nil counts nothing.
+	Metrics *Metrics
 }
 
 func (a *Activities) now() time.Time {

@@ -37,6 +37,7 @@ func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Dur
 		}
 		if started {
 			res.Redriven++
+			a.Metrics.redrive()
 			a.log().WarnContext(ctx, "sweep: re-drove pending payment whose workflow was not running",
 				"tenant_id", p.TenantID, "order_id", p.OrderID, "payment_no", p.PaymentNo, "workflow_id", p.WorkflowID)
 		}

@@ -97,6 +97,9 @@ func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Tr
 	if err != nil {
 		return payment.Transition{}, classify("mark paid", err)
 	}
+	if t.Changed {
+		a.Metrics.transition(payment.StatusPaid.String())
+	}
 	return t, nil
 }
 
@@ -112,6 +115,9 @@ func (a *Activities) ClosePayment(ctx context.Context, in ClosePaymentInput) (pa
 	t, err := a.Store.ClosePayment(ctx, in.PaymentNo, in.Reason)
 	if err != nil {
 		return payment.Transition{}, classify("close payment", err)
+	}
+	if t.Changed {
+		a.Metrics.transition(payment.StatusClosed.String())
 	}
 	return t, nil
 }
@@ -143,6 +149,9 @@ func (a *Activities) GrantBenefit(ctx context.Context, in GrantBenefitInput) (bo
 	if err != nil {
 		return false, fmt.Errorf("grant benefit: %w", err)
 	}
+	if created {
+		a.Metrics.grant()
+	}
 	return created, nil
 }
 
@@ -158,6 +167,7 @@ type AnomalyInput struct {
 
 // RecordAnomaly stores the anomaly durably and logs it at error level for alerting.
 func (a *Activities) RecordAnomaly(ctx context.Context, in AnomalyInput) error {
+	a.Metrics.anomaly(in.Kind)
 	a.log().ErrorContext(ctx, "payment anomaly: operator action required", "kind", in.Kind, "tenant_id", in.TenantID,
 		"payment_no", in.PaymentNo, "trade_no", in.TradeNo, "amount_fen", int64(in.Amount), "detail", in.Detail)
 	err := a.Store.RecordAnomaly(ctx, payment.Anomaly{

@@ -79,12 +79,14 @@ func (a *Activities) deliver(ctx context.Context, ev payment.Event) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
+		a.Metrics.webhook("unreachable")
 		_ = a.Store.MarkEventAttempt(ctx, ev.EventID, err.Error())
 		return fmt.Errorf("deliver webhook %s: %w", ev.EventID, err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		a.Metrics.webhook("rejected")
 		msg := fmt.Sprintf("merchant answered HTTP %d", resp.StatusCode)
 		_ = a.Store.MarkEventAttempt(ctx, ev.EventID, msg)
 		return fmt.Errorf("deliver webhook %s: %s", ev.EventID, msg)
@@ -92,6 +94,7 @@ func (a *Activities) deliver(ctx context.Context, ev payment.Event) error {
 	if err := a.Store.MarkEventDelivered(ctx, ev.EventID); err != nil {
 		return fmt.Errorf("deliver webhook %s: mark delivered: %w", ev.EventID, err)
 	}
+	a.Metrics.webhook("delivered")
 	a.log().InfoContext(ctx, "webhook delivered", "event_id", ev.EventID, "tenant_id", ev.TenantID, "payment_no", ev.PaymentNo)
 	return nil
 }

@@ -75,6 +75,7 @@ type system struct {
 type stack struct {
 	name      string
 	apiURL    string
+	adminURL  string // the worker's /healthz, /readyz, /metrics
 	taskQueue string
 	api       *proc
 	worker    *proc
@@ -403,14 +404,15 @@ func startStack(name string, o stackOptions) (*stack, error) {
 	if o.taskQueue == "" {
 		o.taskQueue = "e2e-" + randHex(4)
 	}
-	apiAddr := freeAddr()
-	st := &stack{name: name, apiURL: "http://" + apiAddr, taskQueue: o.taskQueue}
+	apiAddr, adminAddr := freeAddr(), freeAddr()
+	st := &stack{name: name, apiURL: "http://" + apiAddr, adminURL: "http://" + adminAddr, taskQueue: o.taskQueue}
 	st.env = append([]string{
 		"PAYKIT_MYSQL_DSN=" + env.dsn,
 		"PAYKIT_REDIS_ADDR=" + o.redisAddr,
 		"PAYKIT_TEMPORAL_ADDR=" + env.temporalAddr,
 		"PAYKIT_TASK_QUEUE=" + o.taskQueue,
 		"PAYKIT_HTTP_ADDR=" + apiAddr,
+		"PAYKIT_WORKER_ADMIN_ADDR=" + adminAddr,
 		"PAYKIT_PUBLIC_URL=" + st.apiURL,
 		"ALIPAY_APP_ID=" + appID,
 		"ALIPAY_SELLER_ID=" + sellerID,
@@ -437,6 +439,11 @@ func startStack(name string, o stackOptions) (*stack, error) {
 	}
 	if err := waitHTTP(st.apiURL+"/readyz", 60*time.Second); err != nil {
 		return st, fmt.Errorf("api %s: %w", name, err)
+	}
+	if !o.noWorker {
+		if err := waitHTTP(st.adminURL+"/readyz", 60*time.Second); err != nil {
+			return st, fmt.Errorf("worker %s: %w", name, err)
+		}
 	}
 	return st, nil
 }

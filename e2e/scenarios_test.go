@@ -114,6 +114,16 @@ func TestHappyPath(t *testing.T) {
 	if got.status != http.StatusOK || !strings.Contains(string(got.body), `"status":"PAID"`) {
 		t.Fatalf("GET payment: %d %s", got.status, got.body)
 	}
+	// Ops see it in the metrics of both processes.
+	metrics := string(do(t, http.MethodGet, st.adminURL+"/metrics", nil, nil).body)
+	for _, want := range []string{`paykit_payment_transitions_total{status="PAID"}`, `paykit_webhook_deliveries_total{outcome="delivered"}`, "paykit_benefit_grants_total"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("worker /metrics lacks %s", want)
+		}
+	}
+	if m := string(do(t, http.MethodGet, st.apiURL+"/metrics", nil, nil).body); !strings.Contains(m, `paykit_alipay_callbacks_total{outcome="signalled"}`) {
+		t.Errorf("api /metrics lacks the signalled callback counter")
+	}
 	// Another tenant cannot see it.
 	other := newTenant(t)
 	if r := do(t, http.MethodGet, st.apiURL+"/v1/payments/"+res.PaymentNo, map[string]string{"Authorization": "Bearer " + other.apiKey}, nil); r.status != http.StatusNotFound {

@@ -19,8 +19,10 @@ type Config struct {
 	TemporalNamespace string
 	TaskQueue         string
 
-	HTTPAddr  string
-	PublicURL string // where Alipay reaches the API; notify_url is PublicURL + /callbacks/alipay
+	HTTPAddr string
+	// WorkerAdminAddr serves the worker's /healthz, /readyz and /metrics.
+	WorkerAdminAddr string
+	PublicURL       string // where Alipay reaches the API; notify_url is PublicURL + /callbacks/alipay
 
 	AlipayAppID      string
 	AlipaySellerID   string
@@ -97,6 +99,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		TemporalNamespace: e.str("PAYKIT_TEMPORAL_NAMESPACE", "default"),
 		TaskQueue:         e.str("PAYKIT_TASK_QUEUE", "payments"),
 		HTTPAddr:          e.str("PAYKIT_HTTP_ADDR", "127.0.0.1:8080"),
+		WorkerAdminAddr:   e.str("PAYKIT_WORKER_ADMIN_ADDR", "127.0.0.1:8082"),
 		PublicURL:         strings.TrimRight(e.str("PAYKIT_PUBLIC_URL", "http://127.0.0.1:8080"), "/"),
 
 		AlipayAppID:             e.str("ALIPAY_APP_ID", "2021000000000001"),

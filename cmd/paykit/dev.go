@@ -18,6 +18,8 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -127,8 +129,12 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	defer sim.Close()
+	// One registry: the API's /metrics also shows the worker's counters in dev.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	acts := sys.activities(cfg, logger.With("component", "worker"))
-	srv := sys.apiServer(cfg, logger.With("component", "api"))
+	acts.Metrics = activities.NewMetrics(reg)
+	srv := sys.apiServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, o.simAddr, sim.Handler()) })

@@ -13,6 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
@@ -94,7 +99,7 @@ func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	defer sys.close()
 	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
-	return sys.apiServer(cfg, logger).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
+	return sys.apiServer(cfg, logger, nil).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
 }
 
 func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
@@ -103,7 +108,17 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer sys.close()
-	return worker.Run(ctx, sys.tc, workerConfig(cfg), sys.activities(cfg, logger), logger)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	acts := sys.activities(cfg, logger)
+	acts.Metrics = activities.NewMetrics(reg)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger) })
+	g.Go(func() error {
+		logger.Info("worker admin listening", "addr", cfg.WorkerAdminAddr, "endpoints", "/healthz /readyz /metrics")
+		return serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.ping))
+	})
+	return g.Wait()
 }
 
 func workerConfig(cfg Config) worker.Config {

@@ -235,6 +235,14 @@ func (s *system) close() {
 	}
 }
 
+// ping checks the dependencies a worker cannot run without.
+func (s *system) ping(ctx context.Context) error {
+	if err := s.store.Ping(ctx); err != nil {
+		return err
+	}
+	return s.orch.Ping(ctx)
+}
+
 func (s *system) cache() api.Cache {
 	if s.redis == nil {
 		return nil
@@ -242,9 +250,9 @@ func (s *system) cache() api.Cache {
 	return redisCache{c: s.redis}
 }
 
-func (s *system) apiServer(cfg Config, logger *slog.Logger) *api.Server {
+func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
-		s.store, s.gw, s.orch, s.cache(), logger, nil)
+		s.store, s.gw, s.orch, s.cache(), logger, metrics)
 }
 
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {

@@ -1,0 +1,68 @@
+package activities
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the business counters the activities keep. A nil *Metrics counts nothing.
+type Metrics struct {
+	transitions *prometheus.CounterVec
+	webhooks    *prometheus.CounterVec
+	anomalies   *prometheus.CounterVec
+	redriven    prometheus.Counter
+	grants      prometheus.Counter
+}
+
+// NewMetrics registers the activity counters on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_payment_transitions_total",
+			Help: "Payment state changes committed, by new status (only the compare-and-set winner counts).",
+		}, []string{"status"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_webhook_deliveries_total", Help: "Merchant webhook delivery attempts by outcome.",
+		}, []string{"outcome"}),
+		anomalies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_payment_anomalies_recorded_total", Help: "Cases recorded for an operator, by kind.",
+		}, []string{"kind"}),
+		redriven: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paykit_sweeper_redriven_total", Help: "Pending payments re-driven by the sweeper.",
+		}),
+		grants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paykit_benefit_grants_total", Help: "Benefit grants created (repeats are not counted).",
+		}),
+	}
+	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants)
+	return m
+}
+
+func (m *Metrics) transition(status string) {
+	if m != nil {
+		m.transitions.WithLabelValues(status).Inc()
+	}
+}
+
+func (m *Metrics) webhook(outcome string) {
+	if m != nil {
+		m.webhooks.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *Metrics) anomaly(kind string) {
+	if m != nil {
+		m.anomalies.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) redrive() {
+	if m != nil {
+		m.redriven.Inc()
+	}
+}
+
+func (m *Metrics) grant() {
+	if m != nil {
+		m.grants.Inc()
+	}
+}
