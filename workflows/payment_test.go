@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
@@ -377,5 +380,53 @@ func TestPaymentWorkflow_OperatorCancelClosesThePayment(t *testing.T) {
 	st := result(t, env)
 	if st.Status != payment.StatusClosed || fs.closed != 1 || !st.WebhookSent {
 		t.Fatalf("status %s closed=%d webhook=%v", st.Status, fs.closed, st.WebhookSent)
+	}
+}
+
+func TestPaymentWorkflow_ContinuesAsNewWithItsStateWhenSuggested(t *testing.T) {
+	env, fs := newEnv(t)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeWaiting}, nil)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.NotificationSignal, workflows.NotificationPayload{
+			NotifyID: "wait-1", PaymentNo: fs.p.PaymentNo, State: payment.TradeWaiting, TradeStatus: "WAIT_BUYER_PAY"})
+	}, 30*time.Second)
+	env.RegisterDelayedCallback(func() { env.SetContinueAsNewSuggested(true) }, 90*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	var can *workflow.ContinueAsNewError
+	if !errors.As(env.GetWorkflowError(), &can) {
+		t.Fatalf("want continue-as-new, got %v", env.GetWorkflowError())
+	}
+	var next workflows.PaymentInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.State == nil || !next.State.Initialized || next.PaymentNo != fs.p.PaymentNo || next.State.PayURL == "" ||
+		len(next.State.SeenNotifyIDs) != 1 || next.Timing != input().Timing {
+		t.Fatalf("carried input %+v state %+v", next, next.State)
+	}
+}
+
+func TestPaymentWorkflow_ResumedRunDoesNotCreateAgain(t *testing.T) {
+	env, fs := newEnv(t)
+	fs.p = payment.Payment{PaymentNo: "PRESUMED", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY", Status: payment.StatusPending}
+	in := input()
+	in.PaymentNo = "PRESUMED"
+	in.State = &workflows.PaymentState{PaymentNo: "PRESUMED", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+		Status: payment.StatusPending, Initialized: true, ExpireAt: time.Now().Add(time.Hour), SeenNotifyIDs: []string{"old"}}
+	created := 0
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []interface{}) {
+		if info.ActivityType.Name == "CreatePayment" {
+			created++
+		}
+	})
+	env.RegisterDelayedCallback(func() {
+		old := paidNotification(fs, "old") // already applied before continue-as-new: ignored
+		env.SignalWorkflow(workflows.NotificationSignal, old)
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "new")) }, 2*time.Minute)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if created != 0 || st.Status != payment.StatusPaid || st.TradeNo != "2026Tnew" || fs.markPaid != 1 {
+		t.Fatalf("created=%d state %+v markPaid=%d", created, st, fs.markPaid)
 	}
 }
