@@ -669,3 +669,27 @@ func TestSchedulesExistAndPurgeExpiredKeys(t *testing.T) {
 	}
 	t.Log("purge schedule triggered: 3 expired idempotency keys deleted")
 }
+
+func TestQRPaymentThroughAlipayOutages(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	body := order("14001", 8800)
+	body["method"] = "qr"
+	// Alipay is failing when the checkout precreates the trade: the activity retries.
+	simFault(t, "/gateway", map[string]any{"mode": "system_error", "count": 2})
+	res := mustCheckout(t, st, tn, "qr-"+randHex(4), body)
+	if res.QRCode == "" || res.PayURL != "" {
+		t.Fatalf("qr checkout: %+v", res)
+	}
+	// Every notification is lost and the reconciliation queries hit 5xx and timeouts first.
+	simFault(t, "/notifications", map[string]any{"drop_next": 1000})
+	simFault(t, "/gateway", map[string]any{"mode": "http_error", "count": 3, "method": "alipay.trade.query"})
+	simPay(t, res.PaymentNo)
+	p := waitStatus(t, res.PaymentNo, payment.StatusPaid, 60*time.Second)
+	final := waitWorkflowClosed(t, payment.WorkflowID(tn.id, "14001"), 30*time.Second)
+	if final.Status != payment.StatusPaid || count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", res.PaymentNo) != 1 {
+		t.Fatalf("final %+v", final)
+	}
+	t.Logf("QR payment %s: precreate survived 2 ACQ.SYSTEM_ERROR, reconciliation survived 3 HTTP 5xx, paid as trade %s after %d queries",
+		p.PaymentNo, p.TradeNo, final.Reconciliations)
+}
