@@ -97,7 +97,8 @@ func (f *fakeStore) ReserveIdempotencyKey(_ context.Context, rec payment.Idempot
 		return payment.ReserveInFlight, old, nil
 	}
 }
-func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, _, key string, status int, body []byte) error {
+func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, held payment.IdempotencyRecord, status int, body []byte) error {
+	key := held.Key
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rec := f.idem[key]
@@ -105,7 +106,8 @@ func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, _, key string, sta
 	f.idem[key] = rec
 	return nil
 }
-func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, _, key string) error {
+func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, held payment.IdempotencyRecord) error {
+	key := held.Key
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.idem, key)

@@ -93,23 +93,24 @@ func (s *Server) idempotent(c echo.Context, key string, body []byte, handle func
 		status, p := problemFor(c, herr)
 		if status >= 500 || status == http.StatusConflict && payment.ErrorCode(herr) == payment.EINFLIGHT {
 			// Not the client's fault: free the key so that a retry runs again.
-			if err := s.store.ReleaseIdempotencyKey(detached(c), tenantID, key); err != nil {
+			if err := s.store.ReleaseIdempotencyKey(detached(c), rec); err != nil {
 				s.log.ErrorContext(ctx, "release idempotency key", "tenant_id", tenantID, "err", err)
 			}
 			return herr
 		}
 		p.RequestID = ""
 		resp, _ = json.Marshal(p)
-		s.complete(c, tenantID, key, fp, status, resp)
+		s.complete(c, rec, fp, status, resp)
 		return herr
 	}
-	s.complete(c, tenantID, key, fp, status, resp)
+	s.complete(c, rec, fp, status, resp)
 	return c.JSONBlob(status, resp)
 }
 
-func (s *Server) complete(c echo.Context, tenantID, key, fp string, status int, resp []byte) {
+func (s *Server) complete(c echo.Context, held payment.IdempotencyRecord, fp string, status int, resp []byte) {
 	ctx := detached(c)
-	if err := s.store.CompleteIdempotencyKey(ctx, tenantID, key, status, resp); err != nil {
+	tenantID, key := held.TenantID, held.Key
+	if err := s.store.CompleteIdempotencyKey(ctx, held, status, resp); err != nil {
 		// The answer is still correct; a retry will find the key in flight until the
 		// lock expires and then run again, landing on the same workflow update.
 		s.log.ErrorContext(ctx, "complete idempotency key", "tenant_id", tenantID, "err", err)

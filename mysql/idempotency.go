@@ -39,8 +39,8 @@ WHERE id = ? AND lock_version = ?`
 	updated_at = ?, lock_version = lock_version + 1
 WHERE id = ? AND lock_version = ? AND state = 0`
 	qCompleteIdem = `UPDATE idempotency_keys SET state = 1, response_status = ?, response_body = ?, updated_at = ?
-WHERE tenant_id = ? AND idem_key = ? AND state = 0`
-	qReleaseIdem = `DELETE FROM idempotency_keys WHERE tenant_id = ? AND idem_key = ? AND state = 0`
+WHERE tenant_id = ? AND idem_key = ? AND state = 0 AND lock_version = ?`
+	qReleaseIdem = `DELETE FROM idempotency_keys WHERE tenant_id = ? AND idem_key = ? AND state = 0 AND lock_version = ?`
 	qPurgeIdem   = `DELETE FROM idempotency_keys WHERE expires_at < ? LIMIT 1000` // LIMIT = purgeBatch
 )
 
@@ -90,6 +90,7 @@ func (st *Store) ReserveIdempotencyKey(ctx context.Context, rec payment.Idempote
 		_, err := st.exec(ctx, nil, qInsertIdem, rec.TenantID, rec.Key, rec.Fingerprint,
 			rec.LockedUntil, rec.ExpiresAt, now, now)
 		if err == nil {
+			rec.LockVersion = 0
 			return payment.ReserveAcquired, rec, nil
 		}
 		if IsRetryable(err) {
@@ -112,6 +113,7 @@ func (st *Store) ReserveIdempotencyKey(ctx context.Context, rec payment.Idempote
 			if won, err := casWon(res, err); err != nil {
 				return 0, payment.IdempotencyRecord{}, wrap(err)
 			} else if won {
+				rec.LockVersion = cur.lockVersion + 1
 				return payment.ReserveAcquired, rec, nil
 			}
 		case cur.rec.Fingerprint != rec.Fingerprint:
@@ -126,6 +128,7 @@ func (st *Store) ReserveIdempotencyKey(ctx context.Context, rec payment.Idempote
 				return 0, payment.IdempotencyRecord{}, wrap(err)
 			} else if won {
 				taken := cur.rec
+				taken.LockVersion = cur.lockVersion + 1
 				taken.LockedUntil = rec.LockedUntil
 				if rec.ExpiresAt.After(taken.ExpiresAt) {
 					taken.ExpiresAt = rec.ExpiresAt
@@ -156,12 +159,14 @@ func casWon(res sql.Result, err error) (bool, error) {
 
 // CompleteIdempotencyKey stores the response of the request holding the key. Completing
 // a completed key again changes nothing (the first response stays); a key that does not
-// exist (released, purged) is an error wrapping payment.ErrNotFound.
-func (st *Store) CompleteIdempotencyKey(ctx context.Context, tenantID, key string, status int, body []byte) error {
+// exist (released, purged) is an error wrapping payment.ErrNotFound; a key another
+// request took over (its lock_version moved on) is an ECONFLICT error.
+func (st *Store) CompleteIdempotencyKey(ctx context.Context, held payment.IdempotencyRecord, status int, body []byte) error {
 	if body == nil {
 		body = []byte{}
 	}
-	res, err := st.exec(ctx, nil, qCompleteIdem, status, body, st.clock(), tenantID, key)
+	tenantID, key := held.TenantID, held.Key
+	res, err := st.exec(ctx, nil, qCompleteIdem, status, body, st.clock(), tenantID, key, held.LockVersion)
 	if err != nil {
 		return fmt.Errorf("mysql: complete idempotency key: %w", err)
 	}
@@ -172,16 +177,21 @@ func (st *Store) CompleteIdempotencyKey(ctx context.Context, tenantID, key strin
 	if changed {
 		return nil
 	}
-	if _, err := st.getIdem(ctx, tenantID, key); err != nil {
+	cur, err := st.getIdem(ctx, tenantID, key)
+	if err != nil {
 		return fmt.Errorf("mysql: complete idempotency key: %w", err)
+	}
+	if cur.rec.State == payment.IdempotencyInFlight && cur.lockVersion != held.LockVersion {
+		return payment.Errorf(payment.ECONFLICT, "idempotency key %q was taken over by another request", key)
 	}
 	return nil
 }
 
 // ReleaseIdempotencyKey deletes an in-flight key so that the client may retry. A
-// completed key is kept (its response must still be replayed) and a missing key is fine.
-func (st *Store) ReleaseIdempotencyKey(ctx context.Context, tenantID, key string) error {
-	if _, err := st.exec(ctx, nil, qReleaseIdem, tenantID, key); err != nil {
+// completed key is kept (its response must still be replayed), a missing key is fine,
+// and a key another request took over is left to that request.
+func (st *Store) ReleaseIdempotencyKey(ctx context.Context, held payment.IdempotencyRecord) error {
+	if _, err := st.exec(ctx, nil, qReleaseIdem, held.TenantID, held.Key, held.LockVersion); err != nil {
 		return fmt.Errorf("mysql: release idempotency key: %w", err)
 	}
 	return nil
@@ -213,5 +223,6 @@ func (st *Store) getIdem(ctx context.Context, tenantID, key string) (idemRow, er
 		return row.Scan(&r.id, &r.lockVersion, &r.rec.TenantID, &r.rec.Key, &r.rec.Fingerprint, &r.rec.State,
 			&r.rec.ResponseStatus, &r.rec.ResponseBody, &r.rec.LockedUntil, &r.rec.ExpiresAt)
 	})
+	r.rec.LockVersion = r.lockVersion
 	return r, err
 }

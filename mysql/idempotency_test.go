@@ -21,6 +21,41 @@ func idemRec(key, fingerprint string, lock, expiry time.Duration) payment.Idempo
 	}
 }
 
+// held is the reservation of a key that was acquired once (lock_version 0).
+func held(key string) payment.IdempotencyRecord {
+	return payment.IdempotencyRecord{TenantID: "t1", Key: key}
+}
+
+func TestIdempotencyKey_StaleHolderCannotCompleteOrRelease(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	_, stale, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", 50*time.Millisecond, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the first holder stalls past its lock
+	got, current, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour))
+	if err != nil || got != payment.ReserveAcquired || current.LockVersion == stale.LockVersion {
+		t.Fatalf("takeover: %v %+v %v", got, current, err)
+	}
+	if err := st.ReleaseIdempotencyKey(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); got != payment.ReserveInFlight {
+		t.Fatalf("the stale holder's release freed the key: %v", got)
+	}
+	if err := st.CompleteIdempotencyKey(ctx, stale, 500, []byte("stale")); payment.ErrorCode(err) != payment.ECONFLICT {
+		t.Fatalf("stale completion: %v, want conflict", err)
+	}
+	if err := st.CompleteIdempotencyKey(ctx, current, 201, []byte("current")); err != nil {
+		t.Fatal(err)
+	}
+	got, rec, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour))
+	if err != nil || got != payment.ReserveReplay || string(rec.ResponseBody) != "current" {
+		t.Fatalf("replay: %v %q %v", got, rec.ResponseBody, err)
+	}
+}
+
 func TestIdempotencyKey_Lifecycle(t *testing.T) {
 	st, _ := newStore(t)
 	ctx := context.Background()
@@ -42,24 +77,24 @@ func TestIdempotencyKey_Lifecycle(t *testing.T) {
 		{name: "other payload is a mismatch", reserve: reserve("k1", "fpB"), want: payment.ReserveMismatch},
 		{
 			name:    "after completion the response is replayed",
-			before:  func() error { return st.CompleteIdempotencyKey(ctx, "t1", "k1", 201, []byte(`{"payment_no":"p1"}`)) },
+			before:  func() error { return st.CompleteIdempotencyKey(ctx, held("k1"), 201, []byte(`{"payment_no":"p1"}`)) },
 			reserve: reserve("k1", "fpA"), want: payment.ReserveReplay, wantStatus: 201, wantBody: `{"payment_no":"p1"}`,
 		},
 		{
 			name:    "completing again keeps the first response",
-			before:  func() error { return st.CompleteIdempotencyKey(ctx, "t1", "k1", 500, []byte("other")) },
+			before:  func() error { return st.CompleteIdempotencyKey(ctx, held("k1"), 500, []byte("other")) },
 			reserve: reserve("k1", "fpA"), want: payment.ReserveReplay, wantStatus: 201, wantBody: `{"payment_no":"p1"}`,
 		},
 		{name: "completed key with other payload is a mismatch", reserve: reserve("k1", "fpB"), want: payment.ReserveMismatch},
 		{
 			name:    "releasing a completed key keeps it",
-			before:  func() error { return st.ReleaseIdempotencyKey(ctx, "t1", "k1") },
+			before:  func() error { return st.ReleaseIdempotencyKey(ctx, held("k1")) },
 			reserve: reserve("k1", "fpA"), want: payment.ReserveReplay, wantStatus: 201, wantBody: `{"payment_no":"p1"}`,
 		},
 		{name: "another key is independent", reserve: reserve("k2", "fpA"), want: payment.ReserveAcquired},
 		{
 			name:    "a released in-flight key can be retried",
-			before:  func() error { return st.ReleaseIdempotencyKey(ctx, "t1", "k2") },
+			before:  func() error { return st.ReleaseIdempotencyKey(ctx, held("k2")) },
 			reserve: reserve("k2", "fpC"), want: payment.ReserveAcquired,
 		},
 		{
@@ -93,10 +128,10 @@ func TestIdempotencyKey_Lifecycle(t *testing.T) {
 		})
 	}
 
-	if err := st.CompleteIdempotencyKey(ctx, "t1", "missing", 200, nil); !errors.Is(err, payment.ErrNotFound) {
+	if err := st.CompleteIdempotencyKey(ctx, held("missing"), 200, nil); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("completing a missing key: %v, want not found", err)
 	}
-	if err := st.ReleaseIdempotencyKey(ctx, "t1", "missing"); err != nil {
+	if err := st.ReleaseIdempotencyKey(ctx, held("missing")); err != nil {
 		t.Fatalf("releasing a missing key: %v", err)
 	}
 	if _, _, err := st.ReserveIdempotencyKey(ctx, payment.IdempotencyRecord{TenantID: "t1", Key: "k"}); payment.ErrorCode(err) != payment.EINVALID {
@@ -178,7 +213,7 @@ func TestIdempotencyKey_ExpiredRecordsAreAbsentAndPurged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := st.CompleteIdempotencyKey(ctx, "t1", "old3", 200, []byte("ok")); err != nil {
+	if err := st.CompleteIdempotencyKey(ctx, held("old3"), 200, []byte("ok")); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := st.ReserveIdempotencyKey(ctx, idemRec("fresh", "fp", time.Minute, time.Hour)); err != nil {

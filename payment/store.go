@@ -68,6 +68,10 @@ type IdempotencyRecord struct {
 	ResponseBody   []byte
 	LockedUntil    time.Time
 	ExpiresAt      time.Time
+	// LockVersion identifies the holder of an in-flight key: it changes whenever the key
+	// is taken over, so a holder that stalled past its lock can no longer complete or
+	// release what another request now holds.
+	LockVersion int64
 }
 
 // ReserveOutcome says what a reservation of an Idempotency-Key found.
@@ -140,11 +144,13 @@ type Store interface {
 	// ReserveIdempotencyKey claims key for a request with the given fingerprint. A record
 	// whose lock has expired while in flight is taken over.
 	ReserveIdempotencyKey(ctx context.Context, rec IdempotencyRecord) (ReserveOutcome, IdempotencyRecord, error)
-	// CompleteIdempotencyKey stores the response of the request that holds the key.
-	CompleteIdempotencyKey(ctx context.Context, tenantID, key string, status int, body []byte) error
+	// CompleteIdempotencyKey stores the response of the request that holds the key (held
+	// is the record ReserveIdempotencyKey returned). A holder whose key was taken over
+	// gets an ECONFLICT error and stores nothing.
+	CompleteIdempotencyKey(ctx context.Context, held IdempotencyRecord, status int, body []byte) error
 	// ReleaseIdempotencyKey deletes an in-flight key so that the client may retry (used
-	// when the request failed with a retryable error).
-	ReleaseIdempotencyKey(ctx context.Context, tenantID, key string) error
+	// when the request failed with a retryable error). Only the current holder releases.
+	ReleaseIdempotencyKey(ctx context.Context, held IdempotencyRecord) error
 	// PurgeExpiredIdempotencyKeys deletes keys that expired before now.
 	PurgeExpiredIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
 
