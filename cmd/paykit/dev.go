@@ -59,7 +59,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	fs.StringVar(&o.dir, "dir", ".dev", "directory for keys, the Temporal database and logs")
 	fs.StringVar(&o.simAddr, "sim-addr", "127.0.0.1:8090", "Alipay simulator listen address")
 	fs.StringVar(&o.merchantAdr, "merchant-addr", "127.0.0.1:8081", "demo merchant webhook receiver address")
-	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, else `go -C tools tool temporal`)")
+	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, built from tools/go.mod if missing)")
 	fs.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -250,22 +250,19 @@ func ensureTemporal(ctx context.Context, cfg Config, o devOptions, logger *slog.
 	for name, typ := range workflows.SearchAttributeTypes() {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}
-	var cmd *exec.Cmd
-	switch {
-	case o.temporalCLI != "":
-		cmd = exec.Command(o.temporalCLI, args...)
-	case fileExists(".bin/temporal"):
-		cmd = exec.Command(".bin/temporal", args...)
-	default:
-		logger.Info("building the pinned Temporal CLI from tools/go.mod (the first build takes several minutes)")
-		cmd = exec.Command("go", append([]string{"-C", "tools", "tool", "temporal"}, args...)...)
-		for i, a := range cmd.Args {
-			if a == filepath.Join(o.dir, "temporal.db") {
-				abs, _ := filepath.Abs(a)
-				cmd.Args[i] = abs
+	cli := o.temporalCLI
+	if cli == "" {
+		cli = filepath.Join(".bin", "temporal")
+		if !fileExists(cli) {
+			logger.Info("building the pinned Temporal CLI from tools/go.mod into .bin/temporal (the first build takes several minutes)")
+			build := exec.CommandContext(ctx, "go", "-C", "tools", "build", "-o", "../.bin/temporal", "github.com/temporalio/cli/cmd/temporal")
+			build.Stdout, build.Stderr = os.Stderr, os.Stderr
+			if err := build.Run(); err != nil {
+				return nil, fmt.Errorf("build the Temporal CLI (run from the repository root): %w", err)
 			}
 		}
 	}
+	cmd := exec.Command(cli, args...)
 	logPath := filepath.Join(o.dir, "temporal.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
