@@ -693,3 +693,25 @@ func TestQRPaymentThroughAlipayOutages(t *testing.T) {
 	t.Logf("QR payment %s: precreate survived 2 ACQ.SYSTEM_ERROR, reconciliation survived 3 HTTP 5xx, paid as trade %s after %d queries",
 		p.PaymentNo, p.TradeNo, final.Reconciliations)
 }
+
+func TestOperatorCancelClosesThePayment(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	res := mustCheckout(t, st, tn, "", order("15001", 1000))
+	openCashier(t, res.PayURL)
+	if err := env.tc.CancelWorkflow(context.Background(), payment.WorkflowID(tn.id, "15001"), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, res.PaymentNo, payment.StatusClosed, 30*time.Second)
+	if final := waitWorkflowClosed(t, payment.WorkflowID(tn.id, "15001"), 30*time.Second); final.Status != payment.StatusClosed || !final.WebhookSent {
+		t.Fatalf("final %+v", final)
+	}
+	trade := do(t, http.MethodGet, env.simURL+"/_sim/trades/"+res.PaymentNo, nil, nil)
+	if !strings.Contains(string(trade.body), `"TRADE_CLOSED"`) {
+		t.Fatalf("trade at alipay after cancel: %s", trade.body)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM orders WHERE tenant_id = ? AND order_id = '15001' AND status = 2", tn.id); n != 1 {
+		t.Fatalf("cancelled orders = %d", n)
+	}
+	t.Log("operator cancel: trade closed at Alipay first, then the payment closed and the order cancelled")
+}

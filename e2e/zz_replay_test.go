@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	historypb "go.temporal.io/api/history/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
@@ -28,6 +29,8 @@ var historyNames = map[string]string{
 	"11001": "paid_after_worker_crash",
 	"12001": "paid_with_redis_down",
 	"13001": "redriven_after_terminate",
+	"14001": "paid_qr_through_outages",
+	"15001": "closed_by_operator_cancel",
 }
 
 // TestZZReplayRecordedHistories replays every payment workflow history this run produced
@@ -36,38 +39,40 @@ func TestZZReplayRecordedHistories(t *testing.T) {
 	ctx := context.Background()
 	replayer := worker.NewWorkflowReplayer()
 	workflows.Register(replayer)
-	var token []byte
+	// Visibility is eventually consistent: wait until every path's run is listed.
+	var executions []*workflowpb.WorkflowExecutionInfo
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		executions = listCompleted(t)
+		paths := map[string]bool{}
+		for _, ex := range executions {
+			if name, ok := historyNames[orderIDOf(ex)]; ok {
+				paths[name] = true
+			}
+		}
+		if len(paths) == len(historyNames) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	replayed := 0
 	record := os.Getenv("PAYKIT_RECORD_HISTORIES") != ""
-	for {
-		resp, err := env.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         `WorkflowType = "PaymentWorkflow" AND ExecutionStatus = "Completed"`,
-			NextPageToken: token,
-		})
-		if err != nil {
-			t.Fatal(err)
+	for _, ex := range executions {
+		hist := &historypb.History{}
+		it := env.tc.GetWorkflowHistory(ctx, ex.Execution.WorkflowId, ex.Execution.RunId, false, 0)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hist.Events = append(hist.Events, ev)
 		}
-		for _, ex := range resp.Executions {
-			hist := &historypb.History{}
-			it := env.tc.GetWorkflowHistory(ctx, ex.Execution.WorkflowId, ex.Execution.RunId, false, 0)
-			for it.HasNext() {
-				ev, err := it.Next()
-				if err != nil {
-					t.Fatal(err)
-				}
-				hist.Events = append(hist.Events, ev)
-			}
-			if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
-				t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
-			}
-			replayed++
-			if record {
-				recordHistory(t, ex, hist)
-			}
+		if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
+			t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
 		}
-		token = resp.NextPageToken
-		if len(token) == 0 {
-			break
+		replayed++
+		if record {
+			recordHistory(t, ex, hist)
 		}
 	}
 	if replayed < len(historyNames) {
@@ -76,13 +81,36 @@ func TestZZReplayRecordedHistories(t *testing.T) {
 	t.Logf("replayed %d completed payment workflow histories", replayed)
 }
 
-func recordHistory(t *testing.T, ex *workflowpb.WorkflowExecutionInfo, hist *historypb.History) {
+func listCompleted(t *testing.T) []*workflowpb.WorkflowExecutionInfo {
 	t.Helper()
+	var all []*workflowpb.WorkflowExecutionInfo
+	var token []byte
+	for {
+		resp, err := env.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         `WorkflowType = "PaymentWorkflow" AND ExecutionStatus = "Completed"`,
+			NextPageToken: token,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, resp.Executions...)
+		if token = resp.NextPageToken; len(token) == 0 {
+			return all
+		}
+	}
+}
+
+func orderIDOf(ex *workflowpb.WorkflowExecutionInfo) string {
 	var orderID string
 	if p := ex.GetSearchAttributes().GetIndexedFields()["OrderId"]; p != nil {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, &orderID)
 	}
-	name, ok := historyNames[orderID]
+	return orderID
+}
+
+func recordHistory(t *testing.T, ex *workflowpb.WorkflowExecutionInfo, hist *historypb.History) {
+	t.Helper()
+	name, ok := historyNames[orderIDOf(ex)]
 	if !ok {
 		return
 	}

@@ -413,6 +413,7 @@ func TestPaymentWorkflow_ResumedRunDoesNotCreateAgain(t *testing.T) {
 	in.PaymentNo = "PRESUMED"
 	in.State = &workflows.PaymentState{PaymentNo: "PRESUMED", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
 		Status: payment.StatusPending, Initialized: true, ExpireAt: time.Now().Add(time.Hour), SeenNotifyIDs: []string{"old"}}
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeWaiting}, nil)
 	created := 0
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []interface{}) {
 		if info.ActivityType.Name == "CreatePayment" {
