@@ -690,7 +690,14 @@ func TestQRPaymentThroughAlipayOutages(t *testing.T) {
 	if final.Status != payment.StatusPaid || count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", res.PaymentNo) != 1 {
 		t.Fatalf("final %+v", final)
 	}
-	t.Logf("QR payment %s: precreate survived 2 ACQ.SYSTEM_ERROR, reconciliation survived 3 HTTP 5xx, paid as trade %s after %d queries",
+	var left struct {
+		Gateway []map[string]any `json:"gateway"`
+	}
+	do(t, http.MethodGet, env.simURL+"/_sim/faults", nil, nil).json(t, &left)
+	if len(left.Gateway) != 0 {
+		t.Fatalf("injected gateway faults were not all hit: %+v", left.Gateway)
+	}
+	t.Logf("QR payment %s: precreate retried through 2 ACQ.SYSTEM_ERROR; with 3 HTTP 5xx injected on alipay.trade.query and every notification lost, reconciliation marked it paid (trade %s) after %d ticks",
 		p.PaymentNo, p.TradeNo, final.Reconciliations)
 }
 
