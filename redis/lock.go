@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -108,4 +109,32 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (bool, error) {
 		return false, fmt.Errorf("redis: extend lock %s: %w", l.key, err)
 	}
 	return n == 1, nil
+}
+
+// OrderLocker is the seed's per-order lock for the success path, in the shape the
+// activities expect: on contention it waits up to Wait, then reports acquired=false so
+// that the caller re-reads the payment's status instead of failing.
+type OrderLocker struct {
+	Client *Client
+	TTL    time.Duration // how long a crashed holder can block others
+	Wait   time.Duration // the "short wait" before handing back control
+}
+
+// LockOrder takes the lock of (tenantID, orderID). A Redis error is returned as it is; the
+// caller carries on without the lock, because MySQL's row lock and compare-and-set hold
+// on their own.
+func (l OrderLocker) LockOrder(ctx context.Context, tenantID, orderID string) (release func(context.Context), acquired bool, err error) {
+	lock, err := l.Client.AcquireOrWait(ctx, OrderLockKey(tenantID, orderID), l.TTL, l.Wait)
+	if errors.Is(err, ErrLockBusy) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return func(ctx context.Context) { _, _ = lock.Release(ctx) }, true, nil
+}
+
+// OrderLockKey is the lock key (without the client prefix) of one order's success path.
+func OrderLockKey(tenantID, orderID string) string {
+	return "payment:" + tenantID + ":" + orderID
 }

@@ -236,6 +236,54 @@ func TestLock_AcquireOrWait(t *testing.T) {
 	}
 }
 
+func TestOrderLocker(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	l := redis.OrderLocker{Client: c, TTL: time.Minute, Wait: 100 * time.Millisecond}
+
+	release, ok, err := l.LockOrder(ctx, "t1", "o1")
+	if err != nil || !ok {
+		t.Fatalf("first LockOrder: acquired=%v err=%v", ok, err)
+	}
+	// Another order of the same tenant, and the same order id of another tenant, are
+	// different locks.
+	for _, k := range [][2]string{{"t1", "o2"}, {"t2", "o1"}} {
+		rel, ok, err := l.LockOrder(ctx, k[0], k[1])
+		if err != nil || !ok {
+			t.Fatalf("LockOrder(%s, %s): acquired=%v err=%v", k[0], k[1], ok, err)
+		}
+		rel(ctx)
+	}
+
+	start := time.Now()
+	_, ok, err = l.LockOrder(ctx, "t1", "o1")
+	waited := time.Since(start)
+	if err != nil || ok {
+		t.Fatalf("contended LockOrder: acquired=%v err=%v, want acquired=false and no error", ok, err)
+	}
+	if waited < l.Wait {
+		t.Fatalf("contended LockOrder returned after %v, want the short wait of %v first", waited, l.Wait)
+	}
+
+	release(ctx)
+	rel, ok, err := l.LockOrder(ctx, "t1", "o1")
+	if err != nil || !ok {
+		t.Fatalf("LockOrder after release: acquired=%v err=%v", ok, err)
+	}
+	rel(ctx)
+
+	opt, err := redis.Options("127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := goredis.NewClient(opt)
+	defer down.Close()
+	dl := redis.OrderLocker{Client: redis.New(down, "x:"), TTL: time.Minute, Wait: 100 * time.Millisecond}
+	if _, ok, err := dl.LockOrder(ctx, "t1", "o1"); err == nil || ok {
+		t.Fatalf("LockOrder with Redis down: acquired=%v err=%v, want an error", ok, err)
+	}
+}
+
 func TestIdempotentResponseCache(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()

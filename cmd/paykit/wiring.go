@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -161,32 +160,13 @@ func (r redisCache) MarkNotificationDone(ctx context.Context, notifyID string, t
 
 func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
 
-// redisLocker is the seed's per-order lock: on contention wait briefly, then let the
-// caller re-read the status.
-type redisLocker struct {
-	c    *redis.Client
-	ttl  time.Duration
-	wait time.Duration
-}
-
-func (l redisLocker) LockOrder(ctx context.Context, tenantID, orderID string) (func(context.Context), bool, error) {
-	lock, err := l.c.AcquireOrWait(ctx, "lock:payment:"+tenantID+":"+orderID, l.ttl, l.wait)
-	if errors.Is(err, redis.ErrLockBusy) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return func(ctx context.Context) { _, _ = lock.Release(ctx) }, true, nil
-}
-
 func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger) *activities.Activities {
 	acts := &activities.Activities{
 		Store: store, Gateway: gw, HTTP: &http.Client{Timeout: 10 * time.Second},
 		Temporal: tc, Redriver: orch, Logger: logger, Benefit: cfg.Benefit,
 	}
 	if rc != nil {
-		acts.Locker = redisLocker{c: rc, ttl: 10 * time.Second, wait: 300 * time.Millisecond}
+		acts.Locker = redis.OrderLocker{Client: rc, TTL: 10 * time.Second, Wait: 300 * time.Millisecond}
 	}
 	return acts
 }
