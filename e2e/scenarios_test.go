@@ -116,13 +116,19 @@ func TestHappyPath(t *testing.T) {
 	}
 	// Ops see it in the metrics of both processes.
 	metrics := string(do(t, http.MethodGet, st.adminURL+"/metrics", nil, nil).body)
-	for _, want := range []string{`paykit_payment_transitions_total{status="PAID"}`, `paykit_webhook_deliveries_total{outcome="delivered"}`, "paykit_benefit_grants_total"} {
+	for _, want := range []string{`paykit_payment_transitions_total{status="PAID"}`, `paykit_webhook_deliveries_total{outcome="delivered"}`, "paykit_benefit_grants_total",
+		// The Temporal SDK's worker metrics, on the same endpoint.
+		`temporal_workflow_task_schedule_to_start_latency_seconds_bucket{`, `temporal_local_activity_execution_latency_seconds_bucket{`,
+		`temporal_workflow_completed_total{`, `workflow_type="PaymentWorkflow"`, `temporal_num_pollers{`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("worker /metrics lacks %s", want)
 		}
 	}
-	if m := string(do(t, http.MethodGet, st.apiURL+"/metrics", nil, nil).body); !strings.Contains(m, `paykit_alipay_callbacks_total{outcome="signalled"}`) {
-		t.Errorf("api /metrics lacks the signalled callback counter")
+	apiMetrics := string(do(t, http.MethodGet, st.apiURL+"/metrics", nil, nil).body)
+	for _, want := range []string{`paykit_alipay_callbacks_total{outcome="signalled"}`, `temporal_request_latency_seconds_bucket{`, `operation="ExecuteMultiOperation"`} {
+		if !strings.Contains(apiMetrics, want) {
+			t.Errorf("api /metrics lacks %s", want)
+		}
 	}
 	// Another tenant cannot see it.
 	other := newTenant(t)

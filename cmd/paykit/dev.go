@@ -18,8 +18,6 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -105,7 +103,9 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		}()
 	}
 
-	sys, err := openSystem(ctx, cfg, logger)
+	// One registry: the API's /metrics also shows the worker's counters in dev.
+	reg := newRegistry()
+	sys, err := openSystem(ctx, cfg, logger, reg)
 	if err != nil {
 		return err
 	}
@@ -129,9 +129,6 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		return err
 	}
 	defer sim.Close()
-	// One registry: the API's /metrics also shows the worker's counters in dev.
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	acts := sys.activities(cfg, logger.With("component", "worker"))
 	acts.Metrics = activities.NewMetrics(reg)
 	srv := sys.apiServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paykit/paykit/activities"
@@ -93,23 +91,23 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 }
 
 func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	sys, err := openSystem(ctx, cfg, logger)
+	reg := newRegistry()
+	sys, err := openSystem(ctx, cfg, logger, reg)
 	if err != nil {
 		return err
 	}
 	defer sys.close()
 	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
-	return sys.apiServer(cfg, logger, nil).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
+	return sys.apiServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
 }
 
 func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	sys, err := openSystem(ctx, cfg, logger)
+	reg := newRegistry()
+	sys, err := openSystem(ctx, cfg, logger, reg)
 	if err != nil {
 		return err
 	}
 	defer sys.close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	acts := sys.activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
 	g, gctx := errgroup.WithContext(ctx)

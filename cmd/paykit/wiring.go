@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	goredis "github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -17,6 +19,7 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/internal/temporalmetrics"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
@@ -72,11 +75,16 @@ func openRedis(cfg Config, logger *slog.Logger) (*redis.Client, error) {
 	return rc, nil
 }
 
-func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger) (client.Client, error) {
+func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry) (client.Client, error) {
+	mh, err := temporalmetrics.New(reg)
+	if err != nil {
+		return nil, fmt.Errorf("temporal metrics: %w", err)
+	}
 	c, err := client.DialContext(ctx, client.Options{
-		HostPort:  cfg.TemporalAddr,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(logger.With("component", "temporal")),
+		HostPort:       cfg.TemporalAddr,
+		Namespace:      cfg.TemporalNamespace,
+		Logger:         tlog.NewStructuredLogger(logger.With("component", "temporal")),
+		MetricsHandler: mh,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("temporal at %s (start it with `go run ./cmd/paykit dev` or `go -C tools tool temporal server start-dev`): %w", cfg.TemporalAddr, err)
@@ -180,7 +188,16 @@ type system struct {
 	orch  *orchestrator.Orchestrator
 }
 
-func openSystem(ctx context.Context, cfg Config, logger *slog.Logger) (*system, error) {
+// newRegistry is the Prometheus registry of one process: Go runtime and process
+// collectors, then whatever the process registers (its own counters, the Temporal SDK's).
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// openSystem opens every dependency. The Temporal client reports its metrics to reg.
+func openSystem(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*system, error) {
 	s := &system{}
 	var err error
 	if s.store, err = openStore(ctx, cfg); err != nil {
@@ -190,7 +207,7 @@ func openSystem(ctx context.Context, cfg Config, logger *slog.Logger) (*system, 
 		s.close()
 		return nil, err
 	}
-	if s.tc, err = dialTemporal(ctx, cfg, logger); err != nil {
+	if s.tc, err = dialTemporal(ctx, cfg, logger, reg); err != nil {
 		s.close()
 		return nil, err
 	}
