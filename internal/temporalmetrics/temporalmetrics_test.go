@@ -66,7 +66,7 @@ func TestKinds(t *testing.T) {
 		got[labels(m)] = m.GetCounter().GetValue()
 	}
 	want := map[string]float64{
-		"operation=StartWorkflowExecution,task_queue=":       2,
+		"operation=StartWorkflowExecution,task_queue=":        2,
 		"operation=PollWorkflowTaskQueue,task_queue=payments": 5,
 	}
 	for k, v := range want {
