@@ -7,6 +7,12 @@ cd "$(dirname "$0")/.."
 scripts/services.sh
 scripts/build-temporal.sh
 export PAYKIT_TEMPORAL_CLI="$PWD/.bin/temporal"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt needed on:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
 go vet ./...
 go test -race -count=1 -timeout 25m ./...
 # An independent client (Alipay's official Node SDK) against the simulator.
