@@ -23,8 +23,8 @@ const (
 // and our read, which needs a concurrent state change per attempt.
 const maxCreateAttempts = 5
 
-const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, currency, subject, status,
-	trade_no, expire_at, paid_at, version, workflow_id, created_at, updated_at`
+const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, currency, subject, method, status,
+	trade_no, expire_at, paid_at, close_reason, version, workflow_id, created_at, updated_at`
 
 const (
 	// qUpsertOrder creates the order or refreshes it for a new attempt. A paid order stays
@@ -41,8 +41,8 @@ ON DUPLICATE KEY UPDATE
 	updated_at = VALUES(updated_at)`
 
 	qInsertPayment = `INSERT INTO payments
-	(payment_no, tenant_id, order_id, amount_fen, currency, subject, status, expire_at, workflow_id, version, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?)`
+	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, status, expire_at, workflow_id, version, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?)`
 
 	qPaymentByNo          = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ?`
 	qPaymentByNoForUpdate = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? FOR UPDATE`
@@ -141,7 +141,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 		}
 		expireAt := dbTime(np.ExpireAt)
 		res, err := st.exec(ctx, tx, qInsertPayment,
-			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject,
+			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject, methodOrPage(np.Method),
 			expireAt, np.WorkflowID, now, now)
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
@@ -158,6 +158,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 			Amount:     np.Amount,
 			Currency:   np.Currency,
 			Subject:    np.Subject,
+			Method:     methodOrPage(np.Method),
 			Status:     payment.StatusPending,
 			ExpireAt:   expireAt,
 			WorkflowID: np.WorkflowID,
@@ -278,7 +279,7 @@ func (st *Store) ClosePayment(ctx context.Context, paymentNo, reason string) (pa
 			tr.Payment, err = st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
 			return err
 		}
-		p.Status, p.UpdatedAt = payment.StatusClosed, now
+		p.Status, p.CloseReason, p.UpdatedAt = payment.StatusClosed, reason, now
 		p.Version++
 		if _, err := st.exec(ctx, tx, qOrderCancelled, now, p.TenantID, p.OrderID); err != nil {
 			return fmt.Errorf("update order: %w", err)
@@ -408,8 +409,8 @@ func scanPayment(s scanner) (payment.Payment, error) {
 		tradeNo sql.NullString
 		paidAt  sql.NullTime
 	)
-	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &p.Currency, &p.Subject,
-		&p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt); err != nil {
+	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &p.Currency, &p.Subject, &p.Method,
+		&p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt); err != nil {
 		return payment.Payment{}, err
 	}
 	p.Amount = payment.Amount(amount)
@@ -418,6 +419,14 @@ func scanPayment(s scanner) (payment.Payment, error) {
 		p.PaidAt = paidAt.Time
 	}
 	return p, nil
+}
+
+// methodOrPage stores an unset method as page, the column's default.
+func methodOrPage(m payment.Method) payment.Method {
+	if m == "" {
+		return payment.MethodPage
+	}
+	return m
 }
 
 func clampLimit(limit int) int {

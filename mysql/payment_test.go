@@ -478,3 +478,36 @@ func TestGetters(t *testing.T) {
 		t.Fatalf("before the first creation returned %d", len(pending))
 	}
 }
+
+func TestMethodAndCloseReasonArePersisted(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	qr := newPayment("t1", "o-qr", "pqr")
+	qr.Method = payment.MethodQR
+	created, existed, err := st.CreatePendingPayment(ctx, qr)
+	if err != nil || existed {
+		t.Fatalf("create: %v existed=%v", err, existed)
+	}
+	if created.Method != payment.MethodQR {
+		t.Fatalf("created method %q, want qr", created.Method)
+	}
+	// A payment created without a method is a page payment.
+	createPending(t, st, "t1", "o-page", "ppage")
+	if p, _ := st.GetPayment(ctx, "ppage"); p.Method != payment.MethodPage {
+		t.Fatalf("default method %q, want page", p.Method)
+	}
+	bad := newPayment("t1", "o-bad", "pbad")
+	bad.Method = "wechat"
+	if _, _, err := st.CreatePendingPayment(ctx, bad); payment.ErrorCode(err) != payment.EINVALID {
+		t.Fatalf("unknown method: %v, want EINVALID", err)
+	}
+
+	tr, err := st.ClosePayment(ctx, "pqr", "expired")
+	if err != nil || !tr.Changed || tr.Payment.CloseReason != "expired" {
+		t.Fatalf("close: %+v %v", tr, err)
+	}
+	got, err := st.GetPayment(ctx, "pqr")
+	if err != nil || got.Method != payment.MethodQR || got.CloseReason != "expired" || got.Status != payment.StatusClosed {
+		t.Fatalf("read back %+v %v, want a closed qr payment with reason expired", got, err)
+	}
+}

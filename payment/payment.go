@@ -84,21 +84,24 @@ func (m Method) Validate() error {
 // Payment is one attempt to collect money for an order. PaymentNo is the Alipay
 // out_trade_no.
 type Payment struct {
-	ID         int64     `json:"-"`
-	PaymentNo  string    `json:"payment_no"`
-	TenantID   string    `json:"tenant_id"`
-	OrderID    string    `json:"order_id"`
-	Amount     Amount    `json:"amount_fen"`
-	Currency   string    `json:"currency"`
-	Subject    string    `json:"subject"`
-	Status     Status    `json:"status"`
-	TradeNo    string    `json:"trade_no,omitempty"`
-	ExpireAt   time.Time `json:"expire_at"`
-	PaidAt     time.Time `json:"paid_at,omitzero"`
-	Version    int64     `json:"version"`
-	WorkflowID string    `json:"workflow_id"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	ID        int64     `json:"-"`
+	PaymentNo string    `json:"payment_no"`
+	TenantID  string    `json:"tenant_id"`
+	OrderID   string    `json:"order_id"`
+	Amount    Amount    `json:"amount_fen"`
+	Currency  string    `json:"currency"`
+	Subject   string    `json:"subject"`
+	Method    Method    `json:"method,omitempty"` // empty in payments recorded before it was kept; read as page
+	Status    Status    `json:"status"`
+	TradeNo   string    `json:"trade_no,omitempty"`
+	ExpireAt  time.Time `json:"expire_at"`
+	PaidAt    time.Time `json:"paid_at,omitzero"`
+	// CloseReason says why a closed payment was closed (expired, cancelled, …).
+	CloseReason string    `json:"close_reason,omitempty"`
+	Version     int64     `json:"version"`
+	WorkflowID  string    `json:"workflow_id"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // NewPayment is what the store needs to insert a pending payment.
@@ -109,6 +112,7 @@ type NewPayment struct {
 	Amount     Amount
 	Currency   string
 	Subject    string
+	Method     Method // empty means MethodPage
 	ExpireAt   time.Time
 	WorkflowID string
 }
@@ -165,6 +169,11 @@ func (n NewPayment) Validate() error {
 	}
 	if n.ExpireAt.IsZero() {
 		return Errorf(EINVALID, "expire_at is required")
+	}
+	if n.Method != "" {
+		if err := n.Method.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
