@@ -18,6 +18,7 @@ type CreatePaymentInput struct {
 	Amount     payment.Amount `json:"amount_fen"`
 	Currency   string         `json:"currency"`
 	Subject    string         `json:"subject"`
+	Method     payment.Method `json:"method,omitempty"`
 	ExpireAt   time.Time      `json:"expire_at"`
 	WorkflowID string         `json:"workflow_id"`
 }
@@ -39,6 +40,7 @@ func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (
 		Amount:     in.Amount,
 		Currency:   in.Currency,
 		Subject:    in.Subject,
+		Method:     in.Method,
 		ExpireAt:   in.ExpireAt,
 		WorkflowID: in.WorkflowID,
 	}

@@ -24,7 +24,10 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/alipaysim"
@@ -576,6 +579,36 @@ func waitWorkflowClosed(t *testing.T, workflowID string, d time.Duration) workfl
 	if err := env.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &st); err != nil {
 		t.Fatalf("workflow %s: %v", workflowID, err)
 	}
+	return st
+}
+
+// waitRedrivenState waits until a workflow has a running run that has set up its payment
+// (after the sweeper or a notification re-drove it) and returns that run's state.
+func waitRedrivenState(t *testing.T, workflowID string, d time.Duration) workflows.PaymentState {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var (
+		st  workflows.PaymentState
+		err error
+	)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var desc *workflowservice.DescribeWorkflowExecutionResponse
+		desc, err = env.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			var v converter.EncodedValue
+			if v, err = env.tc.QueryWorkflow(ctx, workflowID, "", workflows.StateQuery); err == nil {
+				err = v.Get(&st)
+			}
+			if err == nil && st.Initialized {
+				cancel()
+				return st
+			}
+		}
+		cancel()
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("workflow %s: no running, initialized run after %s (last error %v)", workflowID, d, err)
 	return st
 }
 

@@ -626,17 +626,31 @@ func TestTerminatedWorkflowIsRedrivenBySweeper(t *testing.T) {
 	res := mustCheckout(t, st, tn, "", order("13001", 5000))
 	openCashier(t, res.PayURL)
 	wid := payment.WorkflowID(tn.id, "13001")
-	if err := env.tc.TerminateWorkflow(context.Background(), wid, "", "operator terminated it by mistake"); err != nil {
-		t.Fatal(err)
+	// A QR payment terminated the same way must come back as a QR payment.
+	qrOrder := order("13002", 5100)
+	qrOrder["method"] = "qr"
+	qr := mustCheckout(t, st, tn, "", qrOrder)
+	qrWID := payment.WorkflowID(tn.id, "13002")
+	for _, id := range []string{wid, qrWID} {
+		if err := env.tc.TerminateWorkflow(context.Background(), id, "", "operator terminated it by mistake"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	simPay(t, res.PaymentNo)
+	qrState := waitRedrivenState(t, qrWID, 60*time.Second)
+	if qrState.PaymentNo != qr.PaymentNo || qrState.QRCode == "" || qrState.PayURL != "" {
+		t.Fatalf("re-driven QR run: payment_no %s qr_code %q pay_url %q; want %s with a QR code and no cashier URL",
+			qrState.PaymentNo, qrState.QRCode, qrState.PayURL, qr.PaymentNo)
+	}
+	simPay(t, qr.PaymentNo)
+	waitStatus(t, qr.PaymentNo, payment.StatusPaid, 60*time.Second)
 	p := waitStatus(t, res.PaymentNo, payment.StatusPaid, 60*time.Second)
 	final := waitWorkflowClosed(t, wid, 30*time.Second)
 	if final.PaymentNo != res.PaymentNo || final.Status != payment.StatusPaid {
 		t.Fatalf("re-driven run: %+v", final)
 	}
-	if c := count(t, "SELECT COUNT(*) FROM payments WHERE tenant_id = ? AND order_id = '13001'", tn.id); c != 1 {
-		t.Fatalf("payments = %d, want 1 (the re-driven run must adopt the payment)", c)
+	if c := count(t, "SELECT COUNT(*) FROM payments WHERE tenant_id = ? AND order_id IN ('13001', '13002')", tn.id); c != 2 {
+		t.Fatalf("payments = %d, want 2 (each re-driven run must adopt its payment)", c)
 	}
 	t.Logf("terminated while pending; sweeper re-drove %s and reconciliation marked it paid (trade %s)", p.PaymentNo, p.TradeNo)
 }

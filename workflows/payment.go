@@ -160,7 +160,7 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 	var created activities.CreatePaymentResult
 	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.CreatePayment, activities.CreatePaymentInput{
 		PaymentNo: r.st.PaymentNo, TenantID: r.in.TenantID, OrderID: r.in.OrderID, Amount: r.in.Amount,
-		Currency: r.in.Currency, Subject: r.in.Subject, ExpireAt: r.st.ExpireAt, WorkflowID: info.WorkflowExecution.ID,
+		Currency: r.in.Currency, Subject: r.in.Subject, Method: r.in.Method, ExpireAt: r.st.ExpireAt, WorkflowID: info.WorkflowExecution.ID,
 	}).Get(ctx, &created)
 	if err != nil {
 		return fmt.Errorf("create payment: %w", err)
@@ -172,10 +172,15 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 	r.st.Status, r.st.ExpireAt, r.st.TradeNo, r.st.PaidAt = p.Status, p.ExpireAt.UTC(), p.TradeNo, p.PaidAt
 	r.upsertSearchAttributes(ctx)
 	if p.Status == payment.StatusPending {
+		// An adopted payment keeps the kind of trade it was created with.
+		method := r.in.Method
+		if p.Method != "" {
+			method = p.Method
+		}
 		var opened activities.OpenTradeResult
 		err = workflow.ExecuteLocalActivity(localOptions(ctx), a.OpenTrade, activities.OpenTradeInput{
 			PaymentNo: p.PaymentNo, Subject: p.Subject, Amount: p.Amount, ExpireAt: r.st.ExpireAt,
-			Method: r.in.Method, ReturnURL: r.in.ReturnURL,
+			Method: method, ReturnURL: r.in.ReturnURL,
 		}).Get(ctx, &opened)
 		if err != nil {
 			var appErr *temporal.ApplicationError

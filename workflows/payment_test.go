@@ -44,11 +44,14 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 				return activities.CreatePaymentResult{Payment: fs.p, Existed: true}, nil
 			}
 			fs.p = payment.Payment{PaymentNo: in.PaymentNo, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount,
-				Currency: in.Currency, Subject: in.Subject, ExpireAt: in.ExpireAt, Status: payment.StatusPending, WorkflowID: in.WorkflowID}
+				Currency: in.Currency, Subject: in.Subject, Method: in.Method, ExpireAt: in.ExpireAt, Status: payment.StatusPending, WorkflowID: in.WorkflowID}
 			return activities.CreatePaymentResult{Payment: fs.p}, nil
 		}).Maybe()
 	env.OnActivity(a.OpenTrade, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.OpenTradeInput) (activities.OpenTradeResult, error) {
+			if in.Method == payment.MethodQR {
+				return activities.OpenTradeResult{QRCode: "https://qr.sim/" + in.PaymentNo}, nil
+			}
 			return activities.OpenTradeResult{PayURL: "http://sim/gateway.do?out_trade_no=" + in.PaymentNo}, nil
 		}).Maybe()
 	env.OnActivity(a.MarkPaid, mock.Anything, mock.Anything).Return(
@@ -293,6 +296,35 @@ func TestPaymentWorkflow_AdoptsExistingPendingPayment(t *testing.T) {
 	st := result(t, env)
 	if st.PaymentNo != "PEXISTING" || st.Status != payment.StatusPaid || fs.markPaid != 1 {
 		t.Fatalf("state %+v markPaid=%d", st, fs.markPaid)
+	}
+}
+
+// A run that adopts a QR payment while its own input says page (an older re-drive, or a
+// new checkout after a terminated run) must precreate the QR trade again, not hand out a
+// cashier URL for a trade Alipay knows as a QR one. The fake OpenTrade answers a QR code
+// only when asked for one.
+func TestPaymentWorkflow_AdoptedPaymentKeepsItsMethod(t *testing.T) {
+	env, fs := newEnv(t)
+	fs.p = payment.Payment{PaymentNo: "PQR", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+		Method: payment.MethodQR, Status: payment.StatusPending, ExpireAt: time.Now().Add(time.Hour)}
+	env.RegisterDelayedCallback(func() {
+		res, err := env.QueryWorkflow(workflows.StateQuery)
+		if err != nil {
+			t.Errorf("query: %v", err)
+		} else {
+			var st workflows.PaymentState
+			if err := res.Get(&st); err != nil || st.QRCode == "" || st.PayURL != "" {
+				t.Errorf("adopted QR payment state: qr=%q pay_url=%q err=%v", st.QRCode, st.PayURL, err)
+			}
+		}
+		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+	}, time.Second)
+	in := input()
+	in.PaymentNo = "PQR"
+	in.Method = payment.MethodPage
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	if st := result(t, env); st.Status != payment.StatusPaid {
+		t.Fatalf("state %+v", st)
 	}
 }
 
