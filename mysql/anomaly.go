@@ -2,7 +2,9 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -31,4 +33,27 @@ func (st *Store) RecordAnomaly(ctx context.Context, a payment.Anomaly) error {
 		return fmt.Errorf("mysql: record anomaly %s %s: %w", a.Kind, a.PaymentNo, err)
 	}
 	return nil
+}
+
+const qListAnomalies = `SELECT kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at
+FROM payment_anomalies WHERE created_at >= ? ORDER BY created_at DESC, id DESC LIMIT ?`
+
+// ListAnomalies returns up to limit anomalies recorded at or after since, newest first.
+// It is for operators; nothing on the payment path reads anomalies.
+func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) ([]payment.Anomaly, error) {
+	out := []payment.Anomaly{}
+	err := st.query(ctx, qListAnomalies, []any{dbTime(since), clampLimit(limit)}, func(rows *sql.Rows) error {
+		var (
+			a      payment.Anomaly
+			amount int64
+		)
+		err := rows.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt)
+		a.Amount = payment.Amount(amount)
+		out = append(out, a)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list anomalies: %w", err)
+	}
+	return out, nil
 }

@@ -283,6 +283,39 @@ func TestRecordAnomaly(t *testing.T) {
 	}
 }
 
+func TestListAnomalies(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for i, kind := range []string{"paid_after_close", "amount_mismatch", "paid_after_close"} {
+		if err := st.RecordAnomaly(ctx, payment.Anomaly{Kind: kind, TenantID: "t1", PaymentNo: fmt.Sprintf("p%d", i),
+			TradeNo: fmt.Sprintf("T%d", i), Amount: payment.Amount(100 * (i + 1)), Detail: "d", CreatedAt: base.Add(time.Duration(i) * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := st.ListAnomalies(ctx, time.Time{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range all {
+		got = append(got, fmt.Sprintf("%s/%s/%d", a.Kind, a.PaymentNo, a.Amount))
+	}
+	if fmt.Sprint(got) != "[paid_after_close/p2/300 amount_mismatch/p1/200 paid_after_close/p0/100]" {
+		t.Fatalf("ListAnomalies = %v, want newest first", got)
+	}
+	if !all[0].CreatedAt.Equal(base.Add(2*time.Hour)) || all[0].TradeNo != "T2" || all[0].TenantID != "t1" {
+		t.Fatalf("newest anomaly %+v", all[0])
+	}
+	recent, err := st.ListAnomalies(ctx, base.Add(time.Hour), 0)
+	if err != nil || len(recent) != 2 {
+		t.Fatalf("since +1h: %d anomalies (%v), want 2", len(recent), err)
+	}
+	if one, _ := st.ListAnomalies(ctx, time.Time{}, 1); len(one) != 1 || one[0].PaymentNo != "p2" {
+		t.Fatalf("limit 1: %+v", one)
+	}
+}
+
 func TestPing(t *testing.T) {
 	st, _ := newStore(t)
 	if err := st.Ping(context.Background()); err != nil {

@@ -31,6 +31,7 @@ commands:
   worker    run the Temporal worker (workflows, activities, schedules)
   migrate   apply the database migrations
   tenant    create or update a tenant (see: paykit tenant -h)
+  anomalies list payments an operator must resolve (see: paykit anomalies -h)
 
 Configuration comes from the environment; see README.md.`
 
@@ -58,6 +59,8 @@ func main() {
 		err = runMigrate(ctx, cfg, logger)
 	case "tenant":
 		err = runTenant(ctx, cfg, args)
+	case "anomalies":
+		err = runAnomalies(ctx, cfg, args, os.Stdout)
 	case "dev":
 		err = runDev(ctx, cfg, args)
 	case "-h", "--help", "help":

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/payment"
+)
+
+func TestPrintAnomalies(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	now := time.Now()
+	long := strings.Repeat("支付宝报告已支付，但本地已关闭。", 20)
+	for _, a := range []payment.Anomaly{
+		{Kind: "paid_after_close", TenantID: "t1", PaymentNo: "P1", TradeNo: "2026T1", Amount: 1990, Detail: long, CreatedAt: now.Add(-time.Hour)},
+		{Kind: "amount_mismatch", TenantID: "t2", PaymentNo: "P2", TradeNo: "2026T2", Amount: 5, Detail: "paid 0.05, expected 9.90", CreatedAt: now.Add(-30 * 24 * time.Hour)},
+	} {
+		if err := st.RecordAnomaly(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var table bytes.Buffer
+	if err := printAnomalies(ctx, st, now.Add(-7*24*time.Hour), 100, false, &table); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "CREATED (UTC)") {
+		t.Fatalf("table:\n%s\nwant a header and the one anomaly of the last week", table.String())
+	}
+	for _, want := range []string{"paid_after_close", "t1", "P1", "2026T1", "19.90", "..."} {
+		if !strings.Contains(lines[1], want) {
+			t.Fatalf("row %q lacks %q", lines[1], want)
+		}
+	}
+	if !strings.Contains(lines[1], "支付宝") || strings.ContainsRune(lines[1], '\uFFFD') {
+		t.Fatalf("detail was not cut on a character boundary: %q", lines[1])
+	}
+
+	var js bytes.Buffer
+	if err := printAnomalies(ctx, st, now.Add(-60*24*time.Hour), 100, true, &js); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, line := range strings.Split(strings.TrimSpace(js.String()), "\n") {
+		var a struct {
+			Kind      string `json:"kind"`
+			AmountFen int64  `json:"amount_fen"`
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatalf("json line %q: %v", line, err)
+		}
+		kinds = append(kinds, a.Kind)
+	}
+	if strings.Join(kinds, ",") != "paid_after_close,amount_mismatch" {
+		t.Fatalf("json kinds %v, want newest first", kinds)
+	}
+
+	var none bytes.Buffer
+	if err := printAnomalies(ctx, st, now.Add(time.Minute), 100, false, &none); err != nil || !strings.HasPrefix(none.String(), "no anomalies since") {
+		t.Fatalf("empty: %q %v", none.String(), err)
+	}
+}
