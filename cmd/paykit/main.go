@@ -29,7 +29,7 @@ commands:
             the Alipay simulator, the worker and the API
   api       run the HTTP API
   worker    run the Temporal worker (workflows, activities, schedules)
-  migrate   apply the database migrations
+  migrate   create the database if missing and apply the migrations
   tenant    create or update a tenant (see: paykit tenant -h)
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
 
@@ -76,7 +76,13 @@ func main() {
 	}
 }
 
+// runMigrate creates the database if it is missing (CREATE DATABASE IF NOT EXISTS, so a
+// user without that privilege on an existing database loses nothing) and applies the
+// migrations.
 func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	if err := ensureDatabase(ctx, cfg.MySQLDSN); err != nil {
+		logger.Warn("could not create the database; migrating it if it exists", "err", err)
+	}
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return err

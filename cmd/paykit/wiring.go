@@ -41,7 +41,7 @@ func newLogger(cfg Config) *slog.Logger {
 func openStore(ctx context.Context, cfg Config) (*mysql.Store, error) {
 	db, err := mysql.Open(ctx, cfg.MySQLDSN)
 	if err != nil {
-		return nil, fmt.Errorf("mysql at %s (start MariaDB with `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`, then run `paykit migrate`): %w", redactDSN(cfg.MySQLDSN), err)
+		return nil, fmt.Errorf("mysql at %s (is MariaDB running? start it with `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`; a missing database is created by `paykit migrate`): %w", redactDSN(cfg.MySQLDSN), err)
 	}
 	return mysql.NewStore(db), nil
 }
