@@ -31,14 +31,15 @@ const (
 	// paid with the amount it was paid for (a re-purchase is a new payment, not a refund of
 	// the old one); a cancelled order is revived to unpaid because a payment is pending
 	// for it again; an unpaid order takes the new amount. The assignments read status
-	// before it is changed, so their order matters.
+	// before it is changed, so their order matters. The new values are bound again rather
+	// than read with VALUES(), which MySQL 8.0.20+ deprecates and MariaDB keeps.
 	qUpsertOrder = `INSERT INTO orders (tenant_id, order_id, amount_fen, currency, status, created_at, updated_at)
 VALUES (?, ?, ?, ?, 0, ?, ?)
 ON DUPLICATE KEY UPDATE
-	amount_fen = IF(status = 1, amount_fen, VALUES(amount_fen)),
-	currency = IF(status = 1, currency, VALUES(currency)),
+	amount_fen = IF(status = 1, amount_fen, ?),
+	currency = IF(status = 1, currency, ?),
 	status = IF(status = 2, 0, status),
-	updated_at = VALUES(updated_at)`
+	updated_at = ?`
 
 	qInsertPayment = `INSERT INTO payments
 	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, status, expire_at, workflow_id, version, created_at, updated_at)
@@ -136,7 +137,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 	err := st.inTx(ctx, func(tx *sql.Tx) error {
 		now := st.clock()
 		if _, err := st.exec(ctx, tx, qUpsertOrder,
-			np.TenantID, np.OrderID, int64(np.Amount), np.Currency, now, now); err != nil {
+			np.TenantID, np.OrderID, int64(np.Amount), np.Currency, now, now, int64(np.Amount), np.Currency, now); err != nil {
 			return fmt.Errorf("upsert order: %w", err)
 		}
 		expireAt := dbTime(np.ExpireAt)
