@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,12 @@ const (
 	testSellerID = "2088000000000001"
 	testSecret   = "whsec_activities_test"
 )
+
+func TestMain(m *testing.M) {
+	// The Redis-down test makes go-redis log every failed dial; keep test output readable.
+	goredis.SetLogger(redis.SlogLogger{Logger: slog.New(slog.DiscardHandler)})
+	os.Exit(m.Run())
+}
 
 // delivery is one webhook as the merchant received it.
 type delivery struct {

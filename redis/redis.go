@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -113,4 +114,17 @@ func randomToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
+}
+
+// SlogLogger adapts a *slog.Logger to go-redis's internal logger, so that the client's
+// own messages (pool dial failures while Redis is down, for example) are structured
+// like every other log line instead of going to stderr as plain text. Install it once
+// at start with goredis.SetLogger(redis.SlogLogger(logger)).
+type SlogLogger struct{ Logger *slog.Logger }
+
+// Printf logs one go-redis message at debug level: a Redis outage produces one per failed
+// dial, and the callers already report it once, at the level it deserves (readiness
+// shows Redis as degraded, the success path warns that it runs without the lock).
+func (l SlogLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.Logger.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }

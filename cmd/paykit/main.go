@@ -13,12 +13,14 @@ import (
 	"syscall"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/worker"
 )
 
@@ -49,6 +51,7 @@ func main() {
 	}
 	logger := newLogger(cfg)
 	slog.SetDefault(logger)
+	goredis.SetLogger(redis.SlogLogger{Logger: logger})
 	cmd, args := os.Args[1], os.Args[2:]
 	switch cmd {
 	case "api":
