@@ -196,55 +196,33 @@ func (st *Store) existingFor(ctx context.Context, np payment.NewPayment) (paymen
 // pending is returned as it is with Changed=false. An empty tradeNo is stored as NULL;
 // a zero paidAt means now.
 func (st *Store) MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt time.Time) (payment.Transition, error) {
-	var tr payment.Transition
-	err := st.inTx(ctx, func(tx *sql.Tx) error {
-		tr = payment.Transition{}
-		p, err := st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
-		if err != nil {
-			return err
-		}
-		if p.Status != payment.StatusPending {
-			tr.Payment = p
-			return nil
-		}
-		now := st.clock()
-		at := now
-		if !paidAt.IsZero() {
-			at = dbTime(paidAt)
-		}
-		res, err := st.exec(ctx, tx, qMarkPaid, nullString(tradeNo), at, now, p.ID)
-		if err != nil {
-			if IsDuplicate(err) {
-				return &payment.Error{
-					Code:    payment.ECONFLICT,
-					Message: "trade_no already belongs to another payment",
-					Err:     err,
-				}
+	tr, err := st.leavePending(ctx, paymentNo, payment.EventPaymentPaid, "",
+		func(tx *sql.Tx, p *payment.Payment, now time.Time) (bool, error) {
+			at := now
+			if !paidAt.IsZero() {
+				at = dbTime(paidAt)
 			}
-			return fmt.Errorf("update payment: %w", err)
-		}
-		changed, err := affected(res)
-		if err != nil {
-			return err
-		}
-		if !changed {
-			// Unreachable under the row lock, but the compare-and-set has the last word.
-			tr.Payment, err = st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
-			return err
-		}
-		p.Status, p.TradeNo, p.PaidAt, p.UpdatedAt = payment.StatusPaid, tradeNo, at, now
-		p.Version++
-		if _, err := st.exec(ctx, tx, qOrderPaid,
-			p.PaymentNo, int64(p.Amount), p.Currency, now, p.TenantID, p.OrderID); err != nil {
-			return fmt.Errorf("update order: %w", err)
-		}
-		eventID, err := st.insertEvent(ctx, tx, payment.EventPaymentPaid, p, "", now)
-		if err != nil {
-			return err
-		}
-		tr = payment.Transition{Payment: p, Changed: true, EventID: eventID}
-		return nil
-	})
+			res, err := st.exec(ctx, tx, qMarkPaid, nullString(tradeNo), at, now, p.ID)
+			if err != nil {
+				if IsDuplicate(err) {
+					return false, &payment.Error{
+						Code:    payment.ECONFLICT,
+						Message: "trade_no already belongs to another payment",
+						Err:     err,
+					}
+				}
+				return false, fmt.Errorf("update payment: %w", err)
+			}
+			if changed, err := affected(res); !changed || err != nil {
+				return false, err
+			}
+			p.Status, p.TradeNo, p.PaidAt = payment.StatusPaid, tradeNo, at
+			if _, err := st.exec(ctx, tx, qOrderPaid,
+				p.PaymentNo, int64(p.Amount), p.Currency, now, p.TenantID, p.OrderID); err != nil {
+				return false, fmt.Errorf("update order: %w", err)
+			}
+			return true, nil
+		})
 	if err != nil {
 		return payment.Transition{}, fmt.Errorf("mysql: mark paid %s: %w", paymentNo, err)
 	}
@@ -256,6 +234,35 @@ func (st *Store) MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt
 // event. A payment that is not pending is returned as it is with Changed=false.
 func (st *Store) ClosePayment(ctx context.Context, paymentNo, reason string) (payment.Transition, error) {
 	reason = truncate(reason, maxCloseReason)
+	tr, err := st.leavePending(ctx, paymentNo, payment.EventPaymentClosed, reason,
+		func(tx *sql.Tx, p *payment.Payment, now time.Time) (bool, error) {
+			res, err := st.exec(ctx, tx, qClose, reason, now, p.ID)
+			if err != nil {
+				return false, fmt.Errorf("update payment: %w", err)
+			}
+			if changed, err := affected(res); !changed || err != nil {
+				return false, err
+			}
+			p.Status, p.CloseReason = payment.StatusClosed, reason
+			if _, err := st.exec(ctx, tx, qOrderCancelled, now, p.TenantID, p.OrderID); err != nil {
+				return false, fmt.Errorf("update order: %w", err)
+			}
+			return true, nil
+		})
+	if err != nil {
+		return payment.Transition{}, fmt.Errorf("mysql: close payment %s: %w", paymentNo, err)
+	}
+	return tr, nil
+}
+
+// leavePending is the one transaction behind every transition out of pending. It locks
+// the payment row with SELECT … FOR UPDATE and, if the payment is still pending, calls
+// change, which runs the status compare-and-set and the order update and applies the
+// new state to p. It then bumps the version in memory as the UPDATE did and writes the
+// outbox event. A payment that is not pending, or whose compare-and-set matched no row,
+// is returned as it is with Changed=false.
+func (st *Store) leavePending(ctx context.Context, paymentNo, eventType, reason string,
+	change func(tx *sql.Tx, p *payment.Payment, now time.Time) (bool, error)) (payment.Transition, error) {
 	var tr payment.Transition
 	err := st.inTx(ctx, func(tx *sql.Tx) error {
 		tr = payment.Transition{}
@@ -268,34 +275,25 @@ func (st *Store) ClosePayment(ctx context.Context, paymentNo, reason string) (pa
 			return nil
 		}
 		now := st.clock()
-		res, err := st.exec(ctx, tx, qClose, reason, now, p.ID)
-		if err != nil {
-			return fmt.Errorf("update payment: %w", err)
-		}
-		changed, err := affected(res)
+		changed, err := change(tx, &p, now)
 		if err != nil {
 			return err
 		}
 		if !changed {
+			// Unreachable under the row lock, but the compare-and-set has the last word.
 			tr.Payment, err = st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
 			return err
 		}
-		p.Status, p.CloseReason, p.UpdatedAt = payment.StatusClosed, reason, now
+		p.UpdatedAt = now
 		p.Version++
-		if _, err := st.exec(ctx, tx, qOrderCancelled, now, p.TenantID, p.OrderID); err != nil {
-			return fmt.Errorf("update order: %w", err)
-		}
-		eventID, err := st.insertEvent(ctx, tx, payment.EventPaymentClosed, p, reason, now)
+		eventID, err := st.insertEvent(ctx, tx, eventType, p, reason, now)
 		if err != nil {
 			return err
 		}
 		tr = payment.Transition{Payment: p, Changed: true, EventID: eventID}
 		return nil
 	})
-	if err != nil {
-		return payment.Transition{}, fmt.Errorf("mysql: close payment %s: %w", paymentNo, err)
-	}
-	return tr, nil
+	return tr, err
 }
 
 // eventPayload is the JSON body delivered to the merchant for a payment event.
