@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,20 +72,6 @@ func orderStatus(tb testing.TB, db *sql.DB, tenantID, orderID string) int {
 		tb.Fatalf("order status %s/%s: %v", tenantID, orderID, err)
 	}
 	return s
-}
-
-// parallel runs fn(i) for i in [0, n) on n goroutines released at the same moment.
-func parallel(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			fn(i)
-		})
-	}
-	close(start)
-	wg.Wait()
 }
 
 // uniq returns a short random suffix for ids.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -144,7 +145,7 @@ func TestIdempotencyKey_ConcurrentReserve(t *testing.T) {
 	ctx := context.Background()
 	const n = 50
 	var acquired, inFlight, other atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		got, _, err := st.ReserveIdempotencyKey(ctx, idemRec("same", "fp", time.Minute, time.Hour))
 		switch {
 		case err != nil:
@@ -178,7 +179,7 @@ func TestIdempotencyKey_ExpiredLockTakeover(t *testing.T) {
 
 	const n = 40
 	var acquired, inFlight, other atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		got, rec, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour))
 		switch {
 		case err != nil:
@@ -225,7 +226,7 @@ func TestIdempotencyKey_ExpiredRecordsAreAbsentAndPurged(t *testing.T) {
 	// and exactly one of many concurrent ones does.
 	const n = 20
 	var acquired, inFlight atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		got, _, err := st.ReserveIdempotencyKey(ctx, idemRec("old1", "new-fp", time.Minute, time.Hour))
 		if err != nil {
 			t.Errorf("caller %d: %v", i, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -39,7 +40,7 @@ func TestRecordNotification(t *testing.T) {
 
 	const c = 50
 	var ins, dup atomic.Int32
-	parallel(c, func(i int) {
+	testenv.Parallel(c, func(i int) {
 		_, inserted, err := st.RecordNotification(ctx, n("N2", true))
 		switch {
 		case err != nil:
@@ -78,7 +79,7 @@ func TestGrantBenefit_Concurrent(t *testing.T) {
 	g := payment.BenefitGrant{TenantID: "t1", PaymentNo: "p1", OrderID: "o1", Benefit: "vip_30d"}
 	const n = 100
 	var created, existed atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		ok, err := st.GrantBenefit(ctx, g)
 		switch {
 		case err != nil:
@@ -234,7 +235,7 @@ func TestTenants(t *testing.T) {
 	}
 
 	const n = 20
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		tn := payment.Tenant{ID: "race", Name: fmt.Sprintf("name %d", i), APIKeyHash: hash('d')}
 		if err := st.UpsertTenant(ctx, tn); err != nil {
 			t.Errorf("caller %d: %v", i, err)
@@ -259,7 +260,7 @@ func TestRecordAnomaly(t *testing.T) {
 	a := payment.Anomaly{Kind: "paid_after_close", TenantID: "t1", PaymentNo: "p1", TradeNo: "T1", Amount: 990,
 		Detail: "Alipay reports TRADE_SUCCESS for a payment closed locally"}
 	const n = 20
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		if err := st.RecordAnomaly(ctx, a); err != nil {
 			t.Errorf("caller %d: %v", i, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 )
@@ -21,7 +22,7 @@ func TestCreatePendingPayment_ConcurrentSameOrder(t *testing.T) {
 	results := make([]payment.Payment, n)
 	existed := make([]bool, n)
 	errs := make([]error, n)
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		results[i], existed[i], errs[i] = st.CreatePendingPayment(ctx, newPayment("t1", "o1", fmt.Sprintf("pay_%03d", i)))
 	})
 
@@ -186,7 +187,7 @@ func TestCreatePendingPayment_ConcurrentRepurchase(t *testing.T) {
 	}
 	const n = 50
 	var created, existed atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		_, ex, err := st.CreatePendingPayment(ctx, newPayment("t1", "o1", fmt.Sprintf("again_%02d", i)))
 		switch {
 		case err != nil:
@@ -246,7 +247,7 @@ func TestMarkPaid_Concurrent(t *testing.T) {
 
 	trs := make([]payment.Transition, n)
 	errs := make([]error, n)
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		trs[i], errs[i] = st.MarkPaid(ctx, p.PaymentNo, "2025030122001", paidAt)
 	})
 	var changed int
@@ -326,7 +327,7 @@ func TestPaidAndClosedRace(t *testing.T) {
 
 		var changedPaid, changedClosed atomic.Int32
 		finals := make([]payment.Status, 2*each)
-		parallel(2*each, func(i int) {
+		testenv.Parallel(2*each, func(i int) {
 			var tr payment.Transition
 			var err error
 			if i%2 == 0 {

@@ -42,7 +42,7 @@ func TestRedisDown_MySQLStillExactlyOnce(t *testing.T) {
 
 	// Create: consume the checkout token, lock the order, insert the pending payment.
 	var created, existed atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		_, _, err := rc.ConsumeToken(ctx, "t1", "0123456789abcdef0123456789abcdef")
 		miss(err)
 		lock, err := rc.AcquireOrWait(ctx, "payment:t1:o1", 10*time.Second, 100*time.Millisecond)
@@ -80,7 +80,7 @@ func TestRedisDown_MySQLStillExactlyOnce(t *testing.T) {
 
 	// Notification: dedupe in Redis, lock, mark paid, remember it in Redis.
 	var changed atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		seen, err := rc.SeenNotification(ctx, "alipay", "N1")
 		miss(err)
 		if seen {
@@ -112,7 +112,7 @@ func TestRedisDown_MySQLStillExactlyOnce(t *testing.T) {
 
 	// Idempotency-Key: cache lookup in Redis, reservation in MySQL.
 	var acquired, inFlight atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		_, found, err := rc.CachedIdempotentResponse(ctx, "t1", "idem-1")
 		miss(err)
 		if found {

@@ -22,20 +22,6 @@ func newClient(tb testing.TB) *redis.Client {
 	return redis.New(rdb, prefix)
 }
 
-// parallel runs fn(i) for i in [0, n) on n goroutines released at the same moment.
-func parallel(n int, fn func(i int)) {
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			fn(i)
-		})
-	}
-	close(start)
-	wg.Wait()
-}
-
 func TestToken(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
@@ -89,7 +75,7 @@ func TestToken_ConcurrentConsumers(t *testing.T) {
 	}
 	const n = 100
 	var won, lost atomic.Int32
-	parallel(n, func(i int) {
+	testenv.Parallel(n, func(i int) {
 		order, ok, err := c.ConsumeToken(ctx, "t1", tok)
 		switch {
 		case err != nil:
@@ -120,7 +106,7 @@ func TestLock_MutualExclusion(t *testing.T) {
 		counter             int // read, sleep, write: a lost increment means two holders overlapped
 		acquired, busy      atomic.Int32
 	)
-	parallel(workers, func(i int) {
+	testenv.Parallel(workers, func(i int) {
 		for range rounds {
 			l, err := c.AcquireOrWait(ctx, "payment:t1:o1", 5*time.Second, 5*time.Second)
 			if errors.Is(err, redis.ErrLockBusy) {

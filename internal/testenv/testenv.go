@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,4 +155,19 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Parallel runs fn(i) for i in [0, n) on n goroutines released at the same moment, the
+// way the concurrency tests hit one record from many callers, and waits for all of them.
+func Parallel(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
 }
