@@ -22,6 +22,7 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/alipaysim/simtest"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -29,8 +30,8 @@ import (
 )
 
 const (
-	testAppID    = "2021000000000001"
-	testSellerID = "2088000000000001"
+	testAppID    = simtest.AppID
+	testSellerID = simtest.SellerID
 	testSecret   = "whsec_activities_test"
 )
 
@@ -101,23 +102,8 @@ func newFixture(tb testing.TB) *fixture {
 	st := mysql.NewStore(db)
 	rdb, prefix := testenv.Redis(tb)
 
-	keys, err := alipaysim.LoadKeyDir("../alipaysim/testdata/insecure-test-keys")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sim, err := alipaysim.New(alipaysim.Config{
-		AppID: testAppID, SellerID: testSellerID,
-		AppPublicKeyPEM: keys.AppPublicKeyPEM, AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	tb.Cleanup(func() {
-		srv.Close()
-		sim.Close()
-	})
+	keys := simtest.Keys(tb)
+	sim, srv := simtest.Start(tb, nil)
 	gw, err := alipay.New(alipay.Config{
 		AppID: testAppID, SellerID: testSellerID,
 		AppPrivateKeyPEM: keys.AppPrivateKeyPEM, AlipayPublicKeyPEM: keys.AlipayPublicKeyPEM,

@@ -2,7 +2,6 @@ package alipay_test
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,22 +11,16 @@ import (
 
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/alipaysim/simtest"
 	"github.com/paykit/paykit/payment"
 )
 
 const (
-	testAppID    = "2021000000000001"
-	testSellerID = "2088000000000001"
+	testAppID    = simtest.AppID
+	testSellerID = simtest.SellerID
 )
 
-func testKeys(tb testing.TB) alipaysim.KeySet {
-	tb.Helper()
-	ks, err := alipaysim.LoadKeyDir("testdata/insecure-test-keys")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return ks
-}
+func testKeys(tb testing.TB) alipaysim.KeySet { return simtest.Keys(tb) }
 
 // received is one notification as the merchant's notify_url saw it.
 type received struct {
@@ -98,14 +91,6 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 	tb.Helper()
 	keys := testKeys(tb)
 	e := &env{keys: keys, sink: newNotifySink(tb, nil)}
-	simCfg := alipaysim.Config{
-		AppID:               testAppID,
-		SellerID:            testSellerID,
-		AppPublicKeyPEM:     keys.AppPublicKeyPEM,
-		AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM,
-		TimeScale:           36000,
-		Logger:              slog.New(slog.DiscardHandler),
-	}
 	gwCfg := alipay.Config{
 		AppID:              testAppID,
 		SellerID:           testSellerID,
@@ -114,18 +99,11 @@ func newEnv(tb testing.TB, opts ...envOption) *env {
 		NotifyURL:          e.sink.URL(),
 		Timeout:            5 * time.Second,
 	}
-	for _, o := range opts {
-		o(&simCfg, &gwCfg)
-	}
-	sim, err := alipaysim.New(simCfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e.sim = sim
-	e.srv = httptest.NewServer(sim.Handler())
-	tb.Cleanup(func() {
-		e.srv.Close()
-		sim.Close()
+	e.sim, e.srv = simtest.Start(tb, func(simCfg *alipaysim.Config) {
+		simCfg.TimeScale = 36000
+		for _, o := range opts {
+			o(simCfg, &gwCfg)
+		}
 	})
 	if gwCfg.GatewayURL == "" {
 		gwCfg.GatewayURL = e.srv.URL + alipaysim.GatewayPath

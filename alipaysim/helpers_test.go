@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,22 +21,16 @@ import (
 	"time"
 
 	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/alipaysim/simtest"
 	"github.com/smartwalle/alipay/v3"
 )
 
 const (
-	appID    = "2021000000000001"
-	sellerID = "2088000000000001"
+	appID    = simtest.AppID
+	sellerID = simtest.SellerID
 )
 
-func testKeys(tb testing.TB) alipaysim.KeySet {
-	tb.Helper()
-	ks, err := alipaysim.LoadKeyDir("testdata/insecure-test-keys")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return ks
-}
+func testKeys(tb testing.TB) alipaysim.KeySet { return simtest.Keys(tb) }
 
 // delivery is one notification POST as the merchant saw it.
 type delivery struct {
@@ -116,25 +109,11 @@ type harness struct {
 func newHarness(tb testing.TB, mod func(*alipaysim.Config), reply func(int) string) *harness {
 	tb.Helper()
 	keys := testKeys(tb)
-	cfg := alipaysim.Config{
-		AppID:               appID,
-		SellerID:            sellerID,
-		AppPublicKeyPEM:     keys.AppPublicKeyPEM,
-		AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM,
-		TimeScale:           36000,
-		Logger:              slog.New(slog.DiscardHandler),
-	}
-	if mod != nil {
-		mod(&cfg)
-	}
-	sim, err := alipaysim.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	tb.Cleanup(func() {
-		srv.Close()
-		sim.Close()
+	sim, srv := simtest.Start(tb, func(cfg *alipaysim.Config) {
+		cfg.TimeScale = 36000
+		if mod != nil {
+			mod(cfg)
+		}
 	})
 	return &harness{keys: keys, sim: sim, srv: srv, client: newClient(tb, srv.URL, keys.AppPrivateKeyPEM, keys.AlipayPublicKeyPEM), sink: newSink(tb, reply)}
 }
