@@ -68,6 +68,37 @@ func mustCheckout(t *testing.T, st *stack, tn tenant, key string, body map[strin
 	return res
 }
 
+// concurrentCheckouts sends n checkouts of one order at once, the i-th with the
+// Idempotency-Key keyFor(i) (none if empty), requires every one to answer 201 with the
+// same payment, and returns that payment_no.
+func concurrentCheckouts(t *testing.T, st *stack, tn tenant, n int, body map[string]any, keyFor func(i int) string) string {
+	t.Helper()
+	nos := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := st.checkout(t, tn, keyFor(i), body)
+			if r.status != http.StatusCreated {
+				t.Errorf("checkout %d: HTTP %d %s", i, r.status, r.body)
+				return
+			}
+			var res checkoutResult
+			r.json(t, &res)
+			nos[i] = res.PaymentNo
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i := range n {
+		if nos[i] != nos[0] {
+			t.Fatalf("checkout %d got payment %s, first got %s", i, nos[i], nos[0])
+		}
+	}
+	return nos[0]
+}
+
 // openCashier opens the page-pay URL as the buyer's browser would; the trade exists at
 // Alipay from then on.
 func openCashier(t *testing.T, payURL string) string {
@@ -195,28 +226,7 @@ func TestConcurrentCheckoutsWithDifferentKeys(t *testing.T) {
 	st := shared(t)
 	tn := newTenant(t)
 	const n = 200
-	nos := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := st.checkout(t, tn, fmt.Sprintf("key-%d-%s", i, randHex(4)), order("3001", 2500))
-			if r.status != http.StatusCreated {
-				t.Errorf("checkout %d: HTTP %d %s", i, r.status, r.body)
-				return
-			}
-			var res checkoutResult
-			r.json(t, &res)
-			nos[i] = res.PaymentNo
-		}()
-	}
-	wg.Wait()
-	for i := range n {
-		if nos[i] != nos[0] {
-			t.Fatalf("checkout %d got payment %s, first got %s", i, nos[i], nos[0])
-		}
-	}
+	no := concurrentCheckouts(t, st, tn, n, order("3001", 2500), func(i int) string { return fmt.Sprintf("key-%d-%s", i, randHex(4)) })
 	if c := count(t, "SELECT COUNT(*) FROM payments WHERE tenant_id = ? AND order_id = '3001' AND status = 0", tn.id); c != 1 {
 		t.Fatalf("pending payments = %d, want 1", c)
 	}
@@ -224,7 +234,7 @@ func TestConcurrentCheckoutsWithDifferentKeys(t *testing.T) {
 	if r := st.checkout(t, tn, "", order("3001", 9999)); r.status != http.StatusConflict {
 		t.Fatalf("different amount: HTTP %d %s", r.status, r.body)
 	}
-	t.Logf("%d checkouts with different keys: 1 pending payment %s", n, nos[0])
+	t.Logf("%d checkouts with different keys: 1 pending payment %s", n, no)
 }
 
 func TestCheckoutTokenReuse(t *testing.T) {
@@ -565,37 +575,17 @@ func TestRedisUnavailableStillExactlyOnce(t *testing.T) {
 	st := newStack(t, stackOptions{redisAddr: "127.0.0.1:1"})
 	tn := newTenant(t)
 	const n = 50
-	nos := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := ""
-			if i%2 == 0 {
-				key = "redis-down-" + randHex(4)
-			}
-			r := st.checkout(t, tn, key, order("12001", 700))
-			if r.status != http.StatusCreated {
-				t.Errorf("checkout %d: HTTP %d %s", i, r.status, r.body)
-				return
-			}
-			var res checkoutResult
-			r.json(t, &res)
-			nos[i] = res.PaymentNo
-		}()
-	}
-	wg.Wait()
-	for i := range n {
-		if nos[i] != nos[0] {
-			t.Fatalf("checkout %d: %s != %s", i, nos[i], nos[0])
+	no := concurrentCheckouts(t, st, tn, n, order("12001", 700), func(i int) string {
+		if i%2 == 0 {
+			return "redis-down-" + randHex(4)
 		}
-	}
+		return ""
+	})
 	simFault(t, "/notifications", map[string]any{"copies": 10})
 	// A retried checkout joins the running workflow and gets the same payment.
 	again := mustCheckout(t, st, tn, "", order("12001", 700))
-	if again.PaymentNo != nos[0] {
-		t.Fatalf("retried checkout got %s, want %s", again.PaymentNo, nos[0])
+	if again.PaymentNo != no {
+		t.Fatalf("retried checkout got %s, want %s", again.PaymentNo, no)
 	}
 	res := again
 	openCashier(t, again.PayURL)
