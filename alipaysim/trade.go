@@ -237,53 +237,38 @@ func (s *Simulator) findLocked(appID, outTradeNo string) (*trade, error) {
 // and sends the TRADE_SUCCESS notification. appID may be empty when out_trade_no is
 // unique across apps.
 func (s *Simulator) Pay(appID, outTradeNo, buyerID string) (Trade, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.findLocked(appID, outTradeNo)
-	if err != nil {
-		return Trade{}, err
-	}
-	err = s.payLocked(t, buyerID, s.now())
-	return t.snapshot(), err
+	return s.withTrade(appID, outTradeNo, func(t *trade) error { return s.payLocked(t, buyerID, s.now()) })
 }
 
 // Expire closes a WAIT_BUYER_PAY trade as if its time_expire had passed.
 func (s *Simulator) Expire(appID, outTradeNo string) (Trade, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.findLocked(appID, outTradeNo)
-	if err != nil {
-		return Trade{}, err
-	}
-	s.expireLocked(t, s.now())
-	if t.status != StatusWaitBuyerPay {
-		if t.closeReason == CloseReasonExpired {
-			return t.snapshot(), nil
+	return s.withTrade(appID, outTradeNo, func(t *trade) error {
+		s.expireLocked(t, s.now())
+		if t.status != StatusWaitBuyerPay {
+			if t.closeReason == CloseReasonExpired {
+				return nil
+			}
+			return fmt.Errorf("%w: %s is %s", ErrNotPayable, outTradeNo, t.status)
 		}
-		return t.snapshot(), fmt.Errorf("%w: %s is %s", ErrNotPayable, outTradeNo, t.status)
-	}
-	s.closeLocked(t, s.now(), CloseReasonExpired)
-	return t.snapshot(), nil
+		s.closeLocked(t, s.now(), CloseReasonExpired)
+		return nil
+	})
 }
 
 // Finish moves a TRADE_SUCCESS trade to TRADE_FINISHED (the refund window ended) and
 // sends the TRADE_FINISHED notification.
 func (s *Simulator) Finish(appID, outTradeNo string) (Trade, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, err := s.findLocked(appID, outTradeNo)
-	if err != nil {
-		return Trade{}, err
-	}
-	if t.status != StatusSuccess {
-		return t.snapshot(), fmt.Errorf("alipaysim: %s is %s, not %s", outTradeNo, t.status, StatusSuccess)
-	}
-	t.status = StatusFinished
-	t.closedAt = s.now()
-	if !s.cfg.PaymentNotificationsOnly {
-		s.notifyLocked(t, notifyFinish, nil)
-	}
-	return t.snapshot(), nil
+	return s.withTrade(appID, outTradeNo, func(t *trade) error {
+		if t.status != StatusSuccess {
+			return fmt.Errorf("alipaysim: %s is %s, not %s", outTradeNo, t.status, StatusSuccess)
+		}
+		t.status = StatusFinished
+		t.closedAt = s.now()
+		if !s.cfg.PaymentNotificationsOnly {
+			s.notifyLocked(t, notifyFinish, nil)
+		}
+		return nil
+	})
 }
 
 // PayOnClose arms the pay/close race: when the next alipay.trade.close for outTradeNo
@@ -297,14 +282,23 @@ func (s *Simulator) PayOnClose(outTradeNo, buyerID string) {
 
 // Trade returns the trade with that out_trade_no (appID optional).
 func (s *Simulator) Trade(appID, outTradeNo string) (Trade, error) {
+	return s.withTrade(appID, outTradeNo, func(t *trade) error {
+		s.expireLocked(t, s.now())
+		return nil
+	})
+}
+
+// withTrade runs fn on one trade under the simulator's lock and returns the trade as fn
+// left it, with fn's error.
+func (s *Simulator) withTrade(appID, outTradeNo string, fn func(t *trade) error) (Trade, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, err := s.findLocked(appID, outTradeNo)
 	if err != nil {
 		return Trade{}, err
 	}
-	s.expireLocked(t, s.now())
-	return t.snapshot(), nil
+	err = fn(t)
+	return t.snapshot(), err
 }
 
 // Trades returns every trade in creation order.
