@@ -108,13 +108,9 @@ func (o *Orchestrator) NotifyOrRedrive(ctx context.Context, p payment.Payment, n
 // redriveInput is the input of a run that adopts an existing payment: same payment_no,
 // and the same kind of trade (cashier URL or QR code) as the payment was created with.
 func (o *Orchestrator) redriveInput(p payment.Payment) workflows.PaymentInput {
-	method := p.Method
-	if method == "" {
-		method = payment.MethodPage
-	}
 	return workflows.PaymentInput{
 		TenantID: p.TenantID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency, Subject: p.Subject,
-		Method: method, Timing: o.timing, PaymentNo: p.PaymentNo,
+		Method: p.Method, Timing: o.timing, PaymentNo: p.PaymentNo,
 	}
 }
 
