@@ -71,12 +71,6 @@ func newSink(tb testing.TB, reply func(n int) string) *sink {
 
 func (s *sink) url() string { return s.srv.URL + "/notify" }
 
-func (s *sink) deliveries() []delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]delivery{}, s.got...)
-}
-
 func (s *sink) next(tb testing.TB, timeout time.Duration) delivery {
 	tb.Helper()
 	select {

@@ -2,9 +2,7 @@ package mysql_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -72,13 +70,6 @@ func orderStatus(tb testing.TB, db *sql.DB, tenantID, orderID string) int {
 		tb.Fatalf("order status %s/%s: %v", tenantID, orderID, err)
 	}
 	return s
-}
-
-// uniq returns a short random suffix for ids.
-func uniq() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Order statuses as stored.

@@ -376,6 +376,3 @@ func truncate(s string, n int) string {
 
 // nullString maps "" to NULL.
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
-
-// nullTime maps the zero time to NULL.
-func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: !t.IsZero()} }
