@@ -23,7 +23,7 @@ const (
 // and our read, which needs a concurrent state change per attempt.
 const maxCreateAttempts = 5
 
-const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, currency, subject, method, status,
+const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status,
 	trade_no, expire_at, paid_at, close_reason, version, workflow_id, created_at, updated_at`
 
 const (
@@ -41,9 +41,12 @@ ON DUPLICATE KEY UPDATE
 	status = IF(status = 2, 0, status),
 	updated_at = ?`
 
+	// qOrderState reads the order row that qUpsertOrder has just locked.
+	qOrderState = `SELECT status, COALESCE(paid_payment_no, '') FROM orders WHERE tenant_id = ? AND order_id = ?`
+
 	qInsertPayment = `INSERT INTO payments
-	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, status, expire_at, workflow_id, version, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?)`
+	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, version, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 0, ?, ?)`
 
 	qPaymentByNo          = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ?`
 	qPaymentByNoForUpdate = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? FOR UPDATE`
@@ -110,6 +113,14 @@ func (st *Store) CreatePendingPayment(ctx context.Context, np payment.NewPayment
 		if err == nil {
 			return p, false, nil
 		}
+		if payment.ErrorCode(err) == payment.EORDERPAID {
+			// A retry of the very payment that paid the order, or a run re-driving a
+			// re-purchase, finds its own row; anyone else is refused.
+			if p, gerr := st.getPayment(ctx, nil, qPaymentByNo, np.PaymentNo); gerr == nil && p.TenantID == np.TenantID && p.OrderID == np.OrderID {
+				return p, true, nil
+			}
+			return payment.Payment{}, false, fmt.Errorf("mysql: create payment %s: %w", np.PaymentNo, err)
+		}
 		if !IsDuplicate(err) {
 			return payment.Payment{}, false, fmt.Errorf("mysql: create payment %s: %w", np.PaymentNo, err)
 		}
@@ -140,10 +151,24 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 			np.TenantID, np.OrderID, int64(np.Amount), np.Currency, now, now, int64(np.Amount), np.Currency, now); err != nil {
 			return fmt.Errorf("upsert order: %w", err)
 		}
+		// A paid order is final unless the checkout opted in to re-purchase. The order row
+		// is locked by the upsert, and MarkPaid updates it in its own transaction, so this
+		// check cannot interleave with a payment of the same order becoming PAID.
+		var orderStatus int
+		var paidNo string
+		if err := st.queryRow(ctx, tx, qOrderState, []any{np.TenantID, np.OrderID}, func(row *sql.Row) error {
+			return row.Scan(&orderStatus, &paidNo)
+		}); err != nil {
+			return fmt.Errorf("read order: %w", err)
+		}
+		if orderStatus == orderPaid && !np.Repurchase {
+			return &payment.Error{Code: payment.EORDERPAID,
+				Message: fmt.Sprintf("order %s is already paid by payment %s", np.OrderID, paidNo)}
+		}
 		expireAt := dbTime(np.ExpireAt)
 		res, err := st.exec(ctx, tx, qInsertPayment,
 			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject, methodOrPage(np.Method),
-			expireAt, np.WorkflowID, now, now)
+			np.Repurchase, expireAt, np.WorkflowID, now, now)
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
@@ -160,6 +185,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 			Currency:   np.Currency,
 			Subject:    np.Subject,
 			Method:     methodOrPage(np.Method),
+			Repurchase: np.Repurchase,
 			Status:     payment.StatusPending,
 			ExpireAt:   expireAt,
 			WorkflowID: np.WorkflowID,
@@ -409,7 +435,7 @@ func scanPayment(s scanner) (payment.Payment, error) {
 		paidAt  sql.NullTime
 	)
 	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &p.Currency, &p.Subject, &p.Method,
-		&p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		&p.Repurchase, &p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt); err != nil {
 		return payment.Payment{}, err
 	}
 	p.Amount = payment.Amount(amount)

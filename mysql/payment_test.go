@@ -88,6 +88,35 @@ func TestCreatePendingPayment_RepurchaseAndHistory(t *testing.T) {
 			return p
 		}
 	}
+	createR := func(no string) func(t *testing.T) payment.Payment {
+		return func(t *testing.T) payment.Payment {
+			np := newPayment("t1", "o1", no)
+			np.Repurchase = true
+			p, existed, err := st.CreatePendingPayment(ctx, np)
+			if err != nil {
+				t.Fatalf("create %s: %v", no, err)
+			}
+			if !p.Repurchase && !existed {
+				t.Fatalf("create %s: repurchase flag not stored", no)
+			}
+			lastExisted = existed
+			return p
+		}
+	}
+	refused := func(no, paidBy string) func(t *testing.T) payment.Payment {
+		return func(t *testing.T) payment.Payment {
+			_, _, err := st.CreatePendingPayment(ctx, newPayment("t1", "o1", no))
+			if payment.ErrorCode(err) != payment.EORDERPAID {
+				t.Fatalf("create %s on a paid order without opt-in: %v, want %s", no, err, payment.EORDERPAID)
+			}
+			lastExisted = true
+			p, gerr := st.GetPayment(ctx, paidBy)
+			if gerr != nil {
+				t.Fatal(gerr)
+			}
+			return p
+		}
+	}
 	pay := func(no string) func(t *testing.T) payment.Payment {
 		return func(t *testing.T) payment.Payment {
 			tr, err := st.MarkPaid(ctx, no, "trade_"+no, time.Time{})
@@ -114,11 +143,14 @@ func TestCreatePendingPayment_RepurchaseAndHistory(t *testing.T) {
 		{"second payment while pending gets the first", createE("p2"), "p1", true, payment.StatusPending, orderUnpaid, 1},
 		{"pay it", pay("p1"), "p1", false, payment.StatusPaid, orderPaid, 1},
 		{"retry of the paid payment_no returns it paid", createE("p1"), "p1", true, payment.StatusPaid, orderPaid, 1},
-		{"re-purchase after paid", createE("p3"), "p3", false, payment.StatusPending, orderPaid, 2},
+		{"a new payment for the paid order without opt-in is refused", refused("p2b", "p1"), "p1", true, payment.StatusPaid, orderPaid, 1},
+		{"re-purchase after paid", createR("p3"), "p3", false, payment.StatusPending, orderPaid, 2},
+		{"retry of the re-purchase without the flag finds its own row", createE("p3"), "p3", true, payment.StatusPending, orderPaid, 2},
 		{"close the re-purchase: the paid order stays paid", closeP("p3"), "p3", false, payment.StatusClosed, orderPaid, 2},
-		{"re-purchase after close", createE("p4"), "p4", false, payment.StatusPending, orderPaid, 3},
+		{"after a closed re-purchase the order is still final", refused("p3b", "p1"), "p1", true, payment.StatusPaid, orderPaid, 2},
+		{"re-purchase after close", createR("p4"), "p4", false, payment.StatusPending, orderPaid, 3},
 		{"pay the re-purchase", pay("p4"), "p4", false, payment.StatusPaid, orderPaid, 3},
-		{"third purchase", createE("p5"), "p5", false, payment.StatusPending, orderPaid, 4},
+		{"third purchase", createR("p5"), "p5", false, payment.StatusPending, orderPaid, 4},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
@@ -188,7 +220,9 @@ func TestCreatePendingPayment_ConcurrentRepurchase(t *testing.T) {
 	const n = 50
 	var created, existed atomic.Int32
 	testenv.Parallel(n, func(i int) {
-		_, ex, err := st.CreatePendingPayment(ctx, newPayment("t1", "o1", fmt.Sprintf("again_%02d", i)))
+		np := newPayment("t1", "o1", fmt.Sprintf("again_%02d", i))
+		np.Repurchase = true
+		_, ex, err := st.CreatePendingPayment(ctx, np)
 		switch {
 		case err != nil:
 			t.Errorf("caller %d: %v", i, err)
@@ -510,5 +544,43 @@ func TestMethodAndCloseReasonArePersisted(t *testing.T) {
 	got, err := st.GetPayment(ctx, "pqr")
 	if err != nil || got.Method != payment.MethodQR || got.CloseReason != "expired" || got.Status != payment.StatusClosed {
 		t.Fatalf("read back %+v %v, want a closed qr payment with reason expired", got, err)
+	}
+}
+
+// TestPaidOrderIsFinal races checkouts without the re-purchase opt-in against the
+// payment of the order: each one either joins the pending payment or is refused, and no
+// second payment row is ever written, with no layer above the database.
+func TestPaidOrderIsFinal(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	for round := range 10 {
+		order := fmt.Sprintf("final_%d", round)
+		first := fmt.Sprintf("f%d_first", round)
+		createPending(t, st, "t1", order, first)
+		const n = 30
+		var joined, refused atomic.Int32
+		testenv.Parallel(n+1, func(i int) {
+			if i == n {
+				if _, err := st.MarkPaid(ctx, first, "trade_"+first, time.Now()); err != nil {
+					t.Errorf("mark paid: %v", err)
+				}
+				return
+			}
+			p, ex, err := st.CreatePendingPayment(ctx, newPayment("t1", order, fmt.Sprintf("f%d_again_%02d", round, i)))
+			switch {
+			case payment.ErrorCode(err) == payment.EORDERPAID:
+				refused.Add(1)
+			case err != nil:
+				t.Errorf("caller %d: %v", i, err)
+			case !ex || p.PaymentNo != first:
+				t.Errorf("caller %d created or found %s (existed=%v), want the first payment", i, p.PaymentNo, ex)
+			default:
+				joined.Add(1)
+			}
+		})
+		rows := count(t, db, "SELECT COUNT(*) FROM payments WHERE order_id = ?", order)
+		if rows != 1 || joined.Load()+refused.Load() != n {
+			t.Fatalf("round %d: rows=%d joined=%d refused=%d, want 1 row and every caller joined or refused", round, rows, joined.Load(), refused.Load())
+		}
 	}
 }

@@ -21,6 +21,8 @@ const (
 	EBADSIGNATURE   = "bad_signature"   // a signature did not verify
 	EILLEGALSTATE   = "illegal_state"   // a state transition the state machine forbids
 	ETOOMANYRETRIES = "retries_exhausted"
+	EORDERPAID      = "order_already_paid" // the order has a PAID payment and the request did not opt in to re-purchase (409)
+	EFINISHING      = "payment_finishing"  // the order's last payment just ended and its run is still wrapping up; retry shortly (409)
 )
 
 // Error is a domain error: a machine-readable code plus a message safe to show a client.

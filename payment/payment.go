@@ -84,18 +84,21 @@ func (m Method) Validate() error {
 // Payment is one attempt to collect money for an order. PaymentNo is the Alipay
 // out_trade_no.
 type Payment struct {
-	ID        int64     `json:"-"`
-	PaymentNo string    `json:"payment_no"`
-	TenantID  string    `json:"tenant_id"`
-	OrderID   string    `json:"order_id"`
-	Amount    Amount    `json:"amount_fen"`
-	Currency  string    `json:"currency"`
-	Subject   string    `json:"subject"`
-	Method    Method    `json:"method,omitempty"` // empty in payments recorded before it was kept; read as page
-	Status    Status    `json:"status"`
-	TradeNo   string    `json:"trade_no,omitempty"`
-	ExpireAt  time.Time `json:"expire_at"`
-	PaidAt    time.Time `json:"paid_at,omitzero"`
+	ID        int64  `json:"-"`
+	PaymentNo string `json:"payment_no"`
+	TenantID  string `json:"tenant_id"`
+	OrderID   string `json:"order_id"`
+	Amount    Amount `json:"amount_fen"`
+	Currency  string `json:"currency"`
+	Subject   string `json:"subject"`
+	Method    Method `json:"method,omitempty"` // empty in payments recorded before it was kept; read as page
+	// Repurchase is true for a payment whose checkout opted in to paying an order that an
+	// earlier payment already paid.
+	Repurchase bool      `json:"repurchase,omitempty"`
+	Status     Status    `json:"status"`
+	TradeNo    string    `json:"trade_no,omitempty"`
+	ExpireAt   time.Time `json:"expire_at"`
+	PaidAt     time.Time `json:"paid_at,omitzero"`
 	// CloseReason says why a closed payment was closed (expired, cancelled, …).
 	CloseReason string    `json:"close_reason,omitempty"`
 	Version     int64     `json:"version"`
@@ -106,13 +109,16 @@ type Payment struct {
 
 // NewPayment is what the store needs to insert a pending payment.
 type NewPayment struct {
-	PaymentNo  string
-	TenantID   string
-	OrderID    string
-	Amount     Amount
-	Currency   string
-	Subject    string
-	Method     Method // empty means MethodPage
+	PaymentNo string
+	TenantID  string
+	OrderID   string
+	Amount    Amount
+	Currency  string
+	Subject   string
+	Method    Method // empty means MethodPage
+	// Repurchase allows a new payment for an order that is already paid. Without it the
+	// store refuses one with EORDERPAID.
+	Repurchase bool
 	ExpireAt   time.Time
 	WorkflowID string
 }
