@@ -21,6 +21,11 @@ const (
 	ErrTypeChannelRefused = "ChannelRefused"
 	ErrTypeInvalid        = "InvalidPayment"
 	ErrTypeLockBusy       = "PaymentLockBusy"
+	// ErrTypeOrderPaid refuses a payment for an order that is already paid (no re-purchase opt-in).
+	ErrTypeOrderPaid = "OrderAlreadyPaid"
+	// ErrTypeFinishing answers a checkout that reached a run whose payment has just ended;
+	// the run makes way and the caller retries, which starts a new run.
+	ErrTypeFinishing = "PaymentFinishing"
 )
 
 // OrderLocker is the per-order Redis lock of the seed's success path. On contention it
@@ -77,6 +82,8 @@ func classify(op string, err error) error {
 		return temporal.NewNonRetryableApplicationError(op+": "+ce.Error(), ErrTypeChannelRefused, err)
 	}
 	switch payment.ErrorCode(err) {
+	case payment.EORDERPAID:
+		return temporal.NewNonRetryableApplicationError(op+": "+payment.ErrorMessage(err), ErrTypeOrderPaid, err)
 	case payment.EINVALID, payment.EUNPROCESSABLE, payment.EILLEGALSTATE:
 		return temporal.NewNonRetryableApplicationError(op+": "+err.Error(), ErrTypeInvalid, err)
 	}

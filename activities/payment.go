@@ -19,6 +19,7 @@ type CreatePaymentInput struct {
 	Currency   string         `json:"currency"`
 	Subject    string         `json:"subject"`
 	Method     payment.Method `json:"method,omitempty"`
+	Repurchase bool           `json:"repurchase,omitempty"`
 	ExpireAt   time.Time      `json:"expire_at"`
 	WorkflowID string         `json:"workflow_id"`
 }
@@ -41,6 +42,7 @@ func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (
 		Currency:   in.Currency,
 		Subject:    in.Subject,
 		Method:     in.Method,
+		Repurchase: in.Repurchase,
 		ExpireAt:   in.ExpireAt,
 		WorkflowID: in.WorkflowID,
 	}
@@ -120,6 +122,21 @@ func (a *Activities) ClosePayment(ctx context.Context, in ClosePaymentInput) (pa
 	}
 	if t.Changed {
 		a.Metrics.transition(payment.StatusClosed.String())
+	}
+	return t, nil
+}
+
+// FailPayment moves a pending payment to failed and releases its order in one
+// transaction: Alipay reports money for it that does not match, so it must never become
+// PAID and an operator resolves it from the recorded anomaly. If the payment is no longer
+// pending, it returns the current state.
+func (a *Activities) FailPayment(ctx context.Context, in ClosePaymentInput) (payment.Transition, error) {
+	t, err := a.Store.FailPayment(ctx, in.PaymentNo, in.Reason)
+	if err != nil {
+		return payment.Transition{}, classify("fail payment", err)
+	}
+	if t.Changed {
+		a.Metrics.transition(payment.StatusFailed.String())
 	}
 	return t, nil
 }

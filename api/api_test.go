@@ -46,6 +46,19 @@ func (f *fakeStore) TenantByAPIKeyHash(_ context.Context, h string) (payment.Ten
 	}
 	return f.tenant, nil
 }
+func (f *fakeStore) OrderPaidPayment(_ context.Context, tenantID, orderID string) (payment.Payment, bool, error) {
+	if err := f.err(); err != nil {
+		return payment.Payment{}, false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.payments {
+		if p.TenantID == tenantID && p.OrderID == orderID && p.Status == payment.StatusPaid {
+			return p, true, nil
+		}
+	}
+	return payment.Payment{}, false, nil
+}
 func (f *fakeStore) GetTenant(context.Context, string) (payment.Tenant, error) {
 	return f.tenant, f.err()
 }
@@ -129,18 +142,31 @@ func (fakeGateway) DecodeNotification(_ context.Context, form url.Values) (payme
 type fakeOrch struct {
 	mu        sync.Mutex
 	checkouts int
+	// errs answers the next checkouts in turn before err applies; updateIDs records them.
+	errs      []error
+	updateIDs []string
+	lastIn    workflows.PaymentInput
 	err       error
 	signalErr error
 	block     chan struct{}
 }
 
-func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, _ string) (workflows.CheckoutResult, error) {
+func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
 	o.mu.Lock()
 	o.checkouts++
+	o.updateIDs = append(o.updateIDs, updateID)
+	o.lastIn = in
 	block := o.block
+	var next error
+	if len(o.errs) > 0 {
+		next, o.errs = o.errs[0], o.errs[1:]
+	}
 	o.mu.Unlock()
 	if block != nil {
 		<-block
+	}
+	if next != nil {
+		return workflows.CheckoutResult{}, next
 	}
 	if o.err != nil {
 		return workflows.CheckoutResult{}, o.err

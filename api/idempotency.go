@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -91,7 +90,7 @@ func (s *Server) idempotent(c echo.Context, key string, body []byte, handle func
 	status, resp, herr := handle()
 	if herr != nil {
 		status, p := problemFor(c, herr)
-		if status >= 500 || status == http.StatusConflict && payment.ErrorCode(herr) == payment.EINFLIGHT {
+		if code := payment.ErrorCode(herr); status >= 500 || code == payment.EINFLIGHT || code == payment.EFINISHING {
 			// Not the client's fault: free the key so that a retry runs again.
 			if err := s.store.ReleaseIdempotencyKey(detached(c), rec); err != nil {
 				s.log.ErrorContext(ctx, "release idempotency key", "tenant_id", tenantID, "err", err)

@@ -2,11 +2,14 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -25,6 +28,9 @@ type CreatePaymentRequest struct {
 	ReturnURL string         `json:"return_url,omitempty"`
 	// CheckoutToken is the optional one-time token from POST /v1/checkout-tokens.
 	CheckoutToken string `json:"checkout_token,omitempty"`
+	// Repurchase opts in to charging an order again after one of its payments was PAID.
+	// Without it a paid order is final: the answer is 409 order_already_paid.
+	Repurchase bool `json:"repurchase,omitempty"`
 }
 
 func (r *CreatePaymentRequest) normalize() error {
@@ -148,6 +154,14 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (int, []b
 	if err := req.normalize(); err != nil {
 		return 0, nil, err
 	}
+	if !req.Repurchase {
+		// A paid order is final, whatever the key or token. The store refuses a new
+		// payment for it anyway; this read answers without starting a workflow run.
+		if err := s.refusePaidOrder(c, tenant.ID, req.OrderID); err != nil {
+			s.metrics.checkouts.WithLabelValues(payment.EORDERPAID).Inc()
+			return 0, nil, err
+		}
+	}
 	if req.CheckoutToken != "" {
 		if err := s.consumeToken(c, tenant.ID, req); err != nil {
 			s.metrics.checkouts.WithLabelValues("token_reused").Inc()
@@ -160,14 +174,31 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (int, []b
 		// the same update and so gets the same answer from Temporal.
 		updateID = "checkout-" + HashAPIKey(tenant.ID + "\x00" + idemKey)[:40]
 	}
-	res, err := s.orch.Checkout(ctx, workflows.PaymentInput{
+	in := workflows.PaymentInput{
 		TenantID: tenant.ID, OrderID: req.OrderID, Amount: payment.Amount(req.AmountFen), Currency: req.Currency,
-		Subject: req.Subject, Method: req.Method, ReturnURL: req.ReturnURL,
-	}, updateID)
+		Subject: req.Subject, Method: req.Method, ReturnURL: req.ReturnURL, Repurchase: req.Repurchase,
+	}
+	res, err := s.orch.Checkout(ctx, in, updateID)
+	for attempt := 1; payment.ErrorCode(err) == payment.EFINISHING && attempt <= finishingRetries; attempt++ {
+		// The order's last payment has just ended and its run is making way for a new
+		// one; that takes a workflow task. Each try is a new update, since the ended
+		// run keeps its answer to the old one.
+		if serr := sleepCtx(ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
+			break
+		}
+		res, err = s.orch.Checkout(ctx, in, fmt.Sprintf("%s-%d", updateID, attempt))
+	}
 	if err != nil {
 		s.metrics.checkouts.WithLabelValues(payment.ErrorCode(err)).Inc()
-		if payment.ErrorCode(err) == payment.ECONFLICT {
+		switch payment.ErrorCode(err) {
+		case payment.ECONFLICT:
 			return 0, nil, s.withExistingPayment(c, tenant.ID, req.OrderID, err)
+		case payment.EORDERPAID:
+			if perr := s.refusePaidOrder(c, tenant.ID, req.OrderID); perr != nil {
+				return 0, nil, perr
+			}
+		case payment.EFINISHING:
+			c.Response().Header().Set("Retry-After", "1")
 		}
 		return 0, nil, err
 	}
@@ -177,6 +208,38 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (int, []b
 		return 0, nil, err
 	}
 	return http.StatusCreated, out, nil
+}
+
+// finishingRetries bounds how often a checkout that reached an ending run is tried again.
+const finishingRetries = 4
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// refusePaidOrder answers 409 order_already_paid, carrying the PAID payment, if the order
+// has one. A failed read lets the checkout go on: the store refuses it all the same.
+func (s *Server) refusePaidOrder(c echo.Context, tenantID, orderID string) error {
+	p, ok, err := s.store.OrderPaidPayment(c.Request().Context(), tenantID, orderID)
+	if err != nil {
+		s.log.WarnContext(c.Request().Context(), "paid-order check skipped", "tenant_id", tenantID, "order_id", orderID, "err", err)
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	return &problemError{
+		err: payment.Errorf(payment.EORDERPAID, "order %s is already paid by payment %s; send \"repurchase\": true to charge it again",
+			orderID, p.PaymentNo),
+		payment: p,
+	}
 }
 
 // consumeToken spends the one-time token atomically. If Redis is down the token layer is

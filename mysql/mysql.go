@@ -180,7 +180,7 @@ func (st *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // transaction that waited for one while holding its own could deadlock a full pool.
 func txQueries() []string {
 	return []string{
-		qUpsertOrder, qOrderState, qInsertPayment, qPaymentByNoForUpdate, qMarkPaid, qClose, qOrderPaid,
+		qUpsertOrder, qOrderState, qInsertPayment, qPaymentByNoForUpdate, qMarkPaid, qClose, qFail, qOrderPaid,
 		qOrderCancelled, qInsertEvent, qTenantByIDForUpdate, qUpdateTenant, qInsertTenant,
 	}
 }

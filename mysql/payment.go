@@ -61,6 +61,10 @@ ORDER BY created_at, id LIMIT ?`
 WHERE id = ? AND status = 0`
 	qClose = `UPDATE payments SET status = 2, close_reason = ?, version = version + 1, updated_at = ?
 WHERE id = ? AND status = 0`
+	qFail = `UPDATE payments SET status = 3, close_reason = ?, version = version + 1, updated_at = ?
+WHERE id = ? AND status = 0`
+	qOrderPaidPayment = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = ? AND order_id = ? AND status = 1
+ORDER BY paid_at DESC, id DESC LIMIT 1`
 
 	qOrderPaid = `UPDATE orders SET status = 1, paid_payment_no = ?, amount_fen = ?, currency = ?, updated_at = ?
 WHERE tenant_id = ? AND order_id = ?`
@@ -91,6 +95,8 @@ func EventID(paymentNo, eventType string) string {
 		return "evt_" + paymentNo + "_paid"
 	case payment.EventPaymentClosed:
 		return "evt_" + paymentNo + "_closed"
+	case payment.EventPaymentFailed:
+		return "evt_" + paymentNo + "_failed"
 	default:
 		return "evt_" + paymentNo + "_" + eventType
 	}
@@ -259,26 +265,57 @@ func (st *Store) MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt
 // order unless the order was paid by an earlier payment, and writes a payment.closed
 // event. A payment that is not pending is returned as it is with Changed=false.
 func (st *Store) ClosePayment(ctx context.Context, paymentNo, reason string) (payment.Transition, error) {
+	tr, err := st.endUnpaid(ctx, paymentNo, reason, qClose, payment.StatusClosed, payment.EventPaymentClosed)
+	if err != nil {
+		return payment.Transition{}, fmt.Errorf("mysql: close payment %s: %w", paymentNo, err)
+	}
+	return tr, nil
+}
+
+// FailPayment moves a pending payment to failed exactly as ClosePayment closes it, with a
+// payment.failed event. It is used when Alipay reports money for the payment that does not
+// match it, so the payment must never become PAID.
+func (st *Store) FailPayment(ctx context.Context, paymentNo, reason string) (payment.Transition, error) {
+	tr, err := st.endUnpaid(ctx, paymentNo, reason, qFail, payment.StatusFailed, payment.EventPaymentFailed)
+	if err != nil {
+		return payment.Transition{}, fmt.Errorf("mysql: fail payment %s: %w", paymentNo, err)
+	}
+	return tr, nil
+}
+
+// endUnpaid is the transition of a pending payment to a final unpaid status (closed or
+// failed): status compare-and-set with its reason, the order cancelled unless an earlier
+// payment paid it, and the outbox event.
+func (st *Store) endUnpaid(ctx context.Context, paymentNo, reason, update string, to payment.Status, eventType string) (payment.Transition, error) {
 	reason = truncate(reason, maxCloseReason)
-	tr, err := st.leavePending(ctx, paymentNo, payment.EventPaymentClosed, reason,
+	return st.leavePending(ctx, paymentNo, eventType, reason,
 		func(tx *sql.Tx, p *payment.Payment, now time.Time) (bool, error) {
-			res, err := st.exec(ctx, tx, qClose, reason, now, p.ID)
+			res, err := st.exec(ctx, tx, update, reason, now, p.ID)
 			if err != nil {
 				return false, fmt.Errorf("update payment: %w", err)
 			}
 			if changed, err := affected(res); !changed || err != nil {
 				return false, err
 			}
-			p.Status, p.CloseReason = payment.StatusClosed, reason
+			p.Status, p.CloseReason = to, reason
 			if _, err := st.exec(ctx, tx, qOrderCancelled, now, p.TenantID, p.OrderID); err != nil {
 				return false, fmt.Errorf("update order: %w", err)
 			}
 			return true, nil
 		})
-	if err != nil {
-		return payment.Transition{}, fmt.Errorf("mysql: close payment %s: %w", paymentNo, err)
+}
+
+// OrderPaidPayment returns the order's most recent PAID payment; ok is false if it has none.
+func (st *Store) OrderPaidPayment(ctx context.Context, tenantID, orderID string) (payment.Payment, bool, error) {
+	p, err := st.getPayment(ctx, nil, qOrderPaidPayment, tenantID, orderID)
+	switch {
+	case err == nil:
+		return p, true, nil
+	case errors.Is(err, payment.ErrNotFound):
+		return payment.Payment{}, false, nil
+	default:
+		return payment.Payment{}, false, fmt.Errorf("mysql: order paid payment: %w", err)
 	}
-	return tr, nil
 }
 
 // leavePending is the one transaction behind every transition out of pending. It locks
@@ -353,7 +390,7 @@ func (st *Store) insertEvent(ctx context.Context, tx *sql.Tx, eventType string, 
 		PaidAt:    p.PaidAt,
 		CreatedAt: now,
 	}
-	if eventType == payment.EventPaymentClosed {
+	if eventType == payment.EventPaymentClosed || eventType == payment.EventPaymentFailed {
 		ev.ClosedAt, ev.CloseReason = now, reason
 	}
 	body, err := json.Marshal(ev)

@@ -60,9 +60,10 @@ func (o *Orchestrator) Checkout(ctx context.Context, in workflows.PaymentInput, 
 	handle, err := o.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID:     updateID,
-			UpdateName:   workflows.CheckoutUpdate,
-			Args:         []any{workflows.CheckoutRequest{Amount: in.Amount, Currency: in.Currency, Subject: in.Subject, Method: in.Method}},
+			UpdateID:   updateID,
+			UpdateName: workflows.CheckoutUpdate,
+			Args: []any{workflows.CheckoutRequest{Amount: in.Amount, Currency: in.Currency, Subject: in.Subject, Method: in.Method,
+				Repurchase: in.Repurchase}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
@@ -167,7 +168,13 @@ func translate(op string, err error) error {
 		switch appErr.Type() {
 		case "AmountConflict":
 			return &payment.Error{Code: payment.ECONFLICT, Message: appErr.Message(), Err: err}
-		case "InvalidPayment", "ChannelRefused":
+		case "OrderAlreadyPaid":
+			return &payment.Error{Code: payment.EORDERPAID, Message: appErr.Message(), Err: err}
+		case "PaymentFinishing":
+			return &payment.Error{Code: payment.EFINISHING, Message: appErr.Message(), Err: err}
+		case "ChannelRefused":
+			return &payment.Error{Code: payment.ECHANNEL, Message: appErr.Message(), Err: err}
+		case "InvalidPayment":
 			return &payment.Error{Code: payment.EUNPROCESSABLE, Message: appErr.Message(), Err: err}
 		}
 	}

@@ -24,6 +24,7 @@ type Event struct {
 const (
 	EventPaymentPaid   = "payment.paid"
 	EventPaymentClosed = "payment.closed"
+	EventPaymentFailed = "payment.failed"
 )
 
 // BenefitGrant is one entitlement granted for a paid payment. (TenantID, PaymentNo,
@@ -108,6 +109,11 @@ type Store interface {
 	MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt time.Time) (Transition, error)
 	// ClosePayment moves a pending payment to closed and cancels its order, the same way.
 	ClosePayment(ctx context.Context, paymentNo, reason string) (Transition, error)
+	// FailPayment moves a pending payment to failed and cancels its order, the same way.
+	FailPayment(ctx context.Context, paymentNo, reason string) (Transition, error)
+	// OrderPaidPayment returns the order's most recent PAID payment, with ok=false if the
+	// order has none.
+	OrderPaidPayment(ctx context.Context, tenantID, orderID string) (p Payment, ok bool, err error)
 
 	// GetPayment returns a payment by payment_no, or an error wrapping ErrNotFound.
 	GetPayment(ctx context.Context, paymentNo string) (Payment, error)

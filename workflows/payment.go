@@ -23,7 +23,10 @@ type paymentRun struct {
 	in     PaymentInput
 	timing Timing
 	st     PaymentState
-	logger interface {
+	// makingWay and cancelWebhook let a checkout for a new payment end a finished run early.
+	makingWay     bool
+	cancelWebhook workflow.CancelFunc
+	logger        interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 		Error(string, ...interface{})
@@ -47,30 +50,28 @@ func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error
 	if !r.st.Initialized {
 		if err := r.initialize(ctx); err != nil {
 			r.st.InitError = err.Error()
+			var appErr *temporal.ApplicationError
+			if errors.As(err, &appErr) {
+				r.st.InitErrorType = appErr.Type()
+			}
+			workflow.SetCurrentDetails(ctx, r.details())
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+			if r.st.InitErrorType == activities.ErrTypeOrderPaid {
+				// Not a failure: the order is paid and this checkout was answered so.
+				return r.st, nil
+			}
 			return r.st, err
 		}
 	}
-	if err := r.waitForOutcome(ctx); err != nil {
+	ctx, err := r.waitForOutcome(ctx)
+	if err != nil {
 		return r.st, err
-	}
-	// An operator's cancel request cancels the payment: close it at Alipay and locally
-	// (or take the success path if it turns out paid). That work must not be cancelled.
-	cancelled := ctx.Err() != nil
-	if cancelled {
-		ctx, _ = workflow.NewDisconnectedContext(ctx)
-		if r.st.Status == payment.StatusPending {
-			r.closePath(ctx, "cancelled")
-		}
 	}
 	if r.st.Status.Final() {
 		r.afterFinal(ctx)
 	}
 	workflow.SetCurrentDetails(ctx, r.details())
 	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-	if cancelled && r.st.Status == payment.StatusPending {
-		return r.st, temporal.NewCanceledError("cancelled while pending; the sweeper re-drives the payment")
-	}
 	return r.st, nil
 }
 
@@ -80,29 +81,73 @@ func (r *paymentRun) registerHandlers(ctx workflow.Context) error {
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, CheckoutUpdate,
 		func(ctx workflow.Context, req CheckoutRequest) (CheckoutResult, error) {
+			joinedDuringInit := !r.st.Initialized
 			if err := workflow.Await(ctx, func() bool { return r.st.Initialized || r.st.InitError != "" }); err != nil {
 				return CheckoutResult{}, err
 			}
-			if r.st.InitError != "" {
-				return CheckoutResult{}, temporal.NewNonRetryableApplicationError(r.st.InitError, activities.ErrTypeInvalid, nil)
-			}
-			if r.st.Amount != req.Amount {
-				return CheckoutResult{}, temporal.NewNonRetryableApplicationError(
-					fmt.Sprintf("order already has payment %s for %d fen", r.st.PaymentNo, r.st.Amount), "AmountConflict", nil)
-			}
-			return r.checkoutResult(), nil
+			return r.answerCheckout(req, joinedDuringInit)
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req CheckoutRequest) error {
-			if req.Amount != r.in.Amount || req.Currency != r.in.Currency {
-				return temporal.NewApplicationError(
-					fmt.Sprintf("order %s is already being paid with %d fen %s", r.in.OrderID, r.in.Amount, r.in.Currency), "AmountConflict")
-			}
-			return nil
+			return r.amountConflict(req)
 		}})
 	if err != nil {
 		return fmt.Errorf("register update: %w", err)
 	}
 	return nil
+}
+
+// amountConflict refuses a checkout whose amount or currency differs from the payment
+// the run holds (for an adopting run, the adopted payment's).
+func (r *paymentRun) amountConflict(req CheckoutRequest) error {
+	if req.Amount != r.st.Amount || req.Currency != r.st.Currency {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("order %s is already being paid with %d fen %s (payment %s)", r.st.OrderID, r.st.Amount, r.st.Currency, r.st.PaymentNo),
+			"AmountConflict", nil)
+	}
+	return nil
+}
+
+// answerCheckout answers a checkout by the payment's status; it never hands out a dead
+// payment. joinedDuringInit is true for the checkouts that started this run (or joined it
+// before its trade was open): a refusal of the trade is their answer.
+func (r *paymentRun) answerCheckout(req CheckoutRequest, joinedDuringInit bool) (CheckoutResult, error) {
+	if r.st.InitError != "" {
+		errType := r.st.InitErrorType
+		if errType != activities.ErrTypeOrderPaid {
+			errType = activities.ErrTypeInvalid
+		}
+		return CheckoutResult{}, temporal.NewNonRetryableApplicationError(r.st.InitError, errType, nil)
+	}
+	if err := r.amountConflict(req); err != nil {
+		return CheckoutResult{}, err
+	}
+	switch {
+	case r.st.Status == payment.StatusPaid && !req.Repurchase:
+		return CheckoutResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("order %s is already paid by payment %s", r.st.OrderID, r.st.PaymentNo), activities.ErrTypeOrderPaid, nil)
+	case r.st.OpenRefused != "" && (joinedDuringInit || r.st.Status == payment.StatusPending):
+		return CheckoutResult{}, temporal.NewNonRetryableApplicationError(
+			"alipay refused the trade: "+r.st.OpenRefused, activities.ErrTypeChannelRefused, nil)
+	case r.st.Status.Final():
+		// A new payment for this order needs a new run: stop the side work that keeps this
+		// one open (the outbox and the sweeper deliver what it leaves) and let the caller
+		// retry.
+		r.makeWay()
+		return CheckoutResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("payment %s of order %s is %s and its run is ending; retry", r.st.PaymentNo, r.st.OrderID, r.st.Status),
+			activities.ErrTypeFinishing, nil)
+	}
+	return r.checkoutResult(), nil
+}
+
+// makeWay cancels the run's merchant webhook, if it is being delivered, so that the run
+// ends and a new checkout of the order can start the next one. The event stays in the
+// outbox, where the sweeper delivers it.
+func (r *paymentRun) makeWay() {
+	r.makingWay = true
+	if r.cancelWebhook != nil {
+		r.cancelWebhook()
+	}
 }
 
 func (r *paymentRun) checkoutResult() CheckoutResult {
@@ -160,7 +205,8 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 	var created activities.CreatePaymentResult
 	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.CreatePayment, activities.CreatePaymentInput{
 		PaymentNo: r.st.PaymentNo, TenantID: r.in.TenantID, OrderID: r.in.OrderID, Amount: r.in.Amount,
-		Currency: r.in.Currency, Subject: r.in.Subject, Method: r.in.Method, ExpireAt: r.st.ExpireAt, WorkflowID: info.WorkflowExecution.ID,
+		Currency: r.in.Currency, Subject: r.in.Subject, Method: r.in.Method, Repurchase: r.in.Repurchase,
+		ExpireAt: r.st.ExpireAt, WorkflowID: info.WorkflowExecution.ID,
 	}).Get(ctx, &created)
 	if err != nil {
 		return fmt.Errorf("create payment: %w", err)
@@ -177,6 +223,10 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 		if p.Method != "" {
 			method = p.Method
 		}
+		if created.Existed && method != payment.MethodQR {
+			// An earlier run may have handed this payment's cashier URL to the buyer.
+			r.st.PayURLIssued = true
+		}
 		var opened activities.OpenTradeResult
 		err = workflow.ExecuteLocalActivity(localOptions(ctx), a.OpenTrade, activities.OpenTradeInput{
 			PaymentNo: p.PaymentNo, Subject: p.Subject, Amount: p.Amount, ExpireAt: r.st.ExpireAt,
@@ -184,16 +234,26 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 		}).Get(ctx, &opened)
 		if err != nil {
 			var appErr *temporal.ApplicationError
-			if errors.As(err, &appErr) && appErr.NonRetryable() {
-				// Alipay refused the trade: close the payment so the order can be retried.
-				r.logger.Error("alipay refused the trade; closing the payment", "payment_no", p.PaymentNo, "err", err)
-				r.closeLocally(ctx, "channel_refused")
-				r.st.Initialized = true
-				return nil
+			if !errors.As(err, &appErr) || !appErr.NonRetryable() {
+				return fmt.Errorf("open trade: %w", err)
 			}
-			return fmt.Errorf("open trade: %w", err)
+			// Alipay (or the adapter) refused to open the trade. For an adopted payment that
+			// may mean it is already paid (precreate answers ACQ.TRADE_HAS_SUCCESS) or past
+			// its expiry, so the payment goes through the close path: it is closed locally
+			// only once Alipay confirms that the trade cannot be paid, and a paid trade takes
+			// the success path.
+			r.st.OpenRefused = appErr.Message()
+			r.logger.Error("alipay refused to open the trade; closing the payment once alipay confirms it cannot be paid",
+				"payment_no", p.PaymentNo, "err", err)
+			r.closePath(ctx, "channel_refused")
+			r.st.Initialized = true
+			workflow.SetCurrentDetails(ctx, r.details())
+			return nil
 		}
 		r.st.PayURL, r.st.QRCode = opened.PayURL, opened.QRCode
+		if opened.PayURL != "" {
+			r.st.PayURLIssued = true
+		}
 	}
 	r.st.Initialized = true
 	workflow.SetCurrentDetails(ctx, r.details())
@@ -221,6 +281,15 @@ func (r *paymentRun) details() string {
 	if r.st.TradeNo != "" {
 		fmt.Fprintf(&b, " · alipay trade `%s`", r.st.TradeNo)
 	}
+	if r.st.CancelRequested && r.st.Status == payment.StatusPending {
+		b.WriteString("\n\ncancel requested: closing as soon as Alipay confirms the trade cannot be paid")
+	}
+	if r.st.OpenRefused != "" {
+		fmt.Fprintf(&b, "\n\nalipay refused to open the trade: %s", r.st.OpenRefused)
+	}
+	if r.st.InitError != "" {
+		fmt.Fprintf(&b, "\n\nnot created: %s", r.st.InitError)
+	}
 	if r.st.Anomaly != "" {
 		fmt.Fprintf(&b, "\n\n⚠ %s", r.st.Anomaly)
 	}
@@ -228,18 +297,34 @@ func (r *paymentRun) details() string {
 }
 
 // waitForOutcome is the selector loop: callback signals, the reconciliation timer and
-// expiry, until the payment is final.
-func (r *paymentRun) waitForOutcome(ctx workflow.Context) error {
+// expiry, until the payment is final. An operator's cancel request turns the loop into
+// the close path: from then on the run works on a context that cannot be cancelled, closes
+// the trade at Alipay and then locally (or takes the success path if Alipay says paid),
+// and keeps trying on every tick until Alipay has confirmed one or the other. It returns
+// the context the rest of the run must use.
+func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, error) {
 	signals := workflow.GetSignalChannel(ctx, NotificationSignal)
 	var expiry workflow.Future
-	if r.st.Status == payment.StatusPending {
+	if r.st.Status == payment.StatusPending && !r.st.CancelRequested {
 		d := r.st.ExpireAt.Sub(workflow.Now(ctx))
 		if d < 0 {
 			d = 0
 		}
 		expiry = workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "payment expiry"})
 	}
+	if r.st.CancelRequested {
+		// Carried over continue-as-new: the cancel still holds.
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
 	for r.st.Status == payment.StatusPending {
+		if ctx.Err() != nil {
+			ctx, _ = workflow.NewDisconnectedContext(ctx)
+			r.st.CancelRequested, expiry = true, nil
+			r.logger.Info("cancel requested; closing the payment", "payment_no", r.st.PaymentNo)
+			r.closePath(ctx, "cancelled")
+			workflow.SetCurrentDetails(ctx, r.details())
+			continue
+		}
 		reconcileCtx, cancelReconcile := workflow.WithCancel(ctx)
 		reconcile := workflow.NewTimerWithOptions(reconcileCtx, r.timing.ReconcileInterval, workflow.TimerOptions{Summary: "reconcile with alipay"})
 		sel := workflow.NewSelector(ctx)
@@ -248,20 +333,23 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) error {
 			c.Receive(ctx, &n)
 			r.onNotification(ctx, n)
 		})
-		sel.AddFuture(reconcile, func(workflow.Future) { r.reconcile(ctx) })
+		sel.AddFuture(reconcile, func(f workflow.Future) {
+			if f.Get(ctx, nil) == nil {
+				r.reconcile(ctx)
+			}
+		})
 		if expiry != nil {
-			sel.AddFuture(expiry, func(workflow.Future) {
+			sel.AddFuture(expiry, func(f workflow.Future) {
 				expiry = nil
-				r.closePath(ctx, "expired")
+				if f.Get(ctx, nil) == nil {
+					r.closePath(ctx, "expired")
+				}
 			})
 		}
 		sel.Select(ctx)
 		cancelReconcile()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if r.st.Status == payment.StatusPending && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
-			return r.continueAsNew(ctx, signals)
+		if r.st.Status == payment.StatusPending && ctx.Err() == nil && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			return ctx, r.continueAsNew(ctx, signals)
 		}
 	}
 	// Drain signals that arrived with the final transition, so none is lost silently.
@@ -272,7 +360,7 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) error {
 		}
 		r.onNotification(ctx, n)
 	}
-	return nil
+	return ctx, nil
 }
 
 func (r *paymentRun) continueAsNew(ctx workflow.Context, signals workflow.ReceiveChannel) error {
@@ -323,67 +411,99 @@ func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload)
 		r.logger.Info("notification does not advance the payment", "notify_id", n.NotifyID, "trade_status", n.TradeStatus)
 		return
 	}
-	if r.st.Status != payment.StatusPending {
-		return
+	switch r.st.Status {
+	case payment.StatusPending:
+		r.successPath(ctx, n.TradeNo, n.PaidAt, "callback")
+	case payment.StatusPaid:
+		// Already paid: a redelivery, or a notification that raced the reconciliation.
+	default:
+		// Money for a payment that is closed or failed locally. Never drop it silently.
+		r.recordAnomaly(ctx, "paid_after_close", n.TradeNo,
+			fmt.Sprintf("alipay notified %s (notify_id %s) for a payment that is %s", n.TradeStatus, n.NotifyID, r.st.Status))
 	}
-	r.successPath(ctx, n.TradeNo, n.PaidAt, "callback")
 }
 
 func (r *paymentRun) reconcile(ctx workflow.Context) {
 	r.st.Reconciliations++
+	if r.st.CancelRequested || !workflow.Now(ctx).Before(r.st.ExpireAt) {
+		// Past expiry or cancelled: the close path asks Alipay itself (close, then query),
+		// and a failure anywhere in it is retried on the next tick.
+		reason := "expired"
+		if r.st.CancelRequested {
+			reason = "cancelled"
+		}
+		r.closePath(ctx, reason)
+		workflow.SetCurrentDetails(ctx, r.details())
+		return
+	}
 	var trade payment.Trade
 	err := workflow.ExecuteActivity(channelOptions(ctx, 3, "query trade at alipay"), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)
 	if err != nil {
 		r.logger.Warn("reconciliation query failed; will retry on the next tick", "payment_no", r.st.PaymentNo, "err", err)
 		return
 	}
-	switch {
-	case trade.State == payment.TradePaid:
+	if trade.State == payment.TradePaid {
 		r.paidAtAlipay(ctx, trade, "reconciliation")
-	case !workflow.Now(ctx).Before(r.st.ExpireAt):
-		r.closePath(ctx, "expired")
 	}
 	workflow.SetCurrentDetails(ctx, r.details())
 }
 
 // closePath closes the trade at Alipay first, so it can no longer be paid, then closes
-// the payment locally. A close refused because the trade is paid becomes a success.
+// the payment locally. The payment is closed locally only after Alipay has confirmed that
+// the trade cannot be paid: its close succeeded, or a query answers closed, or it answers
+// not-exist at a time when no trade can be created any more. A close refused because the
+// trade is paid becomes a success; any other answer leaves the payment pending for the
+// next tick.
 func (r *paymentRun) closePath(ctx workflow.Context, reason string) {
 	if r.st.Status != payment.StatusPending {
 		return
 	}
 	var out payment.CloseOutcome
 	err := workflow.ExecuteActivity(channelOptions(ctx, 5, "close trade at alipay"), a.CloseTrade, r.st.PaymentNo).Get(ctx, &out)
-	if err != nil {
-		r.logger.Warn("close at alipay failed; reconciliation will retry", "payment_no", r.st.PaymentNo, "err", err)
+	if err == nil && out == payment.CloseDone {
+		r.closeLocally(ctx, reason)
 		return
 	}
-	if out == payment.CloseAlreadyPaid {
-		var trade payment.Trade
-		err := workflow.ExecuteActivity(channelOptions(ctx, 5, "query trade after refused close"), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)
-		if err != nil {
-			r.logger.Warn("query after refused close failed; reconciliation will retry", "payment_no", r.st.PaymentNo, "err", err)
-			return
-		}
-		switch trade.State {
-		case payment.TradePaid:
-			r.paidAtAlipay(ctx, trade, "close refused: already paid")
-			return
-		case payment.TradeWaiting:
-			// Not closable yet and not paid: try again on the next tick.
-			return
-		}
+	if err != nil {
+		r.logger.Warn("close at alipay failed; asking alipay for the trade's state", "payment_no", r.st.PaymentNo, "err", err)
 	}
-	r.closeLocally(ctx, reason)
+	var trade payment.Trade
+	err = workflow.ExecuteActivity(channelOptions(ctx, 5, "query trade before closing locally"), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)
+	if err != nil {
+		r.logger.Warn("query before local close failed; the payment stays pending and the next tick retries", "payment_no", r.st.PaymentNo, "err", err)
+		return
+	}
+	switch trade.State {
+	case payment.TradePaid:
+		r.paidAtAlipay(ctx, trade, "close refused: already paid")
+	case payment.TradeClosed:
+		r.closeLocally(ctx, reason)
+	case payment.TradeNotExist:
+		if r.st.PayURLIssued && workflow.Now(ctx).Before(r.st.ExpireAt) {
+			// The buyer may still open the cashier URL and so create the trade until its
+			// time_expire, which is never later than ExpireAt: close after that.
+			r.logger.Info("trade not created yet and its cashier URL is still valid; closing at expiry", "payment_no", r.st.PaymentNo)
+			return
+		}
+		r.closeLocally(ctx, reason)
+	default:
+		// Waiting for the buyer and not closable right now: try again on the next tick.
+	}
 }
 
 func (r *paymentRun) closeLocally(ctx workflow.Context, reason string) {
+	r.endLocally(ctx, a.ClosePayment, reason)
+}
+
+// endLocally runs the local transaction that ends an unpaid payment (ClosePayment or
+// FailPayment) and adopts its outcome, which may be PAID if a callback won the race.
+func (r *paymentRun) endLocally(ctx workflow.Context, transition any, reason string) {
 	var t payment.Transition
-	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.ClosePayment, activities.ClosePaymentInput{
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), transition, activities.ClosePaymentInput{
 		PaymentNo: r.st.PaymentNo, Reason: reason,
 	}).Get(ctx, &t)
 	if err != nil {
-		r.logger.Error("local close failed", "payment_no", r.st.PaymentNo, "err", err)
+		r.logger.Error("local close failed", "payment_no", r.st.PaymentNo, "reason", reason, "err", err)
 		return
 	}
 	r.adopt(t.Payment)
@@ -407,8 +527,12 @@ func (r *paymentRun) adopt(p payment.Payment) {
 // differs, which is recorded for an operator and never marked paid.
 func (r *paymentRun) paidAtAlipay(ctx workflow.Context, trade payment.Trade, source string) {
 	if trade.Amount != r.st.Amount {
+		// Money that does not match is never marked paid, and waiting cannot make it
+		// match: record it for an operator and end the payment as failed, so it stops
+		// reconciling and the order can be paid again.
 		r.recordAnomaly(ctx, "amount_mismatch", trade.TradeNo,
 			fmt.Sprintf("alipay reports %d fen paid (%s), payment is %d fen", trade.Amount, source, r.st.Amount))
+		r.endLocally(ctx, a.FailPayment, "amount_mismatch")
 		return
 	}
 	r.successPath(ctx, trade.TradeNo, trade.PaidAt, source)
@@ -464,9 +588,10 @@ func (r *paymentRun) afterFinal(ctx workflow.Context) {
 			r.st.BenefitGranted = true
 		}
 	}
-	if r.st.EventID == "" {
+	if r.st.EventID == "" || r.makingWay {
 		return
 	}
+	ctx, r.cancelWebhook = workflow.WithCancel(ctx)
 	webhookCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 15 * time.Second,
 		Summary:             "deliver merchant webhook",
@@ -478,6 +603,10 @@ func (r *paymentRun) afterFinal(ctx workflow.Context) {
 		},
 	})
 	if err := workflow.ExecuteActivity(webhookCtx, a.DeliverWebhook, r.st.EventID).Get(ctx, nil); err != nil {
+		if r.makingWay {
+			r.logger.Info("webhook left to the sweeper: a new checkout of the order is waiting", "payment_no", r.st.PaymentNo, "event_id", r.st.EventID)
+			return
+		}
 		r.logger.Warn("merchant webhook not delivered; the sweeper will redeliver it", "payment_no", r.st.PaymentNo, "event_id", r.st.EventID, "err", err)
 		return
 	}

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,12 @@ type fakeStore struct {
 	p        payment.Payment
 	markPaid int
 	closed   int
+	failed   int
 	grants   int
+	// webhookErr is what the merchant webhook answers (nil: delivered).
+	webhookErr error
+	// openErr is what OpenTrade answers (nil: the trade opens).
+	openErr error
 	// anomalies lists the kinds recorded for an operator.
 	anomalies []string
 }
@@ -49,6 +55,9 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 		}).Maybe()
 	env.OnActivity(a.OpenTrade, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.OpenTradeInput) (activities.OpenTradeResult, error) {
+			if fs.openErr != nil {
+				return activities.OpenTradeResult{}, fs.openErr
+			}
 			if in.Method == payment.MethodQR {
 				return activities.OpenTradeResult{QRCode: "https://qr.sim/" + in.PaymentNo}, nil
 			}
@@ -77,7 +86,17 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 			fs.grants++
 			return fs.grants == 1, nil
 		}).Maybe()
-	env.OnActivity(a.DeliverWebhook, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env.OnActivity(a.FailPayment, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ClosePaymentInput) (payment.Transition, error) {
+			if fs.p.Status != payment.StatusPending {
+				return payment.Transition{Payment: fs.p}, nil
+			}
+			fs.failed++
+			fs.p.Status, fs.p.CloseReason = payment.StatusFailed, in.Reason
+			return payment.Transition{Payment: fs.p, Changed: true, EventID: "evt_" + fs.p.PaymentNo + "_failed"}, nil
+		}).Maybe()
+	env.OnActivity(a.DeliverWebhook, mock.Anything, mock.Anything).Return(
+		func(context.Context, string) error { return fs.webhookErr }).Maybe()
 	env.OnActivity(a.RecordAnomaly, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AnomalyInput) error {
 			fs.anomalies = append(fs.anomalies, in.Kind)
@@ -352,54 +371,278 @@ func TestPaymentWorkflow_StateQueryWhilePending(t *testing.T) {
 }
 
 func TestPaymentWorkflow_ChannelRefusalClosesPaymentAndFailsCheckout(t *testing.T) {
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
-	env.RegisterActivity(&activities.Activities{})
-	workflows.Register(env)
-	var closed int
-	env.OnActivity(a.CreatePayment, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.CreatePaymentInput) (activities.CreatePaymentResult, error) {
-			return activities.CreatePaymentResult{Payment: payment.Payment{PaymentNo: in.PaymentNo, TenantID: in.TenantID,
-				OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency, Status: payment.StatusPending, ExpireAt: in.ExpireAt}}, nil
-		})
-	env.OnActivity(a.OpenTrade, mock.Anything, mock.Anything).Return(activities.OpenTradeResult{},
-		temporal.NewNonRetryableApplicationError("ACQ.ACCESS_FORBIDDEN", activities.ErrTypeChannelRefused, nil))
-	env.OnActivity(a.ClosePayment, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.ClosePaymentInput) (payment.Transition, error) {
-			closed++
-			if in.Reason != "channel_refused" {
-				t.Errorf("reason %q", in.Reason)
-			}
-			return payment.Transition{Payment: payment.Payment{PaymentNo: in.PaymentNo, Status: payment.StatusClosed}, Changed: true}, nil
-		})
-	env.OnActivity(a.DeliverWebhook, mock.Anything, mock.Anything).Return(nil).Maybe()
+	env, fs := newEnv(t)
+	fs.openErr = temporal.NewNonRetryableApplicationError("ACQ.ACCESS_FORBIDDEN", activities.ErrTypeChannelRefused, nil)
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseNotExist, nil)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeNotExist}, nil)
+	var checkoutErr error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(workflows.CheckoutUpdate, "u1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { checkoutErr = err }, OnAccept: func() {},
+			OnComplete: func(_ any, err error) { checkoutErr = err },
+		}, workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: payment.MethodPage})
+	}, 0)
 	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
 	st := result(t, env)
-	if st.Status != payment.StatusClosed || closed != 1 {
-		t.Fatalf("status %s closed=%d", st.Status, closed)
+	if st.Status != payment.StatusClosed || fs.closed != 1 || st.OpenRefused == "" {
+		t.Fatalf("status %s closed=%d open_refused=%q", st.Status, fs.closed, st.OpenRefused)
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(checkoutErr, &appErr) || appErr.Type() != activities.ErrTypeChannelRefused {
+		t.Fatalf("checkout answered %v, want a ChannelRefused error (never a closed payment)", checkoutErr)
+	}
+}
+
+// A run that adopts a payment Alipay already holds the money for (the buyer paid while
+// the previous run was terminated) is refused when it opens the trade again. It must take
+// the success path, never close the payment locally.
+func TestPaymentWorkflow_AdoptedPaidTradeRefusedAtOpenIsPaidNotClosed(t *testing.T) {
+	for _, method := range []payment.Method{payment.MethodQR, payment.MethodPage} {
+		t.Run(string(method), func(t *testing.T) {
+			env, fs := newEnv(t)
+			fs.p = payment.Payment{PaymentNo: "PADOPT", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+				Method: method, Status: payment.StatusPending, ExpireAt: time.Now().Add(-time.Minute)}
+			fs.openErr = temporal.NewNonRetryableApplicationError("ACQ.TRADE_HAS_SUCCESS", activities.ErrTypeChannelRefused, nil)
+			env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseAlreadyPaid, nil)
+			env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(
+				payment.Trade{State: payment.TradePaid, TradeNo: "2026ADOPT", Amount: 990, PaymentNo: "PADOPT"}, nil)
+			in := input()
+			in.PaymentNo, in.Method = "PADOPT", method
+			env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+			st := result(t, env)
+			if st.Status != payment.StatusPaid || fs.closed != 0 || fs.markPaid != 1 || st.TradeNo != "2026ADOPT" || fs.grants != 1 {
+				t.Fatalf("status %s closed=%d markPaid=%d trade=%q grants=%d; want PAID and never closed",
+					st.Status, fs.closed, fs.markPaid, st.TradeNo, fs.grants)
+			}
+		})
+	}
+}
+
+// While Alipay cannot confirm the trade's state, a refused open leaves the payment pending:
+// it is never closed locally on a guess.
+func TestPaymentWorkflow_RefusedOpenWaitsForAlipayBeforeClosing(t *testing.T) {
+	env, fs := newEnv(t)
+	fs.p = payment.Payment{PaymentNo: "PWAIT", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+		Method: payment.MethodPage, Status: payment.StatusPending, ExpireAt: time.Now().Add(-time.Minute)}
+	fs.openErr = temporal.NewNonRetryableApplicationError("payment expired", activities.ErrTypeInvalid, nil)
+	down := true
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.CloseOutcome, error) {
+		if down {
+			return 0, errors.New("connection refused")
+		}
+		return payment.CloseNotExist, nil
+	})
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.Trade, error) {
+		if down {
+			return payment.Trade{}, errors.New("connection refused")
+		}
+		return payment.Trade{State: payment.TradeNotExist}, nil
+	})
+	env.RegisterDelayedCallback(func() {
+		if fs.closed != 0 || fs.p.Status != payment.StatusPending {
+			t.Errorf("closed locally while alipay was unreachable: closed=%d status=%s", fs.closed, fs.p.Status)
+		}
+		down = false
+	}, 30*time.Minute)
+	in := input()
+	in.PaymentNo = "PWAIT"
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || fs.closed != 1 {
+		t.Fatalf("status %s closed=%d, want closed once alipay confirmed", st.Status, fs.closed)
+	}
+}
+
+// A page payment whose cashier was never opened has no trade at Alipay yet, but the buyer
+// could still open the URL until it expires: "not exist" closes it only after expiry.
+func TestPaymentWorkflow_CancelOfUnopenedPagePaymentClosesAtExpiry(t *testing.T) {
+	env, fs := newEnv(t)
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseNotExist, nil)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeNotExist}, nil)
+	var start time.Time
+	env.RegisterDelayedCallback(func() {
+		start = env.Now()
+		env.CancelWorkflow()
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		if fs.closed != 0 {
+			t.Error("closed before the cashier URL expired")
+		}
+	}, 10*time.Minute)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || fs.closed != 1 || env.Now().Sub(start) < 13*time.Minute {
+		t.Fatalf("status %s closed=%d after %s", st.Status, fs.closed, env.Now().Sub(start))
+	}
+}
+
+// An operator's cancel while Alipay's close keeps failing must not end the run with the
+// payment pending and nothing watching it: the run keeps closing until Alipay answers.
+func TestPaymentWorkflow_CancelKeepsClosingUntilAlipayConfirms(t *testing.T) {
+	env, fs := newEnv(t)
+	// Each failure ends its activity at once (no retries), so the count is of close paths.
+	down := temporal.NewNonRetryableApplicationError("connection refused", "Unavailable", nil)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.Trade, error) {
+		return payment.Trade{}, down
+	})
+	closes := 0
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.CloseOutcome, error) {
+		closes++
+		if closes <= 3 {
+			return 0, down
+		}
+		return payment.CloseDone, nil
+	})
+	env.RegisterDelayedCallback(env.CancelWorkflow, 30*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || fs.closed != 1 || closes != 4 || !st.CancelRequested {
+		t.Fatalf("status %s closed=%d closes=%d cancel=%v", st.Status, fs.closed, closes, st.CancelRequested)
+	}
+	if p := fs.p; p.Status != payment.StatusClosed {
+		t.Fatalf("stored status %s", p.Status)
+	}
+}
+
+// A paid notification that reaches a run whose payment is already closed (the API saw it
+// pending and re-drove it; the run found it closed) is recorded as an anomaly, not dropped.
+func TestPaymentWorkflow_PaidSignalForClosedPaymentIsAnAnomaly(t *testing.T) {
+	env, fs := newEnv(t)
+	fs.p = payment.Payment{PaymentNo: "PCLOSED", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+		Status: payment.StatusClosed, ExpireAt: time.Now()}
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "late"))
+	}, 0)
+	in := input()
+	in.PaymentNo = "PCLOSED"
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || len(fs.anomalies) != 1 || fs.anomalies[0] != "paid_after_close" || fs.markPaid != 0 {
+		t.Fatalf("status %s anomalies=%v markPaid=%d", st.Status, fs.anomalies, fs.markPaid)
+	}
+}
+
+func checkoutOn(env *testsuite.TestWorkflowEnvironment, id string, req workflows.CheckoutRequest, res *workflows.CheckoutResult, errp *error) {
+	env.UpdateWorkflow(workflows.CheckoutUpdate, id, &testsuite.TestUpdateCallback{
+		OnReject: func(err error) { *errp = err }, OnAccept: func() {},
+		OnComplete: func(v any, err error) {
+			*errp = err
+			if err == nil {
+				*res = v.(workflows.CheckoutResult)
+			}
+		},
+	}, req)
+}
+
+func errType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
+}
+
+// A run whose payment is no longer pending answers a checkout by status: a paid order is
+// final, and a closed one makes way for a new run instead of handing out a dead payment.
+func TestPaymentWorkflow_FinishedRunAnswersCheckoutByStatus(t *testing.T) {
+	coffee := workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: payment.MethodPage}
+	t.Run("paid", func(t *testing.T) {
+		env, fs := newEnv(t)
+		fs.webhookErr = errors.New("merchant answered HTTP 503") // keeps the paid run open
+		var res workflows.CheckoutResult
+		var err, repurchaseErr error
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1")) }, time.Second)
+		env.RegisterDelayedCallback(func() {
+			checkoutOn(env, "again", coffee, &res, &err)
+			again := coffee
+			again.Repurchase = true
+			checkoutOn(env, "repurchase", again, &res, &repurchaseErr)
+		}, 2*time.Second)
+		in := input()
+		in.Timing.WebhookMaxAttempts, in.Timing.WebhookInitialInterval, in.Timing.WebhookMaxInterval = 50, time.Minute, time.Hour
+		env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+		if st := result(t, env); st.Status != payment.StatusPaid || st.WebhookSent {
+			t.Fatalf("state %+v", st)
+		}
+		if errType(err) != activities.ErrTypeOrderPaid || res.PaymentNo != "" {
+			t.Fatalf("checkout of a paid order: %v %+v, want OrderAlreadyPaid", err, res)
+		}
+		if errType(repurchaseErr) != activities.ErrTypeFinishing {
+			t.Fatalf("re-purchase on the paid run: %v, want PaymentFinishing", repurchaseErr)
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		env, fs := newEnv(t)
+		env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseDone, nil)
+		env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeWaiting}, nil)
+		// The merchant is down: the webhook would keep the run open for its whole backoff.
+		fs.webhookErr = errors.New("merchant answered HTTP 503")
+		var res workflows.CheckoutResult
+		var err error
+		var closedAt time.Time
+		env.RegisterDelayedCallback(func() {
+			closedAt = env.Now()
+			if fs.p.Status != payment.StatusClosed {
+				t.Errorf("status %s at 16m", fs.p.Status)
+			}
+			checkoutOn(env, "after-close", coffee, &res, &err)
+		}, 16*time.Minute)
+		in := input()
+		in.Timing.WebhookMaxAttempts, in.Timing.WebhookInitialInterval, in.Timing.WebhookMaxInterval = 50, time.Minute, time.Hour
+		env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+		st := result(t, env)
+		if errType(err) != activities.ErrTypeFinishing || res.PaymentNo != "" {
+			t.Fatalf("checkout of a closed run: %v %+v, want PaymentFinishing", err, res)
+		}
+		if st.WebhookSent || env.Now().Sub(closedAt) > time.Minute {
+			t.Fatalf("run did not make way: ended %s after the checkout, webhook_sent=%v", env.Now().Sub(closedAt), st.WebhookSent)
+		}
+	})
+}
+
+// The validator and the handler judge a checkout against the payment the run holds. An
+// adopting run's input may carry another amount (the new checkout's), and the adopted
+// payment's amount is the one that counts.
+func TestPaymentWorkflow_AdoptingRunJudgesCheckoutsByTheAdoptedPayment(t *testing.T) {
+	env, fs := newEnv(t)
+	fs.p = payment.Payment{PaymentNo: "PAMT", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+		Status: payment.StatusPending, ExpireAt: time.Now().Add(time.Hour)}
+	var res workflows.CheckoutResult
+	var sameErr, otherErr error
+	var other workflows.CheckoutResult
+	env.RegisterDelayedCallback(func() {
+		checkoutOn(env, "same", workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee"}, &res, &sameErr)
+		checkoutOn(env, "other", workflows.CheckoutRequest{Amount: 1000, Currency: "CNY", Subject: "Coffee"}, &other, &otherErr)
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1")) }, time.Minute/2)
+	in := input()
+	in.Amount = 1000 // the checkout that started this run asked for 1000 fen
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	result(t, env)
+	if sameErr != nil || res.PaymentNo != "PAMT" || res.Amount != 990 {
+		t.Fatalf("checkout for the adopted amount: %v %+v", sameErr, res)
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(otherErr, &appErr) || appErr.Type() != "AmountConflict" || !strings.Contains(appErr.Message(), "990 fen") {
+		t.Fatalf("checkout for another amount: %v, want AmountConflict naming 990 fen", otherErr)
 	}
 }
 
 func TestPaymentWorkflow_ReconciledAmountMismatchIsNeverPaid(t *testing.T) {
 	env, fs := newEnv(t)
-	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(
-		payment.Trade{State: payment.TradePaid, TradeNo: "2026X", Amount: 1}, nil)
+	queries := 0
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.Trade, error) {
+		queries++
+		return payment.Trade{State: payment.TradePaid, TradeNo: "2026X", Amount: 1}, nil
+	})
 	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseAlreadyPaid, nil)
-	env.RegisterDelayedCallback(func() {
-		if fs.markPaid != 0 || len(fs.anomalies) == 0 || fs.anomalies[0] != "amount_mismatch" {
-			t.Errorf("markPaid=%d anomalies=%v", fs.markPaid, fs.anomalies)
-		}
-		if fs.p.Status != payment.StatusPending {
-			t.Errorf("status %s", fs.p.Status)
-		}
-		env.CancelWorkflow()
-	}, 20*time.Minute)
 	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
-	if !env.IsWorkflowCompleted() || !temporal.IsCanceledError(env.GetWorkflowError()) {
-		t.Fatalf("want a cancelled, still pending workflow; got %v", env.GetWorkflowError())
+	st := result(t, env)
+	if fs.markPaid != 0 || st.Status != payment.StatusFailed || fs.failed != 1 {
+		t.Fatalf("markPaid=%d status=%s failed=%d, want never paid and FAILED once", fs.markPaid, st.Status, fs.failed)
 	}
-	if fs.markPaid != 0 || fs.p.Status != payment.StatusPending {
-		t.Fatalf("a mismatched amount was marked paid: markPaid=%d status=%s", fs.markPaid, fs.p.Status)
+	if len(fs.anomalies) != 1 || fs.anomalies[0] != "amount_mismatch" || queries != 1 {
+		t.Fatalf("anomalies=%v queries=%d, want one amount_mismatch and no reconciling forever", fs.anomalies, queries)
 	}
 }
 

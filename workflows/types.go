@@ -101,6 +101,8 @@ type PaymentInput struct {
 	Method    payment.Method `json:"method"`
 	ReturnURL string         `json:"return_url,omitempty"`
 	Timing    Timing         `json:"timing"`
+	// Repurchase opts in to paying an order that an earlier payment already paid.
+	Repurchase bool `json:"repurchase,omitempty"`
 	// PaymentNo is set when an existing pending payment is re-driven (by the sweeper or a
 	// late callback): the run adopts it instead of creating a new one.
 	PaymentNo string `json:"payment_no,omitempty"`
@@ -124,8 +126,20 @@ type PaymentState struct {
 	PaidAt    time.Time      `json:"paid_at,omitzero"`
 	// Initialized is true once the payment row and the Alipay trade exist.
 	Initialized bool `json:"initialized"`
-	// InitError is set if the payment could not be created at all.
-	InitError string `json:"init_error,omitempty"`
+	// InitError is set if the payment could not be created at all; InitErrorType is its
+	// Temporal error type (e.g. OrderAlreadyPaid).
+	InitError     string `json:"init_error,omitempty"`
+	InitErrorType string `json:"init_error_type,omitempty"`
+	// OpenRefused is Alipay's refusal to open the trade. The payment is then closed, but
+	// only once Alipay confirms that the trade cannot be paid.
+	OpenRefused string `json:"open_refused,omitempty"`
+	// PayURLIssued is true once a cashier URL for this payment may be in a buyer's hands.
+	// Alipay creates a page-pay trade only when that URL is opened, so until expiry "trade
+	// not exist" does not prove that the payment can no longer be paid.
+	PayURLIssued bool `json:"pay_url_issued,omitempty"`
+	// CancelRequested is set when an operator cancelled the run: from then on the run
+	// closes the payment as soon as Alipay confirms it, and keeps trying until it does.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 	// SeenNotifyIDs are the most recent notify_ids applied, for signal dedupe.
 	SeenNotifyIDs   []string `json:"seen_notify_ids,omitempty"`
 	Reconciliations int      `json:"reconciliations"`
@@ -142,6 +156,8 @@ type CheckoutRequest struct {
 	Currency string         `json:"currency"`
 	Subject  string         `json:"subject"`
 	Method   payment.Method `json:"method"`
+	// Repurchase is the checkout's opt-in to paying an already paid order again.
+	Repurchase bool `json:"repurchase,omitempty"`
 }
 
 // CheckoutResult is what POST /v1/payments answers.
