@@ -3,7 +3,9 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -130,6 +132,7 @@ type fakeOrch struct {
 	mu        sync.Mutex
 	checkouts int
 	err       error
+	errOnce   error // returned by the next checkout only
 	signalErr error
 	block     chan struct{}
 }
@@ -138,9 +141,14 @@ func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, _ stri
 	o.mu.Lock()
 	o.checkouts++
 	block := o.block
+	errOnce := o.errOnce
+	o.errOnce = nil
 	o.mu.Unlock()
 	if block != nil {
 		<-block
+	}
+	if errOnce != nil {
+		return workflows.CheckoutResult{}, errOnce
 	}
 	if o.err != nil {
 		return workflows.CheckoutResult{}, o.err
@@ -155,9 +163,99 @@ func (o *fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.N
 }
 func (o *fakeOrch) Ping(context.Context) error { return nil }
 
+// fakeCache is the Redis fast path in memory, with Redis's semantics for tokens.
+type fakeCache struct {
+	mu     sync.Mutex
+	down   bool                 // token calls fail as with Redis unreachable
+	tokens map[string]fakeToken // by tenant + ":" + token
+	resp   map[string]payment.IdempotencyRecord
+	ttls   map[string]time.Duration // the ttl of the last CacheResponse per key
+	seq    int
+}
+
+// fakeToken is a checkout token: the order it was issued for and the request bound to it.
+type fakeToken struct{ order, binder string }
+
+func newFakeCache() *fakeCache {
+	return &fakeCache{tokens: map[string]fakeToken{}, resp: map[string]payment.IdempotencyRecord{}, ttls: map[string]time.Duration{}}
+}
+
+func (f *fakeCache) IssueToken(_ context.Context, tenantID, orderID string, _ time.Duration) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	tok := fmt.Sprintf("%032x", f.seq)
+	f.tokens[tenantID+":"+tok] = fakeToken{order: orderID}
+	return tok, nil
+}
+
+func (f *fakeCache) ClaimToken(_ context.Context, tenantID, token, orderID, binder string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return "", false, errors.New("dial tcp 127.0.0.1:6379: connection refused")
+	}
+	t, ok := f.tokens[tenantID+":"+token]
+	switch {
+	case !ok:
+		return "", false, nil
+	case t.order != "" && t.order != orderID:
+		return t.order, false, nil
+	case t.binder == "":
+		t.binder = binder
+		f.tokens[tenantID+":"+token] = t
+		return t.order, true, nil
+	case t.binder == binder:
+		return t.order, true, nil
+	default:
+		return "", false, nil
+	}
+}
+
+func (f *fakeCache) ReleaseToken(_ context.Context, tenantID, token, binder string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t, ok := f.tokens[tenantID+":"+token]; ok && t.binder == binder {
+		t.binder = ""
+		f.tokens[tenantID+":"+token] = t
+	}
+	return nil
+}
+
+func (f *fakeCache) CachedResponse(_ context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec, ok := f.resp[tenantID+":"+key]
+	return rec, ok, nil
+}
+
+func (f *fakeCache) CacheResponse(_ context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resp[rec.TenantID+":"+rec.Key] = rec
+	f.ttls[rec.TenantID+":"+rec.Key] = ttl
+	return nil
+}
+
+func (f *fakeCache) NotificationDone(context.Context, string) (bool, error)            { return false, nil }
+func (f *fakeCache) MarkNotificationDone(context.Context, string, time.Duration) error { return nil }
+func (f *fakeCache) Ping(context.Context) error                                        { return nil }
+
 const key = "sk_test_unit_0123456789"
 
 func newServer(t *testing.T) (*httptest.Server, *fakeStore, *fakeOrch) {
+	t.Helper()
+	return newServerWith(t, serverOptions{cfg: api.Config{BodyLimit: "1K"}})
+}
+
+// serverOptions are what a test may change in the server under test.
+type serverOptions struct {
+	cfg    api.Config
+	cache  api.Cache // nil: no Redis
+	logger *slog.Logger
+}
+
+func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore, *fakeOrch) {
 	t.Helper()
 	st := &fakeStore{
 		tenant:   payment.Tenant{ID: "t1", APIKeyHash: api.HashAPIKey(key), AlipayAppID: "app", AlipaySeller: "seller"},
@@ -165,7 +263,7 @@ func newServer(t *testing.T) (*httptest.Server, *fakeStore, *fakeOrch) {
 		idem:     map[string]payment.IdempotencyRecord{},
 	}
 	orch := &fakeOrch{}
-	srv := httptest.NewServer(api.New(api.Config{BodyLimit: "1K"}, st, fakeGateway{}, orch, nil, nil, nil))
+	srv := httptest.NewServer(api.New(o.cfg, st, fakeGateway{}, orch, o.cache, o.logger, nil))
 	t.Cleanup(srv.Close)
 	return srv, st, orch
 }

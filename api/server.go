@@ -28,7 +28,14 @@ type Orchestrator interface {
 // which is the source of truth, so Redis being down makes requests slower, never wrong.
 type Cache interface {
 	IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration) (string, error)
-	ConsumeToken(ctx context.Context, tenantID, token string) (orderID string, ok bool, err error)
+	// ClaimToken binds a checkout token to one request (binder): ok=true for the first
+	// claim and for later claims with the same binder, ok=false for any other binder or a
+	// spent, expired or unknown token. A token issued for an order other than orderID
+	// gives ok=false with issuedFor naming that order, and stays unclaimed.
+	ClaimToken(ctx context.Context, tenantID, token, orderID, binder string) (issuedFor string, ok bool, err error)
+	// ReleaseToken makes a token claimed by binder unspent again, and leaves one claimed
+	// by anyone else alone.
+	ReleaseToken(ctx context.Context, tenantID, token, binder string) error
 	CachedResponse(ctx context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error)
 	CacheResponse(ctx context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error
 	NotificationDone(ctx context.Context, notifyID string) (bool, error)

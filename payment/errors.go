@@ -16,7 +16,7 @@ const (
 	EUNAVAILABLE    = "unavailable"     // a dependency is down; retry later (503)
 	EINFLIGHT       = "in_flight"       // the same idempotent request is still running (409)
 	EMISMATCH       = "key_mismatch"    // an idempotency key reused with another payload (422)
-	ETOKENUSED      = "token_used"      // a one-time checkout token was already consumed (409)
+	ETOKENUSED      = "token_used"      // a one-time checkout token was already used by another request (409)
 	ECHANNEL        = "channel_refused" // Alipay refused the operation for business reasons
 	EBADSIGNATURE   = "bad_signature"   // a signature did not verify
 	EILLEGALSTATE   = "illegal_state"   // a state transition the state machine forbids
