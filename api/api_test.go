@@ -364,7 +364,8 @@ func TestCallbackRepliesFailureUnlessDurable(t *testing.T) {
 		if got := cb(t, srv, form); got != "success" {
 			t.Fatalf("reply %q", got)
 		}
-		if st.notes[0].Outcome != "signalled" || !st.notes[0].Verified {
+		if st.notes[0].Outcome != "signalled" || !st.notes[0].Verified || st.notes[0].Raw != form.Encode() ||
+			st.notes[0].RawLen != len(form.Encode()) || len(st.notes[0].RawSHA256) != 64 {
 			t.Fatalf("recorded %+v", st.notes[0])
 		}
 	})
