@@ -117,14 +117,21 @@ func (s *Server) complete(c echo.Context, held payment.IdempotencyRecord, fp str
 		return
 	}
 	s.cacheResponse(c, payment.IdempotencyRecord{TenantID: tenantID, Key: key, Fingerprint: fp,
-		State: payment.IdempotencyCompleted, ResponseStatus: status, ResponseBody: resp})
+		State: payment.IdempotencyCompleted, ResponseStatus: status, ResponseBody: resp, ExpiresAt: held.ExpiresAt})
 }
 
+// cacheResponse caches a completed response in Redis for what is left of its MySQL
+// record's life (rec.ExpiresAt), so that a replay from the cache never outlives the
+// record: a key MySQL has forgotten must be free again everywhere.
 func (s *Server) cacheResponse(c echo.Context, rec payment.IdempotencyRecord) {
 	if s.cache == nil {
 		return
 	}
-	if err := s.cache.CacheResponse(detached(c), rec, s.cfg.IdempotencyTTL); err != nil {
+	ttl := min(time.Until(rec.ExpiresAt), s.cfg.IdempotencyTTL)
+	if rec.ExpiresAt.IsZero() || ttl <= 0 {
+		return
+	}
+	if err := s.cache.CacheResponse(detached(c), rec, ttl); err != nil {
 		s.log.DebugContext(c.Request().Context(), "idempotency cache write skipped", "err", err)
 	}
 }

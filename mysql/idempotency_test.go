@@ -256,3 +256,25 @@ func TestIdempotencyKey_ExpiredRecordsAreAbsentAndPurged(t *testing.T) {
 		t.Fatalf("second purge deleted %d", purged)
 	}
 }
+
+// TestIdempotencyKey_ReplayCarriesExpiry: the API caches a replayed response for what is
+// left of the record's life, so the record a replay returns must say when it expires.
+func TestIdempotencyKey_ReplayCarriesExpiry(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	first := idemRec("k", "fp", time.Minute, 90*time.Minute)
+	_, held, err := st.ReserveIdempotencyKey(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CompleteIdempotencyKey(ctx, held, 201, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	got, rec, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, 24*time.Hour))
+	if err != nil || got != payment.ReserveReplay {
+		t.Fatalf("replay: %v %v", got, err)
+	}
+	if d := rec.ExpiresAt.Sub(first.ExpiresAt); d < -time.Millisecond || d > time.Millisecond {
+		t.Fatalf("replayed record expires at %v, want the first reservation's %v", rec.ExpiresAt, first.ExpiresAt)
+	}
+}
