@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -134,6 +135,7 @@ type fakeOrch struct {
 	err       error
 	errOnce   error // returned by the next checkout only
 	signalErr error
+	pingErr   error
 	block     chan struct{}
 }
 
@@ -161,16 +163,43 @@ func (o *fakeOrch) Notify(context.Context, payment.Payment, workflows.Notificati
 func (o *fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.NotificationPayload) error {
 	return o.signalErr
 }
-func (o *fakeOrch) Ping(context.Context) error { return nil }
+func (o *fakeOrch) Ping(context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pingErr
+}
+
+// logBuffer collects what the server logs, safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
 
 // fakeCache is the Redis fast path in memory, with Redis's semantics for tokens.
 type fakeCache struct {
-	mu     sync.Mutex
-	down   bool                 // token calls fail as with Redis unreachable
-	tokens map[string]fakeToken // by tenant + ":" + token
-	resp   map[string]payment.IdempotencyRecord
-	ttls   map[string]time.Duration // the ttl of the last CacheResponse per key
-	seq    int
+	mu      sync.Mutex
+	down    bool                 // token calls fail as with Redis unreachable
+	pingErr error                // returned by Ping
+	tokens  map[string]fakeToken // by tenant + ":" + token
+	resp    map[string]payment.IdempotencyRecord
+	ttls    map[string]time.Duration // the ttl of the last CacheResponse per key
+	seq     int
 }
 
 // fakeToken is a checkout token: the order it was issued for and the request bound to it.
@@ -239,7 +268,11 @@ func (f *fakeCache) CacheResponse(_ context.Context, rec payment.IdempotencyReco
 
 func (f *fakeCache) NotificationDone(context.Context, string) (bool, error)            { return false, nil }
 func (f *fakeCache) MarkNotificationDone(context.Context, string, time.Duration) error { return nil }
-func (f *fakeCache) Ping(context.Context) error                                        { return nil }
+func (f *fakeCache) Ping(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pingErr
+}
 
 const key = "sk_test_unit_0123456789"
 
