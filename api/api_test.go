@@ -318,7 +318,7 @@ func post(t *testing.T, url, body string, h map[string]string) (*http.Response, 
 
 func TestErrorsAreProblemJSON(t *testing.T) {
 	srv, _, _ := newServer(t)
-	auth := map[string]string{"Authorization": "Bearer " + key}
+	auth := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}
 	tests := []struct {
 		name string
 		body string
@@ -330,6 +330,7 @@ func TestErrorsAreProblemJSON(t *testing.T) {
 		{"body too large", `{"subject":"` + strings.Repeat("x", 2000) + `"}`, auth, 413},
 		{"malformed json", `{`, auth, 400},
 		{"amount as string", `{"order_id":"o","amount_fen":"9.90","subject":"s"}`, auth, 400},
+		{"not declared as JSON", `{"order_id":"o","amount_fen":990,"subject":"s"}`, map[string]string{"Authorization": "Bearer " + key}, 415},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,7 +345,7 @@ func TestErrorsAreProblemJSON(t *testing.T) {
 
 func TestIdempotencyKeyInFlightAndRelease(t *testing.T) {
 	srv, st, orch := newServer(t)
-	h := map[string]string{"Authorization": "Bearer " + key, "Idempotency-Key": "unit-key-0001"}
+	h := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json", "Idempotency-Key": "unit-key-0001"}
 	body := `{"order_id":"o1","amount_fen":990,"subject":"s"}`
 	orch.block = make(chan struct{})
 	done := make(chan int)

@@ -122,7 +122,7 @@ func New(cfg Config, store payment.Store, gateway payment.Gateway, orch Orchestr
 	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
 	e.POST("/callbacks/alipay", s.alipayCallback)
 
-	v1 := e.Group("/v1", s.authenticate)
+	v1 := e.Group("/v1", s.authenticate, requireJSON)
 	v1.POST("/checkout-tokens", s.createCheckoutToken)
 	v1.POST("/payments", s.createPayment)
 	v1.GET("/payments/:payment_no", s.getPayment)

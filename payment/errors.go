@@ -23,6 +23,8 @@ const (
 	ETOOMANYRETRIES = "retries_exhausted"
 	EORDERPAID      = "order_already_paid" // the order has a PAID payment and the request did not opt in to re-purchase (409)
 	EFINISHING      = "payment_finishing"  // the order's last payment just ended and its run is still wrapping up; retry shortly (409)
+
+	EUNSUPPORTEDMEDIA = "unsupported_media_type" // a request body not declared as JSON (415)
 )
 
 // Error is a domain error: a machine-readable code plus a message safe to show a client.
