@@ -24,13 +24,16 @@ import (
 // tested against MariaDB in mysql/ and end to end in e2e/.
 type fakeStore struct {
 	payment.Store
-	mu       sync.Mutex
-	down     bool
-	tenant   payment.Tenant
-	payments map[string]payment.Payment
-	notes    []payment.ChannelNotification
-	idem     map[string]payment.IdempotencyRecord
-	released int
+	mu        sync.Mutex
+	down      bool
+	tenant    payment.Tenant
+	payments  map[string]payment.Payment
+	notes     []payment.ChannelNotification
+	idem      map[string]payment.IdempotencyRecord
+	released  int
+	takeovers int
+	renewals  int
+	renewErr  error // returned by RenewIdempotencyKey if set
 }
 
 func (f *fakeStore) err() error {
@@ -96,8 +99,14 @@ func (f *fakeStore) ReserveIdempotencyKey(_ context.Context, rec payment.Idempot
 		return payment.ReserveMismatch, old, nil
 	case old.State == payment.IdempotencyCompleted:
 		return payment.ReserveReplay, old, nil
-	default:
+	case old.LockedUntil.After(time.Now()):
 		return payment.ReserveInFlight, old, nil
+	default: // the holder's lock ran out: take the key over, as MySQL does
+		old.LockVersion++
+		old.LockedUntil = rec.LockedUntil
+		f.idem[rec.Key] = old
+		f.takeovers++
+		return payment.ReserveAcquired, old, nil
 	}
 }
 func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, held payment.IdempotencyRecord, status int, body []byte) error {
@@ -105,15 +114,39 @@ func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, held payment.Idemp
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rec := f.idem[key]
+	if rec.State == payment.IdempotencyInFlight && rec.LockVersion != held.LockVersion {
+		return payment.Errorf(payment.ECONFLICT, "taken over")
+	}
 	rec.State, rec.ResponseStatus, rec.ResponseBody = payment.IdempotencyCompleted, status, body
 	f.idem[key] = rec
+	return nil
+}
+func (f *fakeStore) RenewIdempotencyKey(_ context.Context, held payment.IdempotencyRecord) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.renewErr != nil {
+		return f.renewErr
+	}
+	rec, ok := f.idem[held.Key]
+	switch {
+	case !ok:
+		return payment.ErrNotFound
+	case rec.LockVersion != held.LockVersion:
+		return payment.Errorf(payment.ECONFLICT, "taken over")
+	case rec.State == payment.IdempotencyInFlight && held.LockedUntil.After(rec.LockedUntil):
+		rec.LockedUntil = held.LockedUntil
+		f.idem[held.Key] = rec
+	}
+	f.renewals++
 	return nil
 }
 func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, held payment.IdempotencyRecord) error {
 	key := held.Key
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.idem, key)
+	if rec, ok := f.idem[key]; ok && rec.State == payment.IdempotencyInFlight && rec.LockVersion == held.LockVersion {
+		delete(f.idem, key)
+	}
 	f.released++
 	return nil
 }
@@ -137,6 +170,7 @@ type fakeOrch struct {
 	signalErr error
 	pingErr   error
 	block     chan struct{}
+	delay     time.Duration // how long each checkout takes
 }
 
 func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, _ string) (workflows.CheckoutResult, error) {
@@ -149,6 +183,7 @@ func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, _ stri
 	if block != nil {
 		<-block
 	}
+	time.Sleep(o.delay)
 	if errOnce != nil {
 		return workflows.CheckoutResult{}, errOnce
 	}

@@ -43,12 +43,16 @@ type Cache interface {
 	Ping(ctx context.Context) error
 }
 
+// DefaultIdempotencyLock is the default Config.IdempotencyLock.
+const DefaultIdempotencyLock = 5 * time.Second
+
 // Config tunes the API.
 type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key and its response are kept.
 	IdempotencyTTL time.Duration
-	// IdempotencyLock is how long an in-flight request holds its key before another
-	// request may take it over (the first one presumably crashed).
+	// IdempotencyLock is how long an in-flight request holds its key without renewing it
+	// before another request may take it over (the first one presumably crashed). The
+	// request renews it every third of that while it runs.
 	IdempotencyLock time.Duration
 	// CheckoutTokenTTL is the lifetime of a one-time checkout token.
 	CheckoutTokenTTL time.Duration
@@ -65,7 +69,7 @@ func (c Config) withDefaults() Config {
 		c.IdempotencyTTL = 24 * time.Hour
 	}
 	if c.IdempotencyLock <= 0 {
-		c.IdempotencyLock = 30 * time.Second
+		c.IdempotencyLock = DefaultIdempotencyLock
 	}
 	if c.CheckoutTokenTTL <= 0 {
 		c.CheckoutTokenTTL = 30 * time.Minute

@@ -199,6 +199,12 @@ type Store interface {
 	// PurgeExpiredIdempotencyKeys deletes keys that expired before now.
 	PurgeExpiredIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
 
+	// RenewIdempotencyKey extends the in-flight lock of the request that holds the key
+	// (held as ReserveIdempotencyKey returned it) to held.LockedUntil, so that a request
+	// outliving its lock keeps its key. A holder whose key was taken over gets an
+	// ECONFLICT error.
+	RenewIdempotencyKey(ctx context.Context, held IdempotencyRecord) error
+
 	// RecordAnomaly stores an operator-visible anomaly.
 	RecordAnomaly(ctx context.Context, a Anomaly) error
 

@@ -253,7 +253,7 @@ func (s *system) cache() api.Cache {
 }
 
 func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
-	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
+	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
 		s.store, s.gw, s.orch, s.cache(), logger, metrics)
 }
 
