@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,13 +24,16 @@ import (
 // tested against MariaDB in mysql/ and end to end in e2e/.
 type fakeStore struct {
 	payment.Store
-	mu       sync.Mutex
-	down     bool
-	tenant   payment.Tenant
-	payments map[string]payment.Payment
-	notes    []payment.ChannelNotification
-	idem     map[string]payment.IdempotencyRecord
-	released int
+	mu        sync.Mutex
+	down      bool
+	tenant    payment.Tenant
+	payments  map[string]payment.Payment
+	notes     []payment.ChannelNotification
+	idem      map[string]payment.IdempotencyRecord
+	released  int
+	takeovers int
+	renewals  int
+	renewErr  error // returned by RenewIdempotencyKey if set
 }
 
 func (f *fakeStore) err() error {
@@ -106,8 +112,14 @@ func (f *fakeStore) ReserveIdempotencyKey(_ context.Context, rec payment.Idempot
 		return payment.ReserveMismatch, old, nil
 	case old.State == payment.IdempotencyCompleted:
 		return payment.ReserveReplay, old, nil
-	default:
+	case old.LockedUntil.After(time.Now()):
 		return payment.ReserveInFlight, old, nil
+	default: // the holder's lock ran out: take the key over, as MySQL does
+		old.LockVersion++
+		old.LockedUntil = rec.LockedUntil
+		f.idem[rec.Key] = old
+		f.takeovers++
+		return payment.ReserveAcquired, old, nil
 	}
 }
 func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, held payment.IdempotencyRecord, status int, body []byte) error {
@@ -115,15 +127,39 @@ func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, held payment.Idemp
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rec := f.idem[key]
+	if rec.State == payment.IdempotencyInFlight && rec.LockVersion != held.LockVersion {
+		return payment.Errorf(payment.ECONFLICT, "taken over")
+	}
 	rec.State, rec.ResponseStatus, rec.ResponseBody = payment.IdempotencyCompleted, status, body
 	f.idem[key] = rec
+	return nil
+}
+func (f *fakeStore) RenewIdempotencyKey(_ context.Context, held payment.IdempotencyRecord) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.renewErr != nil {
+		return f.renewErr
+	}
+	rec, ok := f.idem[held.Key]
+	switch {
+	case !ok:
+		return payment.ErrNotFound
+	case rec.LockVersion != held.LockVersion:
+		return payment.Errorf(payment.ECONFLICT, "taken over")
+	case rec.State == payment.IdempotencyInFlight && held.LockedUntil.After(rec.LockedUntil):
+		rec.LockedUntil = held.LockedUntil
+		f.idem[held.Key] = rec
+	}
+	f.renewals++
 	return nil
 }
 func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, held payment.IdempotencyRecord) error {
 	key := held.Key
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.idem, key)
+	if rec, ok := f.idem[key]; ok && rec.State == payment.IdempotencyInFlight && rec.LockVersion == held.LockVersion {
+		delete(f.idem, key)
+	}
 	f.released++
 	return nil
 }
@@ -147,8 +183,11 @@ type fakeOrch struct {
 	updateIDs []string
 	lastIn    workflows.PaymentInput
 	err       error
+	errOnce   error // returned by the next checkout only
 	signalErr error
+	pingErr   error
 	block     chan struct{}
+	delay     time.Duration // how long each checkout takes
 }
 
 func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
@@ -161,10 +200,14 @@ func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, update
 	if len(o.errs) > 0 {
 		next, o.errs = o.errs[0], o.errs[1:]
 	}
+	if o.errOnce != nil {
+		next, o.errOnce = o.errOnce, nil
+	}
 	o.mu.Unlock()
 	if block != nil {
 		<-block
 	}
+	time.Sleep(o.delay)
 	if next != nil {
 		return workflows.CheckoutResult{}, next
 	}
@@ -179,11 +222,132 @@ func (o *fakeOrch) Notify(context.Context, payment.Payment, workflows.Notificati
 func (o *fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.NotificationPayload) error {
 	return o.signalErr
 }
-func (o *fakeOrch) Ping(context.Context) error { return nil }
+func (o *fakeOrch) Ping(context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pingErr
+}
+
+// logBuffer collects what the server logs, safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// fakeCache is the Redis fast path in memory, with Redis's semantics for tokens.
+type fakeCache struct {
+	mu      sync.Mutex
+	down    bool                 // token calls fail as with Redis unreachable
+	pingErr error                // returned by Ping
+	tokens  map[string]fakeToken // by tenant + ":" + token
+	resp    map[string]payment.IdempotencyRecord
+	ttls    map[string]time.Duration // the ttl of the last CacheResponse per key
+	seq     int
+}
+
+// fakeToken is a checkout token: the order it was issued for and the request bound to it.
+type fakeToken struct{ order, binder string }
+
+func newFakeCache() *fakeCache {
+	return &fakeCache{tokens: map[string]fakeToken{}, resp: map[string]payment.IdempotencyRecord{}, ttls: map[string]time.Duration{}}
+}
+
+func (f *fakeCache) IssueToken(_ context.Context, tenantID, orderID string, _ time.Duration) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seq++
+	tok := fmt.Sprintf("%032x", f.seq)
+	f.tokens[tenantID+":"+tok] = fakeToken{order: orderID}
+	return tok, nil
+}
+
+func (f *fakeCache) ClaimToken(_ context.Context, tenantID, token, orderID, binder string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return "", false, errors.New("dial tcp 127.0.0.1:6379: connection refused")
+	}
+	t, ok := f.tokens[tenantID+":"+token]
+	switch {
+	case !ok:
+		return "", false, nil
+	case t.order != "" && t.order != orderID:
+		return t.order, false, nil
+	case t.binder == "":
+		t.binder = binder
+		f.tokens[tenantID+":"+token] = t
+		return t.order, true, nil
+	case t.binder == binder:
+		return t.order, true, nil
+	default:
+		return "", false, nil
+	}
+}
+
+func (f *fakeCache) ReleaseToken(_ context.Context, tenantID, token, binder string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if t, ok := f.tokens[tenantID+":"+token]; ok && t.binder == binder {
+		t.binder = ""
+		f.tokens[tenantID+":"+token] = t
+	}
+	return nil
+}
+
+func (f *fakeCache) CachedResponse(_ context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec, ok := f.resp[tenantID+":"+key]
+	return rec, ok, nil
+}
+
+func (f *fakeCache) CacheResponse(_ context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resp[rec.TenantID+":"+rec.Key] = rec
+	f.ttls[rec.TenantID+":"+rec.Key] = ttl
+	return nil
+}
+
+func (f *fakeCache) NotificationDone(context.Context, string) (bool, error)            { return false, nil }
+func (f *fakeCache) MarkNotificationDone(context.Context, string, time.Duration) error { return nil }
+func (f *fakeCache) Ping(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pingErr
+}
 
 const key = "sk_test_unit_0123456789"
 
 func newServer(t *testing.T) (*httptest.Server, *fakeStore, *fakeOrch) {
+	t.Helper()
+	return newServerWith(t, serverOptions{cfg: api.Config{BodyLimit: "1K"}})
+}
+
+// serverOptions are what a test may change in the server under test.
+type serverOptions struct {
+	cfg    api.Config
+	cache  api.Cache // nil: no Redis
+	logger *slog.Logger
+}
+
+func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore, *fakeOrch) {
 	t.Helper()
 	st := &fakeStore{
 		tenant:   payment.Tenant{ID: "t1", APIKeyHash: api.HashAPIKey(key), AlipayAppID: "app", AlipaySeller: "seller"},
@@ -191,7 +355,7 @@ func newServer(t *testing.T) (*httptest.Server, *fakeStore, *fakeOrch) {
 		idem:     map[string]payment.IdempotencyRecord{},
 	}
 	orch := &fakeOrch{}
-	srv := httptest.NewServer(api.New(api.Config{BodyLimit: "1K"}, st, fakeGateway{}, orch, nil, nil, nil))
+	srv := httptest.NewServer(api.New(o.cfg, st, fakeGateway{}, orch, o.cache, o.logger, nil))
 	t.Cleanup(srv.Close)
 	return srv, st, orch
 }
@@ -213,7 +377,7 @@ func post(t *testing.T, url, body string, h map[string]string) (*http.Response, 
 
 func TestErrorsAreProblemJSON(t *testing.T) {
 	srv, _, _ := newServer(t)
-	auth := map[string]string{"Authorization": "Bearer " + key}
+	auth := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}
 	tests := []struct {
 		name string
 		body string
@@ -225,6 +389,7 @@ func TestErrorsAreProblemJSON(t *testing.T) {
 		{"body too large", `{"subject":"` + strings.Repeat("x", 2000) + `"}`, auth, 413},
 		{"malformed json", `{`, auth, 400},
 		{"amount as string", `{"order_id":"o","amount_fen":"9.90","subject":"s"}`, auth, 400},
+		{"not declared as JSON", `{"order_id":"o","amount_fen":990,"subject":"s"}`, map[string]string{"Authorization": "Bearer " + key}, 415},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,7 +404,7 @@ func TestErrorsAreProblemJSON(t *testing.T) {
 
 func TestIdempotencyKeyInFlightAndRelease(t *testing.T) {
 	srv, st, orch := newServer(t)
-	h := map[string]string{"Authorization": "Bearer " + key, "Idempotency-Key": "unit-key-0001"}
+	h := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json", "Idempotency-Key": "unit-key-0001"}
 	body := `{"order_id":"o1","amount_fen":990,"subject":"s"}`
 	orch.block = make(chan struct{})
 	done := make(chan int)
@@ -292,7 +457,8 @@ func TestCallbackRepliesFailureUnlessDurable(t *testing.T) {
 		if got := cb(t, srv, form); got != "success" {
 			t.Fatalf("reply %q", got)
 		}
-		if st.notes[0].Outcome != "signalled" || !st.notes[0].Verified {
+		if st.notes[0].Outcome != "signalled" || !st.notes[0].Verified || st.notes[0].Raw != form.Encode() ||
+			st.notes[0].RawLen != len(form.Encode()) || len(st.notes[0].RawSHA256) != 64 {
 			t.Fatalf("recorded %+v", st.notes[0])
 		}
 	})

@@ -62,14 +62,18 @@ func (s *Server) alipayCallback(c echo.Context) error {
 	n, err := s.gateway.DecodeNotification(ctx, form)
 	if err != nil {
 		// Forged, tampered, or for another app or seller. Keep it for audit without
-		// letting it claim the notify_id.
+		// letting it claim the notify_id, and without letting it fill the database: only
+		// the start of its body, with the hash and length of all of it.
 		s.metrics.callbacks.WithLabelValues("unverified").Inc()
+		s.metrics.unverifiedBytes.Add(float64(len(raw)))
 		s.log.ErrorContext(ctx, "alipay notification rejected", "request_id", requestID(c),
-			"notify_id", form.Get("notify_id"), "payment_no", form.Get("out_trade_no"), "err", err)
-		_, _, rerr := s.store.RecordNotification(detached(c), payment.ChannelNotification{
+			"notify_id", form.Get("notify_id"), "payment_no", form.Get("out_trade_no"), "raw_len", len(raw), "err", err)
+		rejected := payment.ChannelNotification{
 			Channel: "alipay", NotifyID: form.Get("notify_id"), PaymentNo: form.Get("out_trade_no"), TradeNo: form.Get("trade_no"),
-			Raw: string(raw), Verified: false, Outcome: outcomeRejectPrefix + err.Error(), ReceivedAt: time.Now().UTC(),
-		})
+			Verified: false, Outcome: outcomeRejectPrefix + err.Error(), ReceivedAt: time.Now().UTC(),
+		}
+		rejected.KeepRaw(string(raw))
+		_, _, rerr := s.store.RecordNotification(detached(c), rejected)
 		if rerr != nil {
 			s.log.ErrorContext(ctx, "record rejected notification", "err", rerr)
 		}
@@ -81,10 +85,12 @@ func (s *Server) alipayCallback(c echo.Context) error {
 			return alipayReply(c, true)
 		}
 	}
-	rec, inserted, err := s.store.RecordNotification(ctx, payment.ChannelNotification{
+	verified := payment.ChannelNotification{
 		Channel: "alipay", NotifyID: n.NotifyID, PaymentNo: n.PaymentNo, TradeNo: n.TradeNo,
-		Raw: string(raw), Verified: true, Outcome: outcomeReceived, ReceivedAt: time.Now().UTC(),
-	})
+		Verified: true, Outcome: outcomeReceived, ReceivedAt: time.Now().UTC(),
+	}
+	verified.KeepRaw(string(raw))
+	rec, inserted, err := s.store.RecordNotification(ctx, verified)
 	if err != nil {
 		s.metrics.callbacks.WithLabelValues("store_unavailable").Inc()
 		s.log.ErrorContext(ctx, "record notification failed; alipay will retry", "notify_id", n.NotifyID, "err", err)

@@ -31,6 +31,8 @@ var statusByCode = map[string]int{
 	payment.EUNAVAILABLE:    http.StatusServiceUnavailable,
 	payment.ETOOMANYRETRIES: http.StatusServiceUnavailable,
 	payment.EINTERNAL:       http.StatusInternalServerError,
+
+	payment.EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
 }
 
 // Problem is an RFC 9457 problem details body.
@@ -64,6 +66,8 @@ func statusFor(err error) (int, string) {
 			return he.Code, payment.EINVALID
 		case http.StatusMethodNotAllowed:
 			return he.Code, payment.EINVALID
+		case http.StatusUnsupportedMediaType:
+			return he.Code, payment.EUNSUPPORTEDMEDIA
 		case http.StatusServiceUnavailable:
 			return he.Code, payment.EUNAVAILABLE
 		}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -87,7 +88,9 @@ func (s *Server) idempotent(c echo.Context, key string, body []byte, handle func
 	}
 	s.metrics.idem.WithLabelValues("acquired").Inc()
 
+	stopRenewing := s.renewWhileRunning(c, rec)
 	status, resp, herr := handle()
+	stopRenewing()
 	if herr != nil {
 		status, p := problemFor(c, herr)
 		if code := payment.ErrorCode(herr); status >= 500 || code == payment.EINFLIGHT || code == payment.EFINISHING {
@@ -106,6 +109,49 @@ func (s *Server) idempotent(c echo.Context, key string, body []byte, handle func
 	return c.JSONBlob(status, resp)
 }
 
+// renewWhileRunning keeps the in-flight lock on held alive, renewing it every third of
+// IdempotencyLock, until the returned stop is called (it waits for the renewer to end).
+// The lock is short so that the key of a request whose process died frees within
+// seconds; the renewals keep a slow request from being taken over by its own retry.
+func (s *Server) renewWhileRunning(c echo.Context, held payment.IdempotencyRecord) (stop func()) {
+	ctx, cancel := context.WithCancel(detached(c))
+	done := make(chan struct{})
+	every := max(s.cfg.IdempotencyLock/3, time.Millisecond)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			held.LockedUntil = time.Now().Add(s.cfg.IdempotencyLock)
+			rctx, rcancel := context.WithTimeout(ctx, every)
+			err := s.store.RenewIdempotencyKey(rctx, held)
+			rcancel()
+			switch {
+			case err == nil:
+			case ctx.Err() != nil:
+				return
+			case payment.ErrorCode(err) == payment.ECONFLICT:
+				// Its lock ran out (a renewal was lost or late) and a retry took over; this
+				// request's answer will not be stored, the retry's will.
+				s.log.WarnContext(ctx, "idempotency key taken over while its request ran", "tenant_id", held.TenantID,
+					"request_id", requestID(c), "err", err)
+				return
+			default:
+				s.log.WarnContext(ctx, "renew idempotency key", "tenant_id", held.TenantID, "request_id", requestID(c), "err", err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 func (s *Server) complete(c echo.Context, held payment.IdempotencyRecord, fp string, status int, resp []byte) {
 	ctx := detached(c)
 	tenantID, key := held.TenantID, held.Key
@@ -116,14 +162,21 @@ func (s *Server) complete(c echo.Context, held payment.IdempotencyRecord, fp str
 		return
 	}
 	s.cacheResponse(c, payment.IdempotencyRecord{TenantID: tenantID, Key: key, Fingerprint: fp,
-		State: payment.IdempotencyCompleted, ResponseStatus: status, ResponseBody: resp})
+		State: payment.IdempotencyCompleted, ResponseStatus: status, ResponseBody: resp, ExpiresAt: held.ExpiresAt})
 }
 
+// cacheResponse caches a completed response in Redis for what is left of its MySQL
+// record's life (rec.ExpiresAt), so that a replay from the cache never outlives the
+// record: a key MySQL has forgotten must be free again everywhere.
 func (s *Server) cacheResponse(c echo.Context, rec payment.IdempotencyRecord) {
 	if s.cache == nil {
 		return
 	}
-	if err := s.cache.CacheResponse(detached(c), rec, s.cfg.IdempotencyTTL); err != nil {
+	ttl := min(time.Until(rec.ExpiresAt), s.cfg.IdempotencyTTL)
+	if rec.ExpiresAt.IsZero() || ttl <= 0 {
+		return
+	}
+	if err := s.cache.CacheResponse(detached(c), rec, ttl); err != nil {
 		s.log.DebugContext(c.Request().Context(), "idempotency cache write skipped", "err", err)
 	}
 }

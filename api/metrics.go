@@ -17,8 +17,11 @@ type Metrics struct {
 	latency   *prometheus.HistogramVec
 	checkouts *prometheus.CounterVec
 	callbacks *prometheus.CounterVec
-	idem      *prometheus.CounterVec
-	anomalies prometheus.Counter
+	// unverifiedBytes counts the bytes posted in unverified callbacks, of which only a
+	// prefix is stored.
+	unverifiedBytes prometheus.Counter
+	idem            *prometheus.CounterVec
+	anomalies       prometheus.Counter
 }
 
 // NewMetrics registers the collectors on reg, or on a new registry if reg is nil.
@@ -42,6 +45,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_alipay_callbacks_total", Help: "Alipay notification outcomes.",
 		}, []string{"outcome"}),
+		unverifiedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paykit_alipay_unverified_callback_bytes_total",
+			Help: "Bytes of the bodies of Alipay callbacks whose signature did not verify (only a prefix of each is stored).",
+		}),
 		idem: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_idempotency_keys_total", Help: "Idempotency-Key outcomes (acquired, replay, in_flight, mismatch).",
 		}, []string{"outcome"}),
@@ -49,7 +56,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "paykit_payment_anomalies_total", Help: "Cases recorded for an operator, such as money received for a closed payment.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.checkouts, m.callbacks, m.idem, m.anomalies)
+	reg.MustRegister(m.requests, m.latency, m.checkouts, m.callbacks, m.unverifiedBytes, m.idem, m.anomalies)
 	return m
 }
 

@@ -144,7 +144,7 @@ func (s *Server) createPayment(c echo.Context) error {
 
 // checkout returns the status and body to answer; errors are turned into problems by the
 // caller (and stored for replay when they are the client's fault).
-func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (int, []byte, error) {
+func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (_ int, _ []byte, retErr error) {
 	ctx := c.Request().Context()
 	tenant := tenantOf(c)
 	var req CreatePaymentRequest
@@ -163,9 +163,19 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (int, []b
 		}
 	}
 	if req.CheckoutToken != "" {
-		if err := s.consumeToken(c, tenant.ID, req); err != nil {
+		binder, err := s.claimToken(c, tenant.ID, req, idemKey)
+		if err != nil {
 			s.metrics.checkouts.WithLabelValues("token_reused").Inc()
 			return 0, nil, err
+		}
+		if binder != "" {
+			defer func() {
+				if retErr != nil {
+					if st, _ := statusFor(retErr); st >= 500 || payment.ErrorCode(retErr) == payment.EFINISHING {
+						s.releaseToken(c, tenant.ID, req, binder)
+					}
+				}
+			}()
 		}
 	}
 	updateID := "checkout-" + uuid.NewString()
@@ -242,26 +252,43 @@ func (s *Server) refusePaidOrder(c echo.Context, tenantID, orderID string) error
 	}
 }
 
-// consumeToken spends the one-time token atomically. If Redis is down the token layer is
-// skipped: the layers below it still guarantee one payment per order.
-func (s *Server) consumeToken(c echo.Context, tenantID string, req CreatePaymentRequest) error {
+// claimToken binds the one-time token to this request and returns the binder it used.
+// The binder of a request with an Idempotency-Key is derived from (tenant, key), so the
+// client's retry of a checkout that failed midway finds the token still its own, and the
+// idempotency and workflow layers keep the retry exactly-once; any other request gets a
+// random binder and so token_used. If Redis is down the token layer is skipped (binder
+// ""): the layers below it still guarantee one payment per order.
+func (s *Server) claimToken(c echo.Context, tenantID string, req CreatePaymentRequest, idemKey string) (string, error) {
 	if s.cache == nil {
-		return nil
+		return "", nil
 	}
-	orderID, ok, err := s.cache.ConsumeToken(c.Request().Context(), tenantID, req.CheckoutToken)
+	binder := "r:" + uuid.NewString()
+	if idemKey != "" {
+		binder = "k:" + HashAPIKey("checkout-token\x00"+tenantID+"\x00"+idemKey)
+	}
+	issuedFor, ok, err := s.cache.ClaimToken(c.Request().Context(), tenantID, req.CheckoutToken, req.OrderID, binder)
 	if err != nil {
 		s.log.WarnContext(c.Request().Context(), "checkout token check skipped: redis unavailable", "tenant_id", tenantID,
 			"order_id", req.OrderID, "err", err)
-		return nil
+		return "", nil
+	}
+	if !ok && issuedFor != "" && issuedFor != req.OrderID {
+		return "", payment.Errorf(payment.EUNPROCESSABLE, "checkout token was issued for another order")
 	}
 	if !ok {
-		return s.withExistingPayment(c, tenantID, req.OrderID,
+		return "", s.withExistingPayment(c, tenantID, req.OrderID,
 			payment.Errorf(payment.ETOKENUSED, "checkout token already used or expired"))
 	}
-	if orderID != "" && orderID != req.OrderID {
-		return payment.Errorf(payment.EUNPROCESSABLE, "checkout token was issued for another order")
+	return binder, nil
+}
+
+// releaseToken gives the token back after a checkout failed through no fault of the
+// client's (5xx), so that a retry, with or without an Idempotency-Key, can use it.
+func (s *Server) releaseToken(c echo.Context, tenantID string, req CreatePaymentRequest, binder string) {
+	if err := s.cache.ReleaseToken(detached(c), tenantID, req.CheckoutToken, binder); err != nil {
+		s.log.WarnContext(c.Request().Context(), "release checkout token", "tenant_id", tenantID,
+			"order_id", req.OrderID, "err", err)
 	}
-	return nil
 }
 
 // withExistingPayment attaches the order's current payment to a conflict, so the client

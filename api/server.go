@@ -28,7 +28,14 @@ type Orchestrator interface {
 // which is the source of truth, so Redis being down makes requests slower, never wrong.
 type Cache interface {
 	IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration) (string, error)
-	ConsumeToken(ctx context.Context, tenantID, token string) (orderID string, ok bool, err error)
+	// ClaimToken binds a checkout token to one request (binder): ok=true for the first
+	// claim and for later claims with the same binder, ok=false for any other binder or a
+	// spent, expired or unknown token. A token issued for an order other than orderID
+	// gives ok=false with issuedFor naming that order, and stays unclaimed.
+	ClaimToken(ctx context.Context, tenantID, token, orderID, binder string) (issuedFor string, ok bool, err error)
+	// ReleaseToken makes a token claimed by binder unspent again, and leaves one claimed
+	// by anyone else alone.
+	ReleaseToken(ctx context.Context, tenantID, token, binder string) error
 	CachedResponse(ctx context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error)
 	CacheResponse(ctx context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error
 	NotificationDone(ctx context.Context, notifyID string) (bool, error)
@@ -36,12 +43,16 @@ type Cache interface {
 	Ping(ctx context.Context) error
 }
 
+// DefaultIdempotencyLock is the default Config.IdempotencyLock.
+const DefaultIdempotencyLock = 5 * time.Second
+
 // Config tunes the API.
 type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key and its response are kept.
 	IdempotencyTTL time.Duration
-	// IdempotencyLock is how long an in-flight request holds its key before another
-	// request may take it over (the first one presumably crashed).
+	// IdempotencyLock is how long an in-flight request holds its key without renewing it
+	// before another request may take it over (the first one presumably crashed). The
+	// request renews it every third of that while it runs.
 	IdempotencyLock time.Duration
 	// CheckoutTokenTTL is the lifetime of a one-time checkout token.
 	CheckoutTokenTTL time.Duration
@@ -58,7 +69,7 @@ func (c Config) withDefaults() Config {
 		c.IdempotencyTTL = 24 * time.Hour
 	}
 	if c.IdempotencyLock <= 0 {
-		c.IdempotencyLock = 30 * time.Second
+		c.IdempotencyLock = DefaultIdempotencyLock
 	}
 	if c.CheckoutTokenTTL <= 0 {
 		c.CheckoutTokenTTL = 30 * time.Minute
@@ -115,7 +126,7 @@ func New(cfg Config, store payment.Store, gateway payment.Gateway, orch Orchestr
 	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
 	e.POST("/callbacks/alipay", s.alipayCallback)
 
-	v1 := e.Group("/v1", s.authenticate)
+	v1 := e.Group("/v1", s.authenticate, requireJSON)
 	v1.POST("/checkout-tokens", s.createCheckoutToken)
 	v1.POST("/payments", s.createPayment)
 	v1.GET("/payments/:payment_no", s.getPayment)

@@ -312,10 +312,14 @@ func TestIdempotencyKeyProtocol(t *testing.T) {
 		{"other currency", `{"order_id":"x1","amount_fen":1,"subject":"s","currency":"USD"}`, 400},
 	}
 	for _, tc := range bad {
-		r := do(t, http.MethodPost, st.apiURL+"/v1/payments", map[string]string{"Authorization": "Bearer " + tn.apiKey}, []byte(tc.body))
+		r := do(t, http.MethodPost, st.apiURL+"/v1/payments", map[string]string{"Authorization": "Bearer " + tn.apiKey, "Content-Type": "application/json"}, []byte(tc.body))
 		if r.status != tc.want || !strings.Contains(r.header.Get("Content-Type"), "application/problem+json") {
 			t.Errorf("%s: HTTP %d %s", tc.name, r.status, r.body)
 		}
+	}
+	if r := do(t, http.MethodPost, st.apiURL+"/v1/payments", map[string]string{"Authorization": "Bearer " + tn.apiKey, "Content-Type": "text/plain"},
+		[]byte(`{"order_id":"x1","amount_fen":1,"subject":"s"}`)); r.status != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain body: HTTP %d %s", r.status, r.body)
 	}
 	if r := do(t, http.MethodPost, st.apiURL+"/v1/payments", nil, []byte(`{}`)); r.status != http.StatusUnauthorized {
 		t.Errorf("no auth: HTTP %d", r.status)

@@ -40,6 +40,9 @@ WHERE id = ? AND lock_version = ?`
 WHERE id = ? AND lock_version = ? AND state = 0`
 	qCompleteIdem = `UPDATE idempotency_keys SET state = 1, response_status = ?, response_body = ?, updated_at = ?
 WHERE tenant_id = ? AND idem_key = ? AND state = 0 AND lock_version = ?`
+	// qRenewIdem extends the lock of the holder named by lock_version, never shortening it.
+	qRenewIdem = `UPDATE idempotency_keys SET locked_until = GREATEST(locked_until, ?), updated_at = ?
+WHERE tenant_id = ? AND idem_key = ? AND state = 0 AND lock_version = ?`
 	qReleaseIdem = `DELETE FROM idempotency_keys WHERE tenant_id = ? AND idem_key = ? AND state = 0 AND lock_version = ?`
 	qPurgeIdem   = `DELETE FROM idempotency_keys WHERE expires_at < ? LIMIT 1000` // LIMIT = purgeBatch
 )
@@ -183,6 +186,33 @@ func (st *Store) CompleteIdempotencyKey(ctx context.Context, held payment.Idempo
 	}
 	if cur.rec.State == payment.IdempotencyInFlight && cur.lockVersion != held.LockVersion {
 		return payment.Errorf(payment.ECONFLICT, "idempotency key %q was taken over by another request", key)
+	}
+	return nil
+}
+
+// RenewIdempotencyKey extends the lock of the in-flight key held by held to
+// held.LockedUntil (a lock is never shortened), so that a request running longer than
+// its lock keeps its key while a crashed one loses it soon. A key another request took
+// over is an ECONFLICT error, a missing one wraps payment.ErrNotFound, and a completed
+// one is left as it is.
+func (st *Store) RenewIdempotencyKey(ctx context.Context, held payment.IdempotencyRecord) error {
+	res, err := st.exec(ctx, nil, qRenewIdem, dbTime(held.LockedUntil), st.clock(), held.TenantID, held.Key, held.LockVersion)
+	if err != nil {
+		return fmt.Errorf("mysql: renew idempotency key: %w", err)
+	}
+	changed, err := affected(res)
+	if err != nil {
+		return fmt.Errorf("mysql: renew idempotency key: %w", err)
+	}
+	if changed {
+		return nil
+	}
+	cur, err := st.getIdem(ctx, held.TenantID, held.Key)
+	if err != nil {
+		return fmt.Errorf("mysql: renew idempotency key: %w", err)
+	}
+	if cur.lockVersion != held.LockVersion {
+		return payment.Errorf(payment.ECONFLICT, "idempotency key %q was taken over by another request", held.Key)
 	}
 	return nil
 }

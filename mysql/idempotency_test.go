@@ -256,3 +256,86 @@ func TestIdempotencyKey_ExpiredRecordsAreAbsentAndPurged(t *testing.T) {
 		t.Fatalf("second purge deleted %d", purged)
 	}
 }
+
+// TestIdempotencyKey_ReplayCarriesExpiry: the API caches a replayed response for what is
+// left of the record's life, so the record a replay returns must say when it expires.
+func TestIdempotencyKey_ReplayCarriesExpiry(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	first := idemRec("k", "fp", time.Minute, 90*time.Minute)
+	_, held, err := st.ReserveIdempotencyKey(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CompleteIdempotencyKey(ctx, held, 201, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	got, rec, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, 24*time.Hour))
+	if err != nil || got != payment.ReserveReplay {
+		t.Fatalf("replay: %v %v", got, err)
+	}
+	if d := rec.ExpiresAt.Sub(first.ExpiresAt); d < -time.Millisecond || d > time.Millisecond {
+		t.Fatalf("replayed record expires at %v, want the first reservation's %v", rec.ExpiresAt, first.ExpiresAt)
+	}
+}
+
+func TestIdempotencyKey_Renew(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	const lock = 150 * time.Millisecond
+	_, holder, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", lock, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renew := func(h payment.IdempotencyRecord) error {
+		h.LockedUntil = time.Now().Add(lock)
+		return st.RenewIdempotencyKey(ctx, h)
+	}
+
+	// Renewed every third of its lock, the holder keeps the key well past the first lock.
+	for range 6 {
+		time.Sleep(lock / 3)
+		if err := renew(holder); err != nil {
+			t.Fatalf("renew: %v", err)
+		}
+	}
+	if got, _, _ := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); got != payment.ReserveInFlight {
+		t.Fatalf("a renewed key: %v, want in flight", got)
+	}
+
+	// Without renewals the lock runs out, and another request takes the key over; the old
+	// holder can then no longer renew it.
+	time.Sleep(2 * lock)
+	got, taker, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour))
+	if err != nil || got != payment.ReserveAcquired {
+		t.Fatalf("takeover: %v %v", got, err)
+	}
+	if err := renew(holder); payment.ErrorCode(err) != payment.ECONFLICT {
+		t.Fatalf("renew by the taken-over holder: %v, want conflict", err)
+	}
+	if err := renew(taker); err != nil {
+		t.Fatalf("renew by the new holder: %v", err)
+	}
+
+	// A renewal never shortens a lock, and is a no-op once the holder completed.
+	short := taker
+	short.LockedUntil = time.Now()
+	if err := st.RenewIdempotencyKey(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); got != payment.ReserveInFlight {
+		t.Fatalf("after a renewal to now: %v, want still in flight", got)
+	}
+	if err := st.CompleteIdempotencyKey(ctx, taker, 201, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if err := renew(taker); err != nil {
+		t.Fatalf("renew after completion: %v", err)
+	}
+	if got, rec, _ := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); got != payment.ReserveReplay || string(rec.ResponseBody) != "ok" {
+		t.Fatalf("after completion: %v %q", got, rec.ResponseBody)
+	}
+	if err := renew(held("missing")); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("renew of a missing key: %v, want not found", err)
+	}
+}

@@ -9,12 +9,12 @@ import (
 	"github.com/paykit/paykit/payment"
 )
 
-const notificationColumns = `id, channel, claimed_notify_id, payment_no, trade_no, raw_payload, verified, outcome, received_at`
+const notificationColumns = `id, channel, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at`
 
 const (
 	qInsertNotification = `INSERT INTO channel_notifications
-	(channel, notify_id, claimed_notify_id, payment_no, trade_no, raw_payload, verified, outcome, received_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(channel, notify_id, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qNotificationByNotifyID = `SELECT ` + notificationColumns + ` FROM channel_notifications
 WHERE channel = ? AND notify_id = ?`
 	qNotificationOutcome = `UPDATE channel_notifications SET outcome = ?, updated_at = ? WHERE id = ?`
@@ -22,7 +22,8 @@ WHERE channel = ? AND notify_id = ?`
 )
 
 // Column sizes of channel_notifications. Unverified notifications are attacker-controlled,
-// so their fields are cut to fit rather than allowed to fail the insert.
+// so their fields are cut to fit rather than allowed to fail the insert (their body to
+// payment.MaxUnverifiedRaw).
 const (
 	maxNotifyID      = 128
 	maxRef           = 64
@@ -38,6 +39,10 @@ const (
 // with notify_id NULL, so it can never claim, and so block, a genuine notify_id; the id
 // it claimed is kept for audit and returned in NotifyID. An empty Outcome is stored as
 // "received"; a zero ReceivedAt means now.
+//
+// The body of an unverified notification is kept only in part (payment.MaxUnverifiedRaw
+// bytes), with the SHA-256 and length of all of it: anyone can post one. If n.RawSHA256
+// is empty, n.Raw is taken as the whole body and described here (KeepRaw).
 func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotification) (payment.ChannelNotification, bool, error) {
 	if n.Channel == "" || len(n.Channel) > maxChannel {
 		return payment.ChannelNotification{}, false, payment.Errorf(payment.EINVALID, "channel must be 1-%d bytes", maxChannel)
@@ -53,6 +58,11 @@ func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotifi
 	n.Outcome = truncate(n.Outcome, maxOutcome)
 	n.PaymentNo = truncate(n.PaymentNo, maxRef)
 	n.TradeNo = truncate(n.TradeNo, maxRef)
+	if n.RawSHA256 == "" {
+		n.KeepRaw(n.Raw)
+	} else if !n.Verified {
+		n.Raw = truncate(n.Raw, payment.MaxUnverifiedRaw)
+	}
 	claim := sql.NullString{}
 	if n.Verified && n.NotifyID != "" {
 		claim = sql.NullString{String: n.NotifyID, Valid: true}
@@ -61,7 +71,7 @@ func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotifi
 	}
 	for range maxRecordAttempt {
 		res, err := st.exec(ctx, nil, qInsertNotification, n.Channel, claim, n.NotifyID, n.PaymentNo,
-			n.TradeNo, n.Raw, n.Verified, n.Outcome, n.ReceivedAt, now)
+			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now)
 		if err == nil {
 			if n.ID, err = res.LastInsertId(); err != nil {
 				return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
@@ -107,8 +117,8 @@ func (st *Store) SetNotificationOutcome(ctx context.Context, id int64, outcome s
 func (st *Store) notificationByNotifyID(ctx context.Context, channel, notifyID string) (payment.ChannelNotification, error) {
 	var n payment.ChannelNotification
 	err := st.queryRow(ctx, nil, qNotificationByNotifyID, []any{channel, notifyID}, func(row *sql.Row) error {
-		return row.Scan(&n.ID, &n.Channel, &n.NotifyID, &n.PaymentNo, &n.TradeNo, &n.Raw, &n.Verified,
-			&n.Outcome, &n.ReceivedAt)
+		return row.Scan(&n.ID, &n.Channel, &n.NotifyID, &n.PaymentNo, &n.TradeNo, &n.Raw, &n.RawSHA256, &n.RawLen,
+			&n.Verified, &n.Outcome, &n.ReceivedAt)
 	})
 	return n, err
 }

@@ -16,13 +16,15 @@ const (
 	EUNAVAILABLE    = "unavailable"     // a dependency is down; retry later (503)
 	EINFLIGHT       = "in_flight"       // the same idempotent request is still running (409)
 	EMISMATCH       = "key_mismatch"    // an idempotency key reused with another payload (422)
-	ETOKENUSED      = "token_used"      // a one-time checkout token was already consumed (409)
+	ETOKENUSED      = "token_used"      // a one-time checkout token was already used by another request (409)
 	ECHANNEL        = "channel_refused" // Alipay refused the operation for business reasons
 	EBADSIGNATURE   = "bad_signature"   // a signature did not verify
 	EILLEGALSTATE   = "illegal_state"   // a state transition the state machine forbids
 	ETOOMANYRETRIES = "retries_exhausted"
 	EORDERPAID      = "order_already_paid" // the order has a PAID payment and the request did not opt in to re-purchase (409)
 	EFINISHING      = "payment_finishing"  // the order's last payment just ended and its run is still wrapping up; retry shortly (409)
+
+	EUNSUPPORTEDMEDIA = "unsupported_media_type" // a request body not declared as JSON (415)
 )
 
 // Error is a domain error: a machine-readable code plus a message safe to show a client.

@@ -2,7 +2,11 @@ package payment
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Event is a merchant-facing event in the outbox, written in the same transaction as the
@@ -44,11 +48,52 @@ type ChannelNotification struct {
 	NotifyID  string // dedupe key; only verified notifications claim it
 	PaymentNo string
 	TradeNo   string
-	Raw       string // the raw form body
+	// Raw is the raw form body: all of it when Verified, else at most MaxUnverifiedRaw
+	// bytes of it (see KeepRaw).
+	Raw string
+	// RawSHA256 (hex) and RawLen describe the whole body as received, even when Raw is cut.
+	RawSHA256 string
+	RawLen    int
 	Verified  bool
 	// Outcome says what was done with it: "received", "signalled", "rejected: …", etc.
 	Outcome    string
 	ReceivedAt time.Time
+}
+
+// MaxUnverifiedRaw is how many bytes of an unverified notification's body are kept.
+// Anyone can post to the callback URL, so a forged notification must not be able to fill
+// the database; a prefix, the hash and the length are enough to investigate it.
+const MaxUnverifiedRaw = 2 * 1024
+
+// KeepRaw sets Raw, RawSHA256 and RawLen from the body as received: the hash and length
+// of all of it, and all of it as Raw if n is Verified, or else at most MaxUnverifiedRaw
+// bytes, made valid UTF-8 and cut on a character boundary. Set Verified first.
+func (n *ChannelNotification) KeepRaw(raw string) {
+	sum := sha256.Sum256([]byte(raw))
+	n.RawSHA256, n.RawLen = hex.EncodeToString(sum[:]), len(raw)
+	n.Raw = raw
+	if !n.Verified {
+		n.Raw = cutUnverifiedRaw(raw)
+	}
+}
+
+func cutUnverifiedRaw(raw string) string {
+	raw = cutAtRune(raw, MaxUnverifiedRaw)
+	// A run of bytes that are not UTF-8 becomes U+FFFD (3 bytes), which can lengthen the
+	// string: cut again after the repair.
+	return cutAtRune(strings.ToValidUTF8(raw, "\uFFFD"), MaxUnverifiedRaw)
+}
+
+// cutAtRune returns s cut to at most n bytes, not inside a UTF-8 character (bytes that
+// are not UTF-8 are cut anywhere).
+func cutAtRune(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for back := 0; back < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(s[n]); back++ {
+		n--
+	}
+	return s[:n]
 }
 
 // IdempotencyState is the state of an Idempotency-Key record.
@@ -159,6 +204,12 @@ type Store interface {
 	ReleaseIdempotencyKey(ctx context.Context, held IdempotencyRecord) error
 	// PurgeExpiredIdempotencyKeys deletes keys that expired before now.
 	PurgeExpiredIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
+
+	// RenewIdempotencyKey extends the in-flight lock of the request that holds the key
+	// (held as ReserveIdempotencyKey returned it) to held.LockedUntil, so that a request
+	// outliving its lock keeps its key. A holder whose key was taken over gets an
+	// ECONFLICT error.
+	RenewIdempotencyKey(ctx context.Context, held IdempotencyRecord) error
 
 	// RecordAnomaly stores an operator-visible anomaly.
 	RecordAnomaly(ctx context.Context, a Anomaly) error

@@ -40,10 +40,10 @@ func TestRedisDown_MySQLStillExactlyOnce(t *testing.T) {
 		}
 	}
 
-	// Create: consume the checkout token, lock the order, insert the pending payment.
+	// Create: claim the checkout token, lock the order, insert the pending payment.
 	var created, existed atomic.Int32
 	testenv.Parallel(n, func(i int) {
-		_, _, err := rc.ConsumeToken(ctx, "t1", "0123456789abcdef0123456789abcdef")
+		_, _, err := rc.ClaimToken(ctx, "t1", "0123456789abcdef0123456789abcdef", "o1", fmt.Sprint("request-", i))
 		miss(err)
 		lock, err := rc.AcquireOrWait(ctx, "payment:t1:o1", 10*time.Second, 100*time.Millisecond)
 		miss(err)

@@ -72,20 +72,24 @@ func Open(ctx context.Context, addr string) (*goredis.Client, error) {
 // Client is the paykit view of a Redis server: every key it touches starts with its
 // prefix, so tests and deployments sharing a server do not see each other's keys.
 type Client struct {
-	rdb     *goredis.Client
-	prefix  string
-	release *goredis.Script
-	extend  *goredis.Script
+	rdb          *goredis.Client
+	prefix       string
+	release      *goredis.Script
+	extend       *goredis.Script
+	claimToken   *goredis.Script
+	releaseToken *goredis.Script
 }
 
 // New returns a Client on rdb whose keys all start with prefix (for example "paykit:").
 // The prefix is used as given.
 func New(client *goredis.Client, prefix string) *Client {
 	return &Client{
-		rdb:     client,
-		prefix:  prefix,
-		release: goredis.NewScript(releaseScript),
-		extend:  goredis.NewScript(extendScript),
+		rdb:          client,
+		prefix:       prefix,
+		release:      goredis.NewScript(releaseScript),
+		extend:       goredis.NewScript(extendScript),
+		claimToken:   goredis.NewScript(claimTokenScript),
+		releaseToken: goredis.NewScript(releaseTokenScript),
 	}
 }
 

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -44,54 +45,139 @@ func TestToken(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	tests := []struct {
-		name, tenant, token string
-		wantOK              bool
-		wantOrder           string
+		name, tenant, token, order, binder string
+		wantOK                             bool
+		wantIssuedFor                      string
 	}{
-		{"another tenant's token", "t2", tok, false, ""},
-		{"first use", "t1", tok, true, "o1"},
-		{"second use", "t1", tok, false, ""},
-		{"token without order", "t1", empty, true, ""},
-		{"expired", "t1", short, false, ""},
-		{"malformed", "t1", "x:*", false, ""},
-		{"unknown", "t1", "00000000000000000000000000000000", false, ""},
+		{"another tenant's token", "t2", tok, "o1", "A", false, ""},
+		{"for another order: refused, not claimed", "t1", tok, "o2", "A", false, "o1"},
+		{"first claim", "t1", tok, "o1", "A", true, "o1"},
+		{"the same request again", "t1", tok, "o1", "A", true, "o1"},
+		{"another request", "t1", tok, "o1", "B", false, ""},
+		{"the same binder for another order", "t1", tok, "o2", "A", false, "o1"},
+		{"token without order, any order", "t1", empty, "o9", "A", true, ""},
+		{"token without order, another request", "t1", empty, "o9", "B", false, ""},
+		{"expired", "t1", short, "o3", "A", false, ""},
+		{"malformed", "t1", "x:*", "o1", "A", false, ""},
+		{"unknown", "t1", "00000000000000000000000000000000", "o1", "A", false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			order, ok, err := c.ConsumeToken(ctx, tt.tenant, tt.token)
-			if err != nil || ok != tt.wantOK || order != tt.wantOrder {
-				t.Fatalf("ConsumeToken = %q %v %v, want %q %v", order, ok, err, tt.wantOrder, tt.wantOK)
+			issuedFor, ok, err := c.ClaimToken(ctx, tt.tenant, tt.token, tt.order, tt.binder)
+			if err != nil || ok != tt.wantOK || issuedFor != tt.wantIssuedFor {
+				t.Fatalf("ClaimToken = %q %v %v, want %q %v", issuedFor, ok, err, tt.wantIssuedFor, tt.wantOK)
 			}
 		})
 	}
+	if _, _, err := c.ClaimToken(ctx, "t1", tok, "o1", ""); err == nil {
+		t.Fatal("a claim without a binder was accepted")
+	}
 }
 
-func TestToken_ConcurrentConsumers(t *testing.T) {
+func TestToken_Release(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
 	tok, err := c.IssueToken(ctx, "t1", "o1", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := c.Prefix() + "token:t1:" + tok
+	claim := func(binder string) bool {
+		t.Helper()
+		_, ok, err := c.ClaimToken(ctx, "t1", tok, "o1", binder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	release := func(binder string) bool {
+		t.Helper()
+		ok, err := c.ReleaseToken(ctx, "t1", tok, binder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	steps := []struct {
+		name string
+		do   func() bool
+		want bool
+	}{
+		{"releasing an unclaimed token does nothing", func() bool { return release("A") }, false},
+		{"A claims", func() bool { return claim("A") }, true},
+		{"B cannot release A's claim", func() bool { return release("B") }, false},
+		{"so B still cannot claim", func() bool { return claim("B") }, false},
+		{"A releases", func() bool { return release("A") }, true},
+		{"releasing twice does nothing", func() bool { return release("A") }, false},
+		{"B claims the released token", func() bool { return claim("B") }, true},
+		{"A's retry is refused now", func() bool { return claim("A") }, false},
+		{"A's late release leaves B's claim", func() bool { return release("A") }, false},
+		{"B's retry still passes", func() bool { return claim("B") }, true},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			if got := s.do(); got != s.want {
+				t.Fatalf("got %v, want %v", got, s.want)
+			}
+		})
+	}
+	ttl, err := c.Redis().PTTL(ctx, key).Result()
+	if err != nil || ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("TTL after claims and releases = %v %v, want the issued minute kept", ttl, err)
+	}
+	if ok, err := c.ReleaseToken(ctx, "t1", "00000000000000000000000000000000", "A"); err != nil || ok {
+		t.Fatalf("release of an unknown token: %v %v", ok, err)
+	}
+}
+
+func TestToken_ConcurrentClaimers(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
 	const n = 100
-	var won, lost atomic.Int32
-	testenv.Parallel(n, func(i int) {
-		order, ok, err := c.ConsumeToken(ctx, "t1", tok)
-		switch {
-		case err != nil:
-			t.Errorf("consumer %d: %v", i, err)
-		case ok && order == "o1":
-			won.Add(1)
-		case ok:
-			t.Errorf("consumer %d got order %q", i, order)
-		default:
-			lost.Add(1)
+	t.Run("different binders: exactly one wins", func(t *testing.T) {
+		tok, err := c.IssueToken(ctx, "t1", "o1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var won, lost atomic.Int32
+		testenv.Parallel(n, func(i int) {
+			order, ok, err := c.ClaimToken(ctx, "t1", tok, "o1", fmt.Sprintf("request-%d", i))
+			switch {
+			case err != nil:
+				t.Errorf("claimer %d: %v", i, err)
+			case ok && order == "o1":
+				won.Add(1)
+			case ok:
+				t.Errorf("claimer %d got order %q", i, order)
+			default:
+				lost.Add(1)
+			}
+		})
+		t.Logf("%d concurrent claimers of one token: succeeded=%d refused=%d", n, won.Load(), lost.Load())
+		if won.Load() != 1 || lost.Load() != n-1 {
+			t.Fatal("want exactly one claimer to succeed")
 		}
 	})
-	t.Logf("%d concurrent consumers of one token: succeeded=%d refused=%d", n, won.Load(), lost.Load())
-	if won.Load() != 1 || lost.Load() != n-1 {
-		t.Fatal("want exactly one consumer to succeed")
-	}
+	t.Run("one binder: every retry passes", func(t *testing.T) {
+		tok, err := c.IssueToken(ctx, "t1", "o1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var won atomic.Int32
+		testenv.Parallel(n, func(i int) {
+			if _, ok, err := c.ClaimToken(ctx, "t1", tok, "o1", "same-request"); err != nil {
+				t.Errorf("claimer %d: %v", i, err)
+			} else if ok {
+				won.Add(1)
+			}
+		})
+		if won.Load() != n {
+			t.Fatalf("%d of %d claims by one request passed, want all", won.Load(), n)
+		}
+		if _, ok, _ := c.ClaimToken(ctx, "t1", tok, "o1", "another-request"); ok {
+			t.Fatal("another request claimed a bound token")
+		}
+	})
 }
 
 func TestLock_MutualExclusion(t *testing.T) {
@@ -383,8 +469,12 @@ func TestUnavailableFailsFast(t *testing.T) {
 				do   func() error
 			}{
 				{"IssueToken", func() error { _, err := c.IssueToken(ctx, "t1", "o1", time.Minute); return err }},
-				{"ConsumeToken", func() error {
-					_, _, err := c.ConsumeToken(ctx, "t1", "00000000000000000000000000000000")
+				{"ClaimToken", func() error {
+					_, _, err := c.ClaimToken(ctx, "t1", "00000000000000000000000000000000", "o1", "b")
+					return err
+				}},
+				{"ReleaseToken", func() error {
+					_, err := c.ReleaseToken(ctx, "t1", "00000000000000000000000000000000", "b")
 					return err
 				}},
 				{"TryLock", func() error { _, _, err := c.TryLock(ctx, "k", time.Second); return err }},

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 )
 
 // AdminHandler serves the worker's operational endpoints: /healthz (the process is up),
-// /readyz (its dependencies answer) and /metrics (Prometheus).
-func AdminHandler(reg *prometheus.Registry, ready func(context.Context) error) http.Handler {
+// /readyz (its dependencies answer) and /metrics (Prometheus). /readyz answers ready or
+// not only; why not is logged to logger.
+func AdminHandler(reg *prometheus.Registry, ready func(context.Context) error, logger *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
@@ -21,7 +23,8 @@ func AdminHandler(reg *prometheus.Registry, ready func(context.Context) error) h
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := ready(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "error": err.Error()})
+			logger.WarnContext(ctx, "readiness: a dependency is down", "err", err)
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ready": true})

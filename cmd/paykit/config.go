@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -35,8 +36,12 @@ type Config struct {
 	AlipayAppPrivateKeyFile string
 	AlipayPublicKeyFile     string
 
-	Timing           workflows.Timing
-	IdempotencyTTL   time.Duration
+	Timing         workflows.Timing
+	IdempotencyTTL time.Duration
+	// IdempotencyLock is how long an in-flight Idempotency-Key stays locked without a
+	// renewal; a request renews it while it runs, so it bounds how long a crashed
+	// request's key blocks the client's retry.
+	IdempotencyLock  time.Duration
 	CheckoutTokenTTL time.Duration
 	SweepEvery       time.Duration
 	SweepStaleAfter  time.Duration
@@ -119,6 +124,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			WebhookMaxAttempts:     int32(e.int("PAYKIT_WEBHOOK_MAX_ATTEMPTS", int(d.WebhookMaxAttempts))),
 		},
 		IdempotencyTTL:      e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
+		IdempotencyLock:     e.dur("PAYKIT_IDEMPOTENCY_LOCK", api.DefaultIdempotencyLock),
 		CheckoutTokenTTL:    e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
 		SweepEvery:          e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
 		SweepStaleAfter:     e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),

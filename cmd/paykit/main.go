@@ -126,7 +126,7 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	g.Go(func() error { return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger) })
 	g.Go(func() error {
 		logger.Info("worker admin listening", "addr", cfg.WorkerAdminAddr, "endpoints", "/healthz /readyz /metrics")
-		return serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.ping))
+		return serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.ping, logger))
 	})
 	return g.Wait()
 }

@@ -146,8 +146,13 @@ func (r redisCache) IssueToken(ctx context.Context, tenantID, orderID string, tt
 	return r.c.IssueToken(ctx, tenantID, orderID, ttl)
 }
 
-func (r redisCache) ConsumeToken(ctx context.Context, tenantID, token string) (string, bool, error) {
-	return r.c.ConsumeToken(ctx, tenantID, token)
+func (r redisCache) ClaimToken(ctx context.Context, tenantID, token, orderID, binder string) (string, bool, error) {
+	return r.c.ClaimToken(ctx, tenantID, token, orderID, binder)
+}
+
+func (r redisCache) ReleaseToken(ctx context.Context, tenantID, token, binder string) error {
+	_, err := r.c.ReleaseToken(ctx, tenantID, token, binder)
+	return err
 }
 
 func (r redisCache) CachedResponse(ctx context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error) {
@@ -248,7 +253,7 @@ func (s *system) cache() api.Cache {
 }
 
 func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
-	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
+	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
 		s.store, s.gw, s.orch, s.cache(), logger, metrics)
 }
 
