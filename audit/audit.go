@@ -169,7 +169,8 @@ func (p Params) withDefaults() Params {
 	return p
 }
 
-func (p Params) validate() error {
+// Validate checks the window: a start before its end, at most MaxWindow apart.
+func (p Params) Validate() error {
 	switch {
 	case p.Since.IsZero() || p.Until.IsZero():
 		return payment.Errorf(payment.EINVALID, "audit: the window needs a start and an end")
@@ -230,7 +231,7 @@ func (a *Auditor) now() time.Time {
 // failed (MySQL unreadable, invalid window, ctx done).
 func (a *Auditor) Run(ctx context.Context, p Params) (Report, error) {
 	p = p.withDefaults()
-	if err := p.validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return Report{}, err
 	}
 	pageSize := a.PageSize

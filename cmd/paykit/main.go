@@ -1,5 +1,6 @@
 // Command paykit runs the payment system: the HTTP API, the Temporal worker, the
-// migrations, tenant administration, and `dev`, which runs everything locally.
+// migrations, tenant administration, the operator's anomaly list and audit, and `dev`,
+// which runs everything locally.
 package main
 
 import (
@@ -34,6 +35,8 @@ commands:
   migrate   create the database if missing and apply the migrations
   tenant    create or update a tenant (see: paykit tenant -h)
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
+  audit     compare a window of payments with Alipay and report broken invariants;
+            exits 1 on findings, 2 if it cannot audit (see: paykit audit -h)
 
 Configuration comes from the environment; see README.md.`
 
@@ -64,6 +67,10 @@ func main() {
 		err = runTenant(ctx, cfg, args)
 	case "anomalies":
 		err = runAnomalies(ctx, cfg, args, os.Stdout)
+	case "audit":
+		code := runAudit(ctx, cfg, args, os.Stdout, os.Stderr, logger)
+		stop()
+		os.Exit(code)
 	case "dev":
 		err = runDev(ctx, cfg, args)
 	case "-h", "--help", "help":
