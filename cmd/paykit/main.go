@@ -19,6 +19,7 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
@@ -141,9 +142,16 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 func workerConfig(cfg Config) worker.Config {
 	return worker.Config{
 		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter, PurgeEvery: cfg.PurgeEvery,
+		AuditEvery: cfg.AuditEvery, AuditLag: auditLag(cfg),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
 	}
+}
+
+// auditLag is how long before a scheduled audit its window ends: long enough that every
+// payment in it is past the grant and webhook SLAs, and expired plus the pending grace.
+func auditLag(cfg Config) time.Duration {
+	return max(audit.DefaultGrantSLA, audit.DefaultWebhookSLA, cfg.Timing.PaymentTTL+audit.DefaultPendingGrace)
 }
 
 func runTenant(ctx context.Context, cfg Config, args []string) error {
