@@ -13,7 +13,11 @@ import (
 // the audit schedule runs at by default.
 const DefaultAuditWindow = 24 * time.Hour
 
-// AuditInput configures one scheduled audit. The window ends Lag before the run starts
+// saScheduledStart is set by Temporal on every run a schedule starts: the time the run
+// was due, however late it actually started.
+var saScheduledStart = temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime")
+
+// AuditInput configures one scheduled audit. The window ends Lag before the run was due
 // and is Window long, so consecutive runs Window apart cover every payment once, and
 // every payment in a window is past its SLAs when it is audited.
 type AuditInput struct {
@@ -31,7 +35,13 @@ func AuditWorkflow(ctx workflow.Context, in AuditInput) (activities.AuditResult,
 	if in.Window <= 0 {
 		in.Window = DefaultAuditWindow
 	}
-	until := workflow.Now(ctx).Add(-in.Lag)
+	// The due time rather than the clock: a run that starts late, or is retried, still
+	// audits exactly its own window. A run started by hand has no due time.
+	due := workflow.GetInfo(ctx).WorkflowStartTime
+	if t, ok := workflow.GetTypedSearchAttributes(ctx).GetTime(saScheduledStart); ok && !t.IsZero() {
+		due = t
+	}
+	until := due.Add(-in.Lag)
 	req := activities.AuditRequest{
 		Since: until.Add(-in.Window), Until: until,
 		GrantSLA: in.GrantSLA, WebhookSLA: in.WebhookSLA, PendingGrace: in.PendingGrace,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/paykit/paykit/activities"
@@ -13,12 +14,15 @@ import (
 )
 
 // TestAuditWorkflow checks the window the scheduled audit asks for: it ends Lag before
-// the run and is Window long (a day when unset), with the thresholds passed through.
+// the run was due (or started, for a run started by hand) and is Window long (a day when
+// unset), with the thresholds passed through.
 func TestAuditWorkflow(t *testing.T) {
-	start := time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC)
+	start := time.Date(2026, 3, 2, 3, 7, 0, 0, time.UTC)
+	due := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name      string
 		in        workflows.AuditInput
+		due       time.Time
 		wantSince time.Time
 		wantUntil time.Time
 	}{
@@ -26,12 +30,20 @@ func TestAuditWorkflow(t *testing.T) {
 			wantSince: start.Add(-13 * time.Hour), wantUntil: start.Add(-time.Hour)},
 		{name: "default window", in: workflows.AuditInput{},
 			wantSince: start.Add(-24 * time.Hour), wantUntil: start},
+		{name: "scheduled run that started late", in: workflows.AuditInput{Window: 24 * time.Hour, Lag: time.Hour}, due: due,
+			wantSince: due.Add(-25 * time.Hour), wantUntil: due.Add(-time.Hour)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var s testsuite.WorkflowTestSuite
 			env := s.NewTestWorkflowEnvironment()
 			env.SetStartTime(start)
+			if !tc.due.IsZero() {
+				sa := temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyTime("TemporalScheduledStartTime").ValueSet(tc.due))
+				if err := env.SetTypedSearchAttributesOnStart(sa); err != nil {
+					t.Fatal(err)
+				}
+			}
 			env.RegisterActivity(&activities.Activities{})
 			workflows.Register(env)
 			var got activities.AuditRequest
