@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -55,6 +56,8 @@ type Activities struct {
 	Now func() time.Time
 	// Metrics counts business events; nil counts nothing.
 	Metrics *Metrics
+	// Auditor runs the scheduled audit; nil makes the Audit activity fail.
+	Auditor *audit.Auditor
 }
 
 func (a *Activities) now() time.Time {

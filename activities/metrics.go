@@ -11,6 +11,7 @@ type Metrics struct {
 	anomalies   *prometheus.CounterVec
 	redriven    prometheus.Counter
 	grants      prometheus.Counter
+	audit       *prometheus.CounterVec
 }
 
 // NewMetrics registers the activity counters on reg.
@@ -32,8 +33,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paykit_benefit_grants_total", Help: "Benefit grants created (repeats are not counted).",
 		}),
+		audit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_audit_findings_total",
+			Help: "Findings of the scheduled audit, by kind; each run counts every finding it makes, old or new.",
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants)
+	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.audit)
 	return m
 }
 
@@ -64,5 +69,11 @@ func (m *Metrics) redrive() {
 func (m *Metrics) grant() {
 	if m != nil {
 		m.grants.Inc()
+	}
+}
+
+func (m *Metrics) auditFinding(kind string) {
+	if m != nil {
+		m.audit.WithLabelValues(kind).Inc()
 	}
 }

@@ -121,22 +121,30 @@ func (o *Orchestrator) Redrive(ctx context.Context, p payment.Payment) (bool, er
 	if p.Status != payment.StatusPending {
 		return false, nil
 	}
-	desc, err := o.client.DescribeWorkflowExecution(ctx, p.WorkflowID, "")
-	var nf *serviceerror.NotFound
-	switch {
-	case err == nil:
-		if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return false, nil
-		}
-	case errors.As(err, &nf):
-	default:
-		return false, translate("describe", err)
+	running, err := o.Running(ctx, p.WorkflowID)
+	if err != nil || running {
+		return false, err
 	}
 	in := o.redriveInput(p)
 	if _, err := o.client.ExecuteWorkflow(ctx, o.startOptions(in), workflows.PaymentWorkflowName, in); err != nil {
 		return false, translate("redrive", err)
 	}
 	return true, nil
+}
+
+// Running reports whether the workflow with this id has a running execution. A workflow
+// that does not exist, or whose last run has closed, is not running.
+func (o *Orchestrator) Running(ctx context.Context, workflowID string) (bool, error) {
+	desc, err := o.client.DescribeWorkflowExecution(ctx, workflowID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	case errors.As(err, &nf):
+		return false, nil
+	default:
+		return false, translate("describe", err)
+	}
 }
 
 // State queries the running workflow of an order for its current state.

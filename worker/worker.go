@@ -18,13 +18,16 @@ import (
 	"github.com/paykit/paykit/workflows"
 )
 
-// SweeperScheduleID and PurgeScheduleID name the schedules of a task queue, as shown in
-// the Temporal UI under Schedules. Each task queue (deployment) owns its own pair, so a
-// schedule never points at a queue that no worker polls.
+// SweeperScheduleID, PurgeScheduleID and AuditScheduleID name the schedules of a task
+// queue, as shown in the Temporal UI under Schedules. Each task queue (deployment) owns
+// its own set, so a schedule never points at a queue that no worker polls.
 func SweeperScheduleID(taskQueue string) string { return "paykit-sweeper-" + taskQueue }
 
 // PurgeScheduleID names the idempotency-key purge schedule of a task queue.
 func PurgeScheduleID(taskQueue string) string { return "paykit-purge-idempotency-keys-" + taskQueue }
+
+// AuditScheduleID names the audit schedule of a task queue.
+func AuditScheduleID(taskQueue string) string { return "paykit-audit-" + taskQueue }
 
 // Config tunes the worker and its schedules.
 type Config struct {
@@ -34,6 +37,11 @@ type Config struct {
 	SweepEvery      time.Duration
 	SweepStaleAfter time.Duration
 	PurgeEvery      time.Duration
+	// AuditEvery is how often the audit runs, over the payments of the previous
+	// AuditEvery; AuditLag is how long before a run its window ends, so that every
+	// payment in it is past the audit's SLAs.
+	AuditEvery time.Duration
+	AuditLag   time.Duration
 	// MaxConcurrentActivities and MaxConcurrentLocalActivities bound work in flight.
 	MaxConcurrentActivities      int
 	MaxConcurrentLocalActivities int
@@ -82,8 +90,8 @@ func New(c client.Client, cfg Config, acts *activities.Activities) sdkworker.Wor
 	return w
 }
 
-// EnsureSchedules creates the sweeper and purge schedules, or updates them to the current
-// configuration if they exist. Several workers may race here; all converge.
+// EnsureSchedules creates the sweeper, purge and audit schedules, or updates them to the
+// current configuration if they exist. Several workers may race here; all converge.
 func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 	specs := []struct {
 		id     string
@@ -106,6 +114,15 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 			action: &client.ScheduleWorkflowAction{
 				ID: "paykit-purge-" + cfg.TaskQueue, Workflow: workflows.PurgeWorkflowName, TaskQueue: cfg.TaskQueue,
 				WorkflowRunTimeout: 10 * time.Minute,
+			},
+		},
+		{
+			id: AuditScheduleID(cfg.TaskQueue), every: cfg.AuditEvery,
+			note: "Audits the payments of the previous interval against Alipay and records each broken invariant as an audit_* anomaly.",
+			action: &client.ScheduleWorkflowAction{
+				ID: "paykit-audit-run-" + cfg.TaskQueue, Workflow: workflows.AuditWorkflowName, TaskQueue: cfg.TaskQueue,
+				Args:               []any{workflows.AuditInput{Window: cfg.AuditEvery, Lag: cfg.AuditLag}},
+				WorkflowRunTimeout: 8 * time.Hour,
 			},
 		},
 	}

@@ -14,4 +14,5 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(PaymentWorkflow, workflow.RegisterOptions{Name: PaymentWorkflowName})
 	r.RegisterWorkflowWithOptions(SweeperWorkflow, workflow.RegisterOptions{Name: SweeperWorkflowName})
 	r.RegisterWorkflowWithOptions(PurgeIdempotencyKeysWorkflow, workflow.RegisterOptions{Name: PurgeWorkflowName})
+	r.RegisterWorkflowWithOptions(AuditWorkflow, workflow.RegisterOptions{Name: AuditWorkflowName})
 }

@@ -1,6 +1,6 @@
 // Package workflows holds the deterministic Temporal workflow code: one PaymentWorkflow
-// per (tenant, order), and the scheduled maintenance workflows. It never talks to MySQL,
-// Redis or HTTP itself; activities do.
+// per (tenant, order), the scheduled maintenance workflows and the scheduled audit. It
+// never talks to MySQL, Redis or HTTP itself; activities do.
 package workflows
 
 import (
@@ -17,6 +17,7 @@ const (
 	PaymentWorkflowName = "PaymentWorkflow"
 	SweeperWorkflowName = "SweeperWorkflow"
 	PurgeWorkflowName   = "PurgeIdempotencyKeysWorkflow"
+	AuditWorkflowName   = "AuditWorkflow"
 
 	NotificationSignal = "alipay-notification"
 	StateQuery         = "state"

@@ -46,6 +46,7 @@ type Config struct {
 	SweepEvery       time.Duration
 	SweepStaleAfter  time.Duration
 	PurgeEvery       time.Duration
+	AuditEvery       time.Duration
 	Benefit          string
 
 	WorkflowTaskPollers int
@@ -129,6 +130,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		SweepEvery:          e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
 		SweepStaleAfter:     e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
 		PurgeEvery:          e.dur("PAYKIT_PURGE_EVERY", time.Hour),
+		AuditEvery:          e.dur("PAYKIT_AUDIT_EVERY", 24*time.Hour),
 		Benefit:             e.str("PAYKIT_BENEFIT", "order_fulfilment"),
 		WorkflowTaskPollers: e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
 		ActivityTaskPollers: e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),

@@ -1,5 +1,6 @@
 // Command paykit runs the payment system: the HTTP API, the Temporal worker, the
-// migrations, tenant administration, and `dev`, which runs everything locally.
+// migrations, tenant administration, the operator's anomaly list and audit, and `dev`,
+// which runs everything locally.
 package main
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
@@ -34,6 +36,8 @@ commands:
   migrate   create the database if missing and apply the migrations
   tenant    create or update a tenant (see: paykit tenant -h)
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
+  audit     compare a window of payments with Alipay and report broken invariants;
+            exits 1 on findings, 2 if it cannot audit (see: paykit audit -h)
 
 Configuration comes from the environment; see README.md.`
 
@@ -64,6 +68,10 @@ func main() {
 		err = runTenant(ctx, cfg, args)
 	case "anomalies":
 		err = runAnomalies(ctx, cfg, args, os.Stdout)
+	case "audit":
+		code := runAudit(ctx, cfg, args, os.Stdout, os.Stderr, logger)
+		stop()
+		os.Exit(code)
 	case "dev":
 		err = runDev(ctx, cfg, args)
 	case "-h", "--help", "help":
@@ -134,9 +142,16 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 func workerConfig(cfg Config) worker.Config {
 	return worker.Config{
 		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter, PurgeEvery: cfg.PurgeEvery,
+		AuditEvery: cfg.AuditEvery, AuditLag: auditLag(cfg),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
 	}
+}
+
+// auditLag is how long before a scheduled audit its window ends: long enough that every
+// payment in it is past the grant and webhook SLAs, and expired plus the pending grace.
+func auditLag(cfg Config) time.Duration {
+	return max(audit.DefaultGrantSLA, audit.DefaultWebhookSLA, cfg.Timing.PaymentTTL+audit.DefaultPendingGrace)
 }
 
 func runTenant(ctx context.Context, cfg Config, args []string) error {

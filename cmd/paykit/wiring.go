@@ -19,6 +19,7 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/internal/temporalmetrics"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/orchestrator"
@@ -258,5 +259,7 @@ func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics
 }
 
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
-	return newActivities(cfg, s.store, s.gw, s.redis, s.tc, s.orch, logger)
+	acts := newActivities(cfg, s.store, s.gw, s.redis, s.tc, s.orch, logger)
+	acts.Auditor = &audit.Auditor{Store: s.store, Gateway: s.gw, Workflows: s.orch}
+	return acts
 }

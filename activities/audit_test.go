@@ -1,0 +1,141 @@
+package activities_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/payment"
+)
+
+// noWorkflows is a WorkflowChecker for which no workflow runs.
+type noWorkflows struct{}
+
+func (noWorkflows) Running(context.Context, string) (bool, error) { return false, nil }
+
+// syncBuffer is a log sink safe for the activity's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAudit_RunTwiceRecordsEachAnomalyOnce plants a lost payment and a missing grant,
+// runs the audit activity twice, and checks that each is recorded as one anomaly while
+// both runs report, log and count both.
+func TestAudit_RunTwiceRecordsEachAnomalyOnce(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var logs syncBuffer
+	f.acts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	reg := prometheus.NewRegistry()
+	f.acts.Metrics = activities.NewMetrics(reg)
+	f.acts.Auditor = &audit.Auditor{Store: f.store, Gateway: f.acts.Gateway, Workflows: noWorkflows{}}
+
+	create := func(orderID string) payment.Payment {
+		t.Helper()
+		in := f.createInput(orderID)
+		p, _, err := f.store.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: in.PaymentNo, TenantID: in.TenantID,
+			OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency, Subject: in.Subject, ExpireAt: in.ExpireAt, WorkflowID: in.WorkflowID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.acts.Gateway.Precreate(ctx, payment.TradeRequest{PaymentNo: p.PaymentNo, Subject: p.Subject,
+			Amount: p.Amount, ExpireAt: p.ExpireAt}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	lost := create("lost")
+	if _, err := f.sim.Pay(testAppID, lost.PaymentNo, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.ClosePayment(ctx, lost.PaymentNo, "expired"); err != nil {
+		t.Fatal(err)
+	}
+	ungranted := create("ungranted")
+	tr, err := f.sim.Pay(testAppID, ungranted.PaymentNo, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.MarkPaid(ctx, ungranted.PaymentNo, tr.TradeNo, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.MarkEventDelivered(ctx, mysql.EventID(ungranted.PaymentNo, payment.EventPaymentPaid)); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-30 * time.Minute).UTC()
+	if _, err := f.db.ExecContext(ctx, "UPDATE payments SET paid_at = ?, updated_at = ? WHERE payment_no = ?", at, at, ungranted.PaymentNo); err != nil {
+		t.Fatal(err)
+	}
+
+	req := activities.AuditRequest{Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Minute)}
+	for run := 1; run <= 2; run++ {
+		var res activities.AuditResult
+		if err := f.remote(t, &res, f.acts.Audit, req); err != nil {
+			t.Fatal(err)
+		}
+		if res.Payments != 2 || res.Queried != 2 || res.Findings != 2 ||
+			res.ByKind[audit.KindLost] != 1 || res.ByKind[audit.KindMissingGrant] != 1 {
+			t.Fatalf("run %d: %+v, want 2 payments queried, one lost and one missing grant", run, res)
+		}
+	}
+
+	if n := f.count(t, "SELECT COUNT(*) FROM payment_anomalies"); n != 2 {
+		t.Fatalf("anomalies after two runs = %d, want 2", n)
+	}
+	for kind, no := range map[string]string{"audit_lost": lost.PaymentNo, "audit_missing_grant": ungranted.PaymentNo} {
+		if n := f.count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = ? AND payment_no = ? AND tenant_id = ? AND detail LIKE 'order %'",
+			kind, no, f.tenantID); n != 1 {
+			t.Errorf("%s for %s: %d rows, want 1", kind, no, n)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=ERROR msg=\"audit finding: operator action required\""); n != 4 {
+		t.Errorf("logged %d findings at error level over two runs, want 4:\n%s", n, logs.String())
+	}
+	counted := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "paykit_audit_findings_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			counted[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if counted[audit.KindLost] != 2 || counted[audit.KindMissingGrant] != 2 || len(counted) != 2 {
+		t.Errorf("paykit_audit_findings_total %v, want lost and missing_grant counted once per run", counted)
+	}
+}
+
+func TestAudit_RefusesWithoutAuditorOrWindow(t *testing.T) {
+	f := newFixture(t)
+	err := f.remote(t, nil, f.acts.Audit, activities.AuditRequest{Since: time.Now().Add(-time.Hour), Until: time.Now()})
+	applicationError(t, err, activities.ErrTypeInvalid, true)
+	f.acts.Auditor = &audit.Auditor{Store: f.store, Gateway: f.acts.Gateway, Workflows: noWorkflows{}}
+	err = f.remote(t, nil, f.acts.Audit, activities.AuditRequest{Since: time.Now(), Until: time.Now().Add(-time.Hour)})
+	applicationError(t, err, activities.ErrTypeInvalid, true)
+}

@@ -1,0 +1,486 @@
+// Package audit checks the invariants exactly-once promises by comparing MySQL with
+// Alipay over a window of payments: nothing paid at Alipay is left unpaid locally, no
+// order is charged twice without the re-purchase opt-in, every paid payment is granted
+// and announced to its merchant, nothing pending is abandoned, and every paid amount
+// matches. It reads through narrow interfaces, so it runs as well against the real
+// Alipay as against the simulator.
+package audit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// Finding kinds. They are stable: operators filter on them and the scheduled audit
+// records them as anomalies named AnomalyPrefix + kind.
+const (
+	// KindLost is a payment Alipay reports paid that is not PAID locally.
+	KindLost = "lost"
+	// KindDouble is a second PAID payment of one order without the re-purchase opt-in.
+	KindDouble = "double"
+	// KindMissingGrant is a PAID payment without a benefit grant past the grant SLA.
+	KindMissingGrant = "missing_grant"
+	// KindUndeliveredEvent is a PAID payment whose payment.paid event was not delivered
+	// to the merchant within the webhook SLA, or was never written.
+	KindUndeliveredEvent = "undelivered_event"
+	// KindStuckPending is a payment still pending past its expiry and grace with no
+	// running workflow to finish it.
+	KindStuckPending = "stuck_pending"
+	// KindAmountMismatch is a PAID payment whose amount at Alipay differs from ours.
+	KindAmountMismatch = "amount_mismatch"
+	// KindNotPaidAtAlipay is a PAID payment whose trade Alipay does not report paid.
+	KindNotPaidAtAlipay = "not_paid_at_alipay"
+	// KindUnverifiable is a payment the audit could not check because Alipay or
+	// Temporal did not answer.
+	KindUnverifiable = "unverifiable"
+)
+
+// Kinds lists every finding kind in the order a payment's findings are reported.
+func Kinds() []string {
+	return []string{KindLost, KindDouble, KindMissingGrant, KindUndeliveredEvent, KindStuckPending,
+		KindAmountMismatch, KindNotPaidAtAlipay, KindUnverifiable}
+}
+
+// AnomalyPrefix starts the kind of every anomaly the scheduled audit records, so that
+// they are told apart from the ones the payment path records.
+const AnomalyPrefix = "audit_"
+
+// Defaults of the thresholds, and the limits of one run.
+const (
+	DefaultGrantSLA     = 10 * time.Minute
+	DefaultWebhookSLA   = time.Hour
+	DefaultPendingGrace = 5 * time.Minute
+	// DefaultConcurrency bounds the Alipay queries and workflow checks in flight.
+	DefaultConcurrency = 8
+	// DefaultPageSize is how many payments are read at once.
+	DefaultPageSize = 200
+	// MaxWindow bounds [Since, Until): one run queries Alipay for nearly every payment
+	// created in it.
+	MaxWindow = 31 * 24 * time.Hour
+)
+
+// Query attempts for a retryable Alipay failure before the payment is unverifiable.
+const (
+	queryAttempts = 3
+	queryBackoff  = 200 * time.Millisecond
+)
+
+// EventState is the state of a PAID payment's payment.paid outbox event.
+type EventState int8
+
+const (
+	EventMissing EventState = iota // no event row at all
+	EventOwed                      // written, not delivered yet
+	EventSettled                   // nothing more is owed to the merchant
+)
+
+// Record is one payment of the window with the local facts the checks need.
+type Record struct {
+	Payment payment.Payment
+	// Granted is true if the payment has a row in benefit_grants.
+	Granted bool
+	// Event is the state of the payment.paid event; EventMissing for a payment that is
+	// not PAID.
+	Event          EventState
+	EventAttempts  int
+	EventLastError string
+	// EarlierPaid is the payment_no of an earlier PAID payment of the same order. It is
+	// set only for a PAID payment without the re-purchase opt-in.
+	EarlierPaid string
+}
+
+// Store is what the audit reads from MySQL; *mysql.Store implements it.
+type Store interface {
+	// AuditPage returns up to limit payments created in [since, until) whose id is
+	// greater than afterID, in id order, with their facts.
+	AuditPage(ctx context.Context, since, until time.Time, afterID int64, limit int) ([]Record, error)
+	// AnomalyKinds returns the kinds of the anomalies recorded for a payment.
+	AnomalyKinds(ctx context.Context, paymentNo string) ([]string, error)
+}
+
+// Gateway is the one Alipay call the audit makes; payment.Gateway implements it.
+type Gateway interface {
+	Query(ctx context.Context, paymentNo string) (payment.Trade, error)
+}
+
+// WorkflowChecker tells whether a workflow has a running execution. No such workflow,
+// or a closed one, is not running. *orchestrator.Orchestrator implements it.
+type WorkflowChecker interface {
+	Running(ctx context.Context, workflowID string) (bool, error)
+}
+
+// Finding is one broken invariant, about one payment.
+type Finding struct {
+	Kind      string         `json:"kind"`
+	TenantID  string         `json:"tenant_id"`
+	OrderID   string         `json:"order_id"`
+	PaymentNo string         `json:"payment_no"`
+	Status    payment.Status `json:"status"`
+	TradeNo   string         `json:"trade_no,omitempty"`
+	AmountFen payment.Amount `json:"amount_fen"`
+	// AlipayAmountFen is the trade's total_amount when Alipay was asked and has the trade.
+	AlipayAmountFen payment.Amount `json:"alipay_amount_fen,omitempty"`
+	CreatedAt       time.Time      `json:"created_at"`
+	Detail          string         `json:"detail"`
+}
+
+// Anomaly is the finding as the operator-visible anomaly the scheduled audit records.
+func (f Finding) Anomaly() payment.Anomaly {
+	return payment.Anomaly{
+		Kind: AnomalyPrefix + f.Kind, TenantID: f.TenantID, PaymentNo: f.PaymentNo, TradeNo: f.TradeNo,
+		Amount: f.AmountFen, Detail: "order " + f.OrderID + ": " + f.Detail,
+	}
+}
+
+// Progress is reported while a run goes on, for heartbeats.
+type Progress struct {
+	Payments int   `json:"payments"`
+	LastID   int64 `json:"last_id"`
+}
+
+// Params are the window and thresholds of one run. Zero thresholds take the defaults.
+type Params struct {
+	Since, Until time.Time
+	GrantSLA     time.Duration
+	WebhookSLA   time.Duration
+	PendingGrace time.Duration
+	// Progress, if set, is called from the goroutine running Run after each page and
+	// each check started.
+	Progress func(Progress)
+}
+
+func (p Params) withDefaults() Params {
+	if p.GrantSLA <= 0 {
+		p.GrantSLA = DefaultGrantSLA
+	}
+	if p.WebhookSLA <= 0 {
+		p.WebhookSLA = DefaultWebhookSLA
+	}
+	if p.PendingGrace <= 0 {
+		p.PendingGrace = DefaultPendingGrace
+	}
+	return p
+}
+
+// Validate checks the window: a start before its end, at most MaxWindow apart.
+func (p Params) Validate() error {
+	switch {
+	case p.Since.IsZero() || p.Until.IsZero():
+		return payment.Errorf(payment.EINVALID, "audit: the window needs a start and an end")
+	case !p.Since.Before(p.Until):
+		return payment.Errorf(payment.EINVALID, "audit: the window start %s is not before its end %s",
+			p.Since.UTC().Format(time.RFC3339), p.Until.UTC().Format(time.RFC3339))
+	case p.Until.Sub(p.Since) > MaxWindow:
+		return payment.Errorf(payment.EINVALID, "audit: the window %s is longer than %s", p.Until.Sub(p.Since), MaxWindow)
+	}
+	return nil
+}
+
+// Report is the outcome of one run.
+type Report struct {
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	// Payments counts the payments created in the window.
+	Payments int `json:"payments"`
+	// InFlight counts pending payments not yet past expire_at + grace: still being
+	// worked on, so not checked.
+	InFlight int `json:"in_flight"`
+	// Queried counts the payments whose trade was queried at Alipay.
+	Queried  int       `json:"queried"`
+	Findings []Finding `json:"findings"`
+}
+
+// Counts returns the number of findings of each kind that occurs.
+func (r Report) Counts() map[string]int {
+	c := map[string]int{}
+	for _, f := range r.Findings {
+		c[f.Kind]++
+	}
+	return c
+}
+
+// Auditor runs audits. Its fields are its dependencies; it keeps no state between runs.
+type Auditor struct {
+	Store     Store
+	Gateway   Gateway
+	Workflows WorkflowChecker
+	// Concurrency bounds remote checks in flight (default 8); PageSize bounds one read
+	// (default 200).
+	Concurrency int
+	PageSize    int
+	// Now is the clock the SLAs are measured with; nil means time.Now.
+	Now func() time.Time
+}
+
+func (a *Auditor) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Run audits the payments created in [p.Since, p.Until). Every check that could not be
+// carried out is reported as an unverifiable finding; an error means the audit itself
+// failed (MySQL unreadable, invalid window, ctx done).
+func (a *Auditor) Run(ctx context.Context, p Params) (Report, error) {
+	p = p.withDefaults()
+	if err := p.Validate(); err != nil {
+		return Report{}, err
+	}
+	pageSize := a.PageSize
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
+	}
+	rep := Report{Since: p.Since, Until: p.Until, Findings: []Finding{}}
+	now := a.now()
+	var afterID int64
+	for {
+		recs, err := a.Store.AuditPage(ctx, p.Since, p.Until, afterID, pageSize)
+		if err != nil {
+			return rep, fmt.Errorf("audit: read payments after id %d: %w", afterID, err)
+		}
+		if len(recs) == 0 {
+			return rep, nil
+		}
+		found, err := a.checkPage(ctx, recs, p, now, &rep)
+		if err != nil {
+			return rep, err
+		}
+		rep.Findings = append(rep.Findings, found...)
+		afterID = recs[len(recs)-1].Payment.ID
+		rep.Payments += len(recs)
+		p.progress(Progress{Payments: rep.Payments, LastID: afterID})
+		if len(recs) < pageSize {
+			return rep, nil
+		}
+	}
+}
+
+func (p Params) progress(pr Progress) {
+	if p.Progress != nil {
+		p.Progress(pr)
+	}
+}
+
+// remote is what Alipay and Temporal said about one payment.
+type remote struct {
+	queried  bool
+	trade    payment.Trade
+	queryErr error
+	checked  bool // the workflow was looked up
+	running  bool
+	checkErr error
+	// anomalies are the kinds already recorded for a lost payment.
+	anomalies []string
+}
+
+// checkPage checks one page: the local facts at once, the remote ones with bounded
+// concurrency. Findings come out in the page's order, each payment's in Kinds order.
+func (a *Auditor) checkPage(ctx context.Context, recs []Record, p Params, now time.Time, rep *Report) ([]Finding, error) {
+	conc := a.Concurrency
+	if conc <= 0 {
+		conc = DefaultConcurrency
+	}
+	results := make([]remote, len(recs))
+	var g errgroup.Group
+	g.SetLimit(conc)
+	for i, rec := range recs {
+		pay := rec.Payment
+		query, check := false, false
+		switch {
+		case pay.Status == payment.StatusPaid:
+			query = true
+		case pay.Status == payment.StatusPending && !now.After(pay.ExpireAt.Add(p.PendingGrace)):
+			rep.InFlight++
+		case pay.Status == payment.StatusPending:
+			query, check = true, true
+		default:
+			query = true
+		}
+		if !query && !check {
+			continue
+		}
+		if query {
+			rep.Queried++
+		}
+		p.progress(Progress{Payments: rep.Payments + i, LastID: pay.ID})
+		g.Go(func() error {
+			results[i] = a.remoteCheck(ctx, pay, query, check)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+
+	var out []Finding
+	for i, rec := range recs {
+		fs, err := a.findings(ctx, rec, results[i], p, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
+}
+
+func (a *Auditor) remoteCheck(ctx context.Context, pay payment.Payment, query, check bool) remote {
+	var r remote
+	if query {
+		r.queried = true
+		r.trade, r.queryErr = a.query(ctx, pay.PaymentNo)
+	}
+	if check {
+		r.checked = true
+		wid := pay.WorkflowID
+		if wid == "" {
+			wid = payment.WorkflowID(pay.TenantID, pay.OrderID)
+		}
+		r.running, r.checkErr = a.Workflows.Running(ctx, wid)
+	}
+	return r
+}
+
+// query asks Alipay, retrying a retryable failure a few times so that one dropped call
+// does not make a payment unverifiable.
+func (a *Auditor) query(ctx context.Context, paymentNo string) (payment.Trade, error) {
+	var (
+		tr  payment.Trade
+		err error
+	)
+	for attempt := range queryAttempts {
+		if attempt > 0 {
+			t := time.NewTimer(time.Duration(attempt) * queryBackoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return tr, fmt.Errorf("%w (after %d attempts: %w)", ctx.Err(), attempt, err)
+			case <-t.C:
+			}
+		}
+		tr, err = a.Gateway.Query(ctx, paymentNo)
+		if err == nil || !payment.IsRetryable(err) {
+			return tr, err
+		}
+	}
+	return tr, fmt.Errorf("%d attempts: %w", queryAttempts, err)
+}
+
+// findings applies every check to one payment.
+func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, now time.Time) ([]Finding, error) {
+	pay := rec.Payment
+	newFinding := func(kind, detail string) Finding {
+		f := Finding{Kind: kind, TenantID: pay.TenantID, OrderID: pay.OrderID, PaymentNo: pay.PaymentNo,
+			Status: pay.Status, TradeNo: pay.TradeNo, AmountFen: pay.Amount, CreatedAt: pay.CreatedAt, Detail: detail}
+		if r.queried && r.queryErr == nil && r.trade.State != payment.TradeNotExist {
+			f.AlipayAmountFen = r.trade.Amount
+			if f.TradeNo == "" {
+				f.TradeNo = r.trade.TradeNo
+			}
+		}
+		return f
+	}
+	var out []Finding
+
+	if r.queried && r.queryErr == nil && r.trade.State == payment.TradePaid && pay.Status != payment.StatusPaid {
+		detail := fmt.Sprintf("alipay reports %s (trade_no %s, %s CNY) but the payment is %s locally",
+			rawStatus(r.trade), r.trade.TradeNo, r.trade.Amount.Yuan(), pay.Status)
+		kinds, err := a.Store.AnomalyKinds(ctx, pay.PaymentNo)
+		if err != nil {
+			return nil, fmt.Errorf("audit: anomalies of %s: %w", pay.PaymentNo, err)
+		}
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return strings.HasPrefix(k, AnomalyPrefix) })
+		if len(kinds) > 0 {
+			detail += "; already recorded as anomaly " + strings.Join(kinds, ", ")
+		} else {
+			detail += "; no anomaly records it"
+		}
+		out = append(out, newFinding(KindLost, detail))
+	}
+
+	if pay.Status == payment.StatusPaid {
+		paidFor := now.Sub(paidAt(pay)).Truncate(time.Second)
+		if rec.EarlierPaid != "" {
+			out = append(out, newFinding(KindDouble, fmt.Sprintf(
+				"order already PAID by payment %s; this second PAID payment has no re-purchase opt-in", rec.EarlierPaid)))
+		}
+		if !rec.Granted && paidFor > p.GrantSLA {
+			out = append(out, newFinding(KindMissingGrant, fmt.Sprintf(
+				"PAID %s ago (grant SLA %s) and no benefit_grants row", paidFor, p.GrantSLA)))
+		}
+		if rec.Event != EventSettled && paidFor > p.WebhookSLA {
+			detail := fmt.Sprintf("PAID %s ago (webhook SLA %s) and it has no payment.paid event row", paidFor, p.WebhookSLA)
+			if rec.Event == EventOwed {
+				detail = fmt.Sprintf("PAID %s ago (webhook SLA %s) and the payment.paid event is not delivered after %d attempts",
+					paidFor, p.WebhookSLA, rec.EventAttempts)
+				if rec.EventLastError != "" {
+					detail += "; last error: " + rec.EventLastError
+				}
+			}
+			out = append(out, newFinding(KindUndeliveredEvent, detail))
+		}
+	}
+
+	if r.checked && r.checkErr == nil && !r.running {
+		out = append(out, newFinding(KindStuckPending, fmt.Sprintf(
+			"pending %s past expire_at %s (grace %s) and workflow %s is not running",
+			now.Sub(pay.ExpireAt).Truncate(time.Second), pay.ExpireAt.UTC().Format(time.RFC3339), p.PendingGrace,
+			workflowID(pay))))
+	}
+
+	if r.queried && r.queryErr == nil && pay.Status == payment.StatusPaid {
+		switch {
+		case r.trade.State != payment.TradePaid:
+			out = append(out, newFinding(KindNotPaidAtAlipay, fmt.Sprintf(
+				"PAID locally but alipay reports the trade as %s", rawStatus(r.trade))))
+		case r.trade.Amount != pay.Amount:
+			out = append(out, newFinding(KindAmountMismatch, fmt.Sprintf(
+				"alipay total_amount %s CNY, local amount %s CNY", r.trade.Amount.Yuan(), pay.Amount.Yuan())))
+		}
+	}
+
+	// One unverifiable finding per payment, whatever failed: the anomaly it becomes is
+	// unique per (kind, payment_no).
+	var failed []string
+	if r.queryErr != nil {
+		failed = append(failed, "alipay query failed: "+r.queryErr.Error())
+	}
+	if r.checkErr != nil {
+		failed = append(failed, fmt.Sprintf("workflow %s could not be described: %v", workflowID(pay), r.checkErr))
+	}
+	if len(failed) > 0 {
+		out = append(out, newFinding(KindUnverifiable, strings.Join(failed, "; ")))
+	}
+	return out, nil
+}
+
+// paidAt is when the payment became PAID locally: paid_at may be Alipay's gmt_payment,
+// earlier than our transition, and the SLAs run from the transition.
+func paidAt(p payment.Payment) time.Time {
+	if p.UpdatedAt.After(p.PaidAt) {
+		return p.UpdatedAt
+	}
+	return p.PaidAt
+}
+
+func workflowID(p payment.Payment) string {
+	if p.WorkflowID != "" {
+		return p.WorkflowID
+	}
+	return payment.WorkflowID(p.TenantID, p.OrderID)
+}
+
+func rawStatus(t payment.Trade) string {
+	if t.RawStatus != "" {
+		return t.RawStatus
+	}
+	return t.State.String()
+}

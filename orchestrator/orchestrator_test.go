@@ -1,0 +1,50 @@
+package orchestrator_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/mocks"
+
+	"github.com/paykit/paykit/orchestrator"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+func TestRunning(t *testing.T) {
+	described := func(s enumspb.WorkflowExecutionStatus) *workflowservice.DescribeWorkflowExecutionResponse {
+		return &workflowservice.DescribeWorkflowExecutionResponse{
+			WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: s},
+		}
+	}
+	tests := []struct {
+		name        string
+		resp        *workflowservice.DescribeWorkflowExecutionResponse
+		err         error
+		wantRunning bool
+		wantCode    string
+	}{
+		{name: "running", resp: described(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING), wantRunning: true},
+		{name: "completed", resp: described(enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED)},
+		{name: "terminated", resp: described(enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED)},
+		{name: "not found", err: serviceerror.NewNotFound("workflow not found")},
+		{name: "temporal down", err: serviceerror.NewUnavailable("connection refused"), wantCode: payment.EUNAVAILABLE},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &mocks.Client{}
+			c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(tc.resp, tc.err)
+			o := orchestrator.New(c, "payments", workflows.DefaultTiming())
+			running, err := o.Running(context.Background(), "payment:t1:o1")
+			if running != tc.wantRunning || payment.ErrorCode(err) != tc.wantCode {
+				t.Fatalf("Running = %v, %v; want %v and error code %q", running, err, tc.wantRunning, tc.wantCode)
+			}
+			c.AssertExpectations(t)
+		})
+	}
+}
