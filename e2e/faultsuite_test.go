@@ -96,8 +96,10 @@ type faultOrder struct {
 	fen    int64
 	method payment.Method
 	mu     sync.Mutex
-	keys   []string
-	token  string
+	// lastKey and lastBody are the last keyed checkout, replayed as it was.
+	lastKey  string
+	lastBody []byte
+	token    string
 }
 
 type faultRun struct {
@@ -227,45 +229,45 @@ func acceptableCheckout(r response) bool {
 	return false
 }
 
-// checkout sends copies concurrent checkouts of o: mode 0 replays the order's last key,
-// 1 uses a fresh key, 2 no key, 3 a fresh checkout token, 4 the order's last token again.
+// checkout sends copies concurrent checkouts of o: mode 0 replays the order's last keyed
+// request exactly (same key, same body), 1 uses a fresh key, 2 no key, 3 a fresh checkout
+// token, 4 the order's last token again under a fresh key.
 func (f *faultRun) checkout(o *faultOrder, mode, copies int, fresh string) {
 	f.count(fmt.Sprintf("checkout_mode%d", mode))
-	o.mu.Lock()
-	key := fresh
-	switch mode {
-	case 0:
-		if len(o.keys) > 0 {
-			key = o.keys[len(o.keys)-1]
-		}
-	case 2:
-		key = ""
-	}
-	if key != "" && key == fresh {
-		o.keys = append(o.keys, key)
-	}
-	token := o.token
-	o.mu.Unlock()
 	h := map[string]string{"Authorization": "Bearer " + f.tn.apiKey, "Content-Type": "application/json"}
-	if mode == 3 {
-		r, err := try(http.MethodPost, f.st.apiURL+"/v1/checkout-tokens", h, []byte(`{"order_id":"`+o.id+`"}`))
-		if err != nil || r.status != http.StatusCreated {
-			return
+	o.mu.Lock()
+	key, b, token := o.lastKey, o.lastBody, o.token
+	o.mu.Unlock()
+	if mode != 0 || key == "" {
+		if mode == 3 {
+			r, err := try(http.MethodPost, f.st.apiURL+"/v1/checkout-tokens", h, []byte(`{"order_id":"`+o.id+`"}`))
+			if err != nil || r.status != http.StatusCreated {
+				return
+			}
+			var tok struct {
+				Token string `json:"checkout_token"`
+			}
+			_ = json.Unmarshal(r.body, &tok)
+			token = tok.Token
 		}
-		var tok struct {
-			Token string `json:"checkout_token"`
+		body := map[string]any{"order_id": o.id, "amount_fen": o.fen, "subject": "Fault order " + o.id, "method": string(o.method)}
+		if (mode == 3 || mode == 4) && token != "" {
+			body["checkout_token"] = token
 		}
-		_ = json.Unmarshal(r.body, &tok)
-		token = tok.Token
+		b, _ = json.Marshal(body)
+		key = fresh
+		if mode == 2 {
+			key = ""
+		}
 		o.mu.Lock()
-		o.token = token
+		if key != "" {
+			o.lastKey, o.lastBody = key, b
+		}
+		if mode == 3 {
+			o.token = token
+		}
 		o.mu.Unlock()
 	}
-	body := map[string]any{"order_id": o.id, "amount_fen": o.fen, "subject": "Fault order " + o.id, "method": string(o.method)}
-	if (mode == 3 || mode == 4) && token != "" {
-		body["checkout_token"] = token
-	}
-	b, _ := json.Marshal(body)
 	if key != "" {
 		h["Idempotency-Key"] = key
 	}

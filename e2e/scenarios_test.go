@@ -653,7 +653,7 @@ func TestSchedulesExistAndPurgeExpiredKeys(t *testing.T) {
 	st := shared(t)
 	ctx := context.Background()
 	sc := env.tc.ScheduleClient()
-	for _, id := range []string{worker.SweeperScheduleID(st.taskQueue), worker.PurgeScheduleID(st.taskQueue)} {
+	for _, id := range []string{worker.SweeperScheduleID(st.taskQueue), worker.PurgeScheduleID(st.taskQueue), worker.AuditScheduleID(st.taskQueue)} {
 		if _, err := sc.GetHandle(ctx, id).Describe(ctx); err != nil {
 			t.Fatalf("schedule %s: %v", id, err)
 		}

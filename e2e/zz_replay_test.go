@@ -31,6 +31,9 @@ var historyNames = map[string]string{
 	"13001": "redriven_after_terminate",
 	"14001": "paid_qr_through_outages",
 	"15001": "closed_by_operator_cancel",
+	"rt1":   "redriven_qr_refused_at_open_paid",
+	"rt2":   "redriven_page_after_expiry_paid",
+	"cl1":   "closed_run_made_way_for_new_checkout",
 }
 
 // TestZZReplayRecordedHistories replays every payment workflow history this run produced

@@ -18,8 +18,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 10 {
-		t.Fatalf("found %d recorded histories, want one per path (10)", len(files))
+	if len(files) < 13 {
+		t.Fatalf("found %d recorded histories, want one per path (13)", len(files))
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
