@@ -59,6 +59,14 @@ func (a *Activities) now() time.Time {
 	return time.Now()
 }
 
+// benefit is the entitlement granted for a paid payment, "order_fulfilment" unless set.
+func (a *Activities) benefit() string {
+	if a.Benefit != "" {
+		return a.Benefit
+	}
+	return "order_fulfilment"
+}
+
 func (a *Activities) log() *slog.Logger {
 	if a.Logger != nil {
 		return a.Logger

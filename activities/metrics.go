@@ -11,6 +11,7 @@ type Metrics struct {
 	anomalies   *prometheus.CounterVec
 	redriven    prometheus.Counter
 	grants      prometheus.Counter
+	repaired    prometheus.Counter
 }
 
 // NewMetrics registers the activity counters on reg.
@@ -32,8 +33,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "paykit_benefit_grants_total", Help: "Benefit grants created (repeats are not counted).",
 		}),
+		repaired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paykit_sweeper_grants_repaired_total",
+			Help: "Benefit grants of paid payments that their workflow lost, created by the sweeper (also counted in paykit_benefit_grants_total).",
+		}),
 	}
-	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants)
+	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired)
 	return m
 }
 
@@ -64,5 +69,11 @@ func (m *Metrics) redrive() {
 func (m *Metrics) grant() {
 	if m != nil {
 		m.grants.Inc()
+	}
+}
+
+func (m *Metrics) grantRepaired() {
+	if m != nil {
+		m.repaired.Inc()
 	}
 }

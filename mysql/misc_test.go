@@ -323,3 +323,69 @@ func TestPing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPaidWithoutGrant(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	tests := []struct {
+		name    string
+		paid    bool
+		age     time.Duration // created, paid and updated this long ago
+		benefit string        // already granted, if set
+		want    bool
+	}{
+		{"paid, no grant, past the grace", true, 10 * time.Minute, "", true},
+		{"paid, only another benefit granted", true, 10 * time.Minute, "coupon", true},
+		{"paid and granted", true, 10 * time.Minute, "vip_30d", false},
+		{"paid within the grace", true, time.Minute, "", false},
+		{"paid before the look-back", true, 48 * time.Hour, "", false},
+		{"pending", false, 10 * time.Minute, "", false},
+	}
+	want := map[string]bool{}
+	for i, tc := range tests {
+		no := fmt.Sprintf("p%d", i)
+		createPending(t, st, "t1", fmt.Sprintf("o%d", i), no)
+		if tc.paid {
+			if _, err := st.MarkPaid(ctx, no, "T"+no, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := now.Add(-tc.age)
+		if _, err := db.ExecContext(ctx, "UPDATE payments SET created_at = ?, updated_at = ? WHERE payment_no = ?", at, at, no); err != nil {
+			t.Fatal(err)
+		}
+		if tc.benefit != "" {
+			if _, err := st.GrantBenefit(ctx, payment.BenefitGrant{TenantID: "t1", PaymentNo: no, OrderID: "o", Benefit: tc.benefit}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.want {
+			want[no] = true
+		}
+	}
+	got, err := st.PaidWithoutGrant(ctx, "vip_30d", now.Add(-24*time.Hour), now.Add(-2*time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range got {
+		seen[p.PaymentNo] = true
+		if p.Status != payment.StatusPaid {
+			t.Errorf("%s is %v, want paid", p.PaymentNo, p.Status)
+		}
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if no := fmt.Sprintf("p%d", i); seen[no] != tc.want {
+				t.Fatalf("%s listed = %v, want %v", no, seen[no], tc.want)
+			}
+		})
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d payments, want %d", len(got), len(want))
+	}
+	if one, err := st.PaidWithoutGrant(ctx, "vip_30d", now.Add(-24*time.Hour), now.Add(-2*time.Minute), 1); err != nil || len(one) != 1 || one[0].PaymentNo != "p0" {
+		t.Fatalf("limit 1: %+v %v, want the oldest (p0)", one, err)
+	}
+}

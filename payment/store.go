@@ -131,6 +131,10 @@ type Store interface {
 	GrantBenefit(ctx context.Context, g BenefitGrant) (created bool, err error)
 	// ListGrants returns the grants of a payment.
 	ListGrants(ctx context.Context, tenantID, paymentNo string) ([]BenefitGrant, error)
+	// PaidWithoutGrant returns up to limit paid payments, created at or after
+	// createdAfter and marked paid before paidBefore, that have no grant of benefit,
+	// oldest first: the grants a workflow lost, for the sweeper to repair.
+	PaidWithoutGrant(ctx context.Context, benefit string, createdAfter, paidBefore time.Time, limit int) ([]Payment, error)
 
 	// GetEvent returns an outbox event by id.
 	GetEvent(ctx context.Context, eventID string) (Event, error)

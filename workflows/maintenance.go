@@ -23,11 +23,13 @@ func maintenanceOptions(ctx workflow.Context, summary string) workflow.Context {
 }
 
 // SweeperWorkflow runs on a schedule. It re-drives payments still pending in MySQL whose
-// workflow is not running, and redelivers merchant webhooks that were given up on.
+// workflow is not running, grants the benefit of paid payments whose workflow lost it,
+// and redelivers merchant webhooks that were given up on.
 func SweeperWorkflow(ctx workflow.Context, in SweepInput) (activities.SweepResult, error) {
 	var res activities.SweepResult
+	opts := activities.SweepOptions{GrantGrace: in.GrantGrace, GrantLookback: in.GrantLookback}
 	err := workflow.ExecuteActivity(maintenanceOptions(ctx, "sweep stale pending payments"),
-		a.SweepStalePayments, in.StaleAfter, in.Limit).Get(ctx, &res)
+		a.SweepStalePayments, in.StaleAfter, in.Limit, opts).Get(ctx, &res)
 	return res, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -40,6 +41,7 @@ type Config struct {
 	CheckoutTokenTTL time.Duration
 	SweepEvery       time.Duration
 	SweepStaleAfter  time.Duration
+	SweepGrantGrace  time.Duration
 	PurgeEvery       time.Duration
 	Benefit          string
 
@@ -122,6 +124,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		CheckoutTokenTTL:    e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
 		SweepEvery:          e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
 		SweepStaleAfter:     e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
+		SweepGrantGrace:     e.dur("PAYKIT_SWEEP_GRANT_GRACE", activities.DefaultGrantGrace),
 		PurgeEvery:          e.dur("PAYKIT_PURGE_EVERY", time.Hour),
 		Benefit:             e.str("PAYKIT_BENEFIT", "order_fulfilment"),
 		WorkflowTaskPollers: e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
