@@ -19,15 +19,19 @@ ON DUPLICATE KEY UPDATE id = id`
 	qListGrants = `SELECT tenant_id, payment_no, order_id, benefit, created_at FROM benefit_grants
 WHERE tenant_id = ? AND payment_no = ? ORDER BY created_at, id`
 	// qPaidWithoutGrant walks idx_payments_status_created over the paid payments of the
-	// look-back window and probes uk_benefit_grants once per payment. updated_at of a
-	// paid payment is the moment MarkPaid committed (nothing updates a final payment), so
-	// the grace is counted from when the workflow would have granted, not from paid_at,
-	// which Alipay may report long before.
-	qPaidWithoutGrant = `SELECT ` + paymentColumns + ` FROM payments p
-WHERE p.status = 1 AND p.created_at >= ? AND p.updated_at < ?
-AND NOT EXISTS (SELECT 1 FROM benefit_grants g
-	WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no AND g.benefit = ?)
-ORDER BY p.created_at, p.id LIMIT ?`
+	// look-back window and probes uk_benefit_grants once per payment (an anti-join; with
+	// NOT EXISTS MariaDB reads the whole grants index into a temporary table instead),
+	// then reads the rows of the ones it chose. updated_at of a paid payment is the
+	// moment MarkPaid committed (nothing updates a final payment), so the grace counts
+	// from when the workflow would have granted, not from paid_at, which Alipay may
+	// report long before.
+	qPaidWithoutGrant = `SELECT ` + paymentColumns + ` FROM payments JOIN (
+	SELECT p.id AS lost_id FROM payments p
+	LEFT JOIN benefit_grants g ON g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no AND g.benefit = ?
+	WHERE p.status = 1 AND p.created_at >= ? AND p.updated_at < ? AND g.id IS NULL
+	ORDER BY p.created_at, p.id LIMIT ?
+) lost ON lost.lost_id = payments.id
+ORDER BY created_at, id`
 )
 
 const maxBenefit = 128
@@ -73,7 +77,7 @@ func (st *Store) ListGrants(ctx context.Context, tenantID, paymentNo string) ([]
 // oldest first.
 func (st *Store) PaidWithoutGrant(ctx context.Context, benefit string, createdAfter, paidBefore time.Time, limit int) ([]payment.Payment, error) {
 	ps := []payment.Payment{}
-	args := []any{dbTime(createdAfter), dbTime(paidBefore), benefit, clampLimit(limit)}
+	args := []any{benefit, dbTime(createdAfter), dbTime(paidBefore), clampLimit(limit)}
 	err := st.query(ctx, qPaidWithoutGrant, args, func(rows *sql.Rows) error {
 		p, err := scanPayment(rows)
 		ps = append(ps, p)
