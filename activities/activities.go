@@ -21,6 +21,7 @@ const (
 	ErrTypeChannelRefused = "ChannelRefused"
 	ErrTypeInvalid        = "InvalidPayment"
 	ErrTypeLockBusy       = "PaymentLockBusy"
+	ErrTypeEventDead      = "WebhookEventDead"
 )
 
 // OrderLocker is the per-order Redis lock of the seed's success path. On contention it
@@ -50,6 +51,10 @@ type Activities struct {
 	Now func() time.Time
 	// Metrics counts business events; nil counts nothing.
 	Metrics *Metrics
+	// EventRetry spaces the failed deliveries of an outbox event, by the workflow and by
+	// the sweeper alike, and says when the event is dead; zero fields take
+	// payment.DefaultEventRetry.
+	EventRetry payment.EventRetry
 }
 
 func (a *Activities) now() time.Time {

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -43,7 +44,10 @@ type SweepResult struct {
 	GrantsRepaired    int `json:"grants_repaired"`
 	GrantsFailed      int `json:"grants_failed"`
 	EventsRedelivered int `json:"events_redelivered"`
-	EventsFailed      int `json:"events_failed"`
+	// EventsFailed counts failed attempts, EventsDead those of them that were the
+	// event's last.
+	EventsFailed int `json:"events_failed"`
+	EventsDead   int `json:"events_dead"`
 }
 
 // SweepStalePayments re-drives payments still pending in MySQL after staleAfter whose
@@ -79,13 +83,16 @@ func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Dur
 	if err := a.repairGrants(ctx, now, opts, limit, &res); err != nil {
 		return res, err
 	}
-	events, err := a.Store.UndeliveredEvents(ctx, before, limit)
+	events, err := a.Store.DueEvents(ctx, now, before, 0, limit)
 	if err != nil {
-		return res, fmt.Errorf("sweep: list undelivered events: %w", err)
+		return res, fmt.Errorf("sweep: list due events: %w", err)
 	}
 	for _, ev := range events {
 		if err := a.deliver(ctx, ev); err != nil {
 			res.EventsFailed++
+			if errors.Is(err, errEventDead) {
+				res.EventsDead++
+			}
 			continue
 		}
 		res.EventsRedelivered++

@@ -12,6 +12,7 @@ type Metrics struct {
 	redriven    prometheus.Counter
 	grants      prometheus.Counter
 	repaired    prometheus.Counter
+	dead        prometheus.Counter
 }
 
 // NewMetrics registers the activity counters on reg.
@@ -37,8 +38,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "paykit_sweeper_grants_repaired_total",
 			Help: "Benefit grants of paid payments that their workflow lost, created by the sweeper (also counted in paykit_benefit_grants_total).",
 		}),
+		dead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paykit_webhook_events_dead_total",
+			Help: "Outbox events given up on after their last allowed delivery attempt; each needs an operator.",
+		}),
 	}
-	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired)
+	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead)
 	return m
 }
 
@@ -75,5 +80,11 @@ func (m *Metrics) grant() {
 func (m *Metrics) grantRepaired() {
 	if m != nil {
 		m.repaired.Inc()
+	}
+}
+
+func (m *Metrics) eventDead() {
+	if m != nil {
+		m.dead.Inc()
 	}
 }
