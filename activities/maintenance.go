@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/paykit/paykit/payment"
 )
 
 // Defaults of SweepOptions.
@@ -45,9 +47,11 @@ type SweepResult struct {
 	GrantsFailed      int `json:"grants_failed"`
 	EventsRedelivered int `json:"events_redelivered"`
 	// EventsFailed counts failed attempts, EventsDead those of them that were the
-	// event's last.
-	EventsFailed int `json:"events_failed"`
-	EventsDead   int `json:"events_dead"`
+	// event's last, and EventsDeferred the due events this sweep did not attempt: their
+	// tenant kept failing, another sweep held them, or time ran out.
+	EventsFailed   int `json:"events_failed"`
+	EventsDead     int `json:"events_dead"`
+	EventsDeferred int `json:"events_deferred"`
 }
 
 // SweepStalePayments re-drives payments still pending in MySQL after staleAfter whose
@@ -67,6 +71,7 @@ func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Dur
 		return res, fmt.Errorf("sweep: list pending: %w", err)
 	}
 	for _, p := range pending {
+		heartbeat(ctx, res)
 		res.Checked++
 		started, err := a.Redriver.Redrive(ctx, p)
 		if err != nil {
@@ -83,21 +88,155 @@ func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Dur
 	if err := a.repairGrants(ctx, now, opts, limit, &res); err != nil {
 		return res, err
 	}
-	events, err := a.Store.DueEvents(ctx, now, before, 0, limit)
-	if err != nil {
-		return res, fmt.Errorf("sweep: list due events: %w", err)
-	}
-	for _, ev := range events {
-		if err := a.deliver(ctx, ev); err != nil {
-			res.EventsFailed++
-			if errors.Is(err, errEventDead) {
-				res.EventsDead++
-			}
-			continue
-		}
-		res.EventsRedelivered++
+	if err := a.redeliver(ctx, now, before, limit, &res); err != nil {
+		return res, err
 	}
 	return res, nil
+}
+
+// Bounds of the sweeper's redelivery.
+const (
+	// sweepConcurrency is how many webhooks one sweep has in flight.
+	sweepConcurrency = 8
+	// sweepTenantInFlight is how many of them may go to one tenant, so that a merchant
+	// whose endpoint hangs holds at most that many of the sweep's workers.
+	sweepTenantInFlight = 2
+	// sweepEventsPerTenant is one tenant's share of the due events a sweep takes.
+	sweepEventsPerTenant = 20
+	// sweepTenantFailures is how many failures in a row make a sweep leave a tenant's
+	// other events to the next sweep: its endpoint is down, and trying every event
+	// would spend a timeout on each.
+	sweepTenantFailures = 3
+)
+
+// tenantQueue is one tenant's share of a sweep's due events.
+type tenantQueue struct {
+	id       string
+	tenant   payment.Tenant
+	loaded   bool // tenant was read
+	events   []payment.Event
+	inFlight int
+	failures int // in a row
+}
+
+// usable reports whether the sweep may start another delivery to this tenant.
+func (q *tenantQueue) usable() bool {
+	return len(q.events) > 0 && q.inFlight < sweepTenantInFlight && q.failures < sweepTenantFailures
+}
+
+// delivered is the outcome of one delivery started by redeliver.
+type delivered struct {
+	q   *tenantQueue
+	err error
+}
+
+// redeliver delivers the due events, fairly across tenants: the store hands out a
+// bounded share per tenant, deliveries start round robin over the tenants with at most
+// sweepConcurrency in flight and sweepTenantInFlight per tenant, and a tenant failing
+// sweepTenantFailures times in a row is left for a later sweep. Each event is claimed
+// before it is sent, so that concurrent sweeps do not both deliver it. No delivery starts
+// that could not finish before ctx's deadline.
+func (a *Activities) redeliver(ctx context.Context, now, createdBefore time.Time, limit int, res *SweepResult) error {
+	events, err := a.Store.DueEvents(ctx, now, createdBefore, sweepEventsPerTenant, limit)
+	if err != nil {
+		return fmt.Errorf("sweep: list due events: %w", err)
+	}
+	var queues []*tenantQueue
+	byTenant := map[string]*tenantQueue{}
+	for _, ev := range events {
+		q := byTenant[ev.TenantID]
+		if q == nil {
+			q = &tenantQueue{id: ev.TenantID}
+			byTenant[ev.TenantID] = q
+			queues = append(queues, q)
+		}
+		q.events = append(q.events, ev)
+	}
+	timeout := a.webhookTimeout()
+	// A claim outlasts the request and the write that records its outcome, so another
+	// sweep takes the event over only from a sweep that died.
+	lease := max(time.Minute, 3*timeout+bookkeepingTimeout)
+	done := make(chan delivered)
+	inFlight, next := 0, 0
+	start := func() {
+		for inFlight < sweepConcurrency && timeLeft(ctx, timeout) {
+			q := nextQueue(queues, &next)
+			if q == nil {
+				return
+			}
+			if !q.loaded {
+				t, err := a.Store.GetTenant(ctx, q.id)
+				if err != nil {
+					a.log().ErrorContext(ctx, "sweep: cannot read tenant; its events wait for a later sweep", "tenant_id", q.id, "err", err)
+					q.failures = sweepTenantFailures
+					continue
+				}
+				q.tenant, q.loaded = t, true
+			}
+			ev := q.events[0]
+			q.events = q.events[1:]
+			claimed, err := a.Store.ClaimEvent(ctx, ev, a.now().Add(lease))
+			if err != nil || !claimed {
+				if err != nil {
+					a.log().WarnContext(ctx, "sweep: cannot claim event", "event_id", ev.EventID, "tenant_id", ev.TenantID, "err", err)
+				}
+				res.EventsDeferred++
+				continue
+			}
+			inFlight++
+			q.inFlight++
+			tenant := q.tenant
+			go func() { done <- delivered{q: q, err: a.deliverTo(ctx, tenant, ev)} }()
+		}
+	}
+	start()
+	for inFlight > 0 {
+		d := <-done
+		inFlight--
+		d.q.inFlight--
+		if d.err == nil {
+			res.EventsRedelivered++
+			d.q.failures = 0
+		} else {
+			res.EventsFailed++
+			if errors.Is(d.err, errEventDead) {
+				res.EventsDead++
+			}
+			if d.q.failures++; d.q.failures == sweepTenantFailures && len(d.q.events) > 0 {
+				a.log().WarnContext(ctx, "sweep: tenant's endpoint keeps failing; its other events wait for a later sweep",
+					"tenant_id", d.q.id, "failures", d.q.failures, "waiting", len(d.q.events), "err", d.err)
+			}
+		}
+		heartbeat(ctx, *res)
+		start()
+	}
+	for _, q := range queues {
+		res.EventsDeferred += len(q.events)
+	}
+	return nil
+}
+
+// nextQueue returns the next tenant, round robin from *next, that may take another
+// delivery, or nil if none may.
+func nextQueue(queues []*tenantQueue, next *int) *tenantQueue {
+	for i := range queues {
+		k := (*next + i) % len(queues)
+		if queues[k].usable() {
+			*next = (k + 1) % len(queues)
+			return queues[k]
+		}
+	}
+	return nil
+}
+
+// timeLeft reports whether a delivery started now, taking up to timeout and then a
+// write, would end before ctx does.
+func timeLeft(ctx context.Context, timeout time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) > timeout+bookkeepingTimeout
 }
 
 // repairGrants grants the benefit of paid payments whose workflow lost it: the grant
@@ -110,6 +249,7 @@ func (a *Activities) repairGrants(ctx context.Context, now time.Time, opts Sweep
 		return fmt.Errorf("sweep: list paid payments without grant: %w", err)
 	}
 	for _, p := range lost {
+		heartbeat(ctx, *res)
 		created, err := a.GrantBenefit(ctx, GrantBenefitInput{TenantID: p.TenantID, PaymentNo: p.PaymentNo, OrderID: p.OrderID})
 		if err != nil {
 			res.GrantsFailed++

@@ -2,7 +2,10 @@ package activities_test
 
 import (
 	"context"
+	"io"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -109,6 +113,57 @@ func TestSweep_RepairsMissingGrants(t *testing.T) {
 	}
 }
 
+// endpoint is a merchant webhook endpoint that counts deliveries per event id. With
+// hang set it never answers in time: it holds each request until the client gives up.
+type endpoint struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	hits map[string]int
+}
+
+func newEndpoint(tb testing.TB, delay time.Duration, hang bool) *endpoint {
+	tb.Helper()
+	e := &endpoint{hits: map[string]int{}}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		e.mu.Lock()
+		e.hits[r.Header.Get(activities.EventIDHeader)]++
+		e.mu.Unlock()
+		wait := delay
+		if hang {
+			wait = time.Minute
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(wait):
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	tb.Cleanup(e.srv.Close)
+	return e
+}
+
+// deliveries returns how many requests each event id received.
+func (e *endpoint) deliveries() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.hits)
+}
+
+// tenant registers another tenant whose webhooks go to e.
+func (f *fixture) tenant(tb testing.TB, e *endpoint) string {
+	tb.Helper()
+	id := "t_" + randomHex(4)
+	if err := f.store.UpsertTenant(context.Background(), payment.Tenant{
+		ID: id, Name: "sweep test", APIKeyHash: randomHex(32), NotifyURL: e.srv.URL + "/webhooks",
+		WebhookSecret: testSecret, AlipayAppID: testAppID, AlipaySeller: testSellerID, CreatedAt: time.Now(),
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return id
+}
+
 // paidEvents pays n new payments of tenantID and returns their outbox event ids, oldest
 // first. Their workflows are taken to have given up on delivering them.
 func (f *fixture) paidEvents(tb testing.TB, tenantID string, n int) []string {
@@ -139,6 +194,70 @@ func (f *fixture) sweepEvents(ctx context.Context, tb testing.TB) activities.Swe
 		tb.Errorf("sweep: %v", err)
 	}
 	return res
+}
+
+// TestSweep_OneHangingMerchantDoesNotStarveOthers: tenant A's endpoint hangs on each of
+// its 40 due events, tenant B's answers at once. One sweep must deliver all of B's
+// events, and must not spend a timeout on each of A's.
+func TestSweep_OneHangingMerchantDoesNotStarveOthers(t *testing.T) {
+	f := newFixture(t)
+	f.acts.Redriver = &redriveRecorder{}
+	const timeout = 300 * time.Millisecond
+	f.acts.HTTP = &http.Client{Timeout: timeout}
+	slow, fast := newEndpoint(t, 0, true), newEndpoint(t, 0, false)
+	a, b := f.tenant(t, slow), f.tenant(t, fast)
+	aEvents := f.paidEvents(t, a, 40) // older, so first in line
+	bEvents := f.paidEvents(t, b, 3)
+
+	start := time.Now()
+	res := f.sweepEvents(context.Background(), t)
+	elapsed := time.Since(start)
+	got := fast.deliveries()
+	t.Logf("sweep took %v (40 × timeout would be %v): %+v; A's endpoint saw %d requests, B's %d",
+		elapsed.Round(time.Millisecond), 40*timeout, res, len(slow.deliveries()), len(got))
+	for _, id := range bEvents {
+		ev, err := f.store.GetEvent(context.Background(), id)
+		if err != nil || !ev.Delivered || got[id] != 1 {
+			t.Errorf("tenant B event %s: delivered=%v, received %d times (%v); want delivered once", id, ev.Delivered, got[id], err)
+		}
+	}
+	if limit := 40 * timeout / 4; elapsed > limit {
+		t.Errorf("sweep took %v, want under %v: tenant A's hanging endpoint held the sweep", elapsed, limit)
+	}
+	for _, id := range aEvents {
+		if ev, _ := f.store.GetEvent(context.Background(), id); ev.Delivered {
+			t.Errorf("tenant A event %s delivered by an endpoint that never answered", id)
+		}
+	}
+}
+
+// TestSweep_ConcurrentSweepsDeliverEachEventOnce runs two sweeps over the same due events
+// at the same moment (two workers, or a sweep overlapping its retry): each event reaches
+// the merchant exactly once.
+func TestSweep_ConcurrentSweepsDeliverEachEventOnce(t *testing.T) {
+	f := newFixture(t)
+	f.acts.Redriver = &redriveRecorder{}
+	e := newEndpoint(t, 20*time.Millisecond, false)
+	var ids []string
+	for range 2 {
+		ids = append(ids, f.paidEvents(t, f.tenant(t, e), 10)...)
+	}
+	results := make([]activities.SweepResult, 2)
+	testenv.Parallel(len(results), func(i int) { results[i] = f.sweepEvents(context.Background(), t) })
+
+	got := e.deliveries()
+	t.Logf("two concurrent sweeps: %+v and %+v; %d events, %d received", results[0], results[1], len(ids), len(got))
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Errorf("event %s received %d times, want exactly once", id, got[id])
+		}
+		if ev, err := f.store.GetEvent(context.Background(), id); err != nil || !ev.Delivered {
+			t.Errorf("event %s not marked delivered: %+v %v", id, ev, err)
+		}
+	}
+	if n := results[0].EventsRedelivered + results[1].EventsRedelivered; n != len(ids) {
+		t.Errorf("sweeps report %d redelivered, want %d", n, len(ids))
+	}
 }
 
 // TestSweep_BacksOffAndGivesUp follows one event whose merchant keeps failing through
@@ -248,5 +367,27 @@ func TestDeliverWebhook_FailuresScheduleTheSweeper(t *testing.T) {
 	}
 	if ev, _ := f.store.GetEvent(context.Background(), id); !ev.Delivered || ev.Dead {
 		t.Fatalf("dead event delivered later: %+v, want delivered and not dead", ev)
+	}
+}
+
+// TestSweep_StartsNoDeliveryItCannotFinish gives the sweep less time than one request
+// and its bookkeeping need: it starts none, and claims nothing another sweep would then
+// have to wait out.
+func TestSweep_StartsNoDeliveryItCannotFinish(t *testing.T) {
+	f := newFixture(t)
+	f.acts.Redriver = &redriveRecorder{}
+	f.acts.HTTP = &http.Client{Timeout: time.Second}
+	ids := f.paidEvents(t, f.tenantID, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	res := f.sweepEvents(ctx, t)
+	t.Logf("sweep with 2s left: %+v", res)
+	if res.EventsRedelivered+res.EventsFailed != 0 || res.EventsDeferred != len(ids) || len(f.merchant.deliveries()) != 0 {
+		t.Fatalf("sweep near its deadline: %+v, merchant got %d; want all %d deferred", res, len(f.merchant.deliveries()), len(ids))
+	}
+	for _, id := range ids {
+		if ev, _ := f.store.GetEvent(context.Background(), id); !ev.NextAttemptAt.IsZero() {
+			t.Fatalf("event %s claimed by a sweep that did not deliver it: %+v", id, ev)
+		}
 	}
 }
