@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -27,6 +28,7 @@ const (
 	// ErrTypeFinishing answers a checkout that reached a run whose payment has just ended;
 	// the run makes way and the caller retries, which starts a new run.
 	ErrTypeFinishing = "PaymentFinishing"
+	ErrTypeEventDead = "WebhookEventDead"
 )
 
 // OrderLocker is the per-order Redis lock of the seed's success path. On contention it
@@ -58,6 +60,10 @@ type Activities struct {
 	Metrics *Metrics
 	// Auditor runs the scheduled audit; nil makes the Audit activity fail.
 	Auditor *audit.Auditor
+	// EventRetry spaces the failed deliveries of an outbox event, by the workflow and by
+	// the sweeper alike, and says when the event is dead; zero fields take
+	// payment.DefaultEventRetry.
+	EventRetry payment.EventRetry
 }
 
 func (a *Activities) now() time.Time {
@@ -65,6 +71,22 @@ func (a *Activities) now() time.Time {
 		return a.Now()
 	}
 	return time.Now()
+}
+
+// benefit is the entitlement granted for a paid payment, "order_fulfilment" unless set.
+func (a *Activities) benefit() string {
+	if a.Benefit != "" {
+		return a.Benefit
+	}
+	return "order_fulfilment"
+}
+
+// heartbeat records progress when ctx is an activity's; tests may call an activity
+// directly, outside Temporal.
+func heartbeat(ctx context.Context, details ...any) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, details...)
+	}
 }
 
 func (a *Activities) log() *slog.Logger {

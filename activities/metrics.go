@@ -12,6 +12,8 @@ type Metrics struct {
 	redriven    prometheus.Counter
 	grants      prometheus.Counter
 	audit       *prometheus.CounterVec
+	repaired    prometheus.Counter
+	dead        prometheus.Counter
 }
 
 // NewMetrics registers the activity counters on reg.
@@ -37,8 +39,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "paykit_audit_findings_total",
 			Help: "Findings of the scheduled audit, by kind; each run counts every finding it makes, old or new.",
 		}, []string{"kind"}),
+		repaired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paykit_sweeper_grants_repaired_total",
+			Help: "Benefit grants of paid payments that their workflow lost, created by the sweeper (also counted in paykit_benefit_grants_total).",
+		}),
+		dead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paykit_webhook_events_dead_total",
+			Help: "Outbox events given up on after their last allowed delivery attempt; each needs an operator.",
+		}),
 	}
-	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.audit)
+	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit)
 	return m
 }
 
@@ -75,5 +85,17 @@ func (m *Metrics) grant() {
 func (m *Metrics) auditFinding(kind string) {
 	if m != nil {
 		m.audit.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) grantRepaired() {
+	if m != nil {
+		m.repaired.Inc()
+	}
+}
+
+func (m *Metrics) eventDead() {
+	if m != nil {
+		m.dead.Inc()
 	}
 }

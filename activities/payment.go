@@ -158,12 +158,8 @@ func (a *Activities) GrantBenefit(ctx context.Context, in GrantBenefitInput) (bo
 		return false, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("grant benefit: payment %s is %s, not paid", p.PaymentNo, p.Status), ErrTypeInvalid, nil)
 	}
-	benefit := a.Benefit
-	if benefit == "" {
-		benefit = "order_fulfilment"
-	}
 	created, err := a.Store.GrantBenefit(ctx, payment.BenefitGrant{
-		TenantID: in.TenantID, PaymentNo: in.PaymentNo, OrderID: in.OrderID, Benefit: benefit, CreatedAt: a.now(),
+		TenantID: in.TenantID, PaymentNo: in.PaymentNo, OrderID: in.OrderID, Benefit: a.benefit(), CreatedAt: a.now(),
 	})
 	if err != nil {
 		return false, fmt.Errorf("grant benefit: %w", err)

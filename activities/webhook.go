@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -40,7 +41,9 @@ func VerifyWebhook(secret string, body []byte, header string) bool {
 
 // DeliverWebhook posts one outbox event to the merchant. It runs after the payment's
 // transaction committed, so a merchant that is down delays only this step. A delivered
-// event is not sent again; the event id lets merchants drop duplicates anyway.
+// event is not sent again; the event id lets merchants drop duplicates anyway. Each
+// failure schedules the event's next attempt for the sweeper, and the one that uses up
+// the event's attempts is not retried.
 func (a *Activities) DeliverWebhook(ctx context.Context, eventID string) error {
 	ev, err := a.Store.GetEvent(ctx, eventID)
 	if err != nil {
@@ -52,7 +55,13 @@ func (a *Activities) DeliverWebhook(ctx context.Context, eventID string) error {
 	if ev.Delivered {
 		return nil
 	}
-	return a.deliver(ctx, ev)
+	if err := a.deliver(ctx, ev); err != nil {
+		if errors.Is(err, errEventDead) {
+			return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeEventDead, err)
+		}
+		return err
+	}
+	return nil
 }
 
 func (a *Activities) deliver(ctx context.Context, ev payment.Event) error {
@@ -60,13 +69,25 @@ func (a *Activities) deliver(ctx context.Context, ev payment.Event) error {
 	if err != nil {
 		return fmt.Errorf("deliver webhook: tenant: %w", err)
 	}
+	return a.deliverTo(ctx, tenant, ev)
+}
+
+// deliverTo posts ev to tenant's notify_url. A failure is recorded on the event, which
+// schedules its next attempt by a.EventRetry, so the sweeper's backoff continues from
+// the workflow's attempts, and after the last allowed one the event is dead.
+func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev payment.Event) error {
 	if tenant.NotifyURL == "" {
 		// Nothing to deliver to; the event stays in the outbox for the merchant to poll.
 		return a.Store.MarkEventDelivered(ctx, ev.EventID)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tenant.NotifyURL, bytes.NewReader(ev.Payload))
+	reqCtx, cancel := context.WithTimeout(ctx, a.webhookTimeout())
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, tenant.NotifyURL, bytes.NewReader(ev.Payload))
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("deliver webhook: bad notify_url", ErrTypeInvalid, err)
+		// Counted as an attempt all the same, so that the event dies in the end instead
+		// of being retried by every sweep.
+		return a.recordFailure(ctx, ev, "bad notify_url: "+err.Error(),
+			temporal.NewNonRetryableApplicationError("deliver webhook: bad notify_url", ErrTypeInvalid, err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(EventIDHeader, ev.EventID)
@@ -80,21 +101,71 @@ func (a *Activities) deliver(ctx context.Context, ev payment.Event) error {
 	resp, err := client.Do(req)
 	if err != nil {
 		a.Metrics.webhook("unreachable")
-		_ = a.Store.MarkEventAttempt(ctx, ev.EventID, err.Error())
-		return fmt.Errorf("deliver webhook %s: %w", ev.EventID, err)
+		return a.recordFailure(ctx, ev, err.Error(), fmt.Errorf("deliver webhook %s: %w", ev.EventID, err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		a.Metrics.webhook("rejected")
 		msg := fmt.Sprintf("merchant answered HTTP %d", resp.StatusCode)
-		_ = a.Store.MarkEventAttempt(ctx, ev.EventID, msg)
-		return fmt.Errorf("deliver webhook %s: %s", ev.EventID, msg)
+		return a.recordFailure(ctx, ev, msg, fmt.Errorf("deliver webhook %s: %s", ev.EventID, msg))
 	}
-	if err := a.Store.MarkEventDelivered(ctx, ev.EventID); err != nil {
+	// The merchant has it: record that even if the request's context ends now.
+	bctx, bcancel := bookkeeping(ctx)
+	defer bcancel()
+	if err := a.Store.MarkEventDelivered(bctx, ev.EventID); err != nil {
 		return fmt.Errorf("deliver webhook %s: mark delivered: %w", ev.EventID, err)
 	}
 	a.Metrics.webhook("delivered")
 	a.log().InfoContext(ctx, "webhook delivered", "event_id", ev.EventID, "tenant_id", ev.TenantID, "payment_no", ev.PaymentNo)
 	return nil
 }
+
+// errEventDead marks the failed attempt after which an event is dead.
+var errEventDead = errors.New("event is dead: no attempts left")
+
+// recordFailure stores a failed attempt, reports the event dying, and returns the
+// delivery error err, joined with errEventDead if this attempt was its last. If the
+// store cannot record the attempt, the event keeps its last schedule (or a sweeper's
+// lease) and is retried from there.
+func (a *Activities) recordFailure(ctx context.Context, ev payment.Event, msg string, err error) error {
+	bctx, cancel := bookkeeping(ctx)
+	defer cancel()
+	after, died, merr := a.Store.MarkEventAttempt(bctx, ev.EventID, msg, a.now(), a.eventRetry())
+	if merr != nil {
+		a.log().WarnContext(ctx, "webhook: could not record failed attempt", "event_id", ev.EventID,
+			"tenant_id", ev.TenantID, "payment_no", ev.PaymentNo, "err", merr)
+		return err
+	}
+	if !died {
+		return err
+	}
+	a.Metrics.eventDead()
+	a.log().ErrorContext(ctx, "webhook: giving up on event after its last attempt; operator action required",
+		"event_id", ev.EventID, "tenant_id", ev.TenantID, "payment_no", ev.PaymentNo, "type", ev.Type,
+		"attempts", after.Attempts, "last_error", after.LastError)
+	return errors.Join(err, errEventDead)
+}
+
+// bookkeeping returns a context for recording a delivery's outcome: a request cut short
+// by its deadline must still be able to write that it failed.
+func bookkeeping(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
+}
+
+// bookkeepingTimeout bounds the write that records a delivery's outcome.
+const bookkeepingTimeout = 5 * time.Second
+
+// defaultWebhookTimeout bounds one webhook request when the HTTP client sets no timeout.
+const defaultWebhookTimeout = 10 * time.Second
+
+// webhookTimeout is how long one webhook request may take.
+func (a *Activities) webhookTimeout() time.Duration {
+	if a.HTTP != nil && a.HTTP.Timeout > 0 {
+		return a.HTTP.Timeout
+	}
+	return defaultWebhookTimeout
+}
+
+// eventRetry is the outbox's retry policy, a.EventRetry with defaults filled in.
+func (a *Activities) eventRetry() payment.EventRetry { return a.EventRetry.WithDefaults() }

@@ -224,7 +224,7 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 	p = e.create(t, "undelivered", "PUNDELIVERED", false)
 	e.markPaid(t, p.PaymentNo, e.payAtAlipay(t, p.PaymentNo, p.Amount))
 	e.grant(t, p)
-	if err := e.st.MarkEventAttempt(ctx, mysql.EventID(p.PaymentNo, payment.EventPaymentPaid), "merchant answered HTTP 503"); err != nil {
+	if _, _, err := e.st.MarkEventAttempt(ctx, mysql.EventID(p.PaymentNo, payment.EventPaymentPaid), "merchant answered HTTP 503", time.Now(), payment.EventRetry{}); err != nil {
 		t.Fatal(err)
 	}
 	e.paidAgo(t, p.PaymentNo, 2*time.Hour)

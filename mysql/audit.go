@@ -16,7 +16,7 @@ var _ audit.Store = (*Store)(nil)
 // auditEventSettled is the one place that says when an outbox event needs nothing more
 // from the system; any other event of a PAID payment is still owed to its merchant. It is
 // evaluated on payment_events rows.
-const auditEventSettled = `delivered = 1`
+const auditEventSettled = `delivered = 1 OR dead = 1`
 
 // qAuditPage reads one page of the window by id, then looks up each payment's grant, its
 // payment.paid event (by event_id, built with CONCAT from the affixes of EventID) and,

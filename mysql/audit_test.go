@@ -52,7 +52,7 @@ func TestAuditPage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := st.MarkEventAttempt(ctx, mysql.EventID("P_A2", payment.EventPaymentPaid), "merchant answered HTTP 503"); err != nil {
+	if _, _, err := st.MarkEventAttempt(ctx, mysql.EventID("P_A2", payment.EventPaymentPaid), "merchant answered HTTP 503", time.Now(), payment.EventRetry{}); err != nil {
 		t.Fatal(err)
 	}
 	exec("DELETE FROM payment_events WHERE payment_no = 'P_C'")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -17,6 +18,20 @@ VALUES (?, ?, ?, ?, ?)
 ON DUPLICATE KEY UPDATE id = id`
 	qListGrants = `SELECT tenant_id, payment_no, order_id, benefit, created_at FROM benefit_grants
 WHERE tenant_id = ? AND payment_no = ? ORDER BY created_at, id`
+	// qPaidWithoutGrant walks idx_payments_status_created over the paid payments of the
+	// look-back window and probes uk_benefit_grants once per payment (an anti-join; with
+	// NOT EXISTS MariaDB reads the whole grants index into a temporary table instead),
+	// then reads the rows of the ones it chose. updated_at of a paid payment is the
+	// moment MarkPaid committed (nothing updates a final payment), so the grace counts
+	// from when the workflow would have granted, not from paid_at, which Alipay may
+	// report long before.
+	qPaidWithoutGrant = `SELECT ` + paymentColumns + ` FROM payments JOIN (
+	SELECT p.id AS lost_id FROM payments p
+	LEFT JOIN benefit_grants g ON g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no AND g.benefit = ?
+	WHERE p.status = 1 AND p.created_at >= ? AND p.updated_at < ? AND g.id IS NULL
+	ORDER BY p.created_at, p.id LIMIT ?
+) lost ON lost.lost_id = payments.id
+ORDER BY created_at, id`
 )
 
 const maxBenefit = 128
@@ -55,4 +70,21 @@ func (st *Store) ListGrants(ctx context.Context, tenantID, paymentNo string) ([]
 		return nil, fmt.Errorf("mysql: list grants: %w", err)
 	}
 	return gs, nil
+}
+
+// PaidWithoutGrant returns up to limit (default 100, at most 1000) paid payments created
+// at or after createdAfter, marked paid before paidBefore, that have no grant of benefit,
+// oldest first.
+func (st *Store) PaidWithoutGrant(ctx context.Context, benefit string, createdAfter, paidBefore time.Time, limit int) ([]payment.Payment, error) {
+	ps := []payment.Payment{}
+	args := []any{benefit, dbTime(createdAfter), dbTime(paidBefore), clampLimit(limit)}
+	err := st.query(ctx, qPaidWithoutGrant, args, func(rows *sql.Rows) error {
+		p, err := scanPayment(rows)
+		ps = append(ps, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: paid without %s grant: %w", benefit, err)
+	}
+	return ps, nil
 }

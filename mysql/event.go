@@ -9,19 +9,38 @@ import (
 	"github.com/paykit/paykit/payment"
 )
 
-const eventColumns = `event_id, tenant_id, payment_no, type, payload, delivered, attempts, last_error, created_at, delivered_at`
+const eventColumns = `event_id, tenant_id, payment_no, type, payload, delivered, attempts, last_error, created_at, delivered_at,
+	next_attempt_at, dead`
 
 const (
-	qEventByID   = `SELECT ` + eventColumns + ` FROM payment_events WHERE event_id = ?`
-	qUndelivered = `SELECT ` + eventColumns + ` FROM payment_events WHERE delivered = 0 AND created_at < ?
-ORDER BY created_at, id LIMIT ?`
-	qEventAttempt = `UPDATE payment_events SET attempts = attempts + 1, last_error = ?
-WHERE event_id = ? AND delivered = 0`
-	qEventDelivered = `UPDATE payment_events SET delivered = 1, delivered_at = ?, attempts = attempts + 1, last_error = ''
+	qEventByID          = `SELECT ` + eventColumns + ` FROM payment_events WHERE event_id = ?`
+	qEventByIDForUpdate = `SELECT id, ` + eventColumns + ` FROM payment_events WHERE event_id = ? FOR UPDATE`
+	// qDueEvents ranks the due events of each tenant in an index-only scan of
+	// idx_payment_events_due and reads the payloads of the chosen ones only. Ordering by
+	// the rank first interleaves the tenants, so a limit cuts every tenant's share alike.
+	// NULL next_attempt_at (never failed) sorts first.
+	qDueEvents = `SELECT ` + eventColumns + ` FROM payment_events JOIN (
+	SELECT id AS due_id, ROW_NUMBER() OVER (PARTITION BY tenant_id ORDER BY next_attempt_at, id) AS tenant_rank
+	FROM payment_events
+	WHERE delivered = 0 AND dead = 0 AND (next_attempt_at IS NULL OR next_attempt_at <= ?) AND created_at < ?
+) due ON due.due_id = payment_events.id
+WHERE due.tenant_rank <= ?
+ORDER BY due.tenant_rank, next_attempt_at, id LIMIT ?`
+	// qClaimEvent compares next_attempt_at with the value read (<=> matches NULL too), so
+	// of two sweepers that read the same due event only the first one moves it.
+	qClaimEvent = `UPDATE payment_events SET next_attempt_at = ?
+WHERE event_id = ? AND delivered = 0 AND dead = 0 AND next_attempt_at <=> ?`
+	qEventFailed = `UPDATE payment_events SET attempts = ?, last_error = ?, next_attempt_at = ?, dead = ?
+WHERE id = ?`
+	qEventDelivered = `UPDATE payment_events SET delivered = 1, delivered_at = ?, attempts = attempts + 1, last_error = '',
+	next_attempt_at = NULL, dead = 0
 WHERE event_id = ? AND delivered = 0`
 )
 
 const maxLastError = 1024
+
+// defaultEventsPerTenant is DueEvents' share of one tenant when the caller gives none.
+const defaultEventsPerTenant = 20
 
 // GetEvent returns an outbox event by id, or an error wrapping payment.ErrNotFound.
 func (st *Store) GetEvent(ctx context.Context, eventID string) (payment.Event, error) {
@@ -37,35 +56,79 @@ func (st *Store) GetEvent(ctx context.Context, eventID string) (payment.Event, e
 	return ev, nil
 }
 
-// UndeliveredEvents returns up to limit (default 100, at most 1000) undelivered events
-// created before the given time, oldest first.
-func (st *Store) UndeliveredEvents(ctx context.Context, before time.Time, limit int) ([]payment.Event, error) {
+// DueEvents returns up to limit (default 100, at most 1000) undelivered, live events
+// created before createdBefore and due at now, at most perTenant (default 20) of each
+// tenant, round robin across tenants and most overdue first within each.
+func (st *Store) DueEvents(ctx context.Context, now, createdBefore time.Time, perTenant, limit int) ([]payment.Event, error) {
+	if perTenant <= 0 {
+		perTenant = defaultEventsPerTenant
+	}
 	evs := []payment.Event{}
-	err := st.query(ctx, qUndelivered, []any{dbTime(before), clampLimit(limit)}, func(rows *sql.Rows) error {
+	args := []any{dbTime(now), dbTime(createdBefore), perTenant, clampLimit(limit)}
+	err := st.query(ctx, qDueEvents, args, func(rows *sql.Rows) error {
 		ev, err := scanEvent(rows)
 		evs = append(evs, ev)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mysql: undelivered events: %w", err)
+		return nil, fmt.Errorf("mysql: due events: %w", err)
 	}
 	return evs, nil
 }
 
-// MarkEventAttempt records a failed delivery attempt. It does nothing to an event that
-// was delivered meanwhile.
-func (st *Store) MarkEventAttempt(ctx context.Context, eventID, lastError string) error {
-	res, err := st.exec(ctx, nil, qEventAttempt, truncate(lastError, maxLastError), eventID)
+// ClaimEvent moves ev's next_attempt_at to until if it still holds the value ev was
+// read with and the event is undelivered and not dead.
+func (st *Store) ClaimEvent(ctx context.Context, ev payment.Event, until time.Time) (bool, error) {
+	res, err := st.exec(ctx, nil, qClaimEvent, dbTime(until), ev.EventID, nullTime(ev.NextAttemptAt))
 	if err != nil {
-		return fmt.Errorf("mysql: mark event attempt %s: %w", eventID, err)
+		return false, fmt.Errorf("mysql: claim event %s: %w", ev.EventID, err)
 	}
-	if err := st.eventTouched(ctx, eventID, res); err != nil {
-		return fmt.Errorf("mysql: mark event attempt %s: %w", eventID, err)
+	claimed, err := affected(res)
+	if err != nil {
+		return false, fmt.Errorf("mysql: claim event %s: %w", ev.EventID, err)
 	}
-	return nil
+	return claimed, nil
 }
 
-// MarkEventDelivered records a successful delivery; repeating it changes nothing.
+// MarkEventAttempt records a failed delivery attempt made at the given time, under the
+// event's row lock, and schedules the next one by retry. It does nothing to an event
+// that was delivered meanwhile.
+func (st *Store) MarkEventAttempt(ctx context.Context, eventID, lastError string, at time.Time, retry payment.EventRetry) (payment.Event, bool, error) {
+	retry = retry.WithDefaults()
+	var (
+		ev   payment.Event
+		died bool
+	)
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		died = false
+		var id int64
+		err := st.queryRow(ctx, tx, qEventByIDForUpdate, []any{eventID}, func(row *sql.Row) error {
+			var err error
+			ev, err = scanEvent(row, &id)
+			return err
+		})
+		if err != nil || ev.Delivered {
+			return err
+		}
+		attempts := ev.Attempts + 1
+		next := dbTime(at.Add(retry.Delay(attempts)))
+		dead := ev.Dead || attempts >= retry.MaxAttempts
+		msg := truncate(lastError, maxLastError)
+		if _, err := st.exec(ctx, tx, qEventFailed, attempts, msg, next, dead, id); err != nil {
+			return err
+		}
+		died = dead && !ev.Dead
+		ev.Attempts, ev.LastError, ev.NextAttemptAt, ev.Dead = attempts, msg, next, dead
+		return nil
+	})
+	if err != nil {
+		return payment.Event{}, false, fmt.Errorf("mysql: mark event attempt %s: %w", eventID, err)
+	}
+	return ev, died, nil
+}
+
+// MarkEventDelivered records a successful delivery; repeating it changes nothing. A
+// dead event that an operator got delivered after all is delivered and no longer dead.
 func (st *Store) MarkEventDelivered(ctx context.Context, eventID string) error {
 	res, err := st.exec(ctx, nil, qEventDelivered, st.clock(), eventID)
 	if err != nil {
@@ -88,19 +151,21 @@ func (st *Store) eventTouched(ctx context.Context, eventID string, res sql.Resul
 	return err
 }
 
-func scanEvent(s scanner) (payment.Event, error) {
+// scanEvent scans eventColumns, after the destinations in pre (such as the row id).
+func scanEvent(s scanner, pre ...any) (payment.Event, error) {
 	var (
 		ev          payment.Event
 		payload     string
 		deliveredAt sql.NullTime
+		nextAt      sql.NullTime
 	)
-	if err := s.Scan(&ev.EventID, &ev.TenantID, &ev.PaymentNo, &ev.Type, &payload, &ev.Delivered,
-		&ev.Attempts, &ev.LastError, &ev.CreatedAt, &deliveredAt); err != nil {
+	dest := append(pre, &ev.EventID, &ev.TenantID, &ev.PaymentNo, &ev.Type, &payload, &ev.Delivered,
+		&ev.Attempts, &ev.LastError, &ev.CreatedAt, &deliveredAt, &nextAt, &ev.Dead)
+	if err := s.Scan(dest...); err != nil {
 		return payment.Event{}, err
 	}
 	ev.Payload = []byte(payload)
-	if deliveredAt.Valid {
-		ev.DeliveredAt = deliveredAt.Time
-	}
+	ev.DeliveredAt = deliveredAt.Time
+	ev.NextAttemptAt = nextAt.Time
 	return ev, nil
 }

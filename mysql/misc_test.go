@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -119,22 +121,25 @@ func TestOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	later := time.Now().Add(time.Second)
+	now := time.Now()
+	later := now.Add(time.Second)
 
-	evs, err := st.UndeliveredEvents(ctx, later, 10)
+	evs, err := st.DueEvents(ctx, now, later, 10, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(evs) != 2 || evs[0].EventID != paid.EventID || evs[1].EventID != closed.EventID {
-		t.Fatalf("undelivered = %+v", evs)
+		t.Fatalf("due = %+v", evs)
 	}
-	if evs[1].Type != payment.EventPaymentClosed || evs[1].TenantID != "t1" || evs[1].PaymentNo != "p2" {
+	if evs[1].Type != payment.EventPaymentClosed || evs[1].TenantID != "t1" || evs[1].PaymentNo != "p2" ||
+		evs[1].Dead || !evs[1].NextAttemptAt.IsZero() {
 		t.Fatalf("closed event = %+v", evs[1])
 	}
-	if evs, _ := st.UndeliveredEvents(ctx, evs[0].CreatedAt, 10); len(evs) != 0 {
-		t.Fatalf("events before the first: %d", len(evs))
+	if evs, _ := st.DueEvents(ctx, now, evs[0].CreatedAt, 10, 10); len(evs) != 0 {
+		t.Fatalf("events created before the first: %d", len(evs))
 	}
 
+	retry := payment.EventRetry{Base: time.Minute, Max: time.Hour, MaxAttempts: 10}
 	steps := []struct {
 		name          string
 		do            func() error
@@ -142,11 +147,11 @@ func TestOutbox(t *testing.T) {
 		wantDelivered bool
 		wantLastError string
 	}{
-		{"failed attempt", func() error { return st.MarkEventAttempt(ctx, paid.EventID, "HTTP 502") }, 1, false, "HTTP 502"},
-		{"another failed attempt", func() error { return st.MarkEventAttempt(ctx, paid.EventID, "timeout") }, 2, false, "timeout"},
+		{"failed attempt", func() error { _, _, err := st.MarkEventAttempt(ctx, paid.EventID, "HTTP 502", now, retry); return err }, 1, false, "HTTP 502"},
+		{"another failed attempt", func() error { _, _, err := st.MarkEventAttempt(ctx, paid.EventID, "timeout", now, retry); return err }, 2, false, "timeout"},
 		{"delivered", func() error { return st.MarkEventDelivered(ctx, paid.EventID) }, 3, true, ""},
 		{"delivered again changes nothing", func() error { return st.MarkEventDelivered(ctx, paid.EventID) }, 3, true, ""},
-		{"late failure report changes nothing", func() error { return st.MarkEventAttempt(ctx, paid.EventID, "late") }, 3, true, ""},
+		{"late failure report changes nothing", func() error { _, _, err := st.MarkEventAttempt(ctx, paid.EventID, "late", now, retry); return err }, 3, true, ""},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
@@ -163,17 +168,203 @@ func TestOutbox(t *testing.T) {
 			}
 		})
 	}
-	if evs, _ := st.UndeliveredEvents(ctx, later, 10); len(evs) != 1 || evs[0].EventID != closed.EventID {
-		t.Fatalf("undelivered after delivery = %+v", evs)
+	// Delivered events are never due, however late the clock.
+	if evs, _ := st.DueEvents(ctx, now.Add(24*time.Hour), later, 10, 10); len(evs) != 1 || evs[0].EventID != closed.EventID {
+		t.Fatalf("due after delivery = %+v", evs)
 	}
 	for name, err := range map[string]error{
 		"get":       func() error { _, err := st.GetEvent(ctx, "evt_missing"); return err }(),
-		"attempt":   st.MarkEventAttempt(ctx, "evt_missing", "x"),
+		"attempt":   func() error { _, _, err := st.MarkEventAttempt(ctx, "evt_missing", "x", now, retry); return err }(),
 		"delivered": st.MarkEventDelivered(ctx, "evt_missing"),
 	} {
 		if !errors.Is(err, payment.ErrNotFound) {
 			t.Errorf("%s of a missing event: %v", name, err)
 		}
+	}
+}
+
+// paidEvent pays a new payment of tenantID and returns its outbox event.
+func paidEvent(tb testing.TB, st *mysql.Store, tenantID, paymentNo string) payment.Event {
+	tb.Helper()
+	ctx := context.Background()
+	createPending(tb, st, tenantID, "o-"+paymentNo, paymentNo)
+	tr, err := st.MarkPaid(ctx, paymentNo, "T"+paymentNo, time.Time{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ev, err := st.GetEvent(ctx, tr.EventID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ev
+}
+
+// TestEventBackoff fails one event again and again at known times: each failure pushes
+// next_attempt_at out twice as far, up to the maximum; the last allowed failure makes
+// the event dead, and a dead event is never due. A delivery that succeeds later (an
+// operator's manual retry) still marks it delivered.
+func TestEventBackoff(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	ev := paidEvent(t, st, "t1", "p1")
+	retry := payment.EventRetry{Base: time.Minute, Max: 10 * time.Minute, MaxAttempts: 6}
+	createdBefore := time.Now().Add(time.Second)
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	tests := []struct {
+		name      string
+		wantDelay time.Duration
+		wantDead  bool
+		wantDied  bool
+	}{
+		{"first failure", time.Minute, false, false},
+		{"second", 2 * time.Minute, false, false},
+		{"third", 4 * time.Minute, false, false},
+		{"fourth", 8 * time.Minute, false, false},
+		{"fifth hits the maximum", 10 * time.Minute, false, false},
+		{"sixth is the last allowed", 10 * time.Minute, true, true},
+		{"a failure of a dead event", 10 * time.Minute, true, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, died, err := st.MarkEventAttempt(ctx, ev.EventID, fmt.Sprintf("HTTP 50%d", i), at, retry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, err := st.GetEvent(ctx, ev.EventID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !stored.NextAttemptAt.Equal(got.NextAttemptAt) || stored.Dead != got.Dead || stored.Attempts != got.Attempts {
+				t.Fatalf("returned %+v, stored %+v", got, stored)
+			}
+			if delay := stored.NextAttemptAt.Sub(at); delay != tc.wantDelay || stored.Attempts != i+1 ||
+				stored.Dead != tc.wantDead || died != tc.wantDied {
+				t.Fatalf("after %d failures: next in %v, attempts %d, dead %v, died %v; want %v, %d, %v, %v",
+					i+1, delay, stored.Attempts, stored.Dead, died, tc.wantDelay, i+1, tc.wantDead, tc.wantDied)
+			}
+			t.Logf("attempt %d failed at t: next at t+%v, dead=%v", stored.Attempts, stored.NextAttemptAt.Sub(at), stored.Dead)
+			due := func(now time.Time) bool {
+				evs, err := st.DueEvents(ctx, now, createdBefore, 10, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(evs) == 1 && evs[0].EventID == ev.EventID
+			}
+			if due(stored.NextAttemptAt.Add(-time.Microsecond)) {
+				t.Fatal("due before next_attempt_at")
+			}
+			if got := due(stored.NextAttemptAt); got == tc.wantDead {
+				t.Fatalf("due at next_attempt_at = %v, want %v (dead events are never due)", got, !tc.wantDead)
+			}
+			at = stored.NextAttemptAt
+		})
+	}
+	if err := st.MarkEventDelivered(ctx, ev.EventID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetEvent(ctx, ev.EventID); !got.Delivered || got.Dead || !got.NextAttemptAt.IsZero() {
+		t.Fatalf("dead event delivered after all: %+v, want delivered and no longer dead", got)
+	}
+}
+
+// TestDueEvents_FairAcrossTenants gives one tenant a backlog of 30 due events and two
+// others a few: the batch holds at most perTenant of each, and starts with one event of
+// every tenant.
+func TestDueEvents_FairAcrossTenants(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	backlog := map[string]int{"big": 30, "small": 2, "tiny": 1}
+	for _, tenant := range []string{"big", "small", "tiny"} { // big's events are the oldest
+		for i := range backlog[tenant] {
+			paidEvent(t, st, tenant, fmt.Sprintf("%s_%02d", tenant, i))
+		}
+	}
+	now := time.Now().Add(time.Second)
+	tests := []struct {
+		name      string
+		perTenant int
+		limit     int
+		want      map[string]int
+	}{
+		{"share of 5", 5, 100, map[string]int{"big": 5, "small": 2, "tiny": 1}},
+		{"share larger than every backlog", 50, 100, map[string]int{"big": 30, "small": 2, "tiny": 1}},
+		{"limit smaller than the shares", 5, 4, map[string]int{"big": 2, "small": 1, "tiny": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, err := st.DueEvents(ctx, now, now, tc.perTenant, tc.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for _, ev := range evs {
+				got[ev.TenantID]++
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("events per tenant = %v, want %v", got, tc.want)
+			}
+			first := map[string]bool{}
+			for _, ev := range evs[:3] {
+				first[ev.TenantID] = true
+			}
+			if len(first) != 3 || evs[0].PaymentNo != "big_00" {
+				t.Fatalf("first three events are of %v, want one of each tenant starting with big_00", first)
+			}
+		})
+	}
+}
+
+// TestClaimEvent_Concurrent has 20 sweepers claim the same due event as read: exactly
+// one gets it, and it is not due again until the lease ends.
+func TestClaimEvent_Concurrent(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	ev := paidEvent(t, st, "t1", "p1")
+	retry := payment.EventRetry{Base: time.Minute, Max: time.Hour, MaxAttempts: 10}
+	now := time.Now()
+	tests := []struct {
+		name  string
+		setup func() payment.Event // the event as the sweepers read it
+	}{
+		{"never attempted (NULL next_attempt_at)", func() payment.Event { return ev }},
+		{"due again after a failure", func() payment.Event {
+			failed, _, err := st.MarkEventAttempt(ctx, ev.EventID, "timeout", now.Add(-time.Hour), retry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return failed
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			read := tc.setup()
+			lease := now.Add(time.Minute)
+			const n = 20
+			var won atomic.Int32
+			testenv.Parallel(n, func(i int) {
+				ok, err := st.ClaimEvent(ctx, read, lease)
+				if err != nil {
+					t.Errorf("claim %d: %v", i, err)
+				}
+				if ok {
+					won.Add(1)
+				}
+			})
+			t.Logf("%d concurrent claims: %d won", n, won.Load())
+			if won.Load() != 1 {
+				t.Fatalf("%d claims won, want exactly 1", won.Load())
+			}
+			if evs, _ := st.DueEvents(ctx, now, now.Add(time.Second), 10, 10); len(evs) != 0 {
+				t.Fatalf("claimed event still due: %+v", evs)
+			}
+			evs, _ := st.DueEvents(ctx, lease, now.Add(time.Second), 10, 10)
+			if len(evs) != 1 || !evs[0].NextAttemptAt.Equal(lease.UTC().Truncate(time.Microsecond)) {
+				t.Fatalf("due when the lease ends = %+v", evs)
+			}
+			if ok, err := st.ClaimEvent(ctx, read, lease.Add(time.Minute)); ok || err != nil {
+				t.Fatalf("claim with the value read before: %v %v, want false", ok, err)
+			}
+		})
 	}
 }
 
@@ -321,5 +512,71 @@ func TestPing(t *testing.T) {
 	st, _ := newStore(t)
 	if err := st.Ping(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPaidWithoutGrant(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	tests := []struct {
+		name    string
+		paid    bool
+		age     time.Duration // created, paid and updated this long ago
+		benefit string        // already granted, if set
+		want    bool
+	}{
+		{"paid, no grant, past the grace", true, 10 * time.Minute, "", true},
+		{"paid, only another benefit granted", true, 10 * time.Minute, "coupon", true},
+		{"paid and granted", true, 10 * time.Minute, "vip_30d", false},
+		{"paid within the grace", true, time.Minute, "", false},
+		{"paid before the look-back", true, 48 * time.Hour, "", false},
+		{"pending", false, 10 * time.Minute, "", false},
+	}
+	want := map[string]bool{}
+	for i, tc := range tests {
+		no := fmt.Sprintf("p%d", i)
+		createPending(t, st, "t1", fmt.Sprintf("o%d", i), no)
+		if tc.paid {
+			if _, err := st.MarkPaid(ctx, no, "T"+no, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := now.Add(-tc.age)
+		if _, err := db.ExecContext(ctx, "UPDATE payments SET created_at = ?, updated_at = ? WHERE payment_no = ?", at, at, no); err != nil {
+			t.Fatal(err)
+		}
+		if tc.benefit != "" {
+			if _, err := st.GrantBenefit(ctx, payment.BenefitGrant{TenantID: "t1", PaymentNo: no, OrderID: "o", Benefit: tc.benefit}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.want {
+			want[no] = true
+		}
+	}
+	got, err := st.PaidWithoutGrant(ctx, "vip_30d", now.Add(-24*time.Hour), now.Add(-2*time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range got {
+		seen[p.PaymentNo] = true
+		if p.Status != payment.StatusPaid {
+			t.Errorf("%s is %v, want paid", p.PaymentNo, p.Status)
+		}
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if no := fmt.Sprintf("p%d", i); seen[no] != tc.want {
+				t.Fatalf("%s listed = %v, want %v", no, seen[no], tc.want)
+			}
+		})
+	}
+	if len(got) != len(want) {
+		t.Fatalf("listed %d payments, want %d", len(got), len(want))
+	}
+	if one, err := st.PaidWithoutGrant(ctx, "vip_30d", now.Add(-24*time.Hour), now.Add(-2*time.Minute), 1); err != nil || len(one) != 1 || one[0].PaymentNo != "p0" {
+		t.Fatalf("limit 1: %+v %v, want the oldest (p0)", one, err)
 	}
 }

@@ -182,6 +182,7 @@ func txQueries() []string {
 	return []string{
 		qUpsertOrder, qOrderState, qInsertPayment, qPaymentByNoForUpdate, qMarkPaid, qClose, qFail, qOrderPaid,
 		qOrderCancelled, qInsertEvent, qTenantByIDForUpdate, qUpdateTenant, qInsertTenant,
+		qEventByIDForUpdate, qEventFailed,
 	}
 }
 
@@ -376,3 +377,6 @@ func truncate(s string, n int) string {
 
 // nullString maps "" to NULL.
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// nullTime maps the zero time to NULL and any other to what DATETIME(6) stores.
+func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: dbTime(t), Valid: !t.IsZero()} }

@@ -77,7 +77,7 @@ WHERE tenant_id = ? AND order_id = ? AND status = 0`
 VALUES (?, ?, ?, ?, ?, ?)`
 )
 
-// Limits on PendingPaymentsBefore and UndeliveredEvents.
+// Limits on the list queries (pending payments, lost grants, due events).
 const (
 	defaultListLimit = 100
 	maxListLimit     = 1000

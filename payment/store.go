@@ -22,6 +22,58 @@ type Event struct {
 	LastError   string
 	CreatedAt   time.Time
 	DeliveredAt time.Time
+	// NextAttemptAt is when the sweeper may try the event next; zero means now (it never
+	// failed). A sweeper holding the event moves it a lease ahead.
+	NextAttemptAt time.Time
+	// Dead is set once the event failed its last allowed attempt: the sweeper no longer
+	// redelivers it and an operator has to look at the merchant's endpoint.
+	Dead bool
+}
+
+// EventRetry is how failed deliveries of an outbox event are spaced and when they stop.
+// The payment workflow and the sweeper record their failures with the same policy, so
+// the sweeper's backoff continues from the workflow's last attempt.
+type EventRetry struct {
+	// Base is the wait after the first failed attempt; it doubles with each further
+	// failure up to Max. Keep them at least the workflow's webhook intervals, so that an
+	// event the workflow is still retrying is never due for the sweeper.
+	Base time.Duration
+	Max  time.Duration
+	// MaxAttempts is the number of failed attempts after which an event is dead.
+	MaxAttempts int
+}
+
+// DefaultEventRetry waits 1m after the first failure, doubling up to 8h, and gives up
+// after 30 attempts. After the workflow's default 20 attempts in its first hour, that
+// leaves ten sweeper attempts 8h apart: an event dies about 3.4 days after it was
+// written (7 days if no workflow ever tried it).
+func DefaultEventRetry() EventRetry {
+	return EventRetry{Base: time.Minute, Max: 8 * time.Hour, MaxAttempts: 30}
+}
+
+// WithDefaults fills the zero fields of r from DefaultEventRetry.
+func (r EventRetry) WithDefaults() EventRetry {
+	d := DefaultEventRetry()
+	if r.Base <= 0 {
+		r.Base = d.Base
+	}
+	if r.Max <= 0 {
+		r.Max = d.Max
+	}
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = d.MaxAttempts
+	}
+	return r
+}
+
+// Delay returns how long to wait after the given number of failed attempts (1 for the
+// first failure): Base·2^(attempts-1), at most Max.
+func (r EventRetry) Delay(attempts int) time.Duration {
+	d := r.Base
+	for i := 1; i < attempts && d < r.Max; i++ {
+		d *= 2
+	}
+	return min(d, r.Max)
 }
 
 // Event types.
@@ -182,14 +234,31 @@ type Store interface {
 	GrantBenefit(ctx context.Context, g BenefitGrant) (created bool, err error)
 	// ListGrants returns the grants of a payment.
 	ListGrants(ctx context.Context, tenantID, paymentNo string) ([]BenefitGrant, error)
+	// PaidWithoutGrant returns up to limit paid payments, created at or after
+	// createdAfter and marked paid before paidBefore, that have no grant of benefit,
+	// oldest first: the grants a workflow lost, for the sweeper to repair.
+	PaidWithoutGrant(ctx context.Context, benefit string, createdAfter, paidBefore time.Time, limit int) ([]Payment, error)
 
 	// GetEvent returns an outbox event by id.
 	GetEvent(ctx context.Context, eventID string) (Event, error)
-	// UndeliveredEvents returns up to limit undelivered events created before the given time.
-	UndeliveredEvents(ctx context.Context, before time.Time, limit int) ([]Event, error)
-	// MarkEventAttempt records a failed delivery attempt.
-	MarkEventAttempt(ctx context.Context, eventID, lastError string) error
-	// MarkEventDelivered records a successful delivery; repeating it changes nothing.
+	// DueEvents returns up to limit events that are undelivered, not dead, created before
+	// createdBefore and due at now (NextAttemptAt zero or not after now), at most
+	// perTenant of each tenant, so that one tenant's backlog cannot fill the batch. They
+	// come round robin: every tenant's most overdue event first, then every tenant's
+	// second, and so on.
+	DueEvents(ctx context.Context, now, createdBefore time.Time, perTenant, limit int) ([]Event, error)
+	// ClaimEvent takes ev for one delivery attempt by moving its NextAttemptAt to until,
+	// if the event is still undelivered, not dead and due as it was read (a
+	// compare-and-set on NextAttemptAt). claimed=false means another sweeper has it or
+	// it changed since; either way the caller must not deliver it.
+	ClaimEvent(ctx context.Context, ev Event, until time.Time) (claimed bool, err error)
+	// MarkEventAttempt records a failed delivery attempt made at the given time: one
+	// more attempt, the error, NextAttemptAt = at + retry.Delay(attempts), and Dead once
+	// the attempts reach retry.MaxAttempts. It returns the event as updated; died is
+	// true only for the attempt that made it dead. A delivered event is left as it is.
+	MarkEventAttempt(ctx context.Context, eventID, lastError string, at time.Time, retry EventRetry) (ev Event, died bool, err error)
+	// MarkEventDelivered records a successful delivery, even of a dead event (which is
+	// then no longer dead); repeating it changes nothing.
 	MarkEventDelivered(ctx context.Context, eventID string) error
 
 	// ReserveIdempotencyKey claims key for a request with the given fingerprint. A record

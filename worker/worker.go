@@ -36,6 +36,9 @@ type Config struct {
 	// payment must be before the sweeper checks its workflow.
 	SweepEvery      time.Duration
 	SweepStaleAfter time.Duration
+	// SweepGrantGrace is how long after MarkPaid the sweeper grants a benefit the
+	// payment's workflow did not (zero: the activity's default).
+	SweepGrantGrace time.Duration
 	PurgeEvery      time.Duration
 	// AuditEvery is how often the audit runs, over the payments of the previous
 	// AuditEvery; AuditLag is how long before a run its window ends, so that every
@@ -101,10 +104,12 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 	}{
 		{
 			id: SweeperScheduleID(cfg.TaskQueue), every: cfg.SweepEvery,
-			note: "Re-drives payments pending in MySQL whose workflow is not running, and redelivers stuck merchant webhooks.",
+			note: "Re-drives payments pending in MySQL whose workflow is not running, grants benefits their workflow lost, and redelivers stuck merchant webhooks.",
 			action: &client.ScheduleWorkflowAction{
 				ID: "paykit-sweep-" + cfg.TaskQueue, Workflow: workflows.SweeperWorkflowName, TaskQueue: cfg.TaskQueue,
-				Args:               []any{workflows.SweepInput{StaleAfter: cfg.SweepStaleAfter, Limit: 500}},
+				Args: []any{workflows.SweepInput{
+					StaleAfter: cfg.SweepStaleAfter, Limit: 500, GrantGrace: cfg.SweepGrantGrace,
+				}},
 				WorkflowRunTimeout: 10 * time.Minute,
 			},
 		},

@@ -23,11 +23,17 @@ func maintenanceOptions(ctx workflow.Context, summary string) workflow.Context {
 }
 
 // SweeperWorkflow runs on a schedule. It re-drives payments still pending in MySQL whose
-// workflow is not running, and redelivers merchant webhooks that were given up on.
+// workflow is not running, grants the benefit of paid payments whose workflow lost it,
+// and redelivers the merchant webhooks that are due, with a per-event backoff.
 func SweeperWorkflow(ctx workflow.Context, in SweepInput) (activities.SweepResult, error) {
 	var res activities.SweepResult
-	err := workflow.ExecuteActivity(maintenanceOptions(ctx, "sweep stale pending payments"),
-		a.SweepStalePayments, in.StaleAfter, in.Limit).Get(ctx, &res)
+	opts := activities.SweepOptions{GrantGrace: in.GrantGrace, GrantLookback: in.GrantLookback}
+	actx := maintenanceOptions(ctx, "sweep stale pending payments")
+	// The sweep heartbeats after every payment and delivery it finishes, so a worker that
+	// died mid-sweep is noticed in a minute rather than at the 5-minute timeout; the
+	// events it had claimed are due again when their lease ends.
+	actx = workflow.WithHeartbeatTimeout(actx, time.Minute)
+	err := workflow.ExecuteActivity(actx, a.SweepStalePayments, in.StaleAfter, in.Limit, opts).Get(ctx, &res)
 	return res, err
 }
 

@@ -60,3 +60,32 @@ func (t *Timing) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+type sweepInputJSON struct {
+	StaleAfter    jsonDuration `json:"stale_after"`
+	Limit         int          `json:"limit"`
+	GrantGrace    jsonDuration `json:"grant_grace"`
+	GrantLookback jsonDuration `json:"grant_lookback"`
+}
+
+// MarshalJSON writes durations in Go's readable form.
+func (in SweepInput) MarshalJSON() ([]byte, error) {
+	return json.Marshal(sweepInputJSON{
+		StaleAfter: jsonDuration(in.StaleAfter), Limit: in.Limit,
+		GrantGrace: jsonDuration(in.GrantGrace), GrantLookback: jsonDuration(in.GrantLookback),
+	})
+}
+
+// UnmarshalJSON reads durations as strings or as nanoseconds; a field that is missing
+// (an input scheduled before it existed) is zero.
+func (in *SweepInput) UnmarshalJSON(b []byte) error {
+	var v sweepInputJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*in = SweepInput{
+		StaleAfter: time.Duration(v.StaleAfter), Limit: v.Limit,
+		GrantGrace: time.Duration(v.GrantGrace), GrantLookback: time.Duration(v.GrantLookback),
+	}
+	return nil
+}

@@ -187,10 +187,18 @@ type NotificationPayload struct {
 	PaidAt      time.Time          `json:"paid_at,omitzero"`
 }
 
-// SweepInput configures one sweeper run.
+// SweepInput configures one sweeper run. It is the schedule's argument; its JSON shows
+// durations as "2m0s" and still reads the nanoseconds and the missing fields of inputs
+// written before, and zero durations take the activity's defaults.
 type SweepInput struct {
 	// StaleAfter is how old a pending payment must be before it is checked.
 	StaleAfter time.Duration `json:"stale_after"`
 	// Limit bounds how many payments one run looks at.
 	Limit int `json:"limit"`
+	// GrantGrace is how long after MarkPaid a payment still without its benefit grant is
+	// granted by the sweeper (default activities.DefaultGrantGrace).
+	GrantGrace time.Duration `json:"grant_grace"`
+	// GrantLookback is how far back, by creation, lost grants are looked for (default
+	// activities.DefaultGrantLookback).
+	GrantLookback time.Duration `json:"grant_lookback"`
 }

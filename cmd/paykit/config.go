@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -37,6 +39,7 @@ type Config struct {
 	AlipayPublicKeyFile     string
 
 	Timing         workflows.Timing
+	EventRetry     payment.EventRetry // failed webhook deliveries, the workflow's and the sweeper's
 	IdempotencyTTL time.Duration
 	// IdempotencyLock is how long an in-flight Idempotency-Key stays locked without a
 	// renewal; a request renews it while it runs, so it bounds how long a crashed
@@ -45,6 +48,7 @@ type Config struct {
 	CheckoutTokenTTL time.Duration
 	SweepEvery       time.Duration
 	SweepStaleAfter  time.Duration
+	SweepGrantGrace  time.Duration
 	PurgeEvery       time.Duration
 	AuditEvery       time.Duration
 	Benefit          string
@@ -98,6 +102,7 @@ func (e *env) int(key string, def int) int {
 func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	e := &env{lookup: lookup}
 	d := workflows.DefaultTiming()
+	dr := payment.DefaultEventRetry()
 	c := Config{
 		MySQLDSN:          e.str("PAYKIT_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/paykit"),
 		RedisAddr:         e.str("PAYKIT_REDIS_ADDR", "127.0.0.1:6379"),
@@ -124,11 +129,17 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			WebhookMaxInterval:     e.dur("PAYKIT_WEBHOOK_MAX_INTERVAL", d.WebhookMaxInterval),
 			WebhookMaxAttempts:     int32(e.int("PAYKIT_WEBHOOK_MAX_ATTEMPTS", int(d.WebhookMaxAttempts))),
 		},
+		EventRetry: payment.EventRetry{
+			Base:        e.dur("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL", dr.Base),
+			Max:         e.dur("PAYKIT_WEBHOOK_SWEEP_MAX_INTERVAL", dr.Max),
+			MaxAttempts: e.int("PAYKIT_WEBHOOK_SWEEP_MAX_ATTEMPTS", dr.MaxAttempts),
+		},
 		IdempotencyTTL:      e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
 		IdempotencyLock:     e.dur("PAYKIT_IDEMPOTENCY_LOCK", api.DefaultIdempotencyLock),
 		CheckoutTokenTTL:    e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
 		SweepEvery:          e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
 		SweepStaleAfter:     e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
+		SweepGrantGrace:     e.dur("PAYKIT_SWEEP_GRANT_GRACE", activities.DefaultGrantGrace),
 		PurgeEvery:          e.dur("PAYKIT_PURGE_EVERY", time.Hour),
 		AuditEvery:          e.dur("PAYKIT_AUDIT_EVERY", 24*time.Hour),
 		Benefit:             e.str("PAYKIT_BENEFIT", "order_fulfilment"),
@@ -143,6 +154,12 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.SweepStaleAfter == 0 {
 		// A pending payment is only suspicious once it should have been closed.
 		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
+	}
+	// The sweeper must not find an event due while its workflow is still retrying it.
+	if c.EventRetry.Base < c.Timing.WebhookInitialInterval || c.EventRetry.Max < c.Timing.WebhookMaxInterval {
+		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v) must be at least "+
+			"PAYKIT_WEBHOOK_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v), or the sweeper redelivers events the workflow is still retrying",
+			c.EventRetry.Base, c.EventRetry.Max, c.Timing.WebhookInitialInterval, c.Timing.WebhookMaxInterval))
 	}
 	if len(e.errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))

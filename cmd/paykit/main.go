@@ -141,7 +141,8 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 func workerConfig(cfg Config) worker.Config {
 	return worker.Config{
-		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter, PurgeEvery: cfg.PurgeEvery,
+		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter,
+		SweepGrantGrace: cfg.SweepGrantGrace, PurgeEvery: cfg.PurgeEvery,
 		AuditEvery: cfg.AuditEvery, AuditLag: auditLag(cfg),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
