@@ -167,3 +167,55 @@ func TestCheckoutAfterCloseOpensANewPaymentWhileTheOldWebhookRetries(t *testing.
 	}
 	t.Logf("new payment %s opened %s after the old one closed, its webhook still undelivered", second.PaymentNo, time.Since(start).Round(time.Millisecond))
 }
+
+// A PAID payment whose grant keeps failing, and whose run is then gone (terminated right
+// after MarkPaid, or its local activity gave up), still gets exactly one grant: the
+// sweeper repairs it once the grant works again.
+func TestLostGrantIsRepairedBySweeper(t *testing.T) {
+	resetFaults(t)
+	st := newStack(t, stackOptions{extraEnv: []string{"PAYKIT_SWEEP_GRANT_GRACE=2s"}})
+	tn := newTenant(t)
+	// Break the grant for this tenant only, the way a full disk or a bad migration would.
+	trigger := "bg_fail_" + tn.id
+	if _, err := env.db.Exec("CREATE TRIGGER " + trigger + " BEFORE INSERT ON benefit_grants FOR EACH ROW " +
+		"IF NEW.tenant_id = '" + tn.id + "' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'grants are broken'; END IF"); err != nil {
+		t.Fatal(err)
+	}
+	dropped := false
+	drop := func() {
+		if !dropped {
+			dropped = true
+			if _, err := env.db.Exec("DROP TRIGGER " + trigger); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(drop)
+	body := order("gr1", 700)
+	body["method"] = "qr"
+	res := mustCheckout(t, st, tn, "", body)
+	simPay(t, res.PaymentNo)
+	waitStatus(t, res.PaymentNo, payment.StatusPaid, 30*time.Second)
+	// The run is still retrying its grant; it ends the way a terminate or a long outage
+	// would end it, with no grant.
+	time.Sleep(time.Second)
+	if err := env.tc.TerminateWorkflow(context.Background(), payment.WorkflowID(tn.id, "gr1"), "", "gone before its grant"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", res.PaymentNo); n != 0 {
+		t.Fatalf("%d grants while grants were broken", n)
+	}
+	drop()
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", res.PaymentNo) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sweeper did not repair the lost grant")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // a few more sweeps
+	if n := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", res.PaymentNo); n != 1 {
+		t.Fatalf("grants = %d, want exactly 1", n)
+	}
+	t.Logf("grant of %s lost with its run and repaired once by the sweeper", res.PaymentNo)
+}
