@@ -28,6 +28,9 @@ const (
 	// ErrTypeFinishing answers a checkout that reached a run whose payment has just ended;
 	// the run makes way and the caller retries, which starts a new run.
 	ErrTypeFinishing = "PaymentFinishing"
+	// ErrTypeUnavailable answers a checkout whose run could not set up its payment because
+	// a dependency failed for longer than the retries; the request may be retried.
+	ErrTypeUnavailable = "PaymentUnavailable"
 	ErrTypeEventDead = "WebhookEventDead"
 )
 

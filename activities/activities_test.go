@@ -337,6 +337,22 @@ func TestErrors_BusinessRefusalsStopAndInfrastructureFailuresRetry(t *testing.T)
 		}
 	})
 
+	t.Run("a payment for a paid order is refused, not retried", func(t *testing.T) {
+		first := f.createInput("order-paid")
+		if err := f.local(t, nil, f.acts.CreatePayment, first); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.local(t, nil, f.acts.MarkPaid, activities.MarkPaidInput{PaymentNo: first.PaymentNo, TenantID: f.tenantID,
+			OrderID: first.OrderID, TradeNo: "2026120122001400000000000009"}); err != nil {
+			t.Fatal(err)
+		}
+		err := f.local(t, nil, f.acts.CreatePayment, f.createInput("order-paid"))
+		applicationError(t, err, activities.ErrTypeOrderPaid, true)
+		if n := f.count(t, "SELECT COUNT(*) FROM payments WHERE order_id = 'order-paid'"); n != 1 {
+			t.Fatalf("payments for the paid order = %d, want 1", n)
+		}
+	})
+
 	t.Run("granting an unpaid payment is not retried", func(t *testing.T) {
 		in := f.createInput("order-unpaid")
 		if err := f.local(t, nil, f.acts.CreatePayment, in); err != nil {

@@ -51,7 +51,9 @@ func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (
 	}
 	p, existed, err := a.Store.CreatePendingPayment(ctx, np)
 	if err != nil {
-		return CreatePaymentResult{}, fmt.Errorf("create payment: %w", err)
+		// A refusal (the order is paid, a payment_no of another order) must not be
+		// retried for the local activity's whole window; an outage must.
+		return CreatePaymentResult{}, classify("create payment", err)
 	}
 	if existed {
 		a.log().InfoContext(ctx, "pending payment already existed", "tenant_id", p.TenantID, "order_id", p.OrderID,

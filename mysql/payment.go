@@ -334,7 +334,10 @@ func (st *Store) leavePending(ctx context.Context, paymentNo, eventType, reason 
 			return err
 		}
 		if p.Status != payment.StatusPending {
-			tr.Payment = p
+			// Already left pending (a retry of this transition after its answer was lost,
+			// or another one won): name the event that transition wrote, so the caller
+			// still delivers it.
+			tr.Payment, tr.EventID = p, finalEventID(p)
 			return nil
 		}
 		now := st.clock()
@@ -357,6 +360,19 @@ func (st *Store) leavePending(ctx context.Context, paymentNo, eventType, reason 
 		return nil
 	})
 	return tr, err
+}
+
+// finalEventID is the id of the outbox event written when p left pending.
+func finalEventID(p payment.Payment) string {
+	switch p.Status {
+	case payment.StatusPaid:
+		return EventID(p.PaymentNo, payment.EventPaymentPaid)
+	case payment.StatusClosed:
+		return EventID(p.PaymentNo, payment.EventPaymentClosed)
+	case payment.StatusFailed:
+		return EventID(p.PaymentNo, payment.EventPaymentFailed)
+	}
+	return ""
 }
 
 // eventPayload is the JSON body delivered to the merchant for a payment event.

@@ -182,6 +182,8 @@ func translate(op string, err error) error {
 			return &payment.Error{Code: payment.EFINISHING, Message: appErr.Message(), Err: err}
 		case "ChannelRefused":
 			return &payment.Error{Code: payment.ECHANNEL, Message: appErr.Message(), Err: err}
+		case "PaymentUnavailable":
+			return &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 		case "InvalidPayment":
 			return &payment.Error{Code: payment.EUNPROCESSABLE, Message: appErr.Message(), Err: err}
 		}

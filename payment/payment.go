@@ -195,7 +195,8 @@ func WorkflowID(tenantID, orderID string) string {
 type Transition struct {
 	Payment Payment
 	Changed bool
-	// EventID is the outbox event written with the change, if any.
+	// EventID is the outbox event written when the payment left pending: by this change,
+	// or, when Changed is false, by the earlier transition that made it final.
 	EventID string
 }
 

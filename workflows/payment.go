@@ -113,8 +113,12 @@ func (r *paymentRun) amountConflict(req CheckoutRequest) error {
 func (r *paymentRun) answerCheckout(req CheckoutRequest, joinedDuringInit bool) (CheckoutResult, error) {
 	if r.st.InitError != "" {
 		errType := r.st.InitErrorType
-		if errType != activities.ErrTypeOrderPaid {
-			errType = activities.ErrTypeInvalid
+		switch errType {
+		case activities.ErrTypeOrderPaid, activities.ErrTypeInvalid:
+		default:
+			// Not a refusal of the request (MySQL or the worker failed for longer than the
+			// retries): the client may retry it.
+			errType = activities.ErrTypeUnavailable
 		}
 		return CheckoutResult{}, temporal.NewNonRetryableApplicationError(r.st.InitError, errType, nil)
 	}
@@ -125,9 +129,15 @@ func (r *paymentRun) answerCheckout(req CheckoutRequest, joinedDuringInit bool) 
 	case r.st.Status == payment.StatusPaid && !req.Repurchase:
 		return CheckoutResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("order %s is already paid by payment %s", r.st.OrderID, r.st.PaymentNo), activities.ErrTypeOrderPaid, nil)
-	case r.st.OpenRefused != "" && (joinedDuringInit || r.st.Status == payment.StatusPending):
+	case r.st.OpenRefused != "" && !r.st.Adopted && (joinedDuringInit || r.st.Status == payment.StatusPending):
 		return CheckoutResult{}, temporal.NewNonRetryableApplicationError(
 			"alipay refused the trade: "+r.st.OpenRefused, activities.ErrTypeChannelRefused, nil)
+	case r.st.OpenRefused != "" && r.st.Status == payment.StatusPending:
+		// An adopted payment that can no longer be paid and that Alipay has not yet
+		// confirmed closed: the order's next payment must wait for it, so the checkout is
+		// answered as retryable, never refused for good.
+		return CheckoutResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("payment %s of order %s is being closed; retry", r.st.PaymentNo, r.st.OrderID), activities.ErrTypeFinishing, nil)
 	case r.st.Status.Final():
 		// A new payment for this order needs a new run: stop the side work that keeps this
 		// one open (the outbox and the sweeper deliver what it leaves) and let the caller
@@ -223,9 +233,10 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 		if p.Method != "" {
 			method = p.Method
 		}
-		if created.Existed && method != payment.MethodQR {
-			// An earlier run may have handed this payment's cashier URL to the buyer.
-			r.st.PayURLIssued = true
+		if created.Existed {
+			// An earlier run may have handed this payment's cashier URL or QR code to the
+			// buyer.
+			r.st.Adopted, r.st.PayLinkIssued = true, true
 		}
 		var opened activities.OpenTradeResult
 		err = workflow.ExecuteLocalActivity(localOptions(ctx), a.OpenTrade, activities.OpenTradeInput{
@@ -251,8 +262,8 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 			return nil
 		}
 		r.st.PayURL, r.st.QRCode = opened.PayURL, opened.QRCode
-		if opened.PayURL != "" {
-			r.st.PayURLIssued = true
+		if opened.PayURL != "" || opened.QRCode != "" {
+			r.st.PayLinkIssued = true
 		}
 	}
 	r.st.Initialized = true
@@ -479,10 +490,11 @@ func (r *paymentRun) closePath(ctx workflow.Context, reason string) {
 	case payment.TradeClosed:
 		r.closeLocally(ctx, reason)
 	case payment.TradeNotExist:
-		if r.st.PayURLIssued && workflow.Now(ctx).Before(r.st.ExpireAt) {
-			// The buyer may still open the cashier URL and so create the trade until its
-			// time_expire, which is never later than ExpireAt: close after that.
-			r.logger.Info("trade not created yet and its cashier URL is still valid; closing at expiry", "payment_no", r.st.PaymentNo)
+		if r.st.PayLinkIssued && workflow.Now(ctx).Before(r.st.ExpireAt) {
+			// The buyer may still open the cashier URL or scan the QR code, and so create
+			// the trade, until its time_expire, which is never later than ExpireAt: close
+			// after that.
+			r.logger.Info("trade not created yet and its pay link is still valid; closing at expiry", "payment_no", r.st.PaymentNo)
 			return
 		}
 		r.closeLocally(ctx, reason)

@@ -453,26 +453,75 @@ func TestPaymentWorkflow_RefusedOpenWaitsForAlipayBeforeClosing(t *testing.T) {
 	}
 }
 
-// A page payment whose cashier was never opened has no trade at Alipay yet, but the buyer
-// could still open the URL until it expires: "not exist" closes it only after expiry.
-func TestPaymentWorkflow_CancelOfUnopenedPagePaymentClosesAtExpiry(t *testing.T) {
+// A page payment whose cashier was never opened has no trade at Alipay yet, and a QR code
+// that was never scanned may have none either, but the buyer could still create one until
+// the pay link expires: "not exist" closes such a payment only after expiry.
+func TestPaymentWorkflow_CancelOfUnusedPayLinkClosesAtExpiry(t *testing.T) {
+	for _, method := range []payment.Method{payment.MethodPage, payment.MethodQR} {
+		t.Run(string(method), func(t *testing.T) {
+			env, fs := newEnv(t)
+			env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseNotExist, nil)
+			env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeNotExist}, nil)
+			var start time.Time
+			env.RegisterDelayedCallback(func() {
+				start = env.Now()
+				env.CancelWorkflow()
+			}, 30*time.Second)
+			env.RegisterDelayedCallback(func() {
+				if fs.closed != 0 {
+					t.Error("closed before the pay link expired")
+				}
+			}, 10*time.Minute)
+			in := input()
+			in.Method = method
+			env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+			st := result(t, env)
+			if st.Status != payment.StatusClosed || fs.closed != 1 || env.Now().Sub(start) < 14*time.Minute {
+				t.Fatalf("status %s closed=%d after %s", st.Status, fs.closed, env.Now().Sub(start))
+			}
+		})
+	}
+}
+
+// A new checkout that starts a run adopting a payment which can no longer be paid (its
+// run was terminated and it expired) is answered as retryable while that payment is
+// closed, never refused for good: the order's next payment follows.
+func TestPaymentWorkflow_CheckoutOnAdoptedDeadPaymentIsRetryable(t *testing.T) {
 	env, fs := newEnv(t)
+	fs.p = payment.Payment{PaymentNo: "PDEAD", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+		Method: payment.MethodPage, Status: payment.StatusPending, ExpireAt: time.Now().Add(-time.Minute)}
+	fs.openErr = temporal.NewNonRetryableApplicationError("payment expired", activities.ErrTypeInvalid, nil)
 	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseNotExist, nil)
 	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeNotExist}, nil)
-	var start time.Time
+	var res workflows.CheckoutResult
+	var err error
 	env.RegisterDelayedCallback(func() {
-		start = env.Now()
-		env.CancelWorkflow()
-	}, time.Minute)
-	env.RegisterDelayedCallback(func() {
-		if fs.closed != 0 {
-			t.Error("closed before the cashier URL expired")
-		}
-	}, 10*time.Minute)
+		checkoutOn(env, "new", workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee"}, &res, &err)
+	}, 0)
 	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
 	st := result(t, env)
-	if st.Status != payment.StatusClosed || fs.closed != 1 || env.Now().Sub(start) < 13*time.Minute {
-		t.Fatalf("status %s closed=%d after %s", st.Status, fs.closed, env.Now().Sub(start))
+	if st.Status != payment.StatusClosed || errType(err) != activities.ErrTypeFinishing {
+		t.Fatalf("status %s, checkout answered %v; want the dead payment closed and a retryable answer", st.Status, err)
+	}
+}
+
+// A run that cannot set up its payment because MySQL stayed down for longer than the
+// retries answers its checkouts as unavailable (retryable), not as an invalid request.
+func TestPaymentWorkflow_InitOutageIsRetryableForTheCheckout(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Activities{})
+	workflows.Register(env)
+	env.OnActivity(a.CreatePayment, mock.Anything, mock.Anything).Return(activities.CreatePaymentResult{},
+		temporal.NewNonRetryableApplicationError("dial tcp 127.0.0.1:3306: connection refused", "", nil))
+	var res workflows.CheckoutResult
+	var err error
+	env.RegisterDelayedCallback(func() {
+		checkoutOn(env, "u1", workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee"}, &res, &err)
+	}, 0)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	if errType(err) != activities.ErrTypeUnavailable {
+		t.Fatalf("checkout answered %v, want %s", err, activities.ErrTypeUnavailable)
 	}
 }
 

@@ -134,10 +134,14 @@ type PaymentState struct {
 	// OpenRefused is Alipay's refusal to open the trade. The payment is then closed, but
 	// only once Alipay confirms that the trade cannot be paid.
 	OpenRefused string `json:"open_refused,omitempty"`
-	// PayURLIssued is true once a cashier URL for this payment may be in a buyer's hands.
-	// Alipay creates a page-pay trade only when that URL is opened, so until expiry "trade
-	// not exist" does not prove that the payment can no longer be paid.
-	PayURLIssued bool `json:"pay_url_issued,omitempty"`
+	// PayLinkIssued is true once a way to pay this payment (a cashier URL or a QR code)
+	// may be in a buyer's hands. Alipay creates a page-pay trade only when the URL is
+	// opened, and a precreated QR trade may be created only when it is scanned, so until
+	// expiry "trade not exist" does not prove that the payment can no longer be paid.
+	PayLinkIssued bool `json:"pay_link_issued,omitempty"`
+	// Adopted is true when the run took over a payment that existed before it (a re-drive,
+	// or a new checkout after a run that ended with the payment pending).
+	Adopted bool `json:"adopted,omitempty"`
 	// CancelRequested is set when an operator cancelled the run: from then on the run
 	// closes the payment as soon as Alipay confirms it, and keeps trying until it does.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
