@@ -31,7 +31,7 @@ const (
 	// ErrTypeUnavailable answers a checkout whose run could not set up its payment because
 	// a dependency failed for longer than the retries; the request may be retried.
 	ErrTypeUnavailable = "PaymentUnavailable"
-	ErrTypeEventDead = "WebhookEventDead"
+	ErrTypeEventDead   = "WebhookEventDead"
 )
 
 // OrderLocker is the per-order Redis lock of the seed's success path. On contention it
