@@ -16,6 +16,9 @@ import (
 // a references activities by method; Temporal calls them on the worker's instance.
 var a *activities.Activities
 
+// errLegacyDone ends a pre-version run that has already finished its cancelled path.
+var errLegacyDone = errors.New("legacy run done")
+
 const maxSeenNotifyIDs = 64
 
 // paymentRun is the state of one run of PaymentWorkflow.
@@ -23,6 +26,8 @@ type paymentRun struct {
 	in     PaymentInput
 	timing Timing
 	st     PaymentState
+	// legacy is true for a run that started before closeOnAlipayWord (payment_v0.go).
+	legacy bool
 	// makingWay and cancelWebhook let a checkout for a new payment end a finished run early.
 	makingWay     bool
 	cancelWebhook workflow.CancelFunc
@@ -39,6 +44,7 @@ type paymentRun struct {
 // payment:{tenant}:{order}.
 func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error) {
 	r := &paymentRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
+	r.legacy = workflow.GetVersion(ctx, closeOnAlipayWord, workflow.DefaultVersion, 1) == workflow.DefaultVersion
 	if in.State != nil {
 		r.st = *in.State
 	} else {
@@ -64,6 +70,9 @@ func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error
 		}
 	}
 	ctx, err := r.waitForOutcome(ctx)
+	if errors.Is(err, errLegacyDone) {
+		return r.st, nil
+	}
 	if err != nil {
 		return r.st, err
 	}
@@ -253,6 +262,12 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 			// its expiry, so the payment goes through the close path: it is closed locally
 			// only once Alipay confirms that the trade cannot be paid, and a paid trade takes
 			// the success path.
+			if r.legacy {
+				r.logger.Error("alipay refused the trade; closing the payment", "payment_no", p.PaymentNo, "err", err)
+				r.legacyOpenRefused(ctx)
+				r.st.Initialized = true
+				return nil
+			}
 			r.st.OpenRefused = appErr.Message()
 			r.logger.Error("alipay refused to open the trade; closing the payment once alipay confirms it cannot be paid",
 				"payment_no", p.PaymentNo, "err", err)
@@ -328,6 +343,9 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
 	}
 	for r.st.Status == payment.StatusPending {
+		if ctx.Err() != nil && r.legacy {
+			return r.legacyCancelled(ctx)
+		}
 		if ctx.Err() != nil {
 			ctx, _ = workflow.NewDisconnectedContext(ctx)
 			r.st.CancelRequested, expiry = true, nil
@@ -345,14 +363,17 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 			r.onNotification(ctx, n)
 		})
 		sel.AddFuture(reconcile, func(f workflow.Future) {
-			if f.Get(ctx, nil) == nil {
+			if f.Get(ctx, nil) == nil || r.legacy {
 				r.reconcile(ctx)
 			}
 		})
 		if expiry != nil {
 			sel.AddFuture(expiry, func(f workflow.Future) {
 				expiry = nil
-				if f.Get(ctx, nil) == nil {
+				switch {
+				case r.legacy:
+					r.legacyClosePath(ctx, "expired")
+				case f.Get(ctx, nil) == nil:
 					r.closePath(ctx, "expired")
 				}
 			})
@@ -422,10 +443,10 @@ func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload)
 		r.logger.Info("notification does not advance the payment", "notify_id", n.NotifyID, "trade_status", n.TradeStatus)
 		return
 	}
-	switch r.st.Status {
-	case payment.StatusPending:
+	switch {
+	case r.st.Status == payment.StatusPending:
 		r.successPath(ctx, n.TradeNo, n.PaidAt, "callback")
-	case payment.StatusPaid:
+	case r.st.Status == payment.StatusPaid, r.legacy:
 		// Already paid: a redelivery, or a notification that raced the reconciliation.
 	default:
 		// Money for a payment that is closed or failed locally. Never drop it silently.
@@ -436,6 +457,10 @@ func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload)
 
 func (r *paymentRun) reconcile(ctx workflow.Context) {
 	r.st.Reconciliations++
+	if r.legacy {
+		r.legacyReconcile(ctx)
+		return
+	}
 	if r.st.CancelRequested || !workflow.Now(ctx).Before(r.st.ExpireAt) {
 		// Past expiry or cancelled: the close path asks Alipay itself (close, then query),
 		// and a failure anywhere in it is retried on the next tick.
@@ -544,7 +569,9 @@ func (r *paymentRun) paidAtAlipay(ctx workflow.Context, trade payment.Trade, sou
 		// reconciling and the order can be paid again.
 		r.recordAnomaly(ctx, "amount_mismatch", trade.TradeNo,
 			fmt.Sprintf("alipay reports %d fen paid (%s), payment is %d fen", trade.Amount, source, r.st.Amount))
-		r.endLocally(ctx, a.FailPayment, "amount_mismatch")
+		if !r.legacy {
+			r.endLocally(ctx, a.FailPayment, "amount_mismatch")
+		}
 		return
 	}
 	r.successPath(ctx, trade.TradeNo, trade.PaidAt, source)

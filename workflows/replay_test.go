@@ -14,20 +14,31 @@ import (
 // paid, re-driven after terminate, ...). A change to the workflow code that would break
 // running payments fails here. Re-record with `PAYKIT_RECORD_HISTORIES=1 go test ./e2e`.
 func TestReplayRecordedHistories(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) < 13 {
-		t.Fatalf("found %d recorded histories, want one per path (13)", len(files))
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
-			workflows.Register(r)
-			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
-				t.Fatal(err)
-			}
-		})
+	for _, tc := range []struct {
+		dir  string
+		want int
+	}{
+		// Histories of the current code, one per path.
+		{filepath.Join("testdata", "histories"), 13},
+		// Histories recorded before closeOnAlipayWord: runs that were open when that change
+		// was deployed must still replay (payment_v0.go).
+		{filepath.Join("testdata", "histories", "v0"), 10},
+	} {
+		files, err := filepath.Glob(filepath.Join(tc.dir, "*.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) < tc.want {
+			t.Fatalf("found %d recorded histories in %s, want one per path (%d)", len(files), tc.dir, tc.want)
+		}
+		for _, f := range files {
+			t.Run(f, func(t *testing.T) {
+				r := worker.NewWorkflowReplayer()
+				workflows.Register(r)
+				if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
 }
