@@ -66,7 +66,8 @@ func TestRandomizedFaults(t *testing.T) {
 		if i%3 == 0 {
 			method = payment.MethodQR
 		}
-		f.orders = append(f.orders, &faultOrder{id: fmt.Sprintf("fz%02d", i), fen: int64(100 + i), method: method})
+		base := fmt.Sprintf("fz%02d", i)
+		f.orders = append(f.orders, &faultOrder{base: base, ids: []string{base + "-0"}, fen: int64(100 + i), method: method})
 	}
 
 	var wg sync.WaitGroup
@@ -91,11 +92,14 @@ func TestRandomizedFaults(t *testing.T) {
 	f.check()
 }
 
+// faultOrder is one slot of the run. Once its order is paid (and so final), the slot moves
+// on to a new order id, so that new payments keep being made for the whole run.
 type faultOrder struct {
-	id     string
+	base   string
 	fen    int64
 	method payment.Method
 	mu     sync.Mutex
+	ids    []string // every order id the slot has used, the current one last
 	// lastKey and lastBody are the last keyed checkout, replayed as it was.
 	lastKey  string
 	lastBody []byte
@@ -131,7 +135,7 @@ func (f *faultRun) next() func() {
 	switch {
 	case r < 30:
 		mode, copies := f.rng.IntN(5), 1+f.rng.IntN(6)
-		fresh := fmt.Sprintf("%s-k%d", o.id, f.rng.Uint32())
+		fresh := fmt.Sprintf("%s-k%d", o.base, f.rng.Uint32())
 		return func() { f.checkout(o, mode, copies, fresh) }
 	case r < 50:
 		return func() { f.pay(o) }
@@ -235,12 +239,13 @@ func acceptableCheckout(r response) bool {
 func (f *faultRun) checkout(o *faultOrder, mode, copies int, fresh string) {
 	f.count(fmt.Sprintf("checkout_mode%d", mode))
 	h := map[string]string{"Authorization": "Bearer " + f.tn.apiKey, "Content-Type": "application/json"}
+	f.rotate(o)
 	o.mu.Lock()
-	key, b, token := o.lastKey, o.lastBody, o.token
+	id, key, b, token := o.cur(), o.lastKey, o.lastBody, o.token
 	o.mu.Unlock()
 	if mode != 0 || key == "" {
 		if mode == 3 {
-			r, err := try(http.MethodPost, f.st.apiURL+"/v1/checkout-tokens", h, []byte(`{"order_id":"`+o.id+`"}`))
+			r, err := try(http.MethodPost, f.st.apiURL+"/v1/checkout-tokens", h, []byte(`{"order_id":"`+id+`"}`))
 			if err != nil || r.status != http.StatusCreated {
 				return
 			}
@@ -250,7 +255,7 @@ func (f *faultRun) checkout(o *faultOrder, mode, copies int, fresh string) {
 			_ = json.Unmarshal(r.body, &tok)
 			token = tok.Token
 		}
-		body := map[string]any{"order_id": o.id, "amount_fen": o.fen, "subject": "Fault order " + o.id, "method": string(o.method)}
+		body := map[string]any{"order_id": id, "amount_fen": o.fen, "subject": "Fault order " + id, "method": string(o.method)}
 		if (mode == 3 || mode == 4) && token != "" {
 			body["checkout_token"] = token
 		}
@@ -280,16 +285,39 @@ func (f *faultRun) checkout(o *faultOrder, mode, copies int, fresh string) {
 			}
 			f.answered.Add(1)
 			if !acceptableCheckout(r) {
-				f.t.Errorf("checkout %s (mode %d): HTTP %d %s", o.id, mode, r.status, r.body)
+				f.t.Errorf("checkout %s (mode %d): HTTP %d %s", id, mode, r.status, r.body)
 			}
 		})
 	}
 	wg.Wait()
 }
 
+// cur is the slot's current order id; the caller holds o.mu.
+func (o *faultOrder) cur() string { return o.ids[len(o.ids)-1] }
+
+func (o *faultOrder) current() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.cur()
+}
+
+// rotate moves the slot to a new order once its current order is paid.
+func (f *faultRun) rotate(o *faultOrder) {
+	id := o.current()
+	if _, paid, err := env.store.OrderPaidPayment(context.Background(), f.tn.id, id); err != nil || !paid {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.cur() == id {
+		o.ids = append(o.ids, fmt.Sprintf("%s-%d", o.base, len(o.ids)))
+		o.lastKey, o.lastBody, o.token = "", nil, ""
+	}
+}
+
 // pending returns the order's pending payment, if any.
 func (f *faultRun) pending(o *faultOrder) (payment.Payment, bool) {
-	ps, err := env.store.ListOrderPayments(context.Background(), f.tn.id, o.id)
+	ps, err := env.store.ListOrderPayments(context.Background(), f.tn.id, o.current())
 	if err != nil {
 		return payment.Payment{}, false
 	}
@@ -350,7 +378,7 @@ func (f *faultRun) payAtExpiry(o *faultOrder) {
 
 func (f *faultRun) disturbWorkflow(o *faultOrder, terminate bool) {
 	ctx := context.Background()
-	wid := payment.WorkflowID(f.tn.id, o.id)
+	wid := payment.WorkflowID(f.tn.id, o.current())
 	if terminate {
 		f.count("terminate")
 		_ = env.tc.TerminateWorkflow(ctx, wid, "", "fault suite")
@@ -429,20 +457,24 @@ func (f *faultRun) check() {
 		}
 	}
 	ps := map[string]payment.Payment{}
+	orderIDs := 0
 	for _, o := range f.orders {
-		list, err := env.store.ListOrderPayments(context.Background(), f.tn.id, o.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		paid := 0
-		for _, p := range list {
-			ps[p.PaymentNo] = p
-			if p.Status == payment.StatusPaid {
-				paid++
+		for _, id := range o.ids {
+			orderIDs++
+			list, err := env.store.ListOrderPayments(context.Background(), f.tn.id, id)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if paid > 1 {
-			t.Errorf("order %s has %d PAID payments", o.id, paid)
+			paid := 0
+			for _, p := range list {
+				ps[p.PaymentNo] = p
+				if p.Status == payment.StatusPaid {
+					paid++
+				}
+			}
+			if paid > 1 {
+				t.Errorf("order %s has %d PAID payments", id, paid)
+			}
 		}
 	}
 	paidAtAlipay := 0
@@ -487,7 +519,8 @@ func (f *faultRun) check() {
 		t.Errorf("merchant received %d distinct payment.paid events for %d PAID payments", len(seen), localPaid)
 	}
 	f.audit()
-	t.Logf("%d payments (%d PAID, each once at Alipay and locally, %d grants), %d checkout answers", len(ps), localPaid, grants, f.answered.Load())
+	t.Logf("%d orders, %d payments (%d PAID, each once at Alipay and locally, %d grants), %d checkout answers",
+		orderIDs, len(ps), localPaid, grants, f.answered.Load())
 }
 
 // audit runs `paykit audit` over the run's window against the same database, Alipay and
