@@ -126,6 +126,9 @@ type Gateway interface {
 	Close(ctx context.Context, paymentNo string) (CloseOutcome, error)
 	// Refund refunds part or all of a paid trade, idempotently on OutRequestNo.
 	Refund(ctx context.Context, req RefundRequest) (RefundResult, error)
+	// QueryRefund asks whether a refund request took effect (after a timeout, say). A
+	// refund or trade Alipay does not know is Found=false with a nil error.
+	QueryRefund(ctx context.Context, paymentNo, outRequestNo string) (RefundStatusAtChannel, error)
 	// DecodeNotification verifies the signature of a notification form and checks that it
 	// is addressed to this app and seller. It does not check the amount or the
 	// out_trade_no; CheckNotification does that against the stored payment.
