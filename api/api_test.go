@@ -33,7 +33,8 @@ type fakeStore struct {
 	released  int
 	takeovers int
 	renewals  int
-	renewErr  error // returned by RenewIdempotencyKey if set
+	renewErr  error                     // returned by RenewIdempotencyKey if set
+	refunds   map[string]payment.Refund // by tenant/refund_no
 }
 
 func (f *fakeStore) err() error {
@@ -188,6 +189,16 @@ type fakeOrch struct {
 	pingErr   error
 	block     chan struct{}
 	delay     time.Duration // how long each checkout takes
+	// refundStarts counts StartRefund calls; refundErr is what they answer.
+	refundStarts int
+	refundErr    error
+}
+
+func (o *fakeOrch) StartRefund(context.Context, payment.Refund) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refundStarts++
+	return o.refundErr
 }
 
 func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
