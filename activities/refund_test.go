@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -63,5 +64,41 @@ func TestRefundAtChannelClassifiesAlipaysAnswers(t *testing.T) {
 				t.Fatalf("err = %v, want non-retryable %s", err, tc.wantType)
 			}
 		})
+	}
+}
+
+// refundRedriveRecorder records which refunds the sweeper asked to re-drive.
+type refundRedriveRecorder struct{ got []string }
+
+func (r *refundRedriveRecorder) RedriveRefund(_ context.Context, rf payment.Refund) (bool, error) {
+	r.got = append(r.got, rf.RefundNo)
+	return true, nil
+}
+
+// TestSweep_RedrivesStalePendingRefunds is a refund whose workflow never started (the
+// API's start failed and no retry came): the sweeper starts it once it is stale, and
+// leaves fresh and final refunds alone.
+func TestSweep_RedrivesStalePendingRefunds(t *testing.T) {
+	f := newFixture(t)
+	f.acts.Redriver = &redriveRecorder{}
+	rec := &refundRedriveRecorder{}
+	f.acts.RefundRedriver = rec
+	ctx := context.Background()
+	p := f.payment(t, "o-refund-sweep", true, 0)
+	for _, no := range []string{"rf_stale", "rf_fresh", "rf_done"} {
+		if _, _, err := f.store.CreateRefund(ctx, payment.NewRefund{RefundNo: no, TenantID: f.tenantID, PaymentNo: p.PaymentNo, Amount: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.store.MarkRefundSucceeded(ctx, f.tenantID, "rf_done", "T", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.ExecContext(ctx, "UPDATE refunds SET created_at = ? WHERE refund_no IN ('rf_stale', 'rf_done')",
+		time.Now().Add(-2*time.Hour).UTC()); err != nil {
+		t.Fatal(err)
+	}
+	res := f.sweep(t)
+	if res.RefundsRedriven != 1 || len(rec.got) != 1 || rec.got[0] != "rf_stale" {
+		t.Fatalf("re-driven %d: %v; want only rf_stale", res.RefundsRedriven, rec.got)
 	}
 }

@@ -249,3 +249,19 @@ func (o *Orchestrator) RefundState(ctx context.Context, tenantID, refundNo strin
 	}
 	return st, nil
 }
+
+// RedriveRefund starts a workflow for a pending refund whose workflow is not running. It
+// reports whether it started one.
+func (o *Orchestrator) RedriveRefund(ctx context.Context, r payment.Refund) (bool, error) {
+	if r.Status.Final() {
+		return false, nil
+	}
+	running, err := o.Running(ctx, payment.RefundWorkflowID(r.TenantID, r.RefundNo))
+	if err != nil || running {
+		return false, err
+	}
+	if err := o.StartRefund(ctx, r); err != nil {
+		return false, err
+	}
+	return true, nil
+}
