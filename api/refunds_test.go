@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -126,5 +127,52 @@ func TestRefundRequests(t *testing.T) {
 	}
 	if st.payments["PPAID"].Refunded != 500 {
 		t.Fatalf("refunded = %d, want 500", st.payments["PPAID"].Refunded)
+	}
+}
+
+func (f *fakeStore) GetRefundByOutRequestNo(_ context.Context, outRequestNo string) (payment.Refund, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.refunds {
+		if r.OutRequestNo == outRequestNo {
+			return r, nil
+		}
+	}
+	return payment.Refund{}, payment.ErrNotFound
+}
+
+// TestRefundNotificationsNeverPayOrClose: a refund notification (out_biz_no, refund_fee)
+// is never a payment: it is not signalled to a pending payment's workflow, whatever its
+// trade_status; for a pending refund it starts (or joins) the refund's workflow.
+func TestRefundNotificationsNeverPayOrClose(t *testing.T) {
+	srv, st, orch := newServer(t)
+	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
+	st.refunds = map[string]payment.Refund{"t1/rf1": {RefundNo: "rf1", TenantID: "t1", PaymentNo: "PPAID", Amount: 300,
+		OutRequestNo: payment.OutRequestNo("t1", "rf1"), Status: payment.RefundPending}}
+	cb := func(no, notifyID, outBizNo string) string {
+		f := url.Values{"notify_id": {notifyID}, "out_trade_no": {no}, "total_amount": {"9.90"}, "sign": {"good"},
+			"out_biz_no": {outBizNo}, "refund_fee": {"3.00"}}
+		_, b := post(t, srv.URL+"/callbacks/alipay", f.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		return b
+	}
+	// A refund of the pending payment P1 made outside paykit: acknowledged, nothing signalled.
+	if got := cb("P1", "n-r1", "Rconsole"); got != "success" {
+		t.Fatalf("reply %q", got)
+	}
+	if got := cb("PPAID", "n-r2", payment.OutRequestNo("t1", "rf1")); got != "success" {
+		t.Fatalf("reply %q", got)
+	}
+	if orch.signals != 0 || orch.refundStarts != 1 {
+		t.Fatalf("payment signals = %d, refund starts = %d; want 0 and 1", orch.signals, orch.refundStarts)
+	}
+	if st.payments["P1"].Status != payment.StatusPending || st.payments["PPAID"].Status != payment.StatusPaid {
+		t.Fatalf("payments changed: %+v", st.payments)
+	}
+	outcomes := map[string]bool{}
+	for _, n := range st.notes {
+		outcomes[n.Outcome] = true
+	}
+	if !outcomes["refund_unknown"] || !outcomes["refund_workflow_started"] {
+		t.Fatalf("outcomes = %v", outcomes)
 	}
 }

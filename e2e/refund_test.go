@@ -379,3 +379,72 @@ func TestRefundFullRefundClosesTheTradeAndKeepsThePaymentPaid(t *testing.T) {
 	}
 	t.Logf("refunds of 300, 200 and 490 fen: simulator TRADE_CLOSED with 990 refunded, payment PAID with refund_state full, 1 fen more refused")
 }
+
+func TestRefundNotificationsConcurrentAndBeforeTheAnswer(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	no := paidPayment(t, st, tn, "r6001", 990)
+	// Alipay commits the refund and holds its answer; meanwhile its refund notification
+	// arrives as 20 concurrent copies.
+	simFault(t, "/notifications", map[string]any{"copies": 20})
+	simFault(t, "/gateway", map[string]any{"mode": "hang", "count": 1, "method": "alipay.trade.refund", "after_processing": true})
+	r := st.postRefund(t, tn, no, "refund-notify-"+randHex(4), map[string]any{"amount_fen": 500, "refund_no": "notified-1"})
+	if r.status != http.StatusCreated {
+		t.Fatalf("refund: HTTP %d %s", r.status, r.body)
+	}
+	rf := waitRefund(t, tn.id, "notified-1", payment.RefundSucceeded, 90*time.Second)
+	waitRefundWorkflow(t, payment.RefundWorkflowID(tn.id, "notified-1"))
+	// The simulator sent the copies; the callback kept one (notify_id dedupe).
+	var attempts []struct {
+		Kind         string `json:"kind"`
+		Acknowledged bool   `json:"acknowledged"`
+	}
+	do(t, http.MethodGet, env.simURL+"/_sim/notifications?out_trade_no="+no, nil, nil).json(t, &attempts)
+	copies, acked := 0, 0
+	for _, a := range attempts {
+		if a.Kind == "refund" {
+			copies++
+			if a.Acknowledged {
+				acked++
+			}
+		}
+	}
+	if copies < 20 || acked == 0 {
+		t.Fatalf("refund notification copies sent = %d (acknowledged %d), want 20", copies, acked)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM channel_notifications WHERE payment_no = ? AND raw_payload LIKE ?", no, "%out_biz_no="+rf.OutRequestNo+"%"); n != 1 {
+		t.Fatalf("refund notifications recorded = %d, want 1 (deduped on notify_id)", n)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ? AND type = ?", no, payment.EventRefundSucceeded); n != 1 {
+		t.Fatalf("refund.succeeded events = %d, want 1", n)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ? AND type <> ?", no, payment.EventPaymentPaid); n != 1 {
+		t.Fatalf("events other than payment.paid = %d, want only the refund's", n)
+	}
+	p, _ := env.store.GetPayment(context.Background(), no)
+	if p.Status != payment.StatusPaid || p.Refunded != 500 || p.RefundState != payment.RefundStatePartial {
+		t.Fatalf("payment %s refunded %d %s; want PAID, 500, partial", p.Status, p.Refunded, p.RefundState)
+	}
+	if sim := simRefunds(t, no); len(sim) != 1 || sim[0].RefundFen != 500 {
+		t.Fatalf("simulator refunds = %+v", sim)
+	}
+	var outcomes []string
+	rows, err := env.db.Query("SELECT DISTINCT outcome FROM channel_notifications WHERE payment_no = ? AND raw_payload LIKE ?", no, "%out_biz_no=%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var o string
+		_ = rows.Scan(&o)
+		outcomes = append(outcomes, o)
+	}
+	_ = rows.Close()
+	for _, o := range outcomes {
+		switch o {
+		case "refund_workflow_started", "refund_already_final", "duplicate", "received":
+		default:
+			t.Fatalf("refund notification outcome %q", o)
+		}
+	}
+	t.Logf("refund notification delivered as %d concurrent copies while Alipay held the answer: outcomes %v; 1 refund.succeeded, payment PAID with 500 fen refunded", copies, outcomes)
+}

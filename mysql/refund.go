@@ -15,9 +15,10 @@ const refundColumns = `id, refund_no, tenant_id, payment_no, out_request_no, amo
 	trade_no, workflow_id, refunded_at, version, created_at, updated_at`
 
 const (
-	qRefundByNo          = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = ? AND refund_no = ?`
-	qRefundByNoForUpdate = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = ? AND refund_no = ? FOR UPDATE`
-	qPaymentRefunds      = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = ? AND payment_no = ?
+	qRefundByNo           = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = ? AND refund_no = ?`
+	qRefundByNoForUpdate  = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = ? AND refund_no = ? FOR UPDATE`
+	qRefundByOutRequestNo = `SELECT ` + refundColumns + ` FROM refunds WHERE out_request_no = ?`
+	qPaymentRefunds       = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = ? AND payment_no = ?
 ORDER BY created_at, id`
 	qPendingRefundsBefore = `SELECT ` + refundColumns + ` FROM refunds WHERE status = 0 AND created_at < ?
 ORDER BY created_at, id LIMIT ?`
@@ -151,6 +152,16 @@ func (st *Store) GetRefund(ctx context.Context, tenantID, refundNo string) (paym
 	r, err := st.getRefund(ctx, nil, qRefundByNo, tenantID, refundNo)
 	if err != nil {
 		return payment.Refund{}, fmt.Errorf("mysql: get refund %s: %w", refundNo, err)
+	}
+	return r, nil
+}
+
+// GetRefundByOutRequestNo returns the refund with Alipay's out_request_no, or an error
+// wrapping payment.ErrNotFound.
+func (st *Store) GetRefundByOutRequestNo(ctx context.Context, outRequestNo string) (payment.Refund, error) {
+	r, err := st.getRefund(ctx, nil, qRefundByOutRequestNo, outRequestNo)
+	if err != nil {
+		return payment.Refund{}, fmt.Errorf("mysql: get refund by out_request_no %s: %w", outRequestNo, err)
 	}
 	return r, nil
 }

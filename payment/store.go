@@ -289,6 +289,9 @@ type Store interface {
 	CreateRefund(ctx context.Context, n NewRefund) (r Refund, existed bool, err error)
 	// GetRefund returns a tenant's refund by refund_no, or ErrNotFound.
 	GetRefund(ctx context.Context, tenantID, refundNo string) (Refund, error)
+	// GetRefundByOutRequestNo returns the refund with Alipay's out_request_no (the
+	// out_biz_no of a refund notification), or ErrNotFound.
+	GetRefundByOutRequestNo(ctx context.Context, outRequestNo string) (Refund, error)
 	// ListPaymentRefunds returns the refunds of a tenant's payment, oldest first.
 	ListPaymentRefunds(ctx context.Context, tenantID, paymentNo string) ([]Refund, error)
 	// MarkRefundSucceeded moves a pending refund to succeeded with its refund.succeeded
