@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -447,4 +450,50 @@ func TestRefundNotificationsConcurrentAndBeforeTheAnswer(t *testing.T) {
 		}
 	}
 	t.Logf("refund notification delivered as %d concurrent copies while Alipay held the answer: outcomes %v; 1 refund.succeeded, payment PAID with 500 fen refunded", copies, outcomes)
+}
+
+func TestRefundResolvesPaidAfterCloseOnceHoweverOftenAsked(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	no := paidPayment(t, st, tn, "r7001", 990)
+	// Stand in for the race that leaves money at Alipay for a payment closed locally: the
+	// row is closed by hand and the anomaly recorded as the callback records it.
+	if _, err := env.db.Exec("UPDATE payments SET status = 2, close_reason = 'expired' WHERE payment_no = ?", no); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.store.RecordAnomaly(context.Background(), payment.Anomaly{Kind: "paid_after_close", TenantID: tn.id,
+		PaymentNo: no, Amount: 990, Detail: t.Name()}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		cmd := exec.Command(env.paykitBin, "anomalies", "-resolve-refund", no)
+		cmd.Env = append(os.Environ(), st.env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, out)
+		}
+		t.Logf("run %d: %s", i, strings.TrimSpace(string(out)))
+	}
+	refundNo := payment.AnomalyRefundNo(no)
+	waitRefund(t, tn.id, refundNo, payment.RefundSucceeded, 60*time.Second)
+	// A third run after it succeeded changes nothing either.
+	cmd := exec.Command(env.paykitBin, "anomalies", "-resolve-refund", no)
+	cmd.Env = append(os.Environ(), st.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("third run: %v\n%s", err, out)
+	}
+	if sim := simRefunds(t, no); len(sim) != 1 || sim[0].RefundFen != 990 {
+		t.Fatalf("simulator refunds = %+v, want one of 990 fen", sim)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM refunds WHERE payment_no = ?", no); n != 1 {
+		t.Fatalf("refunds = %d, want 1", n)
+	}
+	p, _ := env.store.GetPayment(context.Background(), no)
+	if p.Status != payment.StatusClosed || p.Refunded != 990 {
+		t.Fatalf("payment %s refunded %d; want CLOSED and 990", p.Status, p.Refunded)
+	}
+	if tr := simTrade(t, no); tr["trade_status"] != "TRADE_CLOSED" {
+		t.Fatalf("simulator trade %v", tr["trade_status"])
+	}
+	t.Logf("paid_after_close on %s resolved by refund three times: 1 refund of 990 fen at the simulator", no)
 }

@@ -28,6 +28,10 @@ ORDER BY created_at, id LIMIT ?`
 	// amount: it matches no row once the payment is not PAID or the refund would not fit.
 	qReserveRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?, version = version + 1, updated_at = ?
 WHERE id = ? AND status = 1 AND refunded_fen + ? <= amount_fen`
+	// qReserveClosedRefund is qReserveRefund for the money Alipay took for a payment
+	// that is closed or failed locally (a paid_after_close anomaly).
+	qReserveClosedRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?, version = version + 1, updated_at = ?
+WHERE id = ? AND status IN (2, 3) AND refunded_fen + ? <= amount_fen`
 	// qReleaseRefund gives a failed refund's reservation back.
 	qReleaseRefund = `UPDATE payments SET refunded_fen = refunded_fen - ?, version = version + 1, updated_at = ?
 WHERE id = ? AND refunded_fen >= ?`
@@ -77,11 +81,17 @@ func (st *Store) CreateRefund(ctx context.Context, n payment.NewRefund) (payment
 			}
 			return fmt.Errorf("lock payment: %w", err)
 		}
-		if p.Status != payment.StatusPaid {
+		reserve := qReserveRefund
+		switch {
+		case n.ForClosedPayment && p.Status != payment.StatusClosed && p.Status != payment.StatusFailed:
+			return payment.Errorf(payment.ECONFLICT, "payment %s is %s; only the money of a CLOSED or FAILED payment is refunded as an anomaly", p.PaymentNo, p.Status)
+		case n.ForClosedPayment:
+			reserve = qReserveClosedRefund
+		case p.Status != payment.StatusPaid:
 			return payment.Errorf(payment.ENOTPAID, "payment %s is %s; only a PAID payment can be refunded", p.PaymentNo, p.Status)
 		}
 		now := st.clock()
-		res, err := st.exec(ctx, tx, qReserveRefund, int64(n.Amount), now, p.ID, int64(n.Amount))
+		res, err := st.exec(ctx, tx, reserve, int64(n.Amount), now, p.ID, int64(n.Amount))
 		if err != nil {
 			return fmt.Errorf("reserve refund: %w", err)
 		}

@@ -112,6 +112,15 @@ type NewRefund struct {
 	PaymentNo string
 	Amount    Amount
 	Reason    string
+	// ForClosedPayment refunds money Alipay took for a payment that is CLOSED or FAILED
+	// locally (a paid_after_close anomaly) instead of a PAID one. Only operators set it.
+	ForClosedPayment bool
+}
+
+// AnomalyRefundNo is the refund_no of the refund that resolves a payment's
+// paid_after_close anomaly: one per payment, however often the operator asks.
+func AnomalyRefundNo(paymentNo string) string {
+	return "anomaly_" + paymentNo
 }
 
 // MaxRefundReason is the size of refunds.reason.
