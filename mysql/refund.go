@@ -26,14 +26,16 @@ ORDER BY created_at, id LIMIT ?`
 
 	// qReserveRefund is the compare-and-set that keeps the refunded total within the paid
 	// amount: it matches no row once the payment is not PAID or the refund would not fit.
-	qReserveRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?, version = version + 1, updated_at = ?
+	// It leaves version and updated_at alone: they describe the payment's own state,
+	// and the auditor reads updated_at as the time the payment became PAID.
+	qReserveRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?
 WHERE id = ? AND status = 1 AND refunded_fen + ? <= amount_fen`
 	// qReserveClosedRefund is qReserveRefund for the money Alipay took for a payment
 	// that is closed or failed locally (a paid_after_close anomaly).
-	qReserveClosedRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?, version = version + 1, updated_at = ?
+	qReserveClosedRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?
 WHERE id = ? AND status IN (2, 3) AND refunded_fen + ? <= amount_fen`
 	// qReleaseRefund gives a failed refund's reservation back.
-	qReleaseRefund = `UPDATE payments SET refunded_fen = refunded_fen - ?, version = version + 1, updated_at = ?
+	qReleaseRefund = `UPDATE payments SET refunded_fen = refunded_fen - ?
 WHERE id = ? AND refunded_fen >= ?`
 	qInsertRefund = `INSERT INTO refunds
 	(refund_no, tenant_id, payment_no, out_request_no, amount_fen, reason, status, workflow_id, version, created_at, updated_at)
@@ -91,7 +93,7 @@ func (st *Store) CreateRefund(ctx context.Context, n payment.NewRefund) (payment
 			return payment.Errorf(payment.ENOTPAID, "payment %s is %s; only a PAID payment can be refunded", p.PaymentNo, p.Status)
 		}
 		now := st.clock()
-		res, err := st.exec(ctx, tx, reserve, int64(n.Amount), now, p.ID, int64(n.Amount))
+		res, err := st.exec(ctx, tx, reserve, int64(n.Amount), p.ID, int64(n.Amount))
 		if err != nil {
 			return fmt.Errorf("reserve refund: %w", err)
 		}
@@ -244,7 +246,7 @@ func (st *Store) FailRefund(ctx context.Context, tenantID, refundNo, reason stri
 			if err != nil {
 				return false, fmt.Errorf("read payment: %w", err)
 			}
-			res, err = st.exec(ctx, tx, qReleaseRefund, int64(r.Amount), now, p.ID, int64(r.Amount))
+			res, err = st.exec(ctx, tx, qReleaseRefund, int64(r.Amount), p.ID, int64(r.Amount))
 			if err != nil {
 				return false, fmt.Errorf("release refund: %w", err)
 			}
