@@ -102,3 +102,48 @@ func TestSweep_RedrivesStalePendingRefunds(t *testing.T) {
 		t.Fatalf("re-driven %d: %v; want only rf_stale", res.RefundsRedriven, rec.got)
 	}
 }
+
+// TestRecordAnomaly_AutoRefundsPaidAfterClose: a tenant that opted in has the money of a
+// paid_after_close anomaly refunded when it is recorded, once however often it is.
+func TestRecordAnomaly_AutoRefundsPaidAfterClose(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tn, err := f.store.GetTenant(ctx, f.tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.AutoRefundPaidAfterClose = true
+	if err := f.store.UpsertTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	rec := &refundRedriveRecorder{}
+	f.acts.RefundRedriver = rec
+	p := f.payment(t, "o-auto-refund", false, 0)
+	if _, err := f.store.ClosePayment(ctx, p.PaymentNo, "expired"); err != nil {
+		t.Fatal(err)
+	}
+	in := activities.AnomalyInput{Kind: payment.AnomalyPaidAfterClose, TenantID: f.tenantID, PaymentNo: p.PaymentNo,
+		TradeNo: "T1", Amount: p.Amount, Detail: "test"}
+	for range 3 {
+		if err := f.acts.RecordAnomaly(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refunds, err := f.store.ListPaymentRefunds(ctx, f.tenantID, p.PaymentNo)
+	if err != nil || len(refunds) != 1 || refunds[0].RefundNo != payment.AnomalyRefundNo(p.PaymentNo) || refunds[0].Amount != p.Amount {
+		t.Fatalf("refunds = %+v, %v; want one of the whole amount", refunds, err)
+	}
+	got, _ := f.store.GetPayment(ctx, p.PaymentNo)
+	if got.Refunded != p.Amount || got.Status != payment.StatusClosed || len(rec.got) != 3 {
+		t.Fatalf("refunded %d, %s, re-drives %v", got.Refunded, got.Status, rec.got)
+	}
+	// Another kind, or a tenant that did not opt in, refunds nothing.
+	q := f.payment(t, "o-no-auto", false, 0)
+	_, _ = f.store.ClosePayment(ctx, q.PaymentNo, "expired")
+	if err := f.acts.RecordAnomaly(ctx, activities.AnomalyInput{Kind: "amount_mismatch", TenantID: f.tenantID, PaymentNo: q.PaymentNo, Amount: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := f.store.ListPaymentRefunds(ctx, f.tenantID, q.PaymentNo); len(rs) != 0 {
+		t.Fatalf("amount_mismatch refunded: %+v", rs)
+	}
+}

@@ -194,14 +194,27 @@ func (s *Server) applyNotification(c echo.Context, n payment.Notification) (stri
 		// Money arrived for a payment we closed. Never lose it silently: record it for
 		// refund and alert.
 		s.metrics.anomalies.Inc()
-		err := s.store.RecordAnomaly(ctx, payment.Anomaly{
-			Kind: "paid_after_close", TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
+		anomaly := payment.Anomaly{
+			Kind: payment.AnomalyPaidAfterClose, TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
 			Detail:    fmt.Sprintf("alipay notified %s (notify_id %s) for a payment that is %s locally; refund or reconcile", n.TradeStatus, n.NotifyID, p.Status),
 			CreatedAt: time.Now().UTC(),
-		})
-		if err != nil {
+		}
+		if err := s.store.RecordAnomaly(ctx, anomaly); err != nil {
 			log.ErrorContext(ctx, "record anomaly failed; alipay will retry", "err", err)
 			return outcomeReceived, false
+		}
+		if tenant.AutoRefundPaidAfterClose {
+			// The refund_no is derived from the payment, so Alipay's redeliveries of this
+			// notification land on the same refund.
+			r, _, err := s.store.CreateRefund(ctx, payment.AnomalyRefund(p, anomaly))
+			if err == nil {
+				err = s.orch.StartRefund(ctx, r)
+			}
+			if err != nil {
+				log.ErrorContext(ctx, "automatic refund of paid_after_close failed; alipay will retry", "err", err)
+				return outcomeReceived, false
+			}
+			log.WarnContext(ctx, "paid_after_close: refunding automatically", "refund_no", r.RefundNo)
 		}
 		log.ErrorContext(ctx, "payment anomaly: alipay says paid but the payment is closed; recorded for refund", "status", p.Status.String())
 		return outcomeAnomaly, true

@@ -213,5 +213,8 @@ type Tenant struct {
 	WebhookSecret string // HMAC-SHA256 key for webhook signatures
 	AlipayAppID   string // the Alipay app this tenant's payments go through
 	AlipaySeller  string // the Alipay seller_id (PID) expected in notifications
-	CreatedAt     time.Time
+	// AutoRefundPaidAfterClose refunds the money of a paid_after_close anomaly as soon as
+	// it is recorded, instead of leaving it to an operator.
+	AutoRefundPaidAfterClose bool
+	CreatedAt                time.Time
 }

@@ -117,6 +117,24 @@ type NewRefund struct {
 	ForClosedPayment bool
 }
 
+// AnomalyPaidAfterClose is the kind of anomaly a refund resolves: money Alipay took for
+// a payment that was already closed locally.
+const AnomalyPaidAfterClose = "paid_after_close"
+
+// AnomalyRefund is the refund that gives back the money of a paid_after_close anomaly of
+// payment p: its refund_no is derived from the payment, so asking for it again, by hand
+// or automatically, finds the same refund.
+func AnomalyRefund(p Payment, a Anomaly) NewRefund {
+	amount := a.Amount
+	if amount <= 0 || amount > p.Amount {
+		amount = p.Amount
+	}
+	return NewRefund{
+		RefundNo: AnomalyRefundNo(p.PaymentNo), TenantID: p.TenantID, PaymentNo: p.PaymentNo, Amount: amount,
+		Reason: "paid after the payment was closed", ForClosedPayment: true,
+	}
+}
+
 // AnomalyRefundNo is the refund_no of the refund that resolves a payment's
 // paid_after_close anomaly: one per payment, however often the operator asks.
 func AnomalyRefundNo(paymentNo string) string {

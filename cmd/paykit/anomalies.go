@@ -110,22 +110,15 @@ func resolveByRefund(ctx context.Context, cfg Config, paymentNo string, out io.W
 // refund workflow. Its refund_no is derived from the payment, so running it any number of
 // times makes one refund, and a run after a failed start starts that same refund again.
 func refundAnomaly(ctx context.Context, st anomalyRefunder, starter refundStarter, paymentNo string, out io.Writer) error {
-	a, err := st.GetAnomaly(ctx, anomalyPaidAfterClose, paymentNo)
+	a, err := st.GetAnomaly(ctx, payment.AnomalyPaidAfterClose, paymentNo)
 	if err != nil {
-		return fmt.Errorf("anomalies: no %s anomaly for payment %s: %w", anomalyPaidAfterClose, paymentNo, err)
+		return fmt.Errorf("anomalies: no %s anomaly for payment %s: %w", payment.AnomalyPaidAfterClose, paymentNo, err)
 	}
 	p, err := st.GetPayment(ctx, paymentNo)
 	if err != nil {
 		return fmt.Errorf("anomalies: %w", err)
 	}
-	amount := a.Amount
-	if amount <= 0 || amount > p.Amount {
-		amount = p.Amount
-	}
-	r, existed, err := st.CreateRefund(ctx, payment.NewRefund{
-		RefundNo: payment.AnomalyRefundNo(p.PaymentNo), TenantID: p.TenantID, PaymentNo: p.PaymentNo, Amount: amount,
-		Reason: "paid after the payment was closed", ForClosedPayment: true,
-	})
+	r, existed, err := st.CreateRefund(ctx, payment.AnomalyRefund(p, a))
 	if err != nil {
 		return fmt.Errorf("anomalies: refund %s: %w", paymentNo, err)
 	}
@@ -140,7 +133,3 @@ func refundAnomaly(ctx context.Context, st anomalyRefunder, starter refundStarte
 		r.RefundNo, r.Amount.Yuan(), p.PaymentNo, verb, r.Status, payment.RefundWorkflowID(r.TenantID, r.RefundNo))
 	return err
 }
-
-// anomalyPaidAfterClose is the kind of anomaly a refund resolves: money received for a
-// payment that was already closed locally.
-const anomalyPaidAfterClose = "paid_after_close"
