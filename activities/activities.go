@@ -45,6 +45,11 @@ type Redriver interface {
 	Redrive(ctx context.Context, p payment.Payment) (started bool, err error)
 }
 
+// RefundRedriver starts a workflow for a pending refund whose workflow is not running.
+type RefundRedriver interface {
+	RedriveRefund(ctx context.Context, r payment.Refund) (started bool, err error)
+}
+
 // Activities holds the dependencies of every activity. It is built once in the worker.
 type Activities struct {
 	Store   payment.Store
@@ -54,7 +59,9 @@ type Activities struct {
 	// Temporal is used by the sweeper to see whether a payment's workflow is running.
 	Temporal client.Client
 	Redriver Redriver
-	Logger   *slog.Logger
+	// RefundRedriver re-drives pending refunds; nil leaves them to the API's retries.
+	RefundRedriver RefundRedriver
+	Logger         *slog.Logger
 	// Benefit is the entitlement granted for a paid payment.
 	Benefit string
 	// Now is the clock; tests may replace it.

@@ -41,8 +41,10 @@ func (o SweepOptions) withDefaults() SweepOptions {
 
 // SweepResult counts what one sweep did.
 type SweepResult struct {
-	Checked           int `json:"checked"`
-	Redriven          int `json:"redriven"`
+	Checked  int `json:"checked"`
+	Redriven int `json:"redriven"`
+	// RefundsRedriven counts pending refunds whose workflow was started again.
+	RefundsRedriven   int `json:"refunds_redriven,omitempty"`
 	GrantsRepaired    int `json:"grants_repaired"`
 	GrantsFailed      int `json:"grants_failed"`
 	EventsRedelivered int `json:"events_redelivered"`
@@ -85,6 +87,9 @@ func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Dur
 				"tenant_id", p.TenantID, "order_id", p.OrderID, "payment_no", p.PaymentNo, "workflow_id", p.WorkflowID)
 		}
 	}
+	if err := a.redriveRefunds(ctx, before, limit, &res); err != nil {
+		return res, err
+	}
 	if err := a.repairGrants(ctx, now, opts, limit, &res); err != nil {
 		return res, err
 	}
@@ -92,6 +97,34 @@ func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Dur
 		return res, err
 	}
 	return res, nil
+}
+
+// redriveRefunds starts the workflow of every refund still pending since before whose
+// workflow is not running: the API's start failed and the client never retried, or an
+// operator terminated the run. The new run reads the refund and resumes it with the same
+// out_request_no, so a refund Alipay already carried out is confirmed, not repeated.
+func (a *Activities) redriveRefunds(ctx context.Context, before time.Time, limit int, res *SweepResult) error {
+	if a.RefundRedriver == nil {
+		return nil
+	}
+	refunds, err := a.Store.PendingRefundsBefore(ctx, before, limit)
+	if err != nil {
+		return fmt.Errorf("sweep: list pending refunds: %w", err)
+	}
+	for _, r := range refunds {
+		heartbeat(ctx, *res)
+		started, err := a.RefundRedriver.RedriveRefund(ctx, r)
+		if err != nil {
+			a.log().ErrorContext(ctx, "sweep: refund re-drive failed", "refund_no", r.RefundNo, "workflow_id", r.WorkflowID, "err", err)
+			continue
+		}
+		if started {
+			res.RefundsRedriven++
+			a.log().WarnContext(ctx, "sweep: re-drove pending refund whose workflow was not running",
+				"tenant_id", r.TenantID, "payment_no", r.PaymentNo, "refund_no", r.RefundNo, "workflow_id", r.WorkflowID)
+		}
+	}
+	return nil
 }
 
 // Bounds of the sweeper's redelivery.

@@ -194,5 +194,40 @@ func (a *Activities) RecordAnomaly(ctx context.Context, in AnomalyInput) error {
 	if err != nil {
 		return fmt.Errorf("record anomaly: %w", err)
 	}
+	if in.Kind == payment.AnomalyPaidAfterClose {
+		return a.autoRefund(ctx, in)
+	}
+	return nil
+}
+
+// autoRefund refunds the money of a paid_after_close anomaly if the tenant asked for it.
+// The refund_no is derived from the payment, so a retry finds the same refund.
+func (a *Activities) autoRefund(ctx context.Context, in AnomalyInput) error {
+	if a.RefundRedriver == nil {
+		return nil
+	}
+	t, err := a.Store.GetTenant(ctx, in.TenantID)
+	if err != nil {
+		return fmt.Errorf("record anomaly: tenant: %w", err)
+	}
+	if !t.AutoRefundPaidAfterClose {
+		return nil
+	}
+	p, err := a.Store.GetPayment(ctx, in.PaymentNo)
+	if err != nil {
+		return fmt.Errorf("record anomaly: %w", err)
+	}
+	if p.Status != payment.StatusClosed && p.Status != payment.StatusFailed {
+		return nil
+	}
+	r, _, err := a.Store.CreateRefund(ctx, payment.AnomalyRefund(p, payment.Anomaly{Amount: in.Amount}))
+	if err != nil {
+		return fmt.Errorf("record anomaly: automatic refund: %w", err)
+	}
+	if _, err := a.RefundRedriver.RedriveRefund(ctx, r); err != nil {
+		return fmt.Errorf("record anomaly: automatic refund: %w", err)
+	}
+	a.log().WarnContext(ctx, "paid_after_close: refunding automatically", "tenant_id", in.TenantID,
+		"payment_no", in.PaymentNo, "refund_no", r.RefundNo)
 	return nil
 }

@@ -50,7 +50,13 @@ func (g *Gateway) DecodeNotification(ctx context.Context, form url.Values) (paym
 	if err != nil {
 		return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: "notification gmt_payment is malformed", Err: err}
 	}
-	return notificationFrom(n, state, total, notifyTime, paidAt), nil
+	out := notificationFrom(n, state, total, notifyTime, paidAt)
+	if n.RefundFee != "" {
+		if out.RefundFee, err = payment.ParseYuan(n.RefundFee); err != nil {
+			return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: "notification refund_fee is malformed", Err: err}
+		}
+	}
+	return out, nil
 }
 
 func notificationFrom(n *alipay.Notification, state payment.TradeState, total payment.Amount, notifyTime, paidAt time.Time) payment.Notification {
@@ -67,6 +73,8 @@ func notificationFrom(n *alipay.Notification, state payment.TradeState, total pa
 		State:       state,
 		TotalAmount: total,
 		PaidAt:      paidAt,
+		OutBizNo:    n.OutBizNo,
+		GmtRefund:   n.GmtRefund,
 	}
 }
 

@@ -54,22 +54,13 @@ func refundResult(req payment.RefundRequest, rsp *alipay.TradeRefundRsp, err err
 	}, nil
 }
 
-// RefundStatus is the answer of alipay.trade.fastpay.refund.query.
-type RefundStatus struct {
-	// Found is true when Alipay has a successful refund with this out_request_no. Alipay
-	// answers success without refund_status for an unknown request, so false means
-	// "no money moved for it".
-	Found        bool
-	PaymentNo    string
-	TradeNo      string
-	OutRequestNo string
-	RefundAmount payment.Amount
-	TotalAmount  payment.Amount
-	RefundedAt   time.Time
-}
+// RefundStatus is the answer of alipay.trade.fastpay.refund.query. Alipay answers
+// success without refund_status for an unknown request, so Found=false means "no money
+// moved for it".
+type RefundStatus = payment.RefundStatusAtChannel
 
-// QueryRefund asks whether a refund request took effect, e.g. after a timeout. It is not
-// part of payment.Gateway. A trade Alipay does not know is Found=false with a nil error.
+// QueryRefund asks whether a refund request took effect, e.g. after a timeout. A trade
+// Alipay does not know is Found=false with a nil error.
 func (g *Gateway) QueryRefund(ctx context.Context, paymentNo, outRequestNo string) (RefundStatus, error) {
 	if err := payment.ValidatePaymentNo(paymentNo); err != nil {
 		return RefundStatus{}, invalidRequest(opRefundQuery, err)

@@ -33,7 +33,8 @@ type fakeStore struct {
 	released  int
 	takeovers int
 	renewals  int
-	renewErr  error // returned by RenewIdempotencyKey if set
+	renewErr  error                     // returned by RenewIdempotencyKey if set
+	refunds   map[string]payment.Refund // by tenant/refund_no
 }
 
 func (f *fakeStore) err() error {
@@ -171,8 +172,10 @@ func (fakeGateway) DecodeNotification(_ context.Context, form url.Values) (payme
 		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "bad signature"}
 	}
 	amt, _ := payment.ParseYuan(form.Get("total_amount"))
+	refunded, _ := payment.ParseYuan(form.Get("refund_fee"))
 	return payment.Notification{NotifyID: form.Get("notify_id"), PaymentNo: form.Get("out_trade_no"), TradeNo: "T1",
-		TradeStatus: "TRADE_SUCCESS", State: payment.TradePaid, TotalAmount: amt, AppID: "app", SellerID: "seller"}, nil
+		TradeStatus: "TRADE_SUCCESS", State: payment.TradePaid, TotalAmount: amt, AppID: "app", SellerID: "seller",
+		OutBizNo: form.Get("out_biz_no"), RefundFee: refunded}, nil
 }
 
 type fakeOrch struct {
@@ -188,6 +191,17 @@ type fakeOrch struct {
 	pingErr   error
 	block     chan struct{}
 	delay     time.Duration // how long each checkout takes
+	// refundStarts counts StartRefund calls; refundErr is what they answer.
+	refundStarts int
+	refundErr    error
+	signals      int // Notify and NotifyOrRedrive calls
+}
+
+func (o *fakeOrch) StartRefund(context.Context, payment.Refund) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refundStarts++
+	return o.refundErr
 }
 
 func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
@@ -217,9 +231,15 @@ func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, update
 	return workflows.CheckoutResult{PaymentNo: "P1", OrderID: in.OrderID, Amount: in.Amount, Status: payment.StatusPending}, nil
 }
 func (o *fakeOrch) Notify(context.Context, payment.Payment, workflows.NotificationPayload) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.signals++
 	return o.signalErr == nil, o.signalErr
 }
 func (o *fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.NotificationPayload) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.signals++
 	return o.signalErr
 }
 func (o *fakeOrch) Ping(context.Context) error {

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -22,13 +23,18 @@ const (
 	outcomeIgnored      = "ignored"
 	outcomeAnomaly      = "anomaly_recorded"
 	outcomeRejectPrefix = "rejected: "
+	// Outcomes of refund notifications, which never change the payment.
+	outcomeRefundFinal   = "refund_already_final"
+	outcomeRefundStarted = "refund_workflow_started"
+	outcomeRefundUnknown = "refund_unknown"
 )
 
 // finalOutcome reports whether a recorded notification needs no more work, so a
 // redelivery can be acknowledged at once.
 func finalOutcome(o string) bool {
 	switch o {
-	case outcomeSignalled, outcomeRedriven, outcomeAlreadyPaid, outcomeIgnored, outcomeAnomaly:
+	case outcomeSignalled, outcomeRedriven, outcomeAlreadyPaid, outcomeIgnored, outcomeAnomaly,
+		outcomeRefundFinal, outcomeRefundStarted, outcomeRefundUnknown:
 		return true
 	}
 	return false
@@ -153,6 +159,9 @@ func (s *Server) applyNotification(c echo.Context, n payment.Notification) (stri
 			"notified_fen", int64(n.TotalAmount), "amount_fen", int64(p.Amount))
 		return outcomeRejectPrefix + payment.ErrorMessage(err), false
 	}
+	if n.IsRefund() {
+		return s.applyRefundNotification(c, log, p, n)
+	}
 	if n.State != payment.TradePaid {
 		log.InfoContext(ctx, "alipay notification does not advance the payment", "trade_status", n.TradeStatus)
 		return outcomeIgnored, true
@@ -185,16 +194,61 @@ func (s *Server) applyNotification(c echo.Context, n payment.Notification) (stri
 		// Money arrived for a payment we closed. Never lose it silently: record it for
 		// refund and alert.
 		s.metrics.anomalies.Inc()
-		err := s.store.RecordAnomaly(ctx, payment.Anomaly{
-			Kind: "paid_after_close", TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
+		anomaly := payment.Anomaly{
+			Kind: payment.AnomalyPaidAfterClose, TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
 			Detail:    fmt.Sprintf("alipay notified %s (notify_id %s) for a payment that is %s locally; refund or reconcile", n.TradeStatus, n.NotifyID, p.Status),
 			CreatedAt: time.Now().UTC(),
-		})
-		if err != nil {
+		}
+		if err := s.store.RecordAnomaly(ctx, anomaly); err != nil {
 			log.ErrorContext(ctx, "record anomaly failed; alipay will retry", "err", err)
 			return outcomeReceived, false
+		}
+		if tenant.AutoRefundPaidAfterClose {
+			// The refund_no is derived from the payment, so Alipay's redeliveries of this
+			// notification land on the same refund.
+			r, _, err := s.store.CreateRefund(ctx, payment.AnomalyRefund(p, anomaly))
+			if err == nil {
+				err = s.orch.StartRefund(ctx, r)
+			}
+			if err != nil {
+				log.ErrorContext(ctx, "automatic refund of paid_after_close failed; alipay will retry", "err", err)
+				return outcomeReceived, false
+			}
+			log.WarnContext(ctx, "paid_after_close: refunding automatically", "refund_no", r.RefundNo)
 		}
 		log.ErrorContext(ctx, "payment anomaly: alipay says paid but the payment is closed; recorded for refund", "status", p.Status.String())
 		return outcomeAnomaly, true
 	}
+}
+
+// applyRefundNotification handles Alipay's announcement of a refund. It never touches the
+// payment: a refund is not a payment, and a TRADE_CLOSED after a full refund must not
+// close a PAID payment. A refund still pending here has its workflow started again if it
+// is gone (a running one is joined), and that run confirms it with Alipay's refund query;
+// the notification itself is only evidence, never the confirmation.
+func (s *Server) applyRefundNotification(c echo.Context, log *slog.Logger, p payment.Payment, n payment.Notification) (string, bool) {
+	ctx := c.Request().Context()
+	log = log.With("out_biz_no", n.OutBizNo, "refund_fee_fen", int64(n.RefundFee), "trade_status", n.TradeStatus)
+	if n.OutBizNo == "" {
+		log.WarnContext(ctx, "alipay refund notification without out_biz_no; nothing to confirm")
+		return outcomeRefundUnknown, true
+	}
+	r, err := s.store.GetRefundByOutRequestNo(ctx, n.OutBizNo)
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && r.PaymentNo != p.PaymentNo) {
+		// Refunded outside paykit (in Alipay's console, say); the auditor compares the totals.
+		log.WarnContext(ctx, "alipay notified a refund paykit did not make")
+		return outcomeRefundUnknown, true
+	}
+	if err != nil {
+		log.ErrorContext(ctx, "read refund for notification; alipay will retry", "err", err)
+		return outcomeReceived, false
+	}
+	if r.Status.Final() {
+		return outcomeRefundFinal, true
+	}
+	if err := s.orch.StartRefund(ctx, r); err != nil {
+		log.ErrorContext(ctx, "start refund workflow for notification; alipay will retry", "refund_no", r.RefundNo, "err", err)
+		return outcomeReceived, false
+	}
+	return outcomeRefundStarted, true
 }

@@ -27,6 +27,8 @@ var statusByCode = map[string]int{
 	payment.ECHANNEL:        http.StatusUnprocessableEntity,
 	payment.EORDERPAID:      http.StatusConflict,
 	payment.EFINISHING:      http.StatusConflict,
+	payment.ENOTPAID:        http.StatusConflict,
+	payment.EREFUNDEXCEEDS:  http.StatusConflict,
 	payment.EBADSIGNATURE:   http.StatusBadRequest,
 	payment.EUNAVAILABLE:    http.StatusServiceUnavailable,
 	payment.ETOOMANYRETRIES: http.StatusServiceUnavailable,

@@ -21,6 +21,9 @@ type Orchestrator interface {
 	Checkout(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error)
 	Notify(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) (running bool, err error)
 	NotifyOrRedrive(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) error
+	// StartRefund makes sure a workflow is working on a pending refund (joining a running
+	// one); a final refund needs none.
+	StartRefund(ctx context.Context, r payment.Refund) error
 	Ping(ctx context.Context) error
 }
 
@@ -131,6 +134,9 @@ func New(cfg Config, store payment.Store, gateway payment.Gateway, orch Orchestr
 	v1.POST("/payments", s.createPayment)
 	v1.GET("/payments/:payment_no", s.getPayment)
 	v1.GET("/orders/:order_id/payments", s.listOrderPayments)
+	v1.POST("/payments/:payment_no/refunds", s.createRefund)
+	v1.GET("/payments/:payment_no/refunds", s.listPaymentRefunds)
+	v1.GET("/refunds/:refund_no", s.getRefund)
 	return s
 }
 

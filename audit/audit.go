@@ -45,7 +45,8 @@ const (
 // Kinds lists every finding kind in the order a payment's findings are reported.
 func Kinds() []string {
 	return []string{KindLost, KindDouble, KindMissingGrant, KindUndeliveredEvent, KindStuckPending,
-		KindAmountMismatch, KindNotPaidAtAlipay, KindUnverifiable}
+		KindAmountMismatch, KindNotPaidAtAlipay, KindRefundNotSucceeded, KindRefundNotAtAlipay, KindRefundExceedsPaid,
+		KindUnverifiable}
 }
 
 // AnomalyPrefix starts the kind of every anomaly the scheduled audit records, so that
@@ -279,6 +280,7 @@ type remote struct {
 	checkErr error
 	// anomalies are the kinds already recorded for a lost payment.
 	anomalies []string
+	refunds   refundRemote
 }
 
 // checkPage checks one page: the local facts at once, the remote ones with bounded
@@ -313,6 +315,9 @@ func (a *Auditor) checkPage(ctx context.Context, recs []Record, p Params, now ti
 		p.progress(Progress{Payments: rep.Payments + i, LastID: pay.ID})
 		g.Go(func() error {
 			results[i] = a.remoteCheck(ctx, pay, query, check)
+			if query && pay.Status != payment.StatusPending {
+				results[i].refunds = a.checkRefunds(ctx, pay, p.PendingGrace, now)
+			}
 			return nil
 		})
 	}
@@ -438,6 +443,9 @@ func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, 
 
 	if r.queried && r.queryErr == nil && pay.Status == payment.StatusPaid {
 		switch {
+		case r.trade.State == payment.TradeClosed && pay.Refunded >= pay.Amount:
+			// Refunded in full through paykit: Alipay closes the trade, the payment stays
+			// PAID. The refund checks compare the refunds themselves.
 		case r.trade.State != payment.TradePaid:
 			out = append(out, newFinding(KindNotPaidAtAlipay, fmt.Sprintf(
 				"PAID locally but alipay reports the trade as %s", rawStatus(r.trade))))
@@ -447,9 +455,14 @@ func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, 
 		}
 	}
 
+	out = append(out, refundFindings(pay, r.refunds, newFinding)...)
+
 	// One unverifiable finding per payment, whatever failed: the anomaly it becomes is
 	// unique per (kind, payment_no).
 	var failed []string
+	if r.refunds.err != nil {
+		failed = append(failed, r.refunds.err.Error())
+	}
 	if r.queryErr != nil {
 		failed = append(failed, "alipay query failed: "+r.queryErr.Error())
 	}

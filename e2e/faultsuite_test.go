@@ -24,11 +24,12 @@ import (
 // TestRandomizedFaults runs orders through a random schedule of everything that can go
 // wrong at once: duplicate checkouts (same key, other keys, tokens), pays at the
 // simulator, dropped, duplicated, delayed and reordered notifications, Alipay gateway
-// faults, terminated and cancelled workflows, SIGKILLed workers and APIs, Redis outages
-// and races with expiry. Then it heals the system, waits for every payment to settle and
-// checks the promise: the simulator's ledger and MySQL agree, no order is charged twice,
-// every PAID payment has one grant and a delivered webhook, and `paykit audit` finds
-// nothing.
+// faults, terminated and cancelled workflows, SIGKILLed workers and APIs, Redis outages,
+// races with expiry, and duplicated partial refunds of paid payments. Then it heals the
+// system, waits for every payment and refund to settle and checks the promise: the
+// simulator's ledger and MySQL agree (refunds to the fen), no order is charged twice and
+// no payment refunded above its amount, every PAID payment has one grant and a delivered
+// webhook, and `paykit audit` finds nothing.
 //
 // The schedule comes from a seed, printed first; PAYKIT_FAULT_SEED replays it (the
 // actions and their order; thread timing still varies) and PAYKIT_FAULT_DURATION sets how
@@ -182,6 +183,13 @@ func (f *faultRun) next() func() {
 		return func() { f.payOnClose(o) }
 	case r < 90:
 		return func() { f.payAtExpiry(o) }
+	case r < 96:
+		pick, fen, copies := f.rng.Uint32(), int64(1+f.rng.IntN(40)), 1+f.rng.IntN(4)
+		key := ""
+		if f.rng.IntN(4) != 0 {
+			key = fmt.Sprintf("refund-%d", f.rng.Uint32())
+		}
+		return func() { f.refund(pick, fen, copies, key) }
 	default:
 		return func() { f.control(http.MethodPost, "/_sim/notifications/release", map[string]any{"order": "lifo"}) }
 	}
@@ -356,6 +364,60 @@ func (f *faultRun) pay(o *faultOrder) {
 	f.control(http.MethodPost, "/_sim/trades/"+p.PaymentNo+"/pay", map[string]any{})
 }
 
+// acceptableRefund lists the answers a refund may get while the system is under faults.
+func acceptableRefund(r response) bool {
+	switch r.status {
+	case http.StatusCreated, http.StatusOK, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	case http.StatusConflict:
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(r.body, &p)
+		return p.Code == payment.EINFLIGHT || p.Code == payment.EREFUNDEXCEEDS
+	}
+	return false
+}
+
+// refund sends copies concurrent refund requests of fen for one of the run's PAID
+// payments (pick chooses which), all with the same Idempotency-Key (or none).
+func (f *faultRun) refund(pick uint32, fen int64, copies int, key string) {
+	var paid []string
+	for _, o := range f.orders {
+		o.mu.Lock()
+		ids := append([]string(nil), o.ids...)
+		o.mu.Unlock()
+		for _, id := range ids {
+			if p, ok, err := env.store.OrderPaidPayment(context.Background(), f.tn.id, id); err == nil && ok {
+				paid = append(paid, p.PaymentNo)
+			}
+		}
+	}
+	if len(paid) == 0 {
+		return
+	}
+	p := payment.Payment{PaymentNo: paid[int(pick)%len(paid)]}
+	f.count("refund")
+	h := map[string]string{"Authorization": "Bearer " + f.tn.apiKey, "Content-Type": "application/json"}
+	if key != "" {
+		h["Idempotency-Key"] = key
+	}
+	b, _ := json.Marshal(map[string]any{"amount_fen": fen, "reason": "fault suite"})
+	var wg sync.WaitGroup
+	for range copies {
+		wg.Go(func() {
+			r, err := try(http.MethodPost, f.st.apiURL+"/v1/payments/"+p.PaymentNo+"/refunds", h, b)
+			if err != nil {
+				return
+			}
+			if !acceptableRefund(r) {
+				f.t.Errorf("refund of %s (%d fen): HTTP %d %s", p.PaymentNo, fen, r.status, r.body)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func (f *faultRun) payOnClose(o *faultOrder) {
 	if p, ok := f.pending(o); ok {
 		f.count("pay_on_close")
@@ -427,12 +489,14 @@ func (f *faultRun) settle(d time.Duration) {
 		ungranted := count(f.t, `SELECT COUNT(*) FROM payments p WHERE p.tenant_id = ? AND p.status = 1
 			AND NOT EXISTS (SELECT 1 FROM benefit_grants g WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no)`, f.tn.id)
 		undelivered := count(f.t, `SELECT COUNT(*) FROM payment_events WHERE tenant_id = ? AND delivered = 0`, f.tn.id)
-		if pending == 0 && ungranted == 0 && undelivered == 0 {
+		refunding := count(f.t, "SELECT COUNT(*) FROM refunds WHERE tenant_id = ? AND status = 0", f.tn.id)
+		if pending == 0 && ungranted == 0 && undelivered == 0 && refunding == 0 {
 			f.t.Logf("settled %s after the faults ended", time.Since(deadline.Add(-d)).Round(time.Second))
 			return
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("not settled after %s: %d pending, %d PAID without a grant, %d undelivered events", d, pending, ungranted, undelivered)
+			f.t.Fatalf("not settled after %s: %d pending, %d PAID without a grant, %d undelivered events, %d pending refunds",
+				d, pending, ungranted, undelivered, refunding)
 		}
 		time.Sleep(time.Second)
 	}
@@ -447,6 +511,7 @@ func (f *faultRun) check() {
 		TradeNo     string `json:"trade_no"`
 		TradeStatus string `json:"trade_status"`
 		TotalFen    int64  `json:"total_fen"`
+		RefundedFen int64  `json:"refunded_fen"`
 	}
 	if err := json.Unmarshal(r.body, &ledger); err != nil {
 		var wrapped struct {
@@ -483,7 +548,8 @@ func (f *faultRun) check() {
 		if !ours {
 			continue
 		}
-		if tr.TradeStatus == "TRADE_SUCCESS" || tr.TradeStatus == "TRADE_FINISHED" {
+		refundedInFull := tr.TradeStatus == "TRADE_CLOSED" && tr.RefundedFen > 0 && tr.RefundedFen == tr.TotalFen
+		if tr.TradeStatus == "TRADE_SUCCESS" || tr.TradeStatus == "TRADE_FINISHED" || refundedInFull {
 			paidAtAlipay++
 			if p.Status != payment.StatusPaid || p.TradeNo != tr.TradeNo || int64(p.Amount) != tr.TotalFen {
 				t.Errorf("paid at Alipay but %s locally: %+v (trade %s, %d fen)", p.Status, p, tr.TradeNo, tr.TotalFen)
@@ -499,6 +565,45 @@ func (f *faultRun) check() {
 	if localPaid != paidAtAlipay {
 		t.Errorf("%d PAID locally, %d paid at Alipay", localPaid, paidAtAlipay)
 	}
+	// Refunds agree to the fen: what Alipay refunded is what MySQL holds as SUCCEEDED
+	// and as refunded_fen, and never more than was paid.
+	refunds, refundedFen := 0, int64(0)
+	for _, tr := range ledger {
+		p, ours := ps[tr.OutTradeNo]
+		if !ours {
+			continue
+		}
+		var succeeded int64
+		if err := env.db.QueryRow("SELECT COALESCE(SUM(amount_fen), 0) FROM refunds WHERE payment_no = ? AND status = 1",
+			p.PaymentNo).Scan(&succeeded); err != nil {
+			t.Fatal(err)
+		}
+		if tr.RefundedFen != succeeded || int64(p.Refunded) != succeeded || tr.RefundedFen > tr.TotalFen {
+			t.Errorf("payment %s: refunded %d fen at Alipay, %d SUCCEEDED and refunded_fen %d in MySQL, of %d paid",
+				p.PaymentNo, tr.RefundedFen, succeeded, p.Refunded, tr.TotalFen)
+		}
+		refundedFen += tr.RefundedFen
+	}
+	var simRefundRows []simRefund
+	do(t, http.MethodGet, env.simURL+"/_sim/refunds", nil, nil).json(t, &simRefundRows)
+	for _, sr := range simRefundRows {
+		if _, ours := ps[sr.OutTradeNo]; ours {
+			refunds++
+		}
+	}
+	if n := count(t, "SELECT COUNT(*) FROM refunds WHERE tenant_id = ? AND status = 1", f.tn.id); n != refunds {
+		t.Errorf("%d refunds SUCCEEDED locally, %d fund changes at Alipay", n, refunds)
+	}
+	seenRefunds := map[string]bool{}
+	for _, w := range env.merchant.received(f.tn.id) {
+		if w.typ == payment.EventRefundSucceeded {
+			seenRefunds[w.eventID] = true
+		}
+	}
+	if len(seenRefunds) != refunds {
+		t.Errorf("merchant received %d distinct refund.succeeded events for %d refunds", len(seenRefunds), refunds)
+	}
+	t.Logf("%d refunds, %d fen refunded, each once at Alipay and locally", refunds, refundedFen)
 	if n := count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE tenant_id = ?", f.tn.id); n != 0 {
 		t.Errorf("%d anomalies recorded", n)
 	}

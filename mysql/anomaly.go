@@ -57,3 +57,23 @@ func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) 
 	}
 	return out, nil
 }
+
+const qAnomalyByKind = `SELECT kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at
+FROM payment_anomalies WHERE kind = ? AND payment_no = ?`
+
+// GetAnomaly returns the anomaly of one kind recorded for a payment, or an error wrapping
+// payment.ErrNotFound.
+func (st *Store) GetAnomaly(ctx context.Context, kind, paymentNo string) (payment.Anomaly, error) {
+	var (
+		a      payment.Anomaly
+		amount int64
+	)
+	err := st.queryRow(ctx, nil, qAnomalyByKind, []any{kind, paymentNo}, func(row *sql.Row) error {
+		return row.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt)
+	})
+	if err != nil {
+		return payment.Anomaly{}, fmt.Errorf("mysql: get anomaly %s %s: %w", kind, paymentNo, err)
+	}
+	a.Amount = payment.Amount(amount)
+	return a, nil
+}

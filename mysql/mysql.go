@@ -183,6 +183,8 @@ func txQueries() []string {
 		qUpsertOrder, qOrderState, qInsertPayment, qPaymentByNoForUpdate, qMarkPaid, qClose, qFail, qOrderPaid,
 		qOrderCancelled, qInsertEvent, qTenantByIDForUpdate, qUpdateTenant, qInsertTenant,
 		qEventByIDForUpdate, qEventFailed,
+		qRefundByNo, qRefundByNoForUpdate, qTenantPaymentForUpdate, qReserveRefund, qReserveClosedRefund, qReleaseRefund, qInsertRefund,
+		qRefundSucceeded, qRefundFailed,
 	}
 }
 

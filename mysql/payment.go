@@ -23,7 +23,7 @@ const (
 // and our read, which needs a concurrent state change per attempt.
 const maxCreateAttempts = 5
 
-const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status,
+const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, refunded_fen, currency, subject, method, repurchase, status,
 	trade_no, expire_at, paid_at, close_reason, version, workflow_id, created_at, updated_at`
 
 const (
@@ -183,20 +183,21 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 			return fmt.Errorf("insert payment: %w", err)
 		}
 		p = payment.Payment{
-			ID:         id,
-			PaymentNo:  np.PaymentNo,
-			TenantID:   np.TenantID,
-			OrderID:    np.OrderID,
-			Amount:     np.Amount,
-			Currency:   np.Currency,
-			Subject:    np.Subject,
-			Method:     methodOrPage(np.Method),
-			Repurchase: np.Repurchase,
-			Status:     payment.StatusPending,
-			ExpireAt:   expireAt,
-			WorkflowID: np.WorkflowID,
-			CreatedAt:  now,
-			UpdatedAt:  now,
+			ID:          id,
+			PaymentNo:   np.PaymentNo,
+			TenantID:    np.TenantID,
+			OrderID:     np.OrderID,
+			Amount:      np.Amount,
+			RefundState: payment.RefundStateNone,
+			Currency:    np.Currency,
+			Subject:     np.Subject,
+			Method:      methodOrPage(np.Method),
+			Repurchase:  np.Repurchase,
+			Status:      payment.StatusPending,
+			ExpireAt:    expireAt,
+			WorkflowID:  np.WorkflowID,
+			CreatedAt:   now,
+			UpdatedAt:   now,
 		}
 		return nil
 	})
@@ -482,16 +483,18 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanPayment(s scanner) (payment.Payment, error) {
 	var (
-		p       payment.Payment
-		amount  int64
-		tradeNo sql.NullString
-		paidAt  sql.NullTime
+		p        payment.Payment
+		amount   int64
+		refunded int64
+		tradeNo  sql.NullString
+		paidAt   sql.NullTime
 	)
-	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &p.Currency, &p.Subject, &p.Method,
+	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &refunded, &p.Currency, &p.Subject, &p.Method,
 		&p.Repurchase, &p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt); err != nil {
 		return payment.Payment{}, err
 	}
-	p.Amount = payment.Amount(amount)
+	p.Amount, p.Refunded = payment.Amount(amount), payment.Amount(refunded)
+	p.RefundState = payment.RefundStateOf(p.Amount, p.Refunded)
 	p.TradeNo = tradeNo.String
 	if paidAt.Valid {
 		p.PaidAt = paidAt.Time

@@ -9,17 +9,19 @@ import (
 	"github.com/paykit/paykit/payment"
 )
 
-const tenantColumns = `id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id, created_at`
+const tenantColumns = `id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id,
+	auto_refund_paid_after_close, created_at`
 
 const (
 	qTenantByID          = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ?`
 	qTenantByIDForUpdate = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ? FOR UPDATE`
 	qTenantByHash        = `SELECT ` + tenantColumns + ` FROM tenants WHERE api_key_hash = ?`
 	qInsertTenant        = `INSERT INTO tenants
-	(id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id, auto_refund_paid_after_close,
+	created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qUpdateTenant = `UPDATE tenants SET name = ?, api_key_hash = ?, notify_url = ?, webhook_secret = ?,
-	alipay_app_id = ?, alipay_seller_id = ?, updated_at = ?
+	alipay_app_id = ?, alipay_seller_id = ?, auto_refund_paid_after_close = ?, updated_at = ?
 WHERE id = ?`
 )
 
@@ -47,7 +49,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 			switch {
 			case err == nil:
 				_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
-					t.AlipayAppID, t.AlipaySeller, now, t.ID)
+					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.ID)
 				return err
 			case errors.Is(err, payment.ErrNotFound):
 				created := dbTime(t.CreatedAt)
@@ -55,7 +57,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 					created = now
 				}
 				_, err = st.exec(ctx, tx, qInsertTenant, t.ID, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
-					t.AlipayAppID, t.AlipaySeller, created, now)
+					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now)
 				return err
 			default:
 				return err
@@ -104,7 +106,7 @@ func (st *Store) getTenant(ctx context.Context, tx *sql.Tx, query string, arg st
 	var t payment.Tenant
 	err := st.queryRow(ctx, tx, query, []any{arg}, func(row *sql.Row) error {
 		return row.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
-			&t.AlipaySeller, &t.CreatedAt)
+			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt)
 	})
 	return t, err
 }

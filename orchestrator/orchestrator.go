@@ -197,3 +197,73 @@ func translate(op string, err error) error {
 	}
 	return &payment.Error{Code: payment.EUNAVAILABLE, Message: "workflow engine unavailable, retry later", Err: fmt.Errorf("%s: %w", op, err)}
 }
+
+// refundTiming is the timing given to new refund workflows: the refund defaults, with
+// the merchant webhook's retries as for payments.
+func (o *Orchestrator) refundTiming() workflows.RefundTiming {
+	return workflows.RefundTiming{
+		WebhookInitialInterval: o.timing.WebhookInitialInterval,
+		WebhookMaxInterval:     o.timing.WebhookMaxInterval,
+		WebhookMaxAttempts:     o.timing.WebhookMaxAttempts,
+	}
+}
+
+// StartRefund makes sure a workflow is working on a pending refund, whose row (and
+// reservation) the store has already written. A running workflow is joined; a closed
+// one is followed by a new run, which reads the refund back and carries on from what the
+// database holds, so calling this again for the same refund re-drives it and never
+// refunds twice (Alipay is idempotent on the refund's out_request_no).
+func (o *Orchestrator) StartRefund(ctx context.Context, r payment.Refund) error {
+	if r.Status.Final() {
+		return nil
+	}
+	in := workflows.RefundInput{TenantID: r.TenantID, RefundNo: r.RefundNo, Timing: o.refundTiming()}
+	opts := client.StartWorkflowOptions{
+		ID:                       payment.RefundWorkflowID(r.TenantID, r.RefundNo),
+		TaskQueue:                o.taskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SATenantID.ValueSet(r.TenantID),
+			workflows.SAPaymentNo.ValueSet(r.PaymentNo),
+			workflows.SARefundNo.ValueSet(r.RefundNo),
+			workflows.SARefundStatus.ValueSet(r.Status.String()),
+			workflows.SAAmountFen.ValueSet(int64(r.Amount)),
+		),
+		StaticSummary: workflows.RefundSummary(r.TenantID, r.RefundNo, r.PaymentNo, r.Amount),
+		StaticDetails: fmt.Sprintf("out_request_no: %s\n\nReason: %s", r.OutRequestNo, r.Reason),
+	}
+	if _, err := o.client.ExecuteWorkflow(ctx, opts, workflows.RefundWorkflowName, in); err != nil {
+		return translate("start refund", err)
+	}
+	return nil
+}
+
+// RefundState queries a refund's workflow for its current state.
+func (o *Orchestrator) RefundState(ctx context.Context, tenantID, refundNo string) (workflows.RefundState, error) {
+	v, err := o.client.QueryWorkflow(ctx, payment.RefundWorkflowID(tenantID, refundNo), "", workflows.RefundStateQuery)
+	if err != nil {
+		return workflows.RefundState{}, translate("query refund", err)
+	}
+	var st workflows.RefundState
+	if err := v.Get(&st); err != nil {
+		return workflows.RefundState{}, fmt.Errorf("query refund: decode: %w", err)
+	}
+	return st, nil
+}
+
+// RedriveRefund starts a workflow for a pending refund whose workflow is not running. It
+// reports whether it started one.
+func (o *Orchestrator) RedriveRefund(ctx context.Context, r payment.Refund) (bool, error) {
+	if r.Status.Final() {
+		return false, nil
+	}
+	running, err := o.Running(ctx, payment.RefundWorkflowID(r.TenantID, r.RefundNo))
+	if err != nil || running {
+		return false, err
+	}
+	if err := o.StartRefund(ctx, r); err != nil {
+		return false, err
+	}
+	return true, nil
+}

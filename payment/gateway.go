@@ -110,6 +110,19 @@ type Notification struct {
 	State       TradeState
 	TotalAmount Amount
 	PaidAt      time.Time // gmt_payment, zero if absent
+	// OutBizNo, RefundFee and GmtRefund are set on a notification about a refund:
+	// out_biz_no is the refund's out_request_no, refund_fee the trade's refunded total so
+	// far, gmt_refund when it was refunded (as Alipay wrote it).
+	OutBizNo  string
+	RefundFee Amount
+	GmtRefund string
+}
+
+// IsRefund reports whether the notification announces a refund. Such a notification is
+// never a payment: its trade_status stays TRADE_SUCCESS after a partial refund and is
+// TRADE_CLOSED after a full one.
+func (n Notification) IsRefund() bool {
+	return n.OutBizNo != "" || n.RefundFee > 0 || n.GmtRefund != ""
 }
 
 // Gateway is the payment channel as the domain sees it. Implementations return
@@ -126,6 +139,9 @@ type Gateway interface {
 	Close(ctx context.Context, paymentNo string) (CloseOutcome, error)
 	// Refund refunds part or all of a paid trade, idempotently on OutRequestNo.
 	Refund(ctx context.Context, req RefundRequest) (RefundResult, error)
+	// QueryRefund asks whether a refund request took effect (after a timeout, say). A
+	// refund or trade Alipay does not know is Found=false with a nil error.
+	QueryRefund(ctx context.Context, paymentNo, outRequestNo string) (RefundStatusAtChannel, error)
 	// DecodeNotification verifies the signature of a notification form and checks that it
 	// is addressed to this app and seller. It does not check the amount or the
 	// out_trade_no; CheckNotification does that against the stored payment.

@@ -89,9 +89,14 @@ type Payment struct {
 	TenantID  string `json:"tenant_id"`
 	OrderID   string `json:"order_id"`
 	Amount    Amount `json:"amount_fen"`
-	Currency  string `json:"currency"`
-	Subject   string `json:"subject"`
-	Method    Method `json:"method,omitempty"` // empty in payments recorded before it was kept; read as page
+	// Refunded is the sum of the payment's refunds that have not failed (succeeded or
+	// still in progress); it never exceeds Amount.
+	Refunded Amount `json:"refunded_fen"`
+	// RefundState is RefundStateOf(Amount, Refunded): none, partial or full.
+	RefundState string `json:"refund_state,omitempty"`
+	Currency    string `json:"currency"`
+	Subject     string `json:"subject"`
+	Method      Method `json:"method,omitempty"` // empty in payments recorded before it was kept; read as page
 	// Repurchase is true for a payment whose checkout opted in to paying an order that an
 	// earlier payment already paid.
 	Repurchase bool      `json:"repurchase,omitempty"`
@@ -209,5 +214,8 @@ type Tenant struct {
 	WebhookSecret string // HMAC-SHA256 key for webhook signatures
 	AlipayAppID   string // the Alipay app this tenant's payments go through
 	AlipaySeller  string // the Alipay seller_id (PID) expected in notifications
-	CreatedAt     time.Time
+	// AutoRefundPaidAfterClose refunds the money of a paid_after_close anomaly as soon as
+	// it is recorded, instead of leaving it to an operator.
+	AutoRefundPaidAfterClose bool
+	CreatedAt                time.Time
 }

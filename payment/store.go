@@ -280,6 +280,31 @@ type Store interface {
 	// ECONFLICT error.
 	RenewIdempotencyKey(ctx context.Context, held IdempotencyRecord) error
 
+	// CreateRefund reserves n.Amount of a PAID payment and inserts the pending refund in
+	// one transaction, under the payment's row lock, with a compare-and-set that keeps the
+	// payment's refunded total within its amount. A refund_no the tenant used before
+	// returns that refund with existed=true (ECONFLICT if it was for another payment or
+	// amount). Another tenant's payment is ErrNotFound; an unpaid one ENOTPAID; too much
+	// EREFUNDEXCEEDS.
+	CreateRefund(ctx context.Context, n NewRefund) (r Refund, existed bool, err error)
+	// GetRefund returns a tenant's refund by refund_no, or ErrNotFound.
+	GetRefund(ctx context.Context, tenantID, refundNo string) (Refund, error)
+	// GetRefundByOutRequestNo returns the refund with Alipay's out_request_no (the
+	// out_biz_no of a refund notification), or ErrNotFound.
+	GetRefundByOutRequestNo(ctx context.Context, outRequestNo string) (Refund, error)
+	// ListPaymentRefunds returns the refunds of a tenant's payment, oldest first.
+	ListPaymentRefunds(ctx context.Context, tenantID, paymentNo string) ([]Refund, error)
+	// MarkRefundSucceeded moves a pending refund to succeeded with its refund.succeeded
+	// outbox event in one transaction. A refund that is not pending is returned as it is
+	// with Changed=false.
+	MarkRefundSucceeded(ctx context.Context, tenantID, refundNo, tradeNo string, refundedAt time.Time) (RefundTransition, error)
+	// FailRefund moves a pending refund to failed, releases its reservation on the
+	// payment and writes its refund.failed event in one transaction, the same way.
+	FailRefund(ctx context.Context, tenantID, refundNo, reason string) (RefundTransition, error)
+	// PendingRefundsBefore returns up to limit refunds still pending that were created
+	// before the given time, oldest first.
+	PendingRefundsBefore(ctx context.Context, before time.Time, limit int) ([]Refund, error)
+
 	// RecordAnomaly stores an operator-visible anomaly.
 	RecordAnomaly(ctx context.Context, a Anomaly) error
 

@@ -14,5 +14,6 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(PaymentWorkflow, workflow.RegisterOptions{Name: PaymentWorkflowName})
 	r.RegisterWorkflowWithOptions(SweeperWorkflow, workflow.RegisterOptions{Name: SweeperWorkflowName})
 	r.RegisterWorkflowWithOptions(PurgeIdempotencyKeysWorkflow, workflow.RegisterOptions{Name: PurgeWorkflowName})
+	r.RegisterWorkflowWithOptions(RefundWorkflow, workflow.RegisterOptions{Name: RefundWorkflowName})
 	r.RegisterWorkflowWithOptions(AuditWorkflow, workflow.RegisterOptions{Name: AuditWorkflowName})
 }

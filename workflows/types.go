@@ -18,10 +18,12 @@ const (
 	SweeperWorkflowName = "SweeperWorkflow"
 	PurgeWorkflowName   = "PurgeIdempotencyKeysWorkflow"
 	AuditWorkflowName   = "AuditWorkflow"
+	RefundWorkflowName  = "RefundWorkflow"
 
 	NotificationSignal = "alipay-notification"
 	StateQuery         = "state"
 	CheckoutUpdate     = "checkout"
+	RefundStateQuery   = "refund-state"
 )
 
 // Search attributes that operators filter payments by in the Temporal UI. They must be
@@ -32,6 +34,8 @@ var (
 	SAPaymentNo     = temporal.NewSearchAttributeKeyKeyword("PaymentNo")
 	SAPaymentStatus = temporal.NewSearchAttributeKeyKeyword("PaymentStatus")
 	SAAmountFen     = temporal.NewSearchAttributeKeyInt64("AmountFen")
+	SARefundNo      = temporal.NewSearchAttributeKeyKeyword("RefundNo")
+	SARefundStatus  = temporal.NewSearchAttributeKeyKeyword("RefundStatus")
 )
 
 // SearchAttributeTypes lists every custom search attribute with its type name, for
@@ -43,6 +47,8 @@ func SearchAttributeTypes() map[string]string {
 		"PaymentNo":     "Keyword",
 		"PaymentStatus": "Keyword",
 		"AmountFen":     "Int",
+		"RefundNo":      "Keyword",
+		"RefundStatus":  "Keyword",
 	}
 }
 

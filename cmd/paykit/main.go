@@ -164,6 +164,7 @@ func runTenant(ctx context.Context, cfg Config, args []string) error {
 	secret := fs.String("webhook-secret", "", "HMAC-SHA256 secret for webhook signatures")
 	appID := fs.String("alipay-app-id", cfg.AlipayAppID, "Alipay app_id for this tenant")
 	seller := fs.String("alipay-seller-id", cfg.AlipaySellerID, "Alipay seller_id (PID) for this tenant")
+	autoRefund := fs.Bool("auto-refund-paid-after-close", false, "refund money Alipay takes for a payment closed locally as soon as it is detected")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -183,6 +184,6 @@ func runTenant(ctx context.Context, cfg Config, args []string) error {
 	defer func() { _ = store.Close(); _ = store.DB().Close() }()
 	return store.UpsertTenant(ctx, payment.Tenant{
 		ID: *id, Name: *name, APIKeyHash: api.HashAPIKey(*apiKey), NotifyURL: *notifyURL, WebhookSecret: *secret,
-		AlipayAppID: *appID, AlipaySeller: *seller,
+		AlipayAppID: *appID, AlipaySeller: *seller, AutoRefundPaidAfterClose: *autoRefund,
 	})
 }

@@ -177,7 +177,7 @@ func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
 func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger) *activities.Activities {
 	acts := &activities.Activities{
 		Store: store, Gateway: gw, HTTP: &http.Client{Timeout: 10 * time.Second},
-		Temporal: tc, Redriver: orch, Logger: logger, Benefit: cfg.Benefit, EventRetry: cfg.EventRetry,
+		Temporal: tc, Redriver: orch, RefundRedriver: orch, Logger: logger, Benefit: cfg.Benefit, EventRetry: cfg.EventRetry,
 	}
 	if rc != nil {
 		acts.Locker = redis.OrderLocker{Client: rc, TTL: 10 * time.Second, Wait: 300 * time.Millisecond}

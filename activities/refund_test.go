@@ -1,0 +1,149 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/payment"
+)
+
+// refundGateway answers every refund with err.
+type refundGateway struct {
+	payment.Gateway
+	err error
+}
+
+func (g refundGateway) Refund(_ context.Context, req payment.RefundRequest) (payment.RefundResult, error) {
+	if g.err != nil {
+		return payment.RefundResult{}, g.err
+	}
+	return payment.RefundResult{FundChange: true, RefundAmount: req.Amount}, nil
+}
+
+func TestRefundAtChannelClassifiesAlipaysAnswers(t *testing.T) {
+	refused := func(sub string) error {
+		return &payment.ChannelError{Op: "alipay.trade.refund", Code: "40004", SubCode: sub, Message: "Business Failed"}
+	}
+	cases := []struct {
+		name          string
+		err           error
+		wantType      string // "" for a success
+		wantRetryable bool
+	}{
+		{"success", nil, "", false},
+		{"system error is unknown: retried", &payment.ChannelError{Op: "alipay.trade.refund", SubCode: "ACQ.SYSTEM_ERROR", Retryable: true}, "", true},
+		{"timeout is unknown: retried", &payment.ChannelError{Op: "alipay.trade.refund", Message: "timeout", Retryable: true}, "", true},
+		{"balance shortfall", refused(activities.SubCodeSellerBalanceNotEnough), activities.ErrTypeBalanceShortfall, false},
+		{"not allowed", refused("ACQ.TRADE_NOT_ALLOW_REFUND"), activities.ErrTypeChannelRefused, false},
+		{"amount above total", refused("ACQ.REFUND_AMT_NOT_EQUAL_TOTAL"), activities.ErrTypeChannelRefused, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			acts := &activities.Activities{Gateway: refundGateway{err: tc.err}}
+			_, err := acts.RefundAtChannel(context.Background(), activities.RefundChannelInput{PaymentNo: "P1", OutRequestNo: "R1", Amount: 100})
+			if tc.err == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var appErr *temporal.ApplicationError
+			isApp := errors.As(err, &appErr)
+			if tc.wantRetryable {
+				if isApp && appErr.NonRetryable() {
+					t.Fatalf("err = %v, want retryable", err)
+				}
+				return
+			}
+			if !isApp || !appErr.NonRetryable() || appErr.Type() != tc.wantType {
+				t.Fatalf("err = %v, want non-retryable %s", err, tc.wantType)
+			}
+		})
+	}
+}
+
+// refundRedriveRecorder records which refunds the sweeper asked to re-drive.
+type refundRedriveRecorder struct{ got []string }
+
+func (r *refundRedriveRecorder) RedriveRefund(_ context.Context, rf payment.Refund) (bool, error) {
+	r.got = append(r.got, rf.RefundNo)
+	return true, nil
+}
+
+// TestSweep_RedrivesStalePendingRefunds is a refund whose workflow never started (the
+// API's start failed and no retry came): the sweeper starts it once it is stale, and
+// leaves fresh and final refunds alone.
+func TestSweep_RedrivesStalePendingRefunds(t *testing.T) {
+	f := newFixture(t)
+	f.acts.Redriver = &redriveRecorder{}
+	rec := &refundRedriveRecorder{}
+	f.acts.RefundRedriver = rec
+	ctx := context.Background()
+	p := f.payment(t, "o-refund-sweep", true, 0)
+	for _, no := range []string{"rf_stale", "rf_fresh", "rf_done"} {
+		if _, _, err := f.store.CreateRefund(ctx, payment.NewRefund{RefundNo: no, TenantID: f.tenantID, PaymentNo: p.PaymentNo, Amount: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.store.MarkRefundSucceeded(ctx, f.tenantID, "rf_done", "T", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.ExecContext(ctx, "UPDATE refunds SET created_at = ? WHERE refund_no IN ('rf_stale', 'rf_done')",
+		time.Now().Add(-2*time.Hour).UTC()); err != nil {
+		t.Fatal(err)
+	}
+	res := f.sweep(t)
+	if res.RefundsRedriven != 1 || len(rec.got) != 1 || rec.got[0] != "rf_stale" {
+		t.Fatalf("re-driven %d: %v; want only rf_stale", res.RefundsRedriven, rec.got)
+	}
+}
+
+// TestRecordAnomaly_AutoRefundsPaidAfterClose: a tenant that opted in has the money of a
+// paid_after_close anomaly refunded when it is recorded, once however often it is.
+func TestRecordAnomaly_AutoRefundsPaidAfterClose(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	tn, err := f.store.GetTenant(ctx, f.tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.AutoRefundPaidAfterClose = true
+	if err := f.store.UpsertTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	rec := &refundRedriveRecorder{}
+	f.acts.RefundRedriver = rec
+	p := f.payment(t, "o-auto-refund", false, 0)
+	if _, err := f.store.ClosePayment(ctx, p.PaymentNo, "expired"); err != nil {
+		t.Fatal(err)
+	}
+	in := activities.AnomalyInput{Kind: payment.AnomalyPaidAfterClose, TenantID: f.tenantID, PaymentNo: p.PaymentNo,
+		TradeNo: "T1", Amount: p.Amount, Detail: "test"}
+	for range 3 {
+		if err := f.acts.RecordAnomaly(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refunds, err := f.store.ListPaymentRefunds(ctx, f.tenantID, p.PaymentNo)
+	if err != nil || len(refunds) != 1 || refunds[0].RefundNo != payment.AnomalyRefundNo(p.PaymentNo) || refunds[0].Amount != p.Amount {
+		t.Fatalf("refunds = %+v, %v; want one of the whole amount", refunds, err)
+	}
+	got, _ := f.store.GetPayment(ctx, p.PaymentNo)
+	if got.Refunded != p.Amount || got.Status != payment.StatusClosed || len(rec.got) != 3 {
+		t.Fatalf("refunded %d, %s, re-drives %v", got.Refunded, got.Status, rec.got)
+	}
+	// Another kind, or a tenant that did not opt in, refunds nothing.
+	q := f.payment(t, "o-no-auto", false, 0)
+	_, _ = f.store.ClosePayment(ctx, q.PaymentNo, "expired")
+	if err := f.acts.RecordAnomaly(ctx, activities.AnomalyInput{Kind: "amount_mismatch", TenantID: f.tenantID, PaymentNo: q.PaymentNo, Amount: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := f.store.ListPaymentRefunds(ctx, f.tenantID, q.PaymentNo); len(rs) != 0 {
+		t.Fatalf("amount_mismatch refunded: %+v", rs)
+	}
+}

@@ -1,0 +1,138 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// CreateRefundRequest is the body of POST /v1/payments/{payment_no}/refunds.
+type CreateRefundRequest struct {
+	AmountFen int64  `json:"amount_fen"`
+	Reason    string `json:"reason,omitempty"`
+	// RefundNo is the merchant's own id for the refund. Without it, one is derived from
+	// the Idempotency-Key (so that a retry lands on the same refund), or drawn at random
+	// when there is no key.
+	RefundNo string `json:"refund_no,omitempty"`
+}
+
+// createRefund reserves a refund of a paid payment and starts its workflow, under the
+// Idempotency-Key protocol of payments.
+func (s *Server) createRefund(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key == "" {
+		status, resp, err := s.refund(c, body, "")
+		if err != nil {
+			return err
+		}
+		return c.JSONBlob(status, resp)
+	}
+	return s.idempotent(c, key, body, func() (int, []byte, error) { return s.refund(c, body, key) })
+}
+
+// refundNoFor derives a refund_no from (tenant, Idempotency-Key), or draws one.
+func refundNoFor(tenantID, idemKey string) string {
+	if idemKey != "" {
+		return "k" + HashAPIKey("refund\x00" + tenantID + "\x00" + idemKey)[:40]
+	}
+	return "r" + strings.ReplaceAll(uuid.NewString(), "-", "")
+}
+
+// refund does the work of a refund request: the store reserves the amount and inserts
+// the refund in one transaction (the database is what keeps the refunded total within
+// the paid amount), then the refund's workflow is started. If the start fails the answer
+// is 503 and the refund stays pending with its reservation: a retry of the request finds
+// the same refund (same refund_no, or the same Idempotency-Key) and starts it again.
+func (s *Server) refund(c echo.Context, body []byte, idemKey string) (int, []byte, error) {
+	ctx := c.Request().Context()
+	tenantID := tenantIDOf(c)
+	paymentNo := c.Param("payment_no")
+	if err := payment.ValidatePaymentNo(paymentNo); err != nil {
+		return 0, nil, err
+	}
+	var req CreateRefundRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.AmountFen <= 0 {
+		return 0, nil, payment.Errorf(payment.EINVALID, "amount_fen must be a positive number of fen, got %d", req.AmountFen)
+	}
+	if req.RefundNo == "" {
+		req.RefundNo = refundNoFor(tenantID, idemKey)
+	}
+	nr := payment.NewRefund{RefundNo: req.RefundNo, TenantID: tenantID, PaymentNo: paymentNo,
+		Amount: payment.Amount(req.AmountFen), Reason: req.Reason}
+	if err := nr.Validate(); err != nil {
+		return 0, nil, err
+	}
+	r, existed, err := s.store.CreateRefund(ctx, nr)
+	if err != nil {
+		switch payment.ErrorCode(err) {
+		case payment.ENOTFOUND, payment.ENOTPAID, payment.EREFUNDEXCEEDS, payment.ECONFLICT, payment.EINVALID:
+			return 0, nil, err
+		}
+		return 0, nil, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot record the refund right now, retry", Err: err}
+	}
+	if err := s.orch.StartRefund(ctx, r); err != nil {
+		s.log.ErrorContext(ctx, "start refund workflow; the refund stays pending until a retry", "tenant_id", tenantID,
+			"payment_no", paymentNo, "refund_no", r.RefundNo, "err", err)
+		return 0, nil, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the refund is recorded but could not be started; retry the request", Err: err}
+	}
+	status := http.StatusCreated
+	if existed {
+		status = http.StatusOK
+	}
+	out, err := json.Marshal(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return status, out, nil
+}
+
+func (s *Server) getRefund(c echo.Context) error {
+	no := c.Param("refund_no")
+	if err := payment.ValidateRefundNo(no); err != nil {
+		return err
+	}
+	r, err := s.store.GetRefund(c.Request().Context(), tenantIDOf(c), no)
+	if err != nil {
+		if errors.Is(err, payment.ErrNotFound) {
+			return payment.Errorf(payment.ENOTFOUND, "no refund %s", no)
+		}
+		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read the refund right now", Err: err}
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+func (s *Server) listPaymentRefunds(c echo.Context) error {
+	no := c.Param("payment_no")
+	if err := payment.ValidatePaymentNo(no); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	p, err := s.store.GetTenantPayment(ctx, tenantIDOf(c), no)
+	if err != nil {
+		if errors.Is(err, payment.ErrNotFound) {
+			return payment.Errorf(payment.ENOTFOUND, "no payment %s", no)
+		}
+		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read the payment right now", Err: err}
+	}
+	rs, err := s.store.ListPaymentRefunds(ctx, p.TenantID, p.PaymentNo)
+	if err != nil {
+		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read refunds right now", Err: err}
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"payment_no": p.PaymentNo, "amount_fen": p.Amount, "refunded_fen": p.Refunded, "refund_state": p.RefundState,
+		"refunds": rs,
+	})
+}

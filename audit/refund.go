@@ -1,0 +1,137 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// Finding kinds of refunds.
+const (
+	// KindRefundNotSucceeded is a refund Alipay carried out that is not SUCCEEDED
+	// locally: FAILED, or still PENDING past the grace.
+	KindRefundNotSucceeded = "refund_not_succeeded"
+	// KindRefundNotAtAlipay is a refund SUCCEEDED locally that Alipay does not know.
+	KindRefundNotAtAlipay = "refund_not_at_alipay"
+	// KindRefundExceedsPaid is a payment whose refunds add up to more than it was paid,
+	// or whose refunded_fen disagrees with the sum of its refunds that have not failed.
+	KindRefundExceedsPaid = "refund_exceeds_paid"
+)
+
+// RefundStore is what the refund checks read; *mysql.Store implements it. An Auditor
+// whose Store does not implement it skips the refund checks.
+type RefundStore interface {
+	ListPaymentRefunds(ctx context.Context, tenantID, paymentNo string) ([]payment.Refund, error)
+}
+
+// RefundGateway is the Alipay call the refund checks make; payment.Gateway implements
+// it. An Auditor whose Gateway does not implement it skips the refund checks.
+type RefundGateway interface {
+	QueryRefund(ctx context.Context, paymentNo, outRequestNo string) (payment.RefundStatusAtChannel, error)
+}
+
+// refundRemote is what the refund checks learnt about one payment's refunds.
+type refundRemote struct {
+	checked bool
+	refunds []payment.Refund
+	// atAlipay holds Alipay's answer for each refund that was asked about, by
+	// out_request_no.
+	atAlipay map[string]payment.RefundStatusAtChannel
+	err      error
+}
+
+// checkRefunds reads a payment's refunds and asks Alipay about every one that is final,
+// or pending past the grace.
+func (a *Auditor) checkRefunds(ctx context.Context, pay payment.Payment, grace time.Duration, now time.Time) refundRemote {
+	st, ok1 := a.Store.(RefundStore)
+	gw, ok2 := a.Gateway.(RefundGateway)
+	if !ok1 || !ok2 {
+		return refundRemote{}
+	}
+	r := refundRemote{checked: true, atAlipay: map[string]payment.RefundStatusAtChannel{}}
+	r.refunds, r.err = st.ListPaymentRefunds(ctx, pay.TenantID, pay.PaymentNo)
+	if r.err != nil {
+		r.err = fmt.Errorf("refunds could not be read: %w", r.err)
+		return r
+	}
+	for _, rf := range r.refunds {
+		if rf.Status == payment.RefundPending && now.Sub(rf.CreatedAt) <= grace {
+			continue // its workflow is still at work
+		}
+		var (
+			res payment.RefundStatusAtChannel
+			err error
+		)
+		for attempt := range queryAttempts {
+			if attempt > 0 {
+				t := time.NewTimer(time.Duration(attempt) * queryBackoff)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					r.err = fmt.Errorf("alipay refund query of %s: %w", rf.RefundNo, ctx.Err())
+					return r
+				case <-t.C:
+				}
+			}
+			res, err = gw.QueryRefund(ctx, pay.PaymentNo, rf.OutRequestNo)
+			if err == nil || !payment.IsRetryable(err) {
+				break
+			}
+		}
+		if err != nil {
+			r.err = fmt.Errorf("alipay refund query of %s failed: %w", rf.RefundNo, err)
+			return r
+		}
+		r.atAlipay[rf.OutRequestNo] = res
+	}
+	return r
+}
+
+// refundFindings applies the refund checks to one payment.
+func refundFindings(pay payment.Payment, r refundRemote, newFinding func(kind, detail string) Finding) []Finding {
+	if !r.checked || r.err != nil {
+		return nil
+	}
+	var out []Finding
+	var reserved, atAlipay payment.Amount
+	var notSucceeded, notAtAlipay []string
+	for _, rf := range r.refunds {
+		if rf.Status != payment.RefundFailed {
+			reserved += rf.Amount
+		}
+		res, asked := r.atAlipay[rf.OutRequestNo]
+		if !asked {
+			continue
+		}
+		if res.Found {
+			atAlipay += res.RefundAmount
+		}
+		switch {
+		case res.Found && rf.Status != payment.RefundSucceeded:
+			notSucceeded = append(notSucceeded, fmt.Sprintf("%s (%s CNY, %s locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Status))
+		case !res.Found && rf.Status == payment.RefundSucceeded:
+			notAtAlipay = append(notAtAlipay, fmt.Sprintf("%s (%s CNY)", rf.RefundNo, rf.Amount.Yuan()))
+		}
+	}
+	if len(notSucceeded) > 0 {
+		out = append(out, newFinding(KindRefundNotSucceeded,
+			"alipay refunded but the refund is not SUCCEEDED locally: "+strings.Join(notSucceeded, ", ")))
+	}
+	if len(notAtAlipay) > 0 {
+		out = append(out, newFinding(KindRefundNotAtAlipay,
+			"SUCCEEDED locally but alipay has no such refund: "+strings.Join(notAtAlipay, ", ")))
+	}
+	switch {
+	case reserved > pay.Amount || pay.Refunded > pay.Amount || atAlipay > pay.Amount:
+		out = append(out, newFinding(KindRefundExceedsPaid, fmt.Sprintf(
+			"paid %s CNY; refunds not failed %s CNY, refunded_fen %s CNY, refunded at alipay %s CNY",
+			pay.Amount.Yuan(), reserved.Yuan(), pay.Refunded.Yuan(), atAlipay.Yuan())))
+	case reserved != pay.Refunded:
+		out = append(out, newFinding(KindRefundExceedsPaid, fmt.Sprintf(
+			"refunded_fen %s CNY disagrees with the %s CNY of refunds not failed", pay.Refunded.Yuan(), reserved.Yuan())))
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package audit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/payment"
+)
+
+// refund reserves a refund of a payment, and carries it out at Alipay if atAlipay.
+func (e *env) refund(tb testing.TB, paymentNo, refundNo string, amount payment.Amount, atAlipay bool) payment.Refund {
+	tb.Helper()
+	ctx := context.Background()
+	r, _, err := e.st.CreateRefund(ctx, payment.NewRefund{RefundNo: refundNo, TenantID: tenantID, PaymentNo: paymentNo, Amount: amount})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if atAlipay {
+		if _, err := e.gw.Refund(ctx, payment.RefundRequest{PaymentNo: paymentNo, OutRequestNo: r.OutRequestNo, Amount: amount}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	// Old enough not to be in its workflow's hands any more.
+	e.exec(tb, "UPDATE refunds SET created_at = ? WHERE refund_no = ?", time.Now().Add(-time.Hour).UTC(), refundNo)
+	return r
+}
+
+func (e *env) succeed(tb testing.TB, refundNo string) {
+	tb.Helper()
+	if _, err := e.st.MarkRefundSucceeded(context.Background(), tenantID, refundNo, "", time.Time{}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestAudit_Refunds plants one case of each refund finding next to refunds that are fine:
+// partial and full refunds, a refund still in its workflow's hands, a refused one.
+func TestAudit_Refunds(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	// Fine: refunded in part twice and then in full (Alipay closes the trade, the payment
+	// stays PAID); refunded in part with one refund still pending; a failed refund.
+	e.paid(t, "o_full", "PFULL", false)
+	for _, c := range []struct {
+		no  string
+		fen payment.Amount
+	}{{"full_a", 300}, {"full_b", 200}, {"full_c", 490}} {
+		e.refund(t, "PFULL", c.no, c.fen, true)
+		e.succeed(t, c.no)
+	}
+	e.paid(t, "o_part", "PPART", false)
+	e.refund(t, "PPART", "part_a", 100, true)
+	e.succeed(t, "part_a")
+	if _, _, err := e.st.CreateRefund(ctx, payment.NewRefund{RefundNo: "part_fresh", TenantID: tenantID, PaymentNo: "PPART", Amount: 50}); err != nil {
+		t.Fatal(err)
+	}
+	e.refund(t, "PPART", "part_refused", 70, false)
+	if _, err := e.st.FailRefund(ctx, tenantID, "part_refused", "ACQ.TRADE_NOT_ALLOW_REFUND"); err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.run(t); len(rep.Findings) != 0 {
+		t.Fatalf("refunds that are fine: findings %+v", rep.Findings)
+	}
+
+	// Refunded at Alipay, FAILED locally; and one PENDING for an hour that Alipay did.
+	e.paid(t, "o_lost", "PLOST", false)
+	e.refund(t, "PLOST", "lost_a", 100, true)
+	if _, err := e.st.FailRefund(ctx, tenantID, "lost_a", "gave up"); err != nil {
+		t.Fatal(err)
+	}
+	e.paid(t, "o_stuck", "PSTUCK", false)
+	e.refund(t, "PSTUCK", "stuck_a", 100, true)
+	// SUCCEEDED locally, never at Alipay.
+	e.paid(t, "o_ghost", "PGHOST", false)
+	e.refund(t, "PGHOST", "ghost_a", 100, false)
+	e.succeed(t, "ghost_a")
+	// refunded_fen tampered with past the amount.
+	e.paid(t, "o_over", "POVER", false)
+	e.refund(t, "POVER", "over_a", 100, true)
+	e.succeed(t, "over_a")
+	e.exec(t, "UPDATE payments SET refunded_fen = 1000 WHERE payment_no = 'POVER'")
+
+	rep := e.run(t)
+	got := byKind(rep)
+	want := map[string][]string{
+		audit.KindRefundNotSucceeded: {"PLOST", "PSTUCK"},
+		audit.KindRefundNotAtAlipay:  {"PGHOST"},
+		audit.KindRefundExceedsPaid:  {"POVER"},
+	}
+	if len(rep.Findings) != 4 {
+		t.Fatalf("findings %+v, want %v", rep.Findings, want)
+	}
+	for kind, nos := range want {
+		if len(got[kind]) != len(nos) {
+			t.Fatalf("%s: %v, want %v (all: %+v)", kind, got[kind], nos, rep.Findings)
+		}
+		for i := range nos {
+			if got[kind][i] != nos[i] {
+				t.Fatalf("%s: %v, want %v", kind, got[kind], nos)
+			}
+		}
+	}
+	t.Log(finding(t, rep, audit.KindRefundExceedsPaid, "POVER").Detail)
+}

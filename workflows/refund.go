@@ -1,0 +1,329 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/payment"
+)
+
+// RefundTiming holds every interval of a refund's life. It travels in the workflow input
+// so that a run keeps the timing it started with, and tests can shrink it.
+type RefundTiming struct {
+	// AttemptsPerRound is how many times alipay.trade.refund is tried, with the same
+	// out_request_no, before the run asks alipay.trade.fastpay.refund.query.
+	AttemptsPerRound int32 `json:"attempts_per_round"`
+	// RoundInterval is the wait between two rounds whose outcome stayed unknown.
+	RoundInterval time.Duration `json:"round_interval"`
+	// MaxRounds is how many rounds may end with Alipay knowing no such refund before the
+	// refund is failed and its reservation released.
+	MaxRounds int `json:"max_rounds"`
+	// BalanceRetryInterval and BalanceRetryFor space and bound the retries of a refund
+	// that Alipay refused for want of balance (ACQ.SELLER_BALANCE_NOT_ENOUGH).
+	BalanceRetryInterval time.Duration `json:"balance_retry_interval"`
+	BalanceRetryFor      time.Duration `json:"balance_retry_for"`
+	// WebhookInitialInterval, WebhookMaxInterval and WebhookMaxAttempts bound the merchant
+	// webhook's retries inside the run; the sweeper redelivers what is left.
+	WebhookInitialInterval time.Duration `json:"webhook_initial_interval"`
+	WebhookMaxInterval     time.Duration `json:"webhook_max_interval"`
+	WebhookMaxAttempts     int32         `json:"webhook_max_attempts"`
+}
+
+// DefaultRefundTiming is the production timing of a refund.
+func DefaultRefundTiming() RefundTiming {
+	return RefundTiming{
+		AttemptsPerRound:       6,
+		RoundInterval:          time.Minute,
+		MaxRounds:              10,
+		BalanceRetryInterval:   30 * time.Minute,
+		BalanceRetryFor:        72 * time.Hour,
+		WebhookInitialInterval: time.Second,
+		WebhookMaxInterval:     5 * time.Minute,
+		WebhookMaxAttempts:     20,
+	}
+}
+
+func (t RefundTiming) withDefaults() RefundTiming {
+	d := DefaultRefundTiming()
+	if t.AttemptsPerRound <= 0 {
+		t.AttemptsPerRound = d.AttemptsPerRound
+	}
+	if t.RoundInterval <= 0 {
+		t.RoundInterval = d.RoundInterval
+	}
+	if t.MaxRounds <= 0 {
+		t.MaxRounds = d.MaxRounds
+	}
+	if t.BalanceRetryInterval <= 0 {
+		t.BalanceRetryInterval = d.BalanceRetryInterval
+	}
+	if t.BalanceRetryFor <= 0 {
+		t.BalanceRetryFor = d.BalanceRetryFor
+	}
+	if t.WebhookInitialInterval <= 0 {
+		t.WebhookInitialInterval = d.WebhookInitialInterval
+	}
+	if t.WebhookMaxInterval <= 0 {
+		t.WebhookMaxInterval = d.WebhookMaxInterval
+	}
+	if t.WebhookMaxAttempts <= 0 {
+		t.WebhookMaxAttempts = d.WebhookMaxAttempts
+	}
+	return t
+}
+
+// RefundInput starts the workflow of one refund. The refund's row, with its amount
+// reserved on the payment, exists before the run starts; the run reads it back and
+// works from what the database holds.
+type RefundInput struct {
+	TenantID string       `json:"tenant_id"`
+	RefundNo string       `json:"refund_no"`
+	Timing   RefundTiming `json:"timing"`
+}
+
+// RefundState is the workflow's view of the refund, returned by the refund-state query
+// and as the workflow result.
+type RefundState struct {
+	TenantID     string               `json:"tenant_id"`
+	RefundNo     string               `json:"refund_no"`
+	PaymentNo    string               `json:"payment_no"`
+	OutRequestNo string               `json:"out_request_no"`
+	Amount       payment.Amount       `json:"amount_fen"`
+	Status       payment.RefundStatus `json:"status"`
+	// FundChange is Alipay's fund_change of the answer that confirmed the refund: false
+	// when that answer was a replay of an earlier request that had moved the money.
+	FundChange bool `json:"fund_change"`
+	// ConfirmedBy says which answer confirmed the refund: "refund" or "query".
+	ConfirmedBy string `json:"confirmed_by,omitempty"`
+	// Rounds counts the rounds of refund attempts; Queries the refund queries.
+	Rounds  int `json:"rounds"`
+	Queries int `json:"queries"`
+	// ShortfallSince is when Alipay first refused the refund for want of balance.
+	ShortfallSince time.Time `json:"shortfall_since,omitzero"`
+	FailReason     string    `json:"fail_reason,omitempty"`
+	// LastError is the last unknown outcome, for the UI.
+	LastError   string `json:"last_error,omitempty"`
+	EventID     string `json:"event_id,omitempty"`
+	WebhookSent bool   `json:"webhook_sent"`
+}
+
+// RefundSummary is the one-line summary shown in the Temporal UI's workflow list.
+func RefundSummary(tenantID, refundNo, paymentNo string, amount payment.Amount) string {
+	return fmt.Sprintf("refund %s of %s CNY on payment %s (tenant %s)", refundNo, amount.Yuan(), paymentNo, tenantID)
+}
+
+type refundRun struct {
+	in     RefundInput
+	timing RefundTiming
+	st     RefundState
+	logger log.Logger
+}
+
+// RefundWorkflow carries out one refund exactly once. It asks Alipay with the refund's
+// fixed out_request_no until Alipay answers: an unknown outcome (ACQ.SYSTEM_ERROR, a
+// timeout, a 5xx) is retried with the same out_request_no and then checked with a refund
+// query; a replay's fund_change "N" is success. A refusal fails the refund and releases
+// its reservation, after a balance shortfall has been retried for a while. A succeeded
+// or failed refund's outbox event is then delivered as the merchant webhook.
+func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundState, error) {
+	r := &refundRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
+	r.st = RefundState{TenantID: in.TenantID, RefundNo: in.RefundNo}
+	if err := workflow.SetQueryHandler(ctx, RefundStateQuery, func() (RefundState, error) { return r.st, nil }); err != nil {
+		return r.st, err
+	}
+	var ref payment.Refund
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.GetRefund,
+		activities.RefundKey{TenantID: in.TenantID, RefundNo: in.RefundNo}).Get(ctx, &ref)
+	if err != nil {
+		return r.st, fmt.Errorf("get refund: %w", err)
+	}
+	r.st.PaymentNo, r.st.OutRequestNo, r.st.Amount, r.st.Status = ref.PaymentNo, ref.OutRequestNo, ref.Amount, ref.Status
+	r.upsertSearchAttributes(ctx)
+	if !ref.Status.Final() {
+		r.refund(ctx, ref)
+	}
+	r.deliverWebhook(ctx)
+	workflow.SetCurrentDetails(ctx, r.details())
+	return r.st, nil
+}
+
+// refund is the loop that asks Alipay until the refund is succeeded or failed.
+func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
+	for {
+		r.st.Rounds++
+		workflow.SetCurrentDetails(ctx, r.details())
+		var res payment.RefundResult
+		err := workflow.ExecuteActivity(channelOptions(ctx, r.timing.AttemptsPerRound, "alipay.trade.refund "+ref.OutRequestNo),
+			a.RefundAtChannel, activities.RefundChannelInput{
+				PaymentNo: ref.PaymentNo, OutRequestNo: ref.OutRequestNo, Amount: ref.Amount, Reason: ref.Reason,
+			}).Get(ctx, &res)
+		if err == nil {
+			r.st.FundChange, r.st.ConfirmedBy = res.FundChange, "refund"
+			r.succeed(ctx, res.TradeNo, time.Time{})
+			return
+		}
+		var appErr *temporal.ApplicationError
+		refused := errors.As(err, &appErr) && appErr.NonRetryable()
+		if !refused {
+			// The outcome is unknown: money may have moved. Ask before going on.
+			r.st.LastError = err.Error()
+			found, known := r.query(ctx, ref)
+			switch {
+			case found:
+				return
+			case known && r.st.Rounds >= r.timing.MaxRounds:
+				r.fail(ctx, fmt.Sprintf("no answer from alipay after %d rounds and alipay has no such refund: %s", r.st.Rounds, r.st.LastError))
+				return
+			}
+			_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+			continue
+		}
+		if appErr.Type() == activities.ErrTypeBalanceShortfall {
+			now := workflow.Now(ctx)
+			if r.st.ShortfallSince.IsZero() {
+				r.st.ShortfallSince = now
+			}
+			if now.Sub(r.st.ShortfallSince) < r.timing.BalanceRetryFor {
+				r.st.LastError = appErr.Message()
+				r.logger.Warn("alipay refused the refund for want of balance; retrying later",
+					"refund_no", ref.RefundNo, "payment_no", ref.PaymentNo, "retry_in", r.timing.BalanceRetryInterval)
+				workflow.SetCurrentDetails(ctx, r.details())
+				_ = workflow.Sleep(ctx, r.timing.BalanceRetryInterval)
+				continue
+			}
+		}
+		// A refusal. An earlier attempt whose answer was lost may have moved the money
+		// all the same, so Alipay's refund query has the last word.
+		found, known := r.query(ctx, ref)
+		switch {
+		case found:
+			return
+		case known:
+			r.fail(ctx, appErr.Message())
+			return
+		}
+		_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+	}
+}
+
+// query asks Alipay whether the refund took effect, and marks it succeeded if so. known
+// is false when Alipay could not be asked.
+func (r *refundRun) query(ctx workflow.Context, ref payment.Refund) (found, known bool) {
+	r.st.Queries++
+	var st payment.RefundStatusAtChannel
+	err := workflow.ExecuteActivity(channelOptions(ctx, r.timing.AttemptsPerRound, "alipay.trade.fastpay.refund.query "+ref.OutRequestNo),
+		a.QueryRefundAtChannel, activities.RefundQueryInput{PaymentNo: ref.PaymentNo, OutRequestNo: ref.OutRequestNo}).Get(ctx, &st)
+	if err != nil {
+		r.logger.Warn("refund query failed; trying again later", "refund_no", ref.RefundNo, "err", err)
+		r.st.LastError = err.Error()
+		return false, false
+	}
+	if !st.Found {
+		return false, true
+	}
+	if st.RefundAmount != 0 && st.RefundAmount != ref.Amount {
+		// Alipay keys refunds by out_request_no, so this cannot be another refund; keep
+		// what it says for the operator.
+		r.logger.Error("alipay reports another amount for the refund", "refund_no", ref.RefundNo,
+			"alipay_fen", int64(st.RefundAmount), "amount_fen", int64(ref.Amount))
+	}
+	r.st.ConfirmedBy = "query"
+	r.succeed(ctx, st.TradeNo, st.RefundedAt)
+	return true, true
+}
+
+func (r *refundRun) succeed(ctx workflow.Context, tradeNo string, at time.Time) {
+	var tr payment.RefundTransition
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkRefundSucceeded, activities.MarkRefundSucceededInput{
+		TenantID: r.st.TenantID, RefundNo: r.st.RefundNo, TradeNo: tradeNo, RefundedAt: at,
+	}).Get(ctx, &tr)
+	r.applyTransition(ctx, tr, err)
+}
+
+func (r *refundRun) fail(ctx workflow.Context, reason string) {
+	var tr payment.RefundTransition
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.FailRefund, activities.FailRefundInput{
+		TenantID: r.st.TenantID, RefundNo: r.st.RefundNo, Reason: reason,
+	}).Get(ctx, &tr)
+	r.applyTransition(ctx, tr, err)
+}
+
+// applyTransition takes the refund's state from the database's answer. The local
+// activity retries for minutes; if it still fails, the refund stays pending for the
+// sweeper to re-drive, and the run ends without a webhook.
+func (r *refundRun) applyTransition(ctx workflow.Context, tr payment.RefundTransition, err error) {
+	if err != nil {
+		r.logger.Error("refund transition not recorded; the refund stays pending", "refund_no", r.st.RefundNo, "err", err)
+		r.st.LastError = err.Error()
+		return
+	}
+	r.st.Status, r.st.FailReason, r.st.EventID = tr.Refund.Status, tr.Refund.FailReason, tr.EventID
+	r.upsertSearchAttributes(ctx)
+}
+
+// deliverWebhook delivers the event this run's transition wrote; the sweeper redelivers
+// it if the merchant stays down.
+func (r *refundRun) deliverWebhook(ctx workflow.Context) {
+	if r.st.EventID == "" {
+		return
+	}
+	webhookCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Second,
+		Summary:             "deliver merchant webhook",
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    r.timing.WebhookInitialInterval,
+			BackoffCoefficient: 2,
+			MaximumInterval:    r.timing.WebhookMaxInterval,
+			MaximumAttempts:    r.timing.WebhookMaxAttempts,
+		},
+	})
+	if err := workflow.ExecuteActivity(webhookCtx, a.DeliverWebhook, r.st.EventID).Get(ctx, nil); err != nil {
+		r.logger.Warn("merchant webhook not delivered; the sweeper will redeliver it", "refund_no", r.st.RefundNo,
+			"event_id", r.st.EventID, "err", err)
+		return
+	}
+	r.st.WebhookSent = true
+}
+
+func (r *refundRun) upsertSearchAttributes(ctx workflow.Context) {
+	err := workflow.UpsertTypedSearchAttributes(ctx,
+		SATenantID.ValueSet(r.st.TenantID),
+		SAPaymentNo.ValueSet(r.st.PaymentNo),
+		SARefundNo.ValueSet(r.st.RefundNo),
+		SARefundStatus.ValueSet(r.st.Status.String()),
+		SAAmountFen.ValueSet(int64(r.st.Amount)),
+	)
+	if err != nil {
+		r.logger.Error("upsert search attributes", "err", err)
+	}
+}
+
+func (r *refundRun) details() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s** · refund `%s` · %s CNY · payment `%s` · tenant `%s`\n\n",
+		r.st.Status, r.st.RefundNo, r.st.Amount.Yuan(), r.st.PaymentNo, r.st.TenantID)
+	fmt.Fprintf(&b, "out_request_no `%s` · rounds %d · queries %d", r.st.OutRequestNo, r.st.Rounds, r.st.Queries)
+	if r.st.ConfirmedBy != "" {
+		fund := "Y"
+		if !r.st.FundChange {
+			fund = "N"
+		}
+		fmt.Fprintf(&b, " · confirmed by %s (fund_change %s)", r.st.ConfirmedBy, fund)
+	}
+	if !r.st.ShortfallSince.IsZero() && !r.st.Status.Final() {
+		fmt.Fprintf(&b, "\n\nseller balance short since %s; retrying", r.st.ShortfallSince.Format(time.RFC3339))
+	}
+	if r.st.FailReason != "" {
+		fmt.Fprintf(&b, "\n\nfailed: %s", r.st.FailReason)
+	} else if r.st.LastError != "" && !r.st.Status.Final() {
+		fmt.Fprintf(&b, "\n\nlast error: %s", r.st.LastError)
+	}
+	return b.String()
+}

@@ -1,0 +1,226 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+// refundFake keeps one refund in memory and scripts Alipay's answers: refundAnswers[i]
+// is the answer to the i-th alipay.trade.refund (the last one repeats), and found says
+// what alipay.trade.fastpay.refund.query answers.
+type refundFake struct {
+	r             payment.Refund
+	refundAnswers []error // nil: success with fundChange
+	fundChange    bool
+	found         bool
+	foundAt       int // if set, the query finds the refund from its foundAt-th call on
+	queryErr      error
+	refundCalls   int
+	queries       int
+	succeeded     int
+	failed        int
+	released      int
+	webhooks      []string
+	callTimes     []time.Time
+}
+
+func newRefundEnv(t *testing.T, f *refundFake) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterActivity(&activities.Activities{})
+	workflows.Register(env)
+	if f.r.RefundNo == "" {
+		f.r = payment.Refund{RefundNo: "rf1", TenantID: "t1", PaymentNo: "P1", OutRequestNo: payment.OutRequestNo("t1", "rf1"),
+			Amount: 300, Status: payment.RefundPending}
+	}
+	env.OnActivity(a.GetRefund, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RefundKey) (payment.Refund, error) { return f.r, nil })
+	env.OnActivity(a.RefundAtChannel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RefundChannelInput) (payment.RefundResult, error) {
+			if in.OutRequestNo != f.r.OutRequestNo {
+				t.Errorf("refund sent with out_request_no %s, want %s", in.OutRequestNo, f.r.OutRequestNo)
+			}
+			f.callTimes = append(f.callTimes, env.Now())
+			i := min(f.refundCalls, len(f.refundAnswers)-1)
+			f.refundCalls++
+			if i >= 0 && f.refundAnswers[i] != nil {
+				return payment.RefundResult{}, f.refundAnswers[i]
+			}
+			return payment.RefundResult{TradeNo: "T1", FundChange: f.fundChange, RefundAmount: in.Amount}, nil
+		}).Maybe()
+	env.OnActivity(a.QueryRefundAtChannel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RefundQueryInput) (payment.RefundStatusAtChannel, error) {
+			f.queries++
+			if f.queryErr != nil {
+				return payment.RefundStatusAtChannel{}, f.queryErr
+			}
+			found := f.found || (f.foundAt > 0 && f.queries >= f.foundAt)
+			return payment.RefundStatusAtChannel{Found: found, TradeNo: "T1", OutRequestNo: in.OutRequestNo, RefundAmount: f.r.Amount}, nil
+		}).Maybe()
+	env.OnActivity(a.MarkRefundSucceeded, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.MarkRefundSucceededInput) (payment.RefundTransition, error) {
+			if f.r.Status != payment.RefundPending {
+				return payment.RefundTransition{Refund: f.r}, nil
+			}
+			f.succeeded++
+			f.r.Status = payment.RefundSucceeded
+			return payment.RefundTransition{Refund: f.r, Changed: true, EventID: "evt_" + f.r.OutRequestNo + "_refund_succeeded"}, nil
+		}).Maybe()
+	env.OnActivity(a.FailRefund, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.FailRefundInput) (payment.RefundTransition, error) {
+			if f.r.Status != payment.RefundPending {
+				return payment.RefundTransition{Refund: f.r}, nil
+			}
+			f.failed++
+			f.released++
+			f.r.Status, f.r.FailReason = payment.RefundFailed, in.Reason
+			return payment.RefundTransition{Refund: f.r, Changed: true, EventID: "evt_" + f.r.OutRequestNo + "_refund_failed"}, nil
+		}).Maybe()
+	env.OnActivity(a.DeliverWebhook, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, id string) error { f.webhooks = append(f.webhooks, id); return nil }).Maybe()
+	return env
+}
+
+func refusal(subCode, errType string) error {
+	return temporal.NewNonRetryableApplicationError("refund: alipay.trade.refund: "+subCode, errType, nil)
+}
+
+var errSystem = temporal.NewApplicationError("refund: alipay.trade.refund: ACQ.SYSTEM_ERROR", "")
+
+func TestRefundWorkflow(t *testing.T) {
+	timing := workflows.RefundTiming{AttemptsPerRound: 3, RoundInterval: time.Minute, MaxRounds: 3,
+		BalanceRetryInterval: 10 * time.Minute, BalanceRetryFor: time.Hour}
+	cases := []struct {
+		name        string
+		fake        refundFake
+		wantStatus  payment.RefundStatus
+		wantCalls   int
+		wantQueries int
+		wantFund    bool
+		wantBy      string
+		wantEvent   string // suffix of the delivered event
+	}{
+		{name: "first answer moves the money", fake: refundFake{refundAnswers: []error{nil}, fundChange: true},
+			wantStatus: payment.RefundSucceeded, wantCalls: 1, wantFund: true, wantBy: "refund", wantEvent: "_refund_succeeded"},
+		{name: "system errors then a replay with fund_change N is success",
+			fake:       refundFake{refundAnswers: []error{errSystem, errSystem, nil}, fundChange: false},
+			wantStatus: payment.RefundSucceeded, wantCalls: 3, wantBy: "refund", wantEvent: "_refund_succeeded"},
+		{name: "unknown outcome confirmed by the refund query",
+			fake:       refundFake{refundAnswers: []error{errSystem}, found: true},
+			wantStatus: payment.RefundSucceeded, wantCalls: 3, wantQueries: 1, wantBy: "query", wantEvent: "_refund_succeeded"},
+		{name: "unknown outcome, a later round succeeds",
+			fake:       refundFake{refundAnswers: []error{errSystem, errSystem, errSystem, errSystem, nil}, fundChange: true},
+			wantStatus: payment.RefundSucceeded, wantCalls: 5, wantQueries: 1, wantFund: true, wantBy: "refund", wantEvent: "_refund_succeeded"},
+		{name: "unknown outcome and alipay has no such refund: failed after the last round",
+			fake:       refundFake{refundAnswers: []error{errSystem}},
+			wantStatus: payment.RefundFailed, wantCalls: 9, wantQueries: 3, wantEvent: "_refund_failed"},
+		{name: "business refusal fails and releases",
+			fake:       refundFake{refundAnswers: []error{refusal("ACQ.TRADE_NOT_ALLOW_REFUND", activities.ErrTypeChannelRefused)}},
+			wantStatus: payment.RefundFailed, wantCalls: 1, wantQueries: 1, wantEvent: "_refund_failed"},
+		{name: "refusal after a lost answer: the query finds the refund",
+			fake: refundFake{refundAnswers: []error{errSystem, errSystem, errSystem,
+				refusal("ACQ.TRADE_HAS_CLOSE", activities.ErrTypeChannelRefused)}, foundAt: 2},
+			wantStatus: payment.RefundSucceeded, wantCalls: 4, wantQueries: 2, wantBy: "query", wantEvent: "_refund_succeeded"},
+		{name: "balance shortfall retried on a timer, then success",
+			fake: refundFake{refundAnswers: []error{refusal(activities.SubCodeSellerBalanceNotEnough, activities.ErrTypeBalanceShortfall),
+				refusal(activities.SubCodeSellerBalanceNotEnough, activities.ErrTypeBalanceShortfall), nil}, fundChange: true},
+			wantStatus: payment.RefundSucceeded, wantCalls: 3, wantFund: true, wantBy: "refund", wantEvent: "_refund_succeeded"},
+		{name: "balance shortfall for longer than allowed fails",
+			fake:       refundFake{refundAnswers: []error{refusal(activities.SubCodeSellerBalanceNotEnough, activities.ErrTypeBalanceShortfall)}},
+			wantStatus: payment.RefundFailed, wantCalls: 7, wantQueries: 1, wantEvent: "_refund_failed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.fake
+			env := newRefundEnv(t, &f)
+			env.ExecuteWorkflow(workflows.RefundWorkflow, workflows.RefundInput{TenantID: "t1", RefundNo: "rf1", Timing: timing})
+			if !env.IsWorkflowCompleted() {
+				t.Fatal("workflow did not complete")
+			}
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var st workflows.RefundState
+			if err := env.GetWorkflowResult(&st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Status != tc.wantStatus || f.r.Status != tc.wantStatus {
+				t.Fatalf("status = %s (store %s), want %s; state %+v", st.Status, f.r.Status, tc.wantStatus, st)
+			}
+			if f.refundCalls != tc.wantCalls || f.queries != tc.wantQueries {
+				t.Fatalf("refund calls = %d, queries = %d; want %d, %d", f.refundCalls, f.queries, tc.wantCalls, tc.wantQueries)
+			}
+			if f.succeeded+f.failed != 1 {
+				t.Fatalf("transitions = %d succeeded + %d failed, want exactly one", f.succeeded, f.failed)
+			}
+			if tc.wantStatus == payment.RefundFailed && f.released != 1 {
+				t.Fatalf("released = %d, want 1", f.released)
+			}
+			if st.FundChange != tc.wantFund || st.ConfirmedBy != tc.wantBy {
+				t.Fatalf("fund_change = %v, confirmed by %q; want %v, %q", st.FundChange, st.ConfirmedBy, tc.wantFund, tc.wantBy)
+			}
+			if len(f.webhooks) != 1 || f.webhooks[0] != "evt_"+f.r.OutRequestNo+tc.wantEvent || !st.WebhookSent {
+				t.Fatalf("webhooks = %v, sent = %v; want one %s", f.webhooks, st.WebhookSent, tc.wantEvent)
+			}
+		})
+	}
+}
+
+func TestRefundWorkflow_BalanceShortfallWaitsOnATimer(t *testing.T) {
+	short := refusal(activities.SubCodeSellerBalanceNotEnough, activities.ErrTypeBalanceShortfall)
+	f := refundFake{refundAnswers: []error{short, short, nil}, fundChange: true}
+	env := newRefundEnv(t, &f)
+	env.ExecuteWorkflow(workflows.RefundWorkflow, workflows.RefundInput{TenantID: "t1", RefundNo: "rf1",
+		Timing: workflows.RefundTiming{BalanceRetryInterval: 30 * time.Minute, BalanceRetryFor: 24 * time.Hour}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.callTimes) != 3 {
+		t.Fatalf("calls = %d", len(f.callTimes))
+	}
+	for i := 1; i < 3; i++ {
+		if gap := f.callTimes[i].Sub(f.callTimes[i-1]); gap < 30*time.Minute {
+			t.Fatalf("call %d came %s after the previous one, want at least 30m", i, gap)
+		}
+	}
+}
+
+func TestRefundWorkflow_FinalRefundIsNotSentAgain(t *testing.T) {
+	f := refundFake{}
+	f.r = payment.Refund{RefundNo: "rf1", TenantID: "t1", PaymentNo: "P1", OutRequestNo: "R1", Amount: 300, Status: payment.RefundSucceeded}
+	env := newRefundEnv(t, &f)
+	env.ExecuteWorkflow(workflows.RefundWorkflow, workflows.RefundInput{TenantID: "t1", RefundNo: "rf1"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f.refundCalls != 0 || f.queries != 0 || f.succeeded != 0 {
+		t.Fatalf("calls = %d, queries = %d, transitions = %d; want none", f.refundCalls, f.queries, f.succeeded)
+	}
+}
+
+func TestRefundWorkflow_QueryUnavailableNeverFails(t *testing.T) {
+	f := refundFake{refundAnswers: []error{errSystem, errSystem, errSystem, errSystem, errSystem, errSystem,
+		errSystem, errSystem, errSystem, errSystem, errSystem, errSystem, nil}, fundChange: true,
+		queryErr: errors.New("dial tcp: connection refused")}
+	env := newRefundEnv(t, &f)
+	env.ExecuteWorkflow(workflows.RefundWorkflow, workflows.RefundInput{TenantID: "t1", RefundNo: "rf1",
+		Timing: workflows.RefundTiming{AttemptsPerRound: 3, MaxRounds: 2}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	// Past MaxRounds, but no query ever answered: the refund is never failed blind.
+	if f.r.Status != payment.RefundSucceeded || f.failed != 0 || f.refundCalls != 13 {
+		t.Fatalf("status = %s, failed = %d, calls = %d", f.r.Status, f.failed, f.refundCalls)
+	}
+}
