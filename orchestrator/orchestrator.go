@@ -68,13 +68,24 @@ func (o *Orchestrator) Checkout(ctx context.Context, in workflows.PaymentInput, 
 		},
 	})
 	if err != nil {
-		return workflows.CheckoutResult{}, translate("checkout", err)
+		return workflows.CheckoutResult{}, checkoutError(err)
 	}
 	var res workflows.CheckoutResult
 	if err := handle.Get(ctx, &res); err != nil {
-		return workflows.CheckoutResult{}, translate("checkout", err)
+		return workflows.CheckoutResult{}, checkoutError(err)
 	}
 	return res, nil
+}
+
+// checkoutError translates a checkout's error. NotFound means the update reached a run
+// that completed before it could take the update (a finished run making way for the next
+// one): the checkout is retried, which starts that next run; it is never a 404.
+func checkoutError(err error) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return &payment.Error{Code: payment.EFINISHING, Message: "the order's previous run has just ended; retry", Err: err}
+	}
+	return translate("checkout", err)
 }
 
 // Notify signals a verified notification to the running workflow of a pending payment.

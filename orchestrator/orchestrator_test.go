@@ -48,3 +48,18 @@ func TestRunning(t *testing.T) {
 		})
 	}
 }
+
+// A checkout whose update reached a run that completed before taking it (the run was
+// making way for the order's next payment) is retryable, never a 404 that the
+// Idempotency-Key layer would store.
+func TestCheckoutOnARunThatJustCompletedIsRetryable(t *testing.T) {
+	c := &mocks.Client{}
+	c.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).
+		Return(nil, serviceerror.NewNotFound("workflow execution already completed"))
+	o := orchestrator.New(c, "payments", workflows.DefaultTiming())
+	_, err := o.Checkout(context.Background(), workflows.PaymentInput{TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY"}, "checkout-1")
+	if payment.ErrorCode(err) != payment.EFINISHING {
+		t.Fatalf("checkout error %v (code %q), want %s", err, payment.ErrorCode(err), payment.EFINISHING)
+	}
+}
