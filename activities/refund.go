@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -57,8 +58,15 @@ func (a *Activities) RefundAtChannel(ctx context.Context, in RefundChannelInput)
 	})
 	if err != nil {
 		var ce *payment.ChannelError
-		if errors.As(err, &ce) && !ce.Retryable && ce.SubCode == SubCodeSellerBalanceNotEnough {
-			return payment.RefundResult{}, temporal.NewNonRetryableApplicationError("refund: "+ce.Error(), ErrTypeBalanceShortfall, err)
+		if errors.As(err, &ce) && !ce.Retryable {
+			switch sub := strings.TrimPrefix(ce.SubCode, "aop."); {
+			case sub == SubCodeSellerBalanceNotEnough:
+				return payment.RefundResult{}, temporal.NewNonRetryableApplicationError("refund: "+ce.Error(), ErrTypeBalanceShortfall, err)
+			case sub == "":
+				// Not a refusal by Alipay: an answer that failed its signature or made no
+				// sense. The outcome is unknown, and the request is safe to send again.
+				return payment.RefundResult{}, fmt.Errorf("refund: outcome unknown: %w", err)
+			}
 		}
 		return payment.RefundResult{}, classify("refund", err)
 	}

@@ -41,6 +41,8 @@ func TestRefundAtChannelClassifiesAlipaysAnswers(t *testing.T) {
 		{"balance shortfall", refused(activities.SubCodeSellerBalanceNotEnough), activities.ErrTypeBalanceShortfall, false},
 		{"not allowed", refused("ACQ.TRADE_NOT_ALLOW_REFUND"), activities.ErrTypeChannelRefused, false},
 		{"amount above total", refused("ACQ.REFUND_AMT_NOT_EQUAL_TOTAL"), activities.ErrTypeChannelRefused, false},
+		{"prefixed balance shortfall", refused("aop." + activities.SubCodeSellerBalanceNotEnough), activities.ErrTypeBalanceShortfall, false},
+		{"answer that fails its signature is unknown: retried", &payment.ChannelError{Op: "alipay.trade.refund", Message: "bad signature"}, "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,6 +35,7 @@ type fakeStore struct {
 	renewals  int
 	renewErr  error                     // returned by RenewIdempotencyKey if set
 	refunds   map[string]payment.Refund // by tenant/refund_no
+	anomalies []payment.Anomaly         // recorded, in order
 }
 
 func (f *fakeStore) err() error {

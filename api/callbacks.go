@@ -243,6 +243,23 @@ func (s *Server) applyRefundNotification(c echo.Context, log *slog.Logger, p pay
 		log.ErrorContext(ctx, "read refund for notification; alipay will retry", "err", err)
 		return outcomeReceived, false
 	}
+	if r.Status == payment.RefundFailed {
+		// Alipay announces money moved for a refund that failed here and released its
+		// reservation: an operator must reconcile it, never let it pass.
+		s.metrics.anomalies.Inc()
+		err := s.store.RecordAnomaly(ctx, payment.Anomaly{
+			Kind: "refund_succeeded_after_fail", TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: r.Amount,
+			Detail: fmt.Sprintf("alipay notified refund %s (out_request_no %s, refund_fee %s) that is FAILED locally; notify_id %s",
+				r.RefundNo, r.OutRequestNo, n.RefundFee.Yuan(), n.NotifyID),
+			CreatedAt: time.Now().UTC(),
+		})
+		if err != nil {
+			log.ErrorContext(ctx, "record anomaly failed; alipay will retry", "err", err)
+			return outcomeReceived, false
+		}
+		log.ErrorContext(ctx, "refund anomaly: alipay notified a refund that failed locally", "refund_no", r.RefundNo)
+		return outcomeAnomaly, true
+	}
 	if r.Status.Final() {
 		return outcomeRefundFinal, true
 	}

@@ -93,7 +93,9 @@ func (s *Server) idempotent(c echo.Context, key string, body []byte, handle func
 	stopRenewing()
 	if herr != nil {
 		status, p := problemFor(c, herr)
-		if code := payment.ErrorCode(herr); status >= 500 || code == payment.EINFLIGHT || code == payment.EFINISHING {
+		// payment_not_paid may change (a refund asked for while the payment's notification
+		// is still on its way), so it is answered afresh on every retry, never stored.
+		if code := payment.ErrorCode(herr); status >= 500 || code == payment.EINFLIGHT || code == payment.EFINISHING || code == payment.ENOTPAID {
 			// Not the client's fault: free the key so that a retry runs again.
 			if err := s.store.ReleaseIdempotencyKey(detached(c), rec); err != nil {
 				s.log.ErrorContext(ctx, "release idempotency key", "tenant_id", tenantID, "err", err)

@@ -176,3 +176,44 @@ func TestRefundNotificationsNeverPayOrClose(t *testing.T) {
 		t.Fatalf("outcomes = %v", outcomes)
 	}
 }
+
+func (f *fakeStore) RecordAnomaly(_ context.Context, an payment.Anomaly) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.anomalies = append(f.anomalies, an)
+	return nil
+}
+
+// A refund notification for a refund that failed here (its reservation released) is
+// evidence that Alipay moved the money after all: it records an anomaly, never passes.
+func TestRefundNotificationForAFailedRefundIsAnAnomaly(t *testing.T) {
+	srv, st, _ := newServer(t)
+	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
+	st.refunds = map[string]payment.Refund{"t1/rf9": {RefundNo: "rf9", TenantID: "t1", PaymentNo: "PPAID", Amount: 300,
+		OutRequestNo: payment.OutRequestNo("t1", "rf9"), Status: payment.RefundFailed}}
+	f := url.Values{"notify_id": {"n-f1"}, "out_trade_no": {"PPAID"}, "total_amount": {"9.90"}, "sign": {"good"},
+		"out_biz_no": {payment.OutRequestNo("t1", "rf9")}, "refund_fee": {"3.00"}}
+	_, b := post(t, srv.URL+"/callbacks/alipay", f.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+	if b != "success" || len(st.anomalies) != 1 || st.anomalies[0].Kind != "refund_succeeded_after_fail" {
+		t.Fatalf("reply %q, anomalies %+v", b, st.anomalies)
+	}
+}
+
+// A refund asked for while the payment is still pending (its notification on the way)
+// is refused, but the refusal is not stored under the key: once the payment is PAID,
+// the retry with the same key refunds.
+func TestRefundOfAPaymentNotYetPaidIsNotStoredForTheKey(t *testing.T) {
+	srv, st, _ := newServer(t)
+	h := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json", "Idempotency-Key": "refund-early-01"}
+	if resp, b := post(t, srv.URL+"/v1/payments/P1/refunds", `{"amount_fen":100}`, h); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("refund of a pending payment: HTTP %d %s", resp.StatusCode, b)
+	}
+	st.mu.Lock()
+	p := st.payments["P1"]
+	p.Status = payment.StatusPaid
+	st.payments["P1"] = p
+	st.mu.Unlock()
+	if resp, b := post(t, srv.URL+"/v1/payments/P1/refunds", `{"amount_fen":100}`, h); resp.StatusCode/100 != 2 {
+		t.Fatalf("retry once paid: HTTP %d %s", resp.StatusCode, b)
+	}
+}

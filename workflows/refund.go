@@ -102,9 +102,12 @@ type RefundState struct {
 	FundChange bool `json:"fund_change"`
 	// ConfirmedBy says which answer confirmed the refund: "refund" or "query".
 	ConfirmedBy string `json:"confirmed_by,omitempty"`
-	// Rounds counts the rounds of refund attempts; Queries the refund queries.
-	Rounds  int `json:"rounds"`
-	Queries int `json:"queries"`
+	// Rounds counts the rounds of refund attempts; Queries the refund queries;
+	// NotFoundRounds the rounds whose unknown outcome a later query answered with "no such
+	// refund" (only those count towards giving up).
+	Rounds         int `json:"rounds"`
+	Queries        int `json:"queries"`
+	NotFoundRounds int `json:"not_found_rounds"`
 	// ShortfallSince is when Alipay first refused the refund for want of balance.
 	ShortfallSince time.Time `json:"shortfall_since,omitzero"`
 	FailReason     string    `json:"fail_reason,omitempty"`
@@ -172,17 +175,23 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 		var appErr *temporal.ApplicationError
 		refused := errors.As(err, &appErr) && appErr.NonRetryable()
 		if !refused {
-			// The outcome is unknown: money may have moved. Ask before going on.
+			// The outcome is unknown: money may have moved, and Alipay may still be
+			// processing the request. Wait before asking (Alipay answers a refund query
+			// reliably only some seconds after the refund request), and give up only after
+			// several such rounds whose query found no refund.
 			r.st.LastError = err.Error()
+			_ = workflow.Sleep(ctx, r.timing.RoundInterval)
 			found, known := r.query(ctx, ref)
 			switch {
 			case found:
 				return
-			case known && r.st.Rounds >= r.timing.MaxRounds:
-				r.fail(ctx, fmt.Sprintf("no answer from alipay after %d rounds and alipay has no such refund: %s", r.st.Rounds, r.st.LastError))
-				return
+			case known:
+				r.st.NotFoundRounds++
+				if r.st.NotFoundRounds >= r.timing.MaxRounds {
+					r.fail(ctx, fmt.Sprintf("no answer from alipay after %d rounds and alipay has no such refund: %s", r.st.NotFoundRounds, r.st.LastError))
+					return
+				}
 			}
-			_ = workflow.Sleep(ctx, r.timing.RoundInterval)
 			continue
 		}
 		if appErr.Type() == activities.ErrTypeBalanceShortfall {
@@ -200,7 +209,11 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 			}
 		}
 		// A refusal. An earlier attempt whose answer was lost may have moved the money
-		// all the same, so Alipay's refund query has the last word.
+		// all the same, so Alipay's refund query has the last word, asked once Alipay has
+		// had time to settle that attempt.
+		if r.st.Rounds > 1 || r.st.Queries > 0 {
+			_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+		}
 		found, known := r.query(ctx, ref)
 		switch {
 		case found:
@@ -229,10 +242,12 @@ func (r *refundRun) query(ctx workflow.Context, ref payment.Refund) (found, know
 		return false, true
 	}
 	if st.RefundAmount != 0 && st.RefundAmount != ref.Amount {
-		// Alipay keys refunds by out_request_no, so this cannot be another refund; keep
+		// Alipay keys refunds by out_request_no, so this cannot be another refund; record
 		// what it says for the operator.
 		r.logger.Error("alipay reports another amount for the refund", "refund_no", ref.RefundNo,
 			"alipay_fen", int64(st.RefundAmount), "amount_fen", int64(ref.Amount))
+		r.recordAnomaly(ctx, "refund_amount_mismatch", st.TradeNo, fmt.Sprintf("refund %s (out_request_no %s): alipay refunded %d fen, paykit asked %d fen",
+			ref.RefundNo, ref.OutRequestNo, st.RefundAmount, ref.Amount))
 	}
 	r.st.ConfirmedBy = "query"
 	r.succeed(ctx, st.TradeNo, st.RefundedAt)
@@ -244,7 +259,22 @@ func (r *refundRun) succeed(ctx workflow.Context, tradeNo string, at time.Time) 
 	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkRefundSucceeded, activities.MarkRefundSucceededInput{
 		TenantID: r.st.TenantID, RefundNo: r.st.RefundNo, TradeNo: tradeNo, RefundedAt: at,
 	}).Get(ctx, &tr)
+	if err == nil && !tr.Changed && tr.Refund.Status == payment.RefundFailed {
+		// Alipay moved the money for a refund the database holds as failed (and whose
+		// reservation it released): never let that pass silently.
+		r.recordAnomaly(ctx, "refund_succeeded_after_fail", tradeNo, fmt.Sprintf(
+			"alipay confirms refund %s (out_request_no %s, %d fen) that is FAILED locally", r.st.RefundNo, r.st.OutRequestNo, r.st.Amount))
+	}
 	r.applyTransition(ctx, tr, err)
+}
+
+func (r *refundRun) recordAnomaly(ctx workflow.Context, kind, tradeNo, detail string) {
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.RecordAnomaly, activities.AnomalyInput{
+		Kind: kind, TenantID: r.st.TenantID, PaymentNo: r.st.PaymentNo, TradeNo: tradeNo, Amount: r.st.Amount, Detail: detail,
+	}).Get(ctx, nil)
+	if err != nil {
+		r.logger.Error("record anomaly failed", "refund_no", r.st.RefundNo, "kind", kind, "err", err)
+	}
 }
 
 func (r *refundRun) fail(ctx workflow.Context, reason string) {

@@ -24,6 +24,9 @@ type refundFake struct {
 	fundChange    bool
 	found         bool
 	foundAt       int // if set, the query finds the refund from its foundAt-th call on
+	// settle, if set, makes the query find the refund only that long after the last
+	// refund request, as Alipay does while it is still processing one.
+	settle time.Duration
 	queryErr      error
 	refundCalls   int
 	queries       int
@@ -66,6 +69,9 @@ func newRefundEnv(t *testing.T, f *refundFake) *testsuite.TestWorkflowEnvironmen
 				return payment.RefundStatusAtChannel{}, f.queryErr
 			}
 			found := f.found || (f.foundAt > 0 && f.queries >= f.foundAt)
+			if f.settle > 0 {
+				found = len(f.callTimes) > 0 && env.Now().Sub(f.callTimes[len(f.callTimes)-1]) >= f.settle
+			}
 			return payment.RefundStatusAtChannel{Found: found, TradeNo: "T1", OutRequestNo: in.OutRequestNo, RefundAmount: f.r.Amount}, nil
 		}).Maybe()
 	env.OnActivity(a.MarkRefundSucceeded, mock.Anything, mock.Anything).Return(
@@ -221,6 +227,39 @@ func TestRefundWorkflow_QueryUnavailableNeverFails(t *testing.T) {
 	}
 	// Past MaxRounds, but no query ever answered: the refund is never failed blind.
 	if f.r.Status != payment.RefundSucceeded || f.failed != 0 || f.refundCalls != 13 {
+		t.Fatalf("status = %s, failed = %d, calls = %d", f.r.Status, f.failed, f.refundCalls)
+	}
+}
+
+// Alipay answers a refund query reliably only some seconds after the refund request: a
+// query sent at once after a timed-out attempt may find nothing while the money is still
+// moving. The run waits before it asks, so that answer can never fail the refund.
+func TestRefundWorkflow_QueriesOnlyAfterAlipayHadTimeToSettle(t *testing.T) {
+	f := refundFake{refundAnswers: []error{errSystem}, settle: 10 * time.Second}
+	env := newRefundEnv(t, &f)
+	env.ExecuteWorkflow(workflows.RefundWorkflow, workflows.RefundInput{TenantID: "t1", RefundNo: "rf1",
+		Timing: workflows.RefundTiming{AttemptsPerRound: 1, RoundInterval: time.Minute, MaxRounds: 1}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f.r.Status != payment.RefundSucceeded || f.failed != 0 || f.released != 0 {
+		t.Fatalf("status = %s, failed = %d, released = %d; want the refund confirmed, never failed", f.r.Status, f.failed, f.released)
+	}
+}
+
+// Only rounds whose query found no refund count towards giving up: hours of balance
+// shortfall first do not leave a single unknown round to fail the refund.
+func TestRefundWorkflow_ShortfallRoundsDoNotCountTowardsGivingUp(t *testing.T) {
+	short := refusal(activities.SubCodeSellerBalanceNotEnough, activities.ErrTypeBalanceShortfall)
+	f := refundFake{refundAnswers: []error{short, short, short, short, short, errSystem, nil}, fundChange: true}
+	env := newRefundEnv(t, &f)
+	env.ExecuteWorkflow(workflows.RefundWorkflow, workflows.RefundInput{TenantID: "t1", RefundNo: "rf1",
+		Timing: workflows.RefundTiming{AttemptsPerRound: 1, RoundInterval: time.Minute, MaxRounds: 2,
+			BalanceRetryInterval: 30 * time.Minute, BalanceRetryFor: 72 * time.Hour}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if f.r.Status != payment.RefundSucceeded || f.failed != 0 || f.refundCalls != 7 {
 		t.Fatalf("status = %s, failed = %d, calls = %d", f.r.Status, f.failed, f.refundCalls)
 	}
 }
