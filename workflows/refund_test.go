@@ -26,15 +26,15 @@ type refundFake struct {
 	foundAt       int // if set, the query finds the refund from its foundAt-th call on
 	// settle, if set, makes the query find the refund only that long after the last
 	// refund request, as Alipay does while it is still processing one.
-	settle time.Duration
-	queryErr      error
-	refundCalls   int
-	queries       int
-	succeeded     int
-	failed        int
-	released      int
-	webhooks      []string
-	callTimes     []time.Time
+	settle      time.Duration
+	queryErr    error
+	refundCalls int
+	queries     int
+	succeeded   int
+	failed      int
+	released    int
+	webhooks    []string
+	callTimes   []time.Time
 }
 
 func newRefundEnv(t *testing.T, f *refundFake) *testsuite.TestWorkflowEnvironment {
