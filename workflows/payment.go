@@ -435,7 +435,11 @@ func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload)
 		}
 	}
 	if n.PaymentNo != "" && n.PaymentNo != r.st.PaymentNo {
-		r.logger.Error("notification for another payment ignored", "notify_id", n.NotifyID, "payment_no", n.PaymentNo)
+		if r.legacy || n.State != payment.TradePaid {
+			r.logger.Error("notification for another payment ignored", "notify_id", n.NotifyID, "payment_no", n.PaymentNo)
+			return
+		}
+		r.paidForAnotherPayment(ctx, n)
 		return
 	}
 	if n.State != payment.TradePaid || n.Amount != r.st.Amount {
@@ -601,10 +605,34 @@ func (r *paymentRun) successPath(ctx workflow.Context, tradeNo string, paidAt ti
 	r.upsertSearchAttributes(ctx)
 }
 
+// paidForAnotherPayment handles Alipay's word that an earlier payment of this order was
+// paid, reaching this run because the API saw that payment pending just before it ended
+// and this run began (an order has one pending payment at a time, so it is no longer
+// pending). Its own transaction settles it: MarkPaid changes nothing on a PAID payment,
+// and one that is closed or failed records paid_after_close, as on the payment's own run.
+func (r *paymentRun) paidForAnotherPayment(ctx workflow.Context, n NotificationPayload) {
+	var t payment.Transition
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkPaid, activities.MarkPaidInput{
+		PaymentNo: n.PaymentNo, TenantID: r.st.TenantID, OrderID: r.st.OrderID, TradeNo: n.TradeNo, PaidAt: n.PaidAt,
+	}).Get(ctx, &t)
+	if err != nil {
+		r.logger.Error("mark paid of an earlier payment failed; the auditor reports it", "payment_no", n.PaymentNo, "err", err)
+		return
+	}
+	if t.Payment.Status != payment.StatusPaid {
+		r.recordAnomalyFor(ctx, n.PaymentNo, n.Amount, "paid_after_close", n.TradeNo,
+			fmt.Sprintf("alipay notified %s (notify_id %s) for payment %s, which is %s", n.TradeStatus, n.NotifyID, n.PaymentNo, t.Payment.Status))
+	}
+}
+
 func (r *paymentRun) recordAnomaly(ctx workflow.Context, kind, tradeNo, detail string) {
+	r.recordAnomalyFor(ctx, r.st.PaymentNo, r.st.Amount, kind, tradeNo, detail)
+}
+
+func (r *paymentRun) recordAnomalyFor(ctx workflow.Context, paymentNo string, amount payment.Amount, kind, tradeNo, detail string) {
 	r.st.Anomaly = kind + ": " + detail
 	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.RecordAnomaly, activities.AnomalyInput{
-		Kind: kind, TenantID: r.st.TenantID, PaymentNo: r.st.PaymentNo, TradeNo: tradeNo, Amount: r.st.Amount, Detail: detail,
+		Kind: kind, TenantID: r.st.TenantID, PaymentNo: paymentNo, TradeNo: tradeNo, Amount: amount, Detail: detail,
 	}).Get(ctx, nil)
 	if err != nil {
 		r.logger.Error("record anomaly failed", "payment_no", r.st.PaymentNo, "err", err)

@@ -33,6 +33,11 @@ type fakeStore struct {
 	webhookErr error
 	// openErr is what OpenTrade answers (nil: the trade opens).
 	openErr error
+	// others are earlier payments of the order, by payment_no; otherMarks counts MarkPaid
+	// calls on them.
+	others     map[string]payment.Payment
+	otherMarks int
+	anomalyNos []string
 	// anomalies lists the kinds recorded for an operator.
 	anomalies []string
 }
@@ -65,6 +70,10 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 		}).Maybe()
 	env.OnActivity(a.MarkPaid, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarkPaidInput) (payment.Transition, error) {
+			if other, ok := fs.others[in.PaymentNo]; ok {
+				fs.otherMarks++
+				return payment.Transition{Payment: other}, nil
+			}
 			if fs.p.Status != payment.StatusPending {
 				return payment.Transition{Payment: fs.p}, nil
 			}
@@ -100,6 +109,7 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 	env.OnActivity(a.RecordAnomaly, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AnomalyInput) error {
 			fs.anomalies = append(fs.anomalies, in.Kind)
+			fs.anomalyNos = append(fs.anomalyNos, in.PaymentNo)
 			return nil
 		}).Maybe()
 	return env, fs
@@ -753,5 +763,28 @@ func TestPaymentWorkflow_ResumedRunDoesNotCreateAgain(t *testing.T) {
 	st := result(t, env)
 	if created != 0 || st.Status != payment.StatusPaid || st.TradeNo != "2026Tnew" || fs.markPaid != 1 {
 		t.Fatalf("created=%d state %+v markPaid=%d", created, st, fs.markPaid)
+	}
+}
+
+// A paid notification for an earlier payment of the order reaches this run (the API saw
+// that payment pending just before it closed and this run began). It is settled on that
+// payment: closed, it records paid_after_close for it; this run's payment is untouched.
+func TestPaymentWorkflow_PaidNotificationForAnEarlierPaymentIsNotDropped(t *testing.T) {
+	env, fs := newEnv(t)
+	fs.others = map[string]payment.Payment{"PEARLIER": {PaymentNo: "PEARLIER", TenantID: "t1", OrderID: "o1", Amount: 990,
+		Status: payment.StatusClosed}}
+	env.RegisterDelayedCallback(func() {
+		n := paidNotification(fs, "old-payment")
+		n.PaymentNo = "PEARLIER"
+		env.SignalWorkflow(workflows.NotificationSignal, n)
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1")) }, time.Minute/2)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if fs.otherMarks != 1 || len(fs.anomalies) != 1 || fs.anomalies[0] != "paid_after_close" || fs.anomalyNos[0] != "PEARLIER" {
+		t.Fatalf("otherMarks=%d anomalies=%v on %v", fs.otherMarks, fs.anomalies, fs.anomalyNos)
+	}
+	if st.Status != payment.StatusPaid || fs.markPaid != 1 {
+		t.Fatalf("this run's payment: %s, markPaid=%d", st.Status, fs.markPaid)
 	}
 }
