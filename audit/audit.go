@@ -354,11 +354,17 @@ func (a *Auditor) remoteCheck(ctx context.Context, pay payment.Payment, query, c
 	return r
 }
 
-// query asks Alipay, retrying a retryable failure a few times so that one dropped call
-// does not make a payment unverifiable.
+// query asks Alipay for a trade, retrying a retryable failure a few times so that one
+// dropped call does not make a payment unverifiable.
 func (a *Auditor) query(ctx context.Context, paymentNo string) (payment.Trade, error) {
+	return withRetries(ctx, func() (payment.Trade, error) { return a.Gateway.Query(ctx, paymentNo) })
+}
+
+// withRetries calls ask up to queryAttempts times while it fails with a retryable error,
+// waiting a little longer before each new attempt.
+func withRetries[T any](ctx context.Context, ask func() (T, error)) (T, error) {
 	var (
-		tr  payment.Trade
+		v   T
 		err error
 	)
 	for attempt := range queryAttempts {
@@ -367,16 +373,16 @@ func (a *Auditor) query(ctx context.Context, paymentNo string) (payment.Trade, e
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return tr, fmt.Errorf("%w (after %d attempts: %w)", ctx.Err(), attempt, err)
+				return v, fmt.Errorf("%w (after %d attempts: %w)", ctx.Err(), attempt, err)
 			case <-t.C:
 			}
 		}
-		tr, err = a.Gateway.Query(ctx, paymentNo)
+		v, err = ask()
 		if err == nil || !payment.IsRetryable(err) {
-			return tr, err
+			return v, err
 		}
 	}
-	return tr, fmt.Errorf("%d attempts: %w", queryAttempts, err)
+	return v, fmt.Errorf("%d attempts: %w", queryAttempts, err)
 }
 
 // findings applies every check to one payment.

@@ -61,26 +61,9 @@ func (a *Auditor) checkRefunds(ctx context.Context, pay payment.Payment, grace t
 		if rf.Status == payment.RefundPending && now.Sub(rf.CreatedAt) <= grace {
 			continue // its workflow is still at work
 		}
-		var (
-			res payment.RefundStatusAtChannel
-			err error
-		)
-		for attempt := range queryAttempts {
-			if attempt > 0 {
-				t := time.NewTimer(time.Duration(attempt) * queryBackoff)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					r.err = fmt.Errorf("alipay refund query of %s: %w", rf.RefundNo, ctx.Err())
-					return r
-				case <-t.C:
-				}
-			}
-			res, err = gw.QueryRefund(ctx, pay.PaymentNo, rf.OutRequestNo)
-			if err == nil || !payment.IsRetryable(err) {
-				break
-			}
-		}
+		res, err := withRetries(ctx, func() (payment.RefundStatusAtChannel, error) {
+			return gw.QueryRefund(ctx, pay.PaymentNo, rf.OutRequestNo)
+		})
 		if err != nil {
 			r.err = fmt.Errorf("alipay refund query of %s failed: %w", rf.RefundNo, err)
 			return r
