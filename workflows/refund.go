@@ -52,30 +52,14 @@ func DefaultRefundTiming() RefundTiming {
 
 func (t RefundTiming) withDefaults() RefundTiming {
 	d := DefaultRefundTiming()
-	if t.AttemptsPerRound <= 0 {
-		t.AttemptsPerRound = d.AttemptsPerRound
-	}
-	if t.RoundInterval <= 0 {
-		t.RoundInterval = d.RoundInterval
-	}
-	if t.MaxRounds <= 0 {
-		t.MaxRounds = d.MaxRounds
-	}
-	if t.BalanceRetryInterval <= 0 {
-		t.BalanceRetryInterval = d.BalanceRetryInterval
-	}
-	if t.BalanceRetryFor <= 0 {
-		t.BalanceRetryFor = d.BalanceRetryFor
-	}
-	if t.WebhookInitialInterval <= 0 {
-		t.WebhookInitialInterval = d.WebhookInitialInterval
-	}
-	if t.WebhookMaxInterval <= 0 {
-		t.WebhookMaxInterval = d.WebhookMaxInterval
-	}
-	if t.WebhookMaxAttempts <= 0 {
-		t.WebhookMaxAttempts = d.WebhookMaxAttempts
-	}
+	t.AttemptsPerRound = positiveOr(t.AttemptsPerRound, d.AttemptsPerRound)
+	t.RoundInterval = positiveOr(t.RoundInterval, d.RoundInterval)
+	t.MaxRounds = positiveOr(t.MaxRounds, d.MaxRounds)
+	t.BalanceRetryInterval = positiveOr(t.BalanceRetryInterval, d.BalanceRetryInterval)
+	t.BalanceRetryFor = positiveOr(t.BalanceRetryFor, d.BalanceRetryFor)
+	t.WebhookInitialInterval = positiveOr(t.WebhookInitialInterval, d.WebhookInitialInterval)
+	t.WebhookMaxInterval = positiveOr(t.WebhookMaxInterval, d.WebhookMaxInterval)
+	t.WebhookMaxAttempts = positiveOr(t.WebhookMaxAttempts, d.WebhookMaxAttempts)
 	return t
 }
 

@@ -78,23 +78,21 @@ func DefaultTiming() Timing {
 	}
 }
 
+// positiveOr returns v, or def when v is not positive (unset in an older input).
+func positiveOr[T int | int32 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
 func (t Timing) withDefaults() Timing {
 	d := DefaultTiming()
-	if t.PaymentTTL <= 0 {
-		t.PaymentTTL = d.PaymentTTL
-	}
-	if t.ReconcileInterval <= 0 {
-		t.ReconcileInterval = d.ReconcileInterval
-	}
-	if t.WebhookInitialInterval <= 0 {
-		t.WebhookInitialInterval = d.WebhookInitialInterval
-	}
-	if t.WebhookMaxInterval <= 0 {
-		t.WebhookMaxInterval = d.WebhookMaxInterval
-	}
-	if t.WebhookMaxAttempts <= 0 {
-		t.WebhookMaxAttempts = d.WebhookMaxAttempts
-	}
+	t.PaymentTTL = positiveOr(t.PaymentTTL, d.PaymentTTL)
+	t.ReconcileInterval = positiveOr(t.ReconcileInterval, d.ReconcileInterval)
+	t.WebhookInitialInterval = positiveOr(t.WebhookInitialInterval, d.WebhookInitialInterval)
+	t.WebhookMaxInterval = positiveOr(t.WebhookMaxInterval, d.WebhookMaxInterval)
+	t.WebhookMaxAttempts = positiveOr(t.WebhookMaxAttempts, d.WebhookMaxAttempts)
 	return t
 }
 
