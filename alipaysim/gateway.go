@@ -85,11 +85,15 @@ func (s *Simulator) serveGateway(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	if err := r.ParseForm(); err != nil {
+	form, dups, err := gatewayParams(r)
+	if err != nil {
 		http.Error(w, "malformed form", http.StatusBadRequest)
 		return
 	}
-	form := r.Form
+	if len(dups) > 0 {
+		s.refuseDuplicates(w, form, dups)
+		return
+	}
 	method := form.Get("method")
 	switch method {
 	case "alipay.trade.page.pay", "alipay.trade.wap.pay":
