@@ -41,6 +41,10 @@ type App struct {
 	// PublicKeyPEM is the app's public key (PKIX or PKCS#1, PEM or bare base64), used to
 	// verify request signatures.
 	PublicKeyPEM string
+	// CertPEM, if set, puts the app in certificate mode: its requests must carry this
+	// certificate's SN as app_cert_sn and the root SN as alipay_root_cert_sn, and the
+	// answers carry alipay_cert_sn. PublicKeyPEM may then be left empty.
+	CertPEM string
 }
 
 // Config configures a Simulator. Only AppPublicKeyPEM (or Apps) and AlipayPrivateKeyPEM
@@ -55,6 +59,12 @@ type Config struct {
 	Apps []App
 	// AlipayPrivateKeyPEM signs responses, notifications and return URLs.
 	AlipayPrivateKeyPEM string
+	// Certificate mode (公钥证书模式): AppCertPEM is the main app's certificate (see
+	// App.CertPEM), AlipayCertPEM the Alipay certificate for AlipayPrivateKeyPEM, and
+	// AlipayRootCertPEM the root bundle that issued both. See GenerateCerts.
+	AppCertPEM        string
+	AlipayCertPEM     string
+	AlipayRootCertPEM string
 
 	// TimeScale speeds up the notification redelivery schedule: 60 makes a minute of
 	// schedule pass in a second. It does not touch time_expire, which is an absolute
@@ -85,6 +95,7 @@ type app struct {
 	id       string
 	sellerID string
 	pub      *rsa.PublicKey
+	certSN   string // certificate mode when set
 }
 
 func (c Config) withDefaults() Config {
@@ -115,10 +126,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func (c Config) apps() (map[string]*app, error) {
+func (c Config) apps(certs certMode) (map[string]*app, error) {
 	all := c.Apps
-	if c.AppPublicKeyPEM != "" {
-		all = append([]App{{AppID: c.AppID, SellerID: c.SellerID, PublicKeyPEM: c.AppPublicKeyPEM}}, all...)
+	if c.AppPublicKeyPEM != "" || c.AppCertPEM != "" {
+		all = append([]App{{AppID: c.AppID, SellerID: c.SellerID, PublicKeyPEM: c.AppPublicKeyPEM, CertPEM: c.AppCertPEM}}, all...)
 	}
 	if len(all) == 0 {
 		return nil, errors.New("no app public key configured")
@@ -131,7 +142,14 @@ func (c Config) apps() (map[string]*app, error) {
 		if _, dup := apps[a.AppID]; dup {
 			return nil, fmt.Errorf("app %s configured twice", a.AppID)
 		}
-		pub, err := parsePublicKey(a.PublicKeyPEM)
+		var pub *rsa.PublicKey
+		var certSN string
+		var err error
+		if a.CertPEM != "" {
+			pub, certSN, err = certs.appCertKey(a.CertPEM, a.PublicKeyPEM)
+		} else {
+			pub, err = parsePublicKey(a.PublicKeyPEM)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("app %s public key: %w", a.AppID, err)
 		}
@@ -139,7 +157,7 @@ func (c Config) apps() (map[string]*app, error) {
 		if seller == "" {
 			seller = DefaultSellerID
 		}
-		apps[a.AppID] = &app{id: a.AppID, sellerID: seller, pub: pub}
+		apps[a.AppID] = &app{id: a.AppID, sellerID: seller, pub: pub, certSN: certSN}
 	}
 	return apps, nil
 }

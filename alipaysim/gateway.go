@@ -135,7 +135,7 @@ func (s *Simulator) serveGateway(w http.ResponseWriter, r *http.Request) {
 		s.applyFault(w, r, fault, name)
 		return
 	}
-	s.writeSigned(w, name, resp)
+	s.writeSignedSN(w, name, resp, s.answerCertSN(a))
 }
 
 // authenticate checks the common parameters and the request signature.
@@ -147,6 +147,9 @@ func (s *Simulator) authenticate(form url.Values) (*app, fields) {
 	a := s.apps[appID]
 	if a == nil {
 		return nil, invalidArgs("isv.invalid-app-id", "无效的AppID参数")
+	}
+	if fail := s.checkCertSNs(a, form); fail != nil {
+		return nil, fail
 	}
 	if form.Get("sign") == "" {
 		return nil, missingArgs("isv.missing-signature", "缺少签名参数")
@@ -174,7 +177,12 @@ func (s *Simulator) authenticate(form url.Values) (*app, fields) {
 }
 
 func (s *Simulator) writeSigned(w http.ResponseWriter, name string, obj fields) {
-	body, err := signedBody(s.alipayKey, name, obj)
+	s.writeSignedSN(w, name, obj, "")
+}
+
+// writeSignedSN writes a signed answer carrying alipay_cert_sn when certSN is set.
+func (s *Simulator) writeSignedSN(w http.ResponseWriter, name string, obj fields, certSN string) {
+	body, err := signedBody(s.alipayKey, name, obj, certSN)
 	if err != nil {
 		s.log.Error("sign response", "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)

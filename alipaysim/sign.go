@@ -149,8 +149,10 @@ func jsonString(s string) []byte {
 }
 
 // signedBody builds {"<name>":<object>,"sign":"<sig>"} where sig covers exactly the
-// object's bytes.
-func signedBody(key *rsa.PrivateKey, name string, obj fields) ([]byte, error) {
+// object's bytes. In certificate mode (certSN not empty) alipay_cert_sn comes between
+// the object and sign, where Alipay puts it and where clients that cut the signed bytes
+// out of the raw answer look for it.
+func signedBody(key *rsa.PrivateKey, name string, obj fields, certSN string) ([]byte, error) {
 	raw := obj.marshal()
 	sig, err := signRSA2(key, raw)
 	if err != nil {
@@ -161,6 +163,10 @@ func signedBody(key *rsa.PrivateKey, name string, obj fields) ([]byte, error) {
 	b.Write(jsonString(name))
 	b.WriteByte(':')
 	b.Write(raw)
+	if certSN != "" {
+		b.WriteString(`,"alipay_cert_sn":`)
+		b.Write(jsonString(certSN))
+	}
 	b.WriteString(`,"sign":`)
 	b.Write(jsonString(sig))
 	b.WriteByte('}')

@@ -29,6 +29,7 @@ type Simulator struct {
 	log       *slog.Logger
 	apps      map[string]*app
 	alipayKey *rsa.PrivateKey
+	certs     certMode
 	loc       *time.Location
 	mux       *http.ServeMux
 	pages     *template.Template
@@ -67,13 +68,17 @@ var (
 // notification deliveries.
 func New(cfg Config) (*Simulator, error) {
 	cfg = cfg.withDefaults()
-	apps, err := cfg.apps()
-	if err != nil {
-		return nil, fmt.Errorf("alipaysim: %w", err)
-	}
 	key, err := parsePrivateKey(cfg.AlipayPrivateKeyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("alipaysim: alipay private key: %w", err)
+	}
+	certs, err := loadCertMode(cfg, key)
+	if err != nil {
+		return nil, fmt.Errorf("alipaysim: %w", err)
+	}
+	apps, err := cfg.apps(certs)
+	if err != nil {
+		return nil, fmt.Errorf("alipaysim: %w", err)
 	}
 	pages, err := parsePages()
 	if err != nil {
@@ -86,6 +91,7 @@ func New(cfg Config) (*Simulator, error) {
 		log:        cfg.Logger.With("component", "alipaysim"),
 		apps:       apps,
 		alipayKey:  key,
+		certs:      certs,
 		loc:        time.FixedZone("CST", 8*3600),
 		pages:      pages,
 		done:       make(chan struct{}),

@@ -1,7 +1,7 @@
 // Command alipaysim runs the Alipay simulator as its own process, or generates a
 // development key set.
 //
-//	alipaysim keygen -out DIR [-bits 2048]
+//	alipaysim keygen -out DIR [-bits 2048] [-cert]
 //	alipaysim [serve] [-addr 127.0.0.1:8090]
 //
 // serve reads its configuration from the environment:
@@ -14,6 +14,9 @@
 //	ALIPAYSIM_ALIPAY_PRIVATE_KEY_FILE     Alipay private key file (overrides KEY_DIR)
 //	ALIPAYSIM_APP_PUBLIC_KEY              app public key PEM contents (overrides the file)
 //	ALIPAYSIM_ALIPAY_PRIVATE_KEY          Alipay private key PEM contents (overrides the file)
+//	ALIPAYSIM_APP_CERT[_FILE]             certificate mode: the app certificate (KEY_DIR: app_cert.pem)
+//	ALIPAYSIM_ALIPAY_CERT[_FILE]          certificate mode: the Alipay certificate (KEY_DIR: alipay_cert.pem)
+//	ALIPAYSIM_ALIPAY_ROOT_CERT[_FILE]     certificate mode: the root bundle (KEY_DIR: alipay_root_cert.pem)
 //	ALIPAYSIM_TIME_SCALE                  notification schedule speed-up, e.g. 60 (default 1)
 //	ALIPAYSIM_PUBLIC_URL                  base URL used in qr_code links (default: request Host)
 //	ALIPAYSIM_NOTIFY_TIMEOUT              one delivery attempt's timeout (default 10s)
@@ -67,6 +70,7 @@ func keygen(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
 	out := fs.String("out", "", "directory to write the PEM files into (required)")
 	bits := fs.Int("bits", 2048, "RSA key size")
+	cert := fs.Bool("cert", false, "also issue a development root CA, an Alipay certificate and an app certificate (certificate mode)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -83,6 +87,17 @@ func keygen(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "wrote %s, %s, %s, %s in %s (development keys only)\n",
 		alipaysim.AppPrivateKeyFile, alipaysim.AppPublicKeyFile,
 		alipaysim.AlipayPrivateKeyFile, alipaysim.AlipayPublicKeyFile, *out)
+	if *cert {
+		cs, err := alipaysim.GenerateCerts(ks)
+		if err != nil {
+			return fmt.Errorf("keygen: %w", err)
+		}
+		if err := cs.WriteDir(*out); err != nil {
+			return fmt.Errorf("keygen: %w", err)
+		}
+		fmt.Fprintf(stdout, "wrote %s, %s, %s in %s (development certificates only): the simulator runs in certificate mode\n",
+			alipaysim.AppCertFile, alipaysim.AlipayCertFile, alipaysim.AlipayRootCertFile, *out)
+	}
 	fmt.Fprintf(stdout, "run the simulator with ALIPAYSIM_KEY_DIR=%s\n", *out)
 	return nil
 }
@@ -115,12 +130,16 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	}
 
 	var keys alipaysim.KeySet
+	var certs alipaysim.CertSet
 	if dir := getenv("ALIPAYSIM_KEY_DIR"); dir != "" {
 		ks, err := alipaysim.LoadKeyDir(dir)
 		if err != nil {
 			return c, fmt.Errorf("ALIPAYSIM_KEY_DIR: %w", err)
 		}
 		keys = ks
+		if certs, err = alipaysim.LoadCertDir(dir); err != nil {
+			return c, fmt.Errorf("ALIPAYSIM_KEY_DIR: %w", err)
+		}
 	}
 	appPub, err := keyFromEnv(getenv, "ALIPAYSIM_APP_PUBLIC_KEY", keys.AppPublicKeyPEM)
 	if err != nil {
@@ -130,7 +149,10 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	if err != nil {
 		return c, err
 	}
-	if appPub == "" || aliPriv == "" {
+	if err := certsFromEnv(getenv, &certs); err != nil {
+		return c, err
+	}
+	if (appPub == "" && certs.AppCertPEM == "") || aliPriv == "" {
 		return c, errors.New("no keys: set ALIPAYSIM_KEY_DIR (see `alipaysim keygen -out DIR`), " +
 			"or ALIPAYSIM_APP_PUBLIC_KEY[_FILE] and ALIPAYSIM_ALIPAY_PRIVATE_KEY[_FILE]")
 	}
@@ -139,6 +161,9 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		SellerID:                 getenv("ALIPAYSIM_SELLER_ID"),
 		AppPublicKeyPEM:          appPub,
 		AlipayPrivateKeyPEM:      aliPriv,
+		AppCertPEM:               certs.AppCertPEM,
+		AlipayCertPEM:            certs.AlipayCertPEM,
+		AlipayRootCertPEM:        certs.AlipayRootCertPEM,
 		PublicURL:                getenv("ALIPAYSIM_PUBLIC_URL"),
 		PaymentNotificationsOnly: getenv("ALIPAYSIM_PAYMENT_NOTIFICATIONS_ONLY") == "true",
 	}
@@ -158,6 +183,32 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		c.Sim.NotifyTimeout = d
 	}
 	return c, nil
+}
+
+// certsFromEnv lets ALIPAYSIM_APP_CERT, ALIPAYSIM_ALIPAY_CERT and
+// ALIPAYSIM_ALIPAY_ROOT_CERT (or their _FILE forms) override the key dir's certificates.
+// Certificate mode needs all three or none.
+func certsFromEnv(getenv func(string) string, cs *alipaysim.CertSet) error {
+	for _, t := range []struct {
+		name string
+		dst  *string
+	}{{"ALIPAYSIM_APP_CERT", &cs.AppCertPEM}, {"ALIPAYSIM_ALIPAY_CERT", &cs.AlipayCertPEM}, {"ALIPAYSIM_ALIPAY_ROOT_CERT", &cs.AlipayRootCertPEM}} {
+		v, err := keyFromEnv(getenv, t.name, *t.dst)
+		if err != nil {
+			return err
+		}
+		*t.dst = v
+	}
+	set := 0
+	for _, v := range []string{cs.AppCertPEM, cs.AlipayCertPEM, cs.AlipayRootCertPEM} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		return errors.New("certificate mode needs ALIPAYSIM_APP_CERT, ALIPAYSIM_ALIPAY_CERT and ALIPAYSIM_ALIPAY_ROOT_CERT (or _FILE, or all three files in ALIPAYSIM_KEY_DIR)")
+	}
+	return nil
 }
 
 // keyFromEnv returns NAME's contents, else the file named by NAME_FILE, else fallback.

@@ -72,3 +72,35 @@ func TestKeygenThenLoadConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestKeygenCertThenServeConfig(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	var out bytes.Buffer
+	if err := run([]string{"keygen", "-out", dir, "-bits", "1024", "-cert"}, func(string) string { return "" }, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig(nil, func(k string) string { return map[string]string{"ALIPAYSIM_KEY_DIR": dir}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sim.AppCertPEM == "" || c.Sim.AlipayCertPEM == "" || c.Sim.AlipayRootCertPEM == "" {
+		t.Fatalf("key dir certificates not loaded: %+v", c.Sim)
+	}
+	sim, err := alipaysim.New(c.Sim)
+	if err != nil {
+		t.Fatalf("the keygen -cert set does not start a simulator: %v", err)
+	}
+	sim.Close()
+	_, err = loadConfig(nil, func(k string) string {
+		return map[string]string{"ALIPAYSIM_KEY_DIR": dir, "ALIPAYSIM_APP_CERT_FILE": "/nonexistent"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), "ALIPAYSIM_APP_CERT_FILE") {
+		t.Fatalf("error = %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, alipaysim.AlipayRootCertFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(nil, func(k string) string { return map[string]string{"ALIPAYSIM_KEY_DIR": dir}[k] }); err == nil {
+		t.Fatal("a key dir with only some certificates must be refused")
+	}
+}

@@ -36,7 +36,7 @@ import (
 const appID = "2021000000000001" // the simulator's default app
 
 func main() {
-	mode := flag.String("mode", "pubkey", "pubkey, cert or both")
+	mode := flag.String("mode", "both", "pubkey, cert or both")
 	root := flag.String("root", "../..", "the paykit repository root")
 	flag.Parse()
 	log.SetFlags(0)
