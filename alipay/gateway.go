@@ -40,7 +40,14 @@ type Config struct {
 	// AppPrivateKeyPEM signs requests: PKCS#1 or PKCS#8, PEM or bare base64.
 	AppPrivateKeyPEM string
 	// AlipayPublicKeyPEM verifies responses and notifications: PKIX, PEM or bare base64.
+	// Leave it empty in certificate mode.
 	AlipayPublicKeyPEM string
+	// Certificate mode (公钥证书模式), when all three are set: the app certificate
+	// (app_cert_sn), the Alipay certificate that verifies answers and notifications, and
+	// Alipay's root bundle (alipay_root_cert_sn). PEM.
+	AppCertPEM        string
+	AlipayCertPEM     string
+	AlipayRootCertPEM string
 	// GatewayURL is the full gateway.do URL: ProductionGatewayURL (the default),
 	// SandboxGatewayURL, or a simulator's URL.
 	GatewayURL string
@@ -104,8 +111,8 @@ func New(cfg Config) (*Gateway, error) {
 	// China time for every timestamp, without depending on the tzdata database.
 	loc := time.FixedZone("CST", 8*3600)
 	// production=false keeps the client from ever downloading certificates named by an
-	// alipay_cert_sn field, which a forged notification could supply; the host is set
-	// explicitly, so the flag changes nothing else for public-key mode.
+	// alipay_cert_sn field, which a forged answer or notification could supply (see
+	// loadVerifier); the host is set explicitly, so the flag changes nothing else.
 	client, err := alipay.New(cfg.AppID, strings.TrimSpace(cfg.AppPrivateKeyPEM), false,
 		alipay.WithSandboxGateway(cfg.GatewayURL),
 		alipay.WithHTTPClient(hc),
@@ -114,8 +121,8 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alipay: app private key: %w", err)
 	}
-	if err := client.LoadAliPayPublicKey(strings.TrimSpace(cfg.AlipayPublicKeyPEM)); err != nil {
-		return nil, fmt.Errorf("alipay: alipay public key: %w", err)
+	if err := loadVerifier(client, cfg); err != nil {
+		return nil, err
 	}
 	logger := cfg.Logger
 	if logger == nil {
