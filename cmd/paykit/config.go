@@ -37,6 +37,9 @@ type Config struct {
 	AlipayPublicKey         string // PEM, or read from AlipayPublicKeyFile
 	AlipayAppPrivateKeyFile string
 	AlipayPublicKeyFile     string
+	// AlipayCerts, when all three are set, put the adapter in certificate mode
+	// (公钥证书模式); the Alipay public key is then not read.
+	AlipayCerts AlipayCerts
 
 	Timing         workflows.Timing
 	EventRetry     payment.EventRetry // failed webhook deliveries, the workflow's and the sweeper's
@@ -121,6 +124,11 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		AlipayPublicKey:         e.str("ALIPAY_PUBLIC_KEY", ""),
 		AlipayAppPrivateKeyFile: e.str("ALIPAY_APP_PRIVATE_KEY_FILE", ".dev/keys/app_private_key.pem"),
 		AlipayPublicKeyFile:     e.str("ALIPAY_PUBLIC_KEY_FILE", ".dev/keys/alipay_public_key.pem"),
+		AlipayCerts: AlipayCerts{
+			App: e.str("ALIPAY_APP_CERT", ""), AppFile: e.str("ALIPAY_APP_CERT_FILE", ""),
+			Public: e.str("ALIPAY_PUBLIC_CERT", ""), PublicFile: e.str("ALIPAY_PUBLIC_CERT_FILE", ""),
+			Root: e.str("ALIPAY_ROOT_CERT", ""), RootFile: e.str("ALIPAY_ROOT_CERT_FILE", ""),
+		},
 
 		Timing: workflows.Timing{
 			PaymentTTL:             e.dur("PAYKIT_PAYMENT_TTL", d.PaymentTTL),
@@ -161,6 +169,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			"PAYKIT_WEBHOOK_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v), or the sweeper redelivers events the workflow is still retrying",
 			c.EventRetry.Base, c.EventRetry.Max, c.Timing.WebhookInitialInterval, c.Timing.WebhookMaxInterval))
 	}
+	if err := c.AlipayCerts.check(); err != nil {
+		e.errs = append(e.errs, err.Error())
+	}
 	if len(e.errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))
 	}
@@ -168,7 +179,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 }
 
 // alipayKeys returns the app private key and the Alipay public key, from the inline
-// variables or else from the files.
+// variables or else from the files. In certificate mode the Alipay public key comes from
+// its certificate, so only an inline ALIPAY_PUBLIC_KEY is returned (and refused by the
+// adapter as a mixed setup); the default file is not read.
 func (c Config) alipayKeys() (appPriv, alipayPub string, err error) {
 	appPriv, alipayPub = c.AlipayAppPrivateKey, c.AlipayPublicKey
 	if appPriv == "" {
@@ -178,7 +191,7 @@ func (c Config) alipayKeys() (appPriv, alipayPub string, err error) {
 		}
 		appPriv = string(b)
 	}
-	if alipayPub == "" {
+	if alipayPub == "" && c.AlipayCerts.set() == 0 {
 		b, err := os.ReadFile(c.AlipayPublicKeyFile)
 		if err != nil {
 			return "", "", fmt.Errorf("alipay public key: set ALIPAY_PUBLIC_KEY or ALIPAY_PUBLIC_KEY_FILE: %w", err)

@@ -98,11 +98,18 @@ func newGateway(cfg Config) (payment.Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	appCert, alipayCert, rootCert, err := cfg.AlipayCerts.load()
+	if err != nil {
+		return nil, err
+	}
 	gw, err := alipay.New(alipay.Config{
 		AppID:              cfg.AlipayAppID,
 		SellerID:           cfg.AlipaySellerID,
 		AppPrivateKeyPEM:   appPriv,
 		AlipayPublicKeyPEM: alipayPub,
+		AppCertPEM:         appCert,
+		AlipayCertPEM:      alipayCert,
+		AlipayRootCertPEM:  rootCert,
 		GatewayURL:         cfg.AlipayGatewayURL,
 		NotifyURL:          cfg.PublicURL + "/callbacks/alipay",
 		HTTPClient:         &http.Client{Timeout: 10 * time.Second},
