@@ -110,15 +110,17 @@ func openCashier(t *testing.T, payURL string) string {
 	return string(r.body)
 }
 
-func TestHappyPath(t *testing.T) {
-	st := shared(t)
+func TestHappyPath(t *testing.T) { happyPath(t, shared(t), env.simURL) }
+
+// happyPath pays one order through the stack st, whose gateway is the simulator at simURL.
+func happyPath(t *testing.T, st *stack, simURL string) {
 	tn := newTenant(t)
 	res := mustCheckout(t, st, tn, "happy-"+randHex(6), order("1001", 990))
 	page := openCashier(t, res.PayURL)
 	if !strings.Contains(page, "9.90") || !strings.Contains(page, "Test order 1001") {
 		t.Fatalf("cashier page lacks amount or subject:\n%s", page)
 	}
-	simPay(t, res.PaymentNo)
+	simPayAt(t, simURL, res.PaymentNo)
 	p := waitStatus(t, res.PaymentNo, payment.StatusPaid, 30*time.Second)
 	if p.TradeNo == "" || p.PaidAt.IsZero() {
 		t.Fatalf("paid payment lacks trade_no or paid_at: %+v", p)
