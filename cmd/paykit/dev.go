@@ -46,6 +46,7 @@ type devOptions struct {
 	merchantAdr string
 	temporalCLI string
 	uiPort      int
+	cert        bool
 }
 
 // runDev runs the whole system locally: it starts (or reuses) a Temporal dev server with
@@ -59,6 +60,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	fs.StringVar(&o.merchantAdr, "merchant-addr", "127.0.0.1:8081", "demo merchant webhook receiver address")
 	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, built from tools/go.mod if missing)")
 	fs.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
+	fs.BoolVar(&o.cert, "cert", false, "run the gateway and the simulator in certificate mode (公钥证书模式)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,6 +82,14 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		}
 	}
 	cfg.AlipayAppPrivateKey, cfg.AlipayPublicKey = keys.AppPrivateKeyPEM, keys.AlipayPublicKeyPEM
+	var certs alipaysim.CertSet
+	if o.cert {
+		if certs, err = devCerts(keyDir, keys, logger); err != nil {
+			return err
+		}
+		cfg.AlipayPublicKey = ""
+		cfg.AlipayCerts = AlipayCerts{App: certs.AppCertPEM, Public: certs.AlipayCertPEM, Root: certs.AlipayRootCertPEM}
+	}
 	simURL := "http://" + o.simAddr
 	cfg.AlipayGatewayURL = simURL + alipaysim.GatewayPath
 
@@ -124,6 +134,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	sim, err := alipaysim.New(alipaysim.Config{
 		AppID: cfg.AlipayAppID, SellerID: cfg.AlipaySellerID, AppPublicKeyPEM: keys.AppPublicKeyPEM,
 		AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM, PublicURL: simURL, Logger: logger,
+		AppCertPEM: certs.AppCertPEM, AlipayCertPEM: certs.AlipayCertPEM, AlipayRootCertPEM: certs.AlipayRootCertPEM,
 	})
 	if err != nil {
 		return err
@@ -351,4 +362,18 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
     curl -s %[1]s/v1/orders/1001/payments -H 'Authorization: Bearer %[5]s'
 ================================================================================
 `, api, o.uiPort, simURL, o.merchantAdr, demoAPIKey)
+}
+
+// devCerts loads the development certificates from keyDir, issuing them for keys the
+// first time.
+func devCerts(keyDir string, keys alipaysim.KeySet, logger *slog.Logger) (alipaysim.CertSet, error) {
+	certs, err := alipaysim.LoadCertDir(keyDir)
+	if err != nil || certs.AppCertPEM != "" {
+		return certs, err
+	}
+	logger.Info("issuing development Alipay certificates (certificate mode)", "dir", keyDir)
+	if certs, err = alipaysim.GenerateCerts(keys); err != nil {
+		return certs, err
+	}
+	return certs, certs.WriteDir(keyDir)
 }
