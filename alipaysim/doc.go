@@ -9,6 +9,12 @@
 // signed asynchronous notifications with Alipay's redelivery schedule (4m, 10m, 10m, 1h,
 // 2h, 6h, 15h; scaled by Config.TimeScale) until the merchant answers exactly "success".
 //
+// Parameters are read from the URL query and the form body, so every client's request
+// shape works; one sent in both places counts once, and one sent with two different
+// values is refused (40002 isv.invalid-parameter). In certificate mode (Config.AppCertPEM,
+// AlipayCertPEM, AlipayRootCertPEM; see GenerateCerts) requests must carry app_cert_sn and
+// alipay_root_cert_sn and answers carry alipay_cert_sn; CertSN and RootCertSN compute them.
+//
 // Embed it in tests with httptest:
 //
 //	keys, _ := alipaysim.GenerateKeys(2048)

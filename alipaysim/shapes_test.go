@@ -1,9 +1,13 @@
 package alipaysim_test
 
 import (
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/paykit/paykit/alipaysim"
 )
 
 // commonParams are the parameters Alipay's Java SDK sends in the URL query; only
@@ -134,5 +138,29 @@ func TestConflictingDuplicatesAreRefused(t *testing.T) {
 	}
 	if _, err := h.sim.Trade(appID, "S_dup"); err == nil {
 		t.Fatal("a refused request created a trade")
+	}
+}
+
+// TestConflictingDuplicatesOnThePagePayURL: the cashier refuses an ambiguous page-pay URL
+// and creates no trade.
+func TestConflictingDuplicatesOnThePagePayURL(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	key := parsePriv(t, h.keys.AppPrivateKeyPEM)
+	f := signedForm(t, key, "alipay.trade.page.pay", map[string]string{
+		"out_trade_no": "S_dup_page", "total_amount": "1.00", "subject": "s", "product_code": "FAST_INSTANT_TRADE_PAY"})
+	f.Add("return_url", "http://merchant.invalid/return")
+	f.Add("return_url", "http://attacker.invalid/return")
+	resp, err := http.Get(h.srv.URL + alipaysim.GatewayPath + "?" + f.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "isv.invalid-parameter") {
+		t.Fatalf("HTTP %d %s", resp.StatusCode, body)
+	}
+	if _, err := h.sim.Trade(appID, "S_dup_page"); err == nil {
+		t.Fatal("an ambiguous page-pay URL created a trade")
 	}
 }
