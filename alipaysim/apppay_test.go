@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -205,4 +206,44 @@ func TestWapCashierReturnsSignedParameters(t *testing.T) {
 	if h.client.VerifySign(context.Background(), q) == nil {
 		t.Fatal("tampered return parameters verify")
 	}
+}
+
+// The same order string submitted by many Alipay apps at once (a buyer tapping Pay
+// repeatedly): exactly one submission pays, one trade exists and one TRADE_SUCCESS
+// notification goes out.
+func TestAppPayConcurrentSubmissionsPayOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	os := h.appOrderString(t, h.client, "APP_RACE", "5.00", time.Now().Add(time.Hour))
+	const n = 16
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, statuses[i] = h.sim.AppPay(os, "")
+		}()
+	}
+	close(start)
+	wg.Wait()
+	paid := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusOK:
+			paid++
+		case http.StatusConflict:
+		default:
+			t.Fatalf("statuses %v", statuses)
+		}
+	}
+	if paid != 1 || len(h.sim.Trades()) != 1 {
+		t.Fatalf("%d submissions paid (statuses %v), %d trades; want exactly one", paid, statuses, len(h.sim.Trades()))
+	}
+	if d := h.sink.next(t, 5*time.Second); d.form.Get("trade_status") != "TRADE_SUCCESS" {
+		t.Fatalf("notification %v", d.form)
+	}
+	h.sink.none(t, 300*time.Millisecond)
 }
