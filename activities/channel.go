@@ -2,12 +2,14 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/paykit/paykit/payment"
 )
 
-// OpenTradeInput asks Alipay for a way to pay: a cashier URL or a QR code.
+// OpenTradeInput asks Alipay for a way to pay: a cashier URL, a QR code or an app order
+// string.
 type OpenTradeInput struct {
 	PaymentNo string         `json:"payment_no"`
 	Subject   string         `json:"subject"`
@@ -15,17 +17,33 @@ type OpenTradeInput struct {
 	ExpireAt  time.Time      `json:"expire_at"`
 	Method    payment.Method `json:"method"`
 	ReturnURL string         `json:"return_url,omitempty"`
+	QuitURL   string         `json:"quit_url,omitempty"`
 }
 
-// OpenTradeResult carries what the buyer needs.
+// OpenTradeResult carries what the buyer needs: PayURL for page and wap, QRCode for qr,
+// OrderString for app.
 type OpenTradeResult struct {
-	PayURL string `json:"pay_url,omitempty"`
-	QRCode string `json:"qr_code,omitempty"`
+	PayURL      string `json:"pay_url,omitempty"`
+	QRCode      string `json:"qr_code,omitempty"`
+	OrderString string `json:"order_string,omitempty"`
 }
 
-// OpenTrade builds the page-pay URL or precreates the QR trade. Both are keyed by
-// out_trade_no, so repeating them creates no second trade. time_expire is the local
-// expiry truncated to the second, never later.
+// link is the one way to pay the result carries.
+func (r OpenTradeResult) link() string {
+	switch {
+	case r.PayURL != "":
+		return r.PayURL
+	case r.QRCode != "":
+		return r.QRCode
+	}
+	return r.OrderString
+}
+
+// OpenTrade builds the page or wap pay URL or the app order string, or precreates the QR
+// trade. Each is keyed by out_trade_no, so repeating it creates no second trade.
+// time_expire is the local expiry truncated to the second, never later. The result is
+// kept with the payment while it is pending, so that GET /v1/payments/{no} can show it
+// again; if that write fails the activity fails and is retried.
 func (a *Activities) OpenTrade(ctx context.Context, in OpenTradeInput) (OpenTradeResult, error) {
 	req := payment.TradeRequest{
 		PaymentNo: in.PaymentNo,
@@ -33,19 +51,39 @@ func (a *Activities) OpenTrade(ctx context.Context, in OpenTradeInput) (OpenTrad
 		Amount:    in.Amount,
 		ExpireAt:  in.ExpireAt.Truncate(time.Second),
 		ReturnURL: in.ReturnURL,
+		QuitURL:   in.QuitURL,
 	}
-	if in.Method == payment.MethodQR {
+	var res OpenTradeResult
+	switch in.Method {
+	case payment.MethodQR:
 		qr, err := a.Gateway.Precreate(ctx, req)
 		if err != nil {
 			return OpenTradeResult{}, classify("precreate", err)
 		}
-		return OpenTradeResult{QRCode: qr}, nil
+		res.QRCode = qr
+	case payment.MethodWap:
+		url, err := a.Gateway.WapPayURL(ctx, req)
+		if err != nil {
+			return OpenTradeResult{}, classify("wap pay url", err)
+		}
+		res.PayURL = url
+	case payment.MethodApp:
+		s, err := a.Gateway.AppPayOrderString(ctx, req)
+		if err != nil {
+			return OpenTradeResult{}, classify("app pay order string", err)
+		}
+		res.OrderString = s
+	default:
+		url, err := a.Gateway.PagePayURL(ctx, req)
+		if err != nil {
+			return OpenTradeResult{}, classify("page pay url", err)
+		}
+		res.PayURL = url
 	}
-	url, err := a.Gateway.PagePayURL(ctx, req)
-	if err != nil {
-		return OpenTradeResult{}, classify("page pay url", err)
+	if err := a.Store.SetPayLink(ctx, in.PaymentNo, res.link()); err != nil {
+		return OpenTradeResult{}, fmt.Errorf("keep pay link: %w", err)
 	}
-	return OpenTradeResult{PayURL: url}, nil
+	return res, nil
 }
 
 // QueryTrade asks Alipay for the trade's state. "Trade not exist" is a state, not an error.

@@ -31,6 +31,7 @@ button{background:#1677ff;color:#fff;border:0;border-radius:4px;padding:.7rem 2r
 <p><label>Buyer ID <input name="buyer_id" value="{{.BuyerID}}"></label></p>
 <button type="submit" id="pay">Pay</button>
 </form>
+{{if .Trade.QuitURL}}<p><a id="quit" href="{{.Trade.QuitURL}}">Back to the merchant</a></p>{{end}}
 </div></body></html>{{end}}
 
 {{define "result"}}{{template "head" .}}
@@ -150,6 +151,7 @@ func (s *Simulator) openCashier(w http.ResponseWriter, r *http.Request, method s
 			notifyURL:   form.Get("notify_url"),
 			returnURL:   form.Get("return_url"),
 			createdAt:   now,
+			quitURL:     quitURLOf(method, biz),
 			expireAt:    p.expireAt,
 		}
 		s.newTradeLocked(t)
@@ -157,6 +159,15 @@ func (s *Simulator) openCashier(w http.ResponseWriter, r *http.Request, method s
 	snap := t.snapshot()
 	s.mu.Unlock()
 	s.renderCashier(w, snap)
+}
+
+// quitURLOf is the wap cashier's way back for a buyer who gives up: quit_url in
+// biz_content. Page pay has none.
+func quitURLOf(method string, biz bizContent) string {
+	if method != "alipay.trade.wap.pay" {
+		return ""
+	}
+	return biz["quit_url"]
 }
 
 // serveQR is the buyer scanning a precreate qr_code: the same cashier, for an existing trade.

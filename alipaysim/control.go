@@ -13,6 +13,7 @@ func (s *Simulator) routes() *http.ServeMux {
 	mux.HandleFunc(GatewayPath, s.serveGateway)
 	mux.HandleFunc("GET "+p+"/qr/{trade_no}", s.serveQR)
 	mux.HandleFunc("POST "+p+"/cashier/pay", s.serveCashierPay)
+	mux.HandleFunc("POST "+p+"/app/pay", s.handleAppPay)
 
 	mux.HandleFunc("GET "+p, s.handleIndex)
 	mux.HandleFunc("GET "+p+"/{$}", s.handleIndex)

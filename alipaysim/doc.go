@@ -36,6 +36,11 @@ Gateway
                                   .wap.pay open the HTML cashier (creates the trade).
   GET  /_sim/qr/{trade_no}        cashier for a precreate qr_code
   POST /_sim/cashier/pay          the cashier's Pay button (form: trade_no, buyer_id); 303 to return_url
+                                  with the signed synchronous-return parameters
+  POST /_sim/app/pay              {"order_string","buyer_id"?}: the buyer's Alipay app submits an
+                                  alipay.trade.app.pay order string (signature verified), the trade
+                                  is created and paid -> {"result_status":"9000","result","trade"};
+                                  refused: 4xx {"result_status":"4000","result"} (signed error)
 
 Trades
   GET  /_sim/trades                         [Trade]
@@ -47,7 +52,7 @@ Trades
                                             this trade finds the buyer paying first -> ACQ.TRADE_STATUS_ERROR
   GET  /_sim/refunds                        [Refund]
   Trade: {app_id,out_trade_no,trade_no,method,subject,trade_status,total_amount,total_fen,
-          refunded_amount,refunded_fen,buyer_id,notify_url,return_url,qr_code,close_reason,
+          refunded_amount,refunded_fen,buyer_id,notify_url,return_url,quit_url,qr_code,close_reason,
           created_at,expire_at,paid_at,closed_at}
   Refund: {app_id,out_trade_no,trade_no,out_request_no,refund_amount,refund_fen,reason,replays,created_at}
 

@@ -38,6 +38,7 @@ type Trade struct {
 	BuyerID        string    `json:"buyer_id,omitempty"`
 	NotifyURL      string    `json:"notify_url,omitempty"`
 	ReturnURL      string    `json:"return_url,omitempty"`
+	QuitURL        string    `json:"quit_url,omitempty"` // wap pay: where a buyer who gives up goes
 	QRCode         string    `json:"qr_code,omitempty"`
 	CloseReason    string    `json:"close_reason,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
@@ -72,6 +73,7 @@ type trade struct {
 	buyerID     string
 	notifyURL   string
 	returnURL   string
+	quitURL     string
 	qrCode      string
 	closeReason string
 	createdAt   time.Time
@@ -106,6 +108,7 @@ func (t *trade) snapshot() Trade {
 		BuyerID:        t.buyerID,
 		NotifyURL:      t.notifyURL,
 		ReturnURL:      t.returnURL,
+		QuitURL:        t.quitURL,
 		QRCode:         t.qrCode,
 		CloseReason:    t.closeReason,
 		CreatedAt:      t.createdAt,

@@ -36,6 +36,7 @@ type fakeStore struct {
 	renewErr  error                     // returned by RenewIdempotencyKey if set
 	refunds   map[string]payment.Refund // by tenant/refund_no
 	anomalies []payment.Anomaly         // recorded, in order
+	links     map[string]string         // pay links by payment_no
 }
 
 func (f *fakeStore) err() error {

@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -82,4 +84,100 @@ func TestCheckoutRefusedByAlipayIs422(t *testing.T) {
 	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(b, payment.ECHANNEL) {
 		t.Fatalf("HTTP %d %s", resp.StatusCode, b)
 	}
+}
+
+func (f *fakeStore) PendingPayLink(_ context.Context, tenantID, no string) (string, error) {
+	if err := f.err(); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.payments[no]; ok && p.TenantID == tenantID && p.Status == payment.StatusPending {
+		return f.links[no], nil
+	}
+	return "", nil
+}
+
+// Checkout takes wap (with quit_url) and app; quit_url is checked like return_url and only
+// taken for wap, and app, which returns to the merchant's app, takes no return_url.
+func TestCheckoutWapAndAppRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"wap with quit_url", `{"order_id":"w1","amount_fen":990,"subject":"s","method":"wap","return_url":"https://shop/r","quit_url":"https://shop/q"}`, http.StatusCreated},
+		{"app", `{"order_id":"a1","amount_fen":990,"subject":"s","method":"app"}`, http.StatusCreated},
+		{"unknown method", `{"order_id":"x1","amount_fen":990,"subject":"s","method":"wechat"}`, http.StatusBadRequest},
+		{"quit_url not http", `{"order_id":"w2","amount_fen":990,"subject":"s","method":"wap","quit_url":"javascript:alert(1)"}`, http.StatusBadRequest},
+		{"quit_url for page", `{"order_id":"p1","amount_fen":990,"subject":"s","method":"page","quit_url":"https://shop/q"}`, http.StatusBadRequest},
+		{"quit_url for app", `{"order_id":"a2","amount_fen":990,"subject":"s","method":"app","quit_url":"https://shop/q"}`, http.StatusBadRequest},
+		{"return_url for app", `{"order_id":"a3","amount_fen":990,"subject":"s","method":"app","return_url":"https://shop/r"}`, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _, orch := newServer(t)
+			resp, b := post(t, srv.URL+"/v1/payments", tc.body, checkoutHeaders(""))
+			if resp.StatusCode != tc.status {
+				t.Fatalf("HTTP %d %s", resp.StatusCode, b)
+			}
+			if tc.status != http.StatusCreated {
+				if orch.checkouts != 0 || resp.Header.Get("Content-Type") != "application/problem+json" {
+					t.Fatalf("refused request reached the workflow or is not a problem: %d %s", orch.checkouts, b)
+				}
+				return
+			}
+			var req struct {
+				Method  payment.Method `json:"method"`
+				QuitURL string         `json:"quit_url"`
+			}
+			_ = json.Unmarshal([]byte(tc.body), &req)
+			if orch.lastIn.Method != req.Method || orch.lastIn.QuitURL != req.QuitURL {
+				t.Fatalf("workflow input %+v", orch.lastIn)
+			}
+		})
+	}
+}
+
+// GET /v1/payments/{no} of a pending payment shows its pay link under the method's own
+// name; a payment that is no longer pending, or another tenant's, shows none.
+func TestGetPaymentShowsPayLinkOnlyWhilePending(t *testing.T) {
+	srv, st, _ := newServer(t)
+	st.links = map[string]string{}
+	for no, m := range map[string]payment.Method{"PPAGE": payment.MethodPage, "PWAP": payment.MethodWap, "PQR": payment.MethodQR, "PAPP": payment.MethodApp, "PPAIDWAP": payment.MethodWap} {
+		status := payment.StatusPending
+		if no == "PPAIDWAP" {
+			status = payment.StatusPaid
+		}
+		st.payments[no] = payment.Payment{PaymentNo: no, TenantID: "t1", OrderID: "o" + no, Amount: 990, Method: m, Status: status}
+		st.links[no] = "link-of-" + no
+	}
+	st.payments["POTHER"] = payment.Payment{PaymentNo: "POTHER", TenantID: "t2", Method: payment.MethodWap}
+	st.links["POTHER"] = "link-of-POTHER"
+	for no, want := range map[string]string{
+		"PPAGE": `"pay_url":"link-of-PPAGE"`, "PWAP": `"pay_url":"link-of-PWAP"`,
+		"PQR": `"qr_code":"link-of-PQR"`, "PAPP": `"order_string":"link-of-PAPP"`,
+	} {
+		status, b := getJSON(t, srv.URL+"/v1/payments/"+no)
+		if status != http.StatusOK || !strings.Contains(b, want) || strings.Count(b, "link-of-") != 1 || !strings.Contains(b, `"payment_no":"`+no+`"`) {
+			t.Fatalf("%s: HTTP %d %s", no, status, b)
+		}
+	}
+	if status, b := getJSON(t, srv.URL+"/v1/payments/PPAIDWAP"); status != http.StatusOK || strings.Contains(b, "link-of-") || strings.Contains(b, "pay_url") {
+		t.Fatalf("paid payment: HTTP %d %s", status, b)
+	}
+	if status, b := getJSON(t, srv.URL+"/v1/payments/POTHER"); status != http.StatusNotFound || strings.Contains(b, "link-of-") {
+		t.Fatalf("another tenant's payment: HTTP %d %s", status, b)
+	}
+}
+
+func getJSON(t *testing.T, u string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

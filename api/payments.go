@@ -26,6 +26,8 @@ type CreatePaymentRequest struct {
 	Subject   string         `json:"subject"`
 	Method    payment.Method `json:"method"`
 	ReturnURL string         `json:"return_url,omitempty"`
+	// QuitURL is where the wap cashier sends a buyer who gives up (method wap only).
+	QuitURL string `json:"quit_url,omitempty"`
 	// CheckoutToken is the optional one-time token from POST /v1/checkout-tokens.
 	CheckoutToken string `json:"checkout_token,omitempty"`
 	// Repurchase opts in to charging an order again after one of its payments was PAID.
@@ -55,11 +57,29 @@ func (r *CreatePaymentRequest) normalize() error {
 	if err := r.Method.Validate(); err != nil {
 		return err
 	}
-	if r.ReturnURL != "" && !strings.HasPrefix(r.ReturnURL, "https://") && !strings.HasPrefix(r.ReturnURL, "http://") {
-		return payment.Errorf(payment.EINVALID, "return_url must be an http(s) URL")
+	if err := checkPageURL("return_url", r.ReturnURL); err != nil {
+		return err
+	}
+	if err := checkPageURL("quit_url", r.QuitURL); err != nil {
+		return err
+	}
+	if r.QuitURL != "" && r.Method != payment.MethodWap {
+		return payment.Errorf(payment.EINVALID, "quit_url is only for method %q", payment.MethodWap)
+	}
+	if r.ReturnURL != "" && r.Method == payment.MethodApp {
+		// Alipay app pay returns the buyer to the merchant's app, never to a URL.
+		return payment.Errorf(payment.EINVALID, "return_url is not used by method %q", payment.MethodApp)
 	}
 	if len(r.CheckoutToken) > 128 {
 		return payment.Errorf(payment.EINVALID, "checkout_token is too long")
+	}
+	return nil
+}
+
+// checkPageURL checks a URL the cashier sends the buyer's browser to.
+func checkPageURL(name, v string) error {
+	if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+		return payment.Errorf(payment.EINVALID, "%s must be an http(s) URL", name)
 	}
 	return nil
 }
@@ -186,7 +206,7 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (_ int, _
 	}
 	in := workflows.PaymentInput{
 		TenantID: tenant.ID, OrderID: req.OrderID, Amount: payment.Amount(req.AmountFen), Currency: req.Currency,
-		Subject: req.Subject, Method: req.Method, ReturnURL: req.ReturnURL, Repurchase: req.Repurchase,
+		Subject: req.Subject, Method: req.Method, ReturnURL: req.ReturnURL, QuitURL: req.QuitURL, Repurchase: req.Repurchase,
 	}
 	res, err := s.orch.Checkout(ctx, in, updateID)
 	for attempt := 1; payment.ErrorCode(err) == payment.EFINISHING && attempt <= finishingRetries; attempt++ {
@@ -313,7 +333,36 @@ func (s *Server) getPayment(c echo.Context) error {
 		}
 		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read the payment right now", Err: err}
 	}
-	return c.JSON(http.StatusOK, p)
+	v := paymentView{Payment: p}
+	if p.Status == payment.StatusPending {
+		link, err := s.store.PendingPayLink(c.Request().Context(), p.TenantID, p.PaymentNo)
+		if err != nil {
+			return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read the payment right now", Err: err}
+		}
+		v.setPayLink(p.Method, link)
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// paymentView is a payment as GET /v1/payments/{no} shows it: while it is pending, with
+// the way to pay it that its checkout answered, so that a client that lost the answer
+// can still pay. The store gives a link only for a pending payment.
+type paymentView struct {
+	payment.Payment
+	PayURL      string `json:"pay_url,omitempty"`
+	QRCode      string `json:"qr_code,omitempty"`
+	OrderString string `json:"order_string,omitempty"`
+}
+
+func (v *paymentView) setPayLink(m payment.Method, link string) {
+	switch m {
+	case payment.MethodQR:
+		v.QRCode = link
+	case payment.MethodApp:
+		v.OrderString = link
+	default:
+		v.PayURL = link
+	}
 }
 
 func (s *Server) listOrderPayments(c echo.Context) error {

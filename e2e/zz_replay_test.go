@@ -34,6 +34,9 @@ var historyNames = map[string]string{
 	"rt1":   "redriven_qr_refused_at_open_paid",
 	"rt2":   "redriven_page_after_expiry_paid",
 	"cl1":   "closed_run_made_way_for_new_checkout",
+	"wap1":  "paid_wap_at_cashier",
+	"app1":  "paid_app_order_string",
+	"wap2":  "redriven_wap_after_terminate",
 }
 
 // TestZZReplayRecordedHistories replays every payment workflow history this run produced

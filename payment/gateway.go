@@ -42,6 +42,8 @@ type TradeRequest struct {
 	// payment closed locally can never be paid afterwards.
 	ExpireAt  time.Time
 	ReturnURL string
+	// QuitURL is where a wap cashier sends a buyer who gives up (wap pay only).
+	QuitURL string
 }
 
 // Trade is the result of alipay.trade.query.
@@ -131,6 +133,13 @@ type Gateway interface {
 	// PagePayURL returns the signed cashier URL for alipay.trade.page.pay. No trade
 	// exists at Alipay until the buyer opens it.
 	PagePayURL(ctx context.Context, req TradeRequest) (string, error)
+	// WapPayURL returns the signed cashier URL for alipay.trade.wap.pay, for a phone's
+	// browser. As with page pay, no trade exists until the buyer opens it.
+	WapPayURL(ctx context.Context, req TradeRequest) (string, error)
+	// AppPayOrderString returns the signed order string of alipay.trade.app.pay, which
+	// the merchant's app hands to the Alipay app SDK. No trade exists until the buyer's
+	// Alipay app submits it.
+	AppPayOrderString(ctx context.Context, req TradeRequest) (string, error)
 	// Precreate creates the trade now and returns its QR code content.
 	Precreate(ctx context.Context, req TradeRequest) (string, error)
 	// Query returns the trade's state; an unknown trade is TradeNotExist with a nil error.

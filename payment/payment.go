@@ -71,14 +71,17 @@ type Method string
 const (
 	MethodPage Method = "page" // alipay.trade.page.pay: a cashier URL for the browser
 	MethodQR   Method = "qr"   // alipay.trade.precreate: a QR code to scan
+	MethodWap  Method = "wap"  // alipay.trade.wap.pay: a cashier URL for a phone's browser
+	MethodApp  Method = "app"  // alipay.trade.app.pay: an order string for the Alipay app SDK
 )
 
 // Validate reports whether m is a supported method.
 func (m Method) Validate() error {
-	if m != MethodPage && m != MethodQR {
-		return Errorf(EINVALID, "method must be %q or %q", MethodPage, MethodQR)
+	switch m {
+	case MethodPage, MethodQR, MethodWap, MethodApp:
+		return nil
 	}
-	return nil
+	return Errorf(EINVALID, "method must be %q, %q, %q or %q", MethodPage, MethodQR, MethodWap, MethodApp)
 }
 
 // Payment is one attempt to collect money for an order. PaymentNo is the Alipay

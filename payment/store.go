@@ -219,6 +219,13 @@ type Store interface {
 	GetTenantPayment(ctx context.Context, tenantID, paymentNo string) (Payment, error)
 	// ListOrderPayments returns every payment of one order, newest first.
 	ListOrderPayments(ctx context.Context, tenantID, orderID string) ([]Payment, error)
+	// SetPayLink keeps the way to pay a pending payment (its cashier URL, QR code or app
+	// order string) so that it can be shown again; a payment no longer pending is left
+	// as it is.
+	SetPayLink(ctx context.Context, paymentNo, link string) error
+	// PendingPayLink returns the pay link kept for a tenant's payment while it is
+	// pending, and "" once it is not (or none was kept).
+	PendingPayLink(ctx context.Context, tenantID, paymentNo string) (string, error)
 	// PendingPaymentsBefore returns up to limit payments still pending that were created
 	// before the given time, oldest first.
 	PendingPaymentsBefore(ctx context.Context, before time.Time, limit int) ([]Payment, error)

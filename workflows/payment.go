@@ -173,7 +173,7 @@ func (r *paymentRun) checkoutResult() CheckoutResult {
 	return CheckoutResult{
 		PaymentNo: r.st.PaymentNo, TenantID: r.st.TenantID, OrderID: r.st.OrderID, Status: r.st.Status,
 		Amount: r.st.Amount, Currency: r.st.Currency, Subject: r.in.Subject,
-		PayURL: r.st.PayURL, QRCode: r.st.QRCode, ExpireAt: r.st.ExpireAt,
+		PayURL: r.st.PayURL, QRCode: r.st.QRCode, OrderString: r.st.OrderString, ExpireAt: r.st.ExpireAt,
 	}
 }
 
@@ -250,7 +250,7 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 		var opened activities.OpenTradeResult
 		err = workflow.ExecuteLocalActivity(localOptions(ctx), a.OpenTrade, activities.OpenTradeInput{
 			PaymentNo: p.PaymentNo, Subject: p.Subject, Amount: p.Amount, ExpireAt: r.st.ExpireAt,
-			Method: method, ReturnURL: r.in.ReturnURL,
+			Method: method, ReturnURL: r.in.ReturnURL, QuitURL: r.in.QuitURL,
 		}).Get(ctx, &opened)
 		if err != nil {
 			var appErr *temporal.ApplicationError
@@ -276,8 +276,11 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 			workflow.SetCurrentDetails(ctx, r.details())
 			return nil
 		}
-		r.st.PayURL, r.st.QRCode = opened.PayURL, opened.QRCode
-		if opened.PayURL != "" || opened.QRCode != "" {
+		r.st.PayURL, r.st.QRCode, r.st.OrderString = opened.PayURL, opened.QRCode, opened.OrderString
+		// An app order string is a pay link like a cashier URL: the buyer's Alipay app
+		// creates the trade with it until time_expire. No recorded history carries one
+		// (app pay is newer than every run that may replay), so this needs no version.
+		if opened.PayURL != "" || opened.QRCode != "" || opened.OrderString != "" {
 			r.st.PayLinkIssued = true
 		}
 	}

@@ -33,6 +33,8 @@ type fakeStore struct {
 	webhookErr error
 	// openErr is what OpenTrade answers (nil: the trade opens).
 	openErr error
+	// opened is the last OpenTrade input.
+	opened activities.OpenTradeInput
 	// others are earlier payments of the order, by payment_no; otherMarks counts MarkPaid
 	// calls on them.
 	others     map[string]payment.Payment
@@ -60,11 +62,17 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 		}).Maybe()
 	env.OnActivity(a.OpenTrade, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.OpenTradeInput) (activities.OpenTradeResult, error) {
+			fs.opened = in
 			if fs.openErr != nil {
 				return activities.OpenTradeResult{}, fs.openErr
 			}
-			if in.Method == payment.MethodQR {
+			switch in.Method {
+			case payment.MethodQR:
 				return activities.OpenTradeResult{QRCode: "https://qr.sim/" + in.PaymentNo}, nil
+			case payment.MethodApp:
+				return activities.OpenTradeResult{OrderString: "method=alipay.trade.app.pay&out_trade_no=" + in.PaymentNo}, nil
+			case payment.MethodWap:
+				return activities.OpenTradeResult{PayURL: "http://sim/gateway.do?method=alipay.trade.wap.pay&out_trade_no=" + in.PaymentNo}, nil
 			}
 			return activities.OpenTradeResult{PayURL: "http://sim/gateway.do?out_trade_no=" + in.PaymentNo}, nil
 		}).Maybe()
@@ -463,11 +471,12 @@ func TestPaymentWorkflow_RefusedOpenWaitsForAlipayBeforeClosing(t *testing.T) {
 	}
 }
 
-// A page payment whose cashier was never opened has no trade at Alipay yet, and a QR code
-// that was never scanned may have none either, but the buyer could still create one until
-// the pay link expires: "not exist" closes such a payment only after expiry.
+// A page or wap payment whose cashier was never opened has no trade at Alipay yet, nor has
+// an app payment whose order string the buyer's Alipay app has not submitted, and a QR
+// code that was never scanned may have none either, but the buyer could still create one
+// until the pay link expires: "not exist" closes such a payment only after expiry.
 func TestPaymentWorkflow_CancelOfUnusedPayLinkClosesAtExpiry(t *testing.T) {
-	for _, method := range []payment.Method{payment.MethodPage, payment.MethodQR} {
+	for _, method := range []payment.Method{payment.MethodPage, payment.MethodQR, payment.MethodWap, payment.MethodApp} {
 		t.Run(string(method), func(t *testing.T) {
 			env, fs := newEnv(t)
 			env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseNotExist, nil)
@@ -786,5 +795,78 @@ func TestPaymentWorkflow_PaidNotificationForAnEarlierPaymentIsNotDropped(t *test
 	}
 	if st.Status != payment.StatusPaid || fs.markPaid != 1 {
 		t.Fatalf("this run's payment: %s, markPaid=%d", st.Status, fs.markPaid)
+	}
+}
+
+// A checkout for wap answers the cashier URL and one for app the order string, and
+// nothing else; each is a pay link the buyer may use until expiry.
+func TestPaymentWorkflow_CheckoutAnswersWapAndAppPayLinks(t *testing.T) {
+	for _, tc := range []struct {
+		method       payment.Method
+		wantURL      bool
+		wantOrderStr bool
+	}{
+		{payment.MethodWap, true, false},
+		{payment.MethodApp, false, true},
+	} {
+		t.Run(string(tc.method), func(t *testing.T) {
+			env, fs := newEnv(t)
+			var res workflows.CheckoutResult
+			var err error
+			env.RegisterDelayedCallback(func() {
+				checkoutOn(env, "c1", workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: tc.method}, &res, &err)
+			}, 0)
+			env.RegisterDelayedCallback(func() {
+				env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+			}, time.Minute)
+			in := input()
+			in.Method, in.QuitURL = tc.method, "https://shop.example/cart"
+			env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+			st := result(t, env)
+			if err != nil || (res.PayURL != "") != tc.wantURL || (res.OrderString != "") != tc.wantOrderStr || res.QRCode != "" {
+				t.Fatalf("checkout answered %+v, %v", res, err)
+			}
+			if !st.PayLinkIssued || st.OrderString != res.OrderString || st.Status != payment.StatusPaid {
+				t.Fatalf("state %+v", st)
+			}
+			if fs.opened.Method != tc.method || fs.opened.QuitURL != "https://shop.example/cart" {
+				t.Fatalf("OpenTrade got %+v", fs.opened)
+			}
+		})
+	}
+}
+
+// A run that adopts a pending wap or app payment while its own input says page (an older
+// re-drive input) opens the same kind of trade again.
+func TestPaymentWorkflow_AdoptedWapAndAppPaymentsKeepTheirMethod(t *testing.T) {
+	for _, m := range []payment.Method{payment.MethodWap, payment.MethodApp} {
+		t.Run(string(m), func(t *testing.T) {
+			env, fs := newEnv(t)
+			fs.p = payment.Payment{PaymentNo: "PADOPT", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+				Method: m, Status: payment.StatusPending, ExpireAt: time.Now().Add(time.Hour)}
+			var st workflows.PaymentState
+			env.RegisterDelayedCallback(func() {
+				if res, err := env.QueryWorkflow(workflows.StateQuery); err != nil || res.Get(&st) != nil {
+					t.Errorf("query: %v", err)
+				}
+				env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+			}, time.Second)
+			in := input()
+			in.PaymentNo, in.Method = "PADOPT", payment.MethodPage
+			env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+			if final := result(t, env); final.Status != payment.StatusPaid {
+				t.Fatalf("state %+v", final)
+			}
+			switch m {
+			case payment.MethodApp:
+				if st.OrderString == "" || st.PayURL != "" {
+					t.Fatalf("adopted app payment: %+v", st)
+				}
+			case payment.MethodWap:
+				if !strings.Contains(st.PayURL, "alipay.trade.wap.pay") || st.OrderString != "" {
+					t.Fatalf("adopted wap payment: %+v", st)
+				}
+			}
+		})
 	}
 }

@@ -19,7 +19,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		want int
 	}{
 		// Histories of the current code, one per path.
-		{filepath.Join("testdata", "histories"), 13},
+		{filepath.Join("testdata", "histories"), 16},
 		// Histories recorded before closeOnAlipayWord: runs that were open when that change
 		// was deployed must still replay (payment_v0.go).
 		{filepath.Join("testdata", "histories", "v0"), 10},

@@ -105,7 +105,9 @@ type PaymentInput struct {
 	Subject   string         `json:"subject"`
 	Method    payment.Method `json:"method"`
 	ReturnURL string         `json:"return_url,omitempty"`
-	Timing    Timing         `json:"timing"`
+	// QuitURL is where a wap cashier sends a buyer who gives up (wap only).
+	QuitURL string `json:"quit_url,omitempty"`
+	Timing  Timing `json:"timing"`
 	// Repurchase opts in to paying an order that an earlier payment already paid.
 	Repurchase bool `json:"repurchase,omitempty"`
 	// PaymentNo is set when an existing pending payment is re-driven (by the sweeper or a
@@ -126,9 +128,11 @@ type PaymentState struct {
 	Status    payment.Status `json:"status"`
 	PayURL    string         `json:"pay_url,omitempty"`
 	QRCode    string         `json:"qr_code,omitempty"`
-	ExpireAt  time.Time      `json:"expire_at"`
-	TradeNo   string         `json:"trade_no,omitempty"`
-	PaidAt    time.Time      `json:"paid_at,omitzero"`
+	// OrderString is the signed alipay.trade.app.pay order string of an app payment.
+	OrderString string    `json:"order_string,omitempty"`
+	ExpireAt    time.Time `json:"expire_at"`
+	TradeNo     string    `json:"trade_no,omitempty"`
+	PaidAt      time.Time `json:"paid_at,omitzero"`
 	// Initialized is true once the payment row and the Alipay trade exist.
 	Initialized bool `json:"initialized"`
 	// InitError is set if the payment could not be created at all; InitErrorType is its
@@ -138,10 +142,12 @@ type PaymentState struct {
 	// OpenRefused is Alipay's refusal to open the trade. The payment is then closed, but
 	// only once Alipay confirms that the trade cannot be paid.
 	OpenRefused string `json:"open_refused,omitempty"`
-	// PayLinkIssued is true once a way to pay this payment (a cashier URL or a QR code)
-	// may be in a buyer's hands. Alipay creates a page-pay trade only when the URL is
-	// opened, and a precreated QR trade may be created only when it is scanned, so until
-	// expiry "trade not exist" does not prove that the payment can no longer be paid.
+	// PayLinkIssued is true once a way to pay this payment (a page or wap cashier URL, a
+	// QR code or an app order string) may be in a buyer's hands. Alipay creates a page or
+	// wap trade only when the URL is opened and an app trade only when the buyer's Alipay
+	// app submits the order string, and a precreated QR trade may be created only when it
+	// is scanned, so until expiry (time_expire, never later than ExpireAt) "trade not
+	// exist" does not prove that the payment can no longer be paid.
 	PayLinkIssued bool `json:"pay_link_issued,omitempty"`
 	// Adopted is true when the run took over a payment that existed before it (a re-drive,
 	// or a new checkout after a run that ended with the payment pending).
@@ -180,7 +186,9 @@ type CheckoutResult struct {
 	Subject   string         `json:"subject"`
 	PayURL    string         `json:"pay_url,omitempty"`
 	QRCode    string         `json:"qr_code,omitempty"`
-	ExpireAt  time.Time      `json:"expire_at"`
+	// OrderString is what an app payment's app passes to the Alipay app SDK.
+	OrderString string    `json:"order_string,omitempty"`
+	ExpireAt    time.Time `json:"expire_at"`
 }
 
 // NotificationPayload is the callback signal: a notification the API has verified

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/mysql"
@@ -146,7 +149,16 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, o.simAddr, sim.Handler()) })
-	g.Go(func() error { return serve(gctx, o.merchantAdr, demoMerchant(logger)) })
+	// The demo merchant verifies the cashier's return redirect with Alipay's public key,
+	// as a merchant's own server would.
+	returns, err := alipay.New(alipay.Config{
+		AppID: cfg.AlipayAppID, SellerID: cfg.AlipaySellerID, AppPrivateKeyPEM: keys.AppPrivateKeyPEM,
+		AlipayPublicKeyPEM: keys.AlipayPublicKeyPEM, GatewayURL: cfg.AlipayGatewayURL, NotifyURL: cfg.PublicURL + "/callbacks/alipay",
+	})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return serve(gctx, o.merchantAdr, demoMerchant(logger, returns)) })
 	g.Go(func() error {
 		return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger.With("component", "worker"))
 	})
@@ -173,10 +185,34 @@ func serve(ctx context.Context, addr string, h http.Handler) error {
 	}
 }
 
-// demoMerchant plays the merchant's webhook endpoint: it verifies each signature and logs
-// the event, so the walk-through shows the whole loop.
-func demoMerchant(logger *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// returnVerifier verifies the signed parameters of the cashier's return redirect.
+type returnVerifier interface {
+	VerifyReturn(ctx context.Context, q url.Values) (alipay.Return, error)
+}
+
+// demoMerchant plays the merchant: GET /return is the return_url page the cashier sends
+// the buyer back to, which verifies Alipay's signed return parameters and shows them;
+// every other request is the webhook endpoint, which verifies each signature and logs the
+// event, so the walk-through shows the whole loop.
+func demoMerchant(logger *slog.Logger, returns returnVerifier) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /return", func(w http.ResponseWriter, r *http.Request) {
+		ret, err := returns.VerifyReturn(r.Context(), r.URL.Query())
+		logger.Info("demo merchant: buyer returned from the cashier", "component", "merchant", "payment_no", r.URL.Query().Get("out_trade_no"),
+			"signature_ok", err == nil, "err", err)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, "<!doctype html><title>Return not verified</title><h1 id=\"result\">Return NOT verified</h1><p>%s</p>\n",
+				html.EscapeString(err.Error()))
+			return
+		}
+		fmt.Fprintf(w, "<!doctype html><title>Thank you</title><h1 id=\"result\">Return verified</h1>"+
+			"<p>payment <code id=\"payment_no\">%s</code> · Alipay trade <code id=\"trade_no\">%s</code> · ¥ <span id=\"amount\">%s</span> (%s)</p>"+
+			"<p>The buyer is back; the order is paid once paykit says so (webhook payment.paid or GET /v1/payments/%[1]s), not because of this page.</p>\n",
+			html.EscapeString(ret.PaymentNo), html.EscapeString(ret.TradeNo), ret.Amount.Yuan(), html.EscapeString(ret.Method))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		ok := activities.VerifyWebhook(demoWebhookSecret, body, r.Header.Get(activities.SignatureHeader))
 		logger.Info("demo merchant received webhook", "component", "merchant", "event_id", r.Header.Get(activities.EventIDHeader),
@@ -187,6 +223,7 @@ func demoMerchant(logger *slog.Logger) http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	return mux
 }
 
 func ensureDatabase(ctx context.Context, dsn string) error {
@@ -342,6 +379,7 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
    Temporal Web UI      http://127.0.0.1:%[2]d
    Alipay simulator     %[3]s/gateway.do   (control API: %[3]s/_sim/trades)
    Demo merchant hooks  http://%[4]s/webhooks   (verified webhooks are logged here)
+   Demo merchant return http://%[4]s/return     (verifies the cashier's signed return)
    Demo tenant API key  %[5]s
 
  Walk-through (copy and paste):
@@ -350,12 +388,16 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
     curl -s -X POST %[1]s/v1/payments \
       -H 'Authorization: Bearer %[5]s' -H 'Content-Type: application/json' \
       -H 'Idempotency-Key: demo-order-1001-try-1' \
-      -d '{"order_id":"1001","amount_fen":990,"subject":"Coffee beans"}'
+      -d '{"order_id":"1001","amount_fen":990,"subject":"Coffee beans","return_url":"http://%[4]s/return"}'
+    ("method":"wap" for a phone's browser, "qr", or "app" for an order string.)
 
- 2. Open the "pay_url" from the answer in a browser and press Pay. Or from the shell,
-    open the cashier once as the browser would, then pay:
+ 2. Open the "pay_url" from the answer in a browser and press Pay: the cashier sends
+    you back to the demo merchant, which verifies Alipay's signed return. Or from the
+    shell, open the cashier once as the browser would, then pay:
       curl -s "<pay_url>" > /dev/null
       curl -s -X POST %[3]s/_sim/trades/<payment_no>/pay
+    For "method":"app", pay the "order_string" as the Alipay app would:
+      curl -s -X POST %[3]s/_sim/app/pay -d '{"order_string":"<order_string>"}'
 
  3. Watch it complete: Temporal UI → Workflows → payment:demo:1001, or filter with
     PaymentStatus="PAID"; then

@@ -127,21 +127,28 @@ func newGateway(cfg Config) (payment.Gateway, error) {
 	return cashierRewrite{Gateway: gw, base: base}, nil
 }
 
-// cashierRewrite serves page-pay URLs under another host. The signature covers only the
-// query, so the URL stays valid.
+// cashierRewrite serves page- and wap-pay URLs under another host. The signature covers
+// only the query, so the URL stays valid.
 type cashierRewrite struct {
 	payment.Gateway
 	base *url.URL
 }
 
 func (c cashierRewrite) PagePayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
-	raw, err := c.Gateway.PagePayURL(ctx, req)
+	return c.rewrite(c.Gateway.PagePayURL(ctx, req))
+}
+
+func (c cashierRewrite) WapPayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
+	return c.rewrite(c.Gateway.WapPayURL(ctx, req))
+}
+
+func (c cashierRewrite) rewrite(raw string, err error) (string, error) {
 	if err != nil {
 		return "", err
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("page pay url: %w", err)
+		return "", fmt.Errorf("pay url: %w", err)
 	}
 	u.Scheme, u.Host = c.base.Scheme, c.base.Host
 	return u.String(), nil

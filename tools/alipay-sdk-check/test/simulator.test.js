@@ -1,6 +1,7 @@
 // Checks the Go Alipay simulator with Alipay's official Node SDK (alipay-sdk), an
 // implementation independent of the Go client: request signing, response verification
-// over the exact bytes, notification verification, page-pay URLs.
+// over the exact bytes, notification verification, page-pay URLs, app pay order strings
+// and the cashier's signed return parameters.
 //
 // Needs a running simulator: ALIPAYSIM_URL (e.g. http://127.0.0.1:18090) and
 // ALIPAYSIM_KEY_DIR (the directory written by `alipaysim keygen`). run.sh does both.
@@ -158,4 +159,47 @@ test('answers verified with the wrong Alipay public key are rejected by the SDK'
     wrong.exec('alipay.trade.query', { bizContent: { out_trade_no: 'x' } }, { validateSign: true }),
     /验签失败/,
   );
+});
+
+test('an app pay order string from the SDK is verified and paid like the Alipay app does', async () => {
+  const no = `${run}_app`;
+  const orderString = sdk.sdkExecute('alipay.trade.app.pay', {
+    bizContent: { out_trade_no: no, total_amount: '6.60', subject: 'app pay', product_code: 'QUICK_MSECURITY_PAY' },
+    notifyUrl: notifyURL,
+  });
+  const appPay = (s) => fetch(`${simURL}/_sim/app/pay`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ order_string: s }),
+  });
+  const tampered = await appPay(orderString.replace('6.60', '0.01'));
+  assert.equal(tampered.status, 400);
+  assert.equal((await tampered.json()).result_status, '4000');
+
+  const res = await appPay(orderString);
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.equal(body.result_status, '9000');
+  assert.equal(body.trade.total_amount, '6.60');
+  const n = await notificationFor(no, 'TRADE_SUCCESS');
+  assert.equal(sdk.checkNotifySignV2(n), true, 'notification signature');
+});
+
+test('the wap cashier returns to return_url with parameters the SDK verifies', async () => {
+  const no = `${run}_wap`;
+  const url = sdk.pageExec('alipay.trade.wap.pay', 'GET', {
+    bizContent: { out_trade_no: no, total_amount: '3.30', subject: 'wap pay', product_code: 'QUICK_WAP_WAY', quit_url: 'https://shop.example/cart' },
+    notifyUrl: notifyURL,
+    returnUrl: 'https://shop.example/return',
+  });
+  const html = await (await fetch(url)).text();
+  const m = html.match(/name="trade_no" value="([^"]+)"/);
+  assert.ok(m, html);
+  const pay = await fetch(`${simURL}/_sim/cashier/pay`, { method: 'POST', body: new URLSearchParams({ trade_no: m[1] }), redirect: 'manual' });
+  assert.equal(pay.status, 303);
+  const loc = new URL(pay.headers.get('location'));
+  assert.equal(loc.origin + loc.pathname, 'https://shop.example/return');
+  const params = Object.fromEntries(loc.searchParams);
+  assert.equal(params.method, 'alipay.trade.wap.pay.return');
+  assert.equal(params.out_trade_no, no);
+  assert.equal(sdk.checkNotifySignV2(params), true, 'return signature');
+  assert.equal(sdk.checkNotifySignV2({ ...params, total_amount: '0.01' }), false, 'tampered return accepted');
 });
