@@ -34,7 +34,11 @@ type AppPayResult struct {
 // fields and the HTTP status the control API answers with.
 func (s *Simulator) AppPay(orderString, buyerID string) (AppPayResult, int) {
 	res, t, status := s.appPay(orderString, buyerID)
-	body, err := signedBody(s.alipayKey, appPayResult, res)
+	var a *app
+	if form, err := url.ParseQuery(strings.TrimSpace(orderString)); err == nil {
+		a = s.apps[form.Get("app_id")]
+	}
+	body, err := signedBody(s.alipayKey, appPayResult, res, s.answerCertSN(a))
 	if err != nil {
 		s.log.Error("sign app pay result", "err", err)
 		return AppPayResult{ResultStatus: appResultFailed}, http.StatusInternalServerError
