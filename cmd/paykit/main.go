@@ -81,10 +81,20 @@ func main() {
 		fmt.Fprintf(os.Stderr, "paykit: unknown command %q\n\n%s\n", cmd, usage)
 		os.Exit(2)
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		logger.Error("paykit "+cmd+" failed", "err", err)
-		os.Exit(1)
+	if code := exitCode(logger, cmd, err); code != 0 {
+		os.Exit(code)
 	}
+}
+
+// exitCode logs a command's failure and returns the exit code. Asking for help (-h),
+// which the flag package returns as flag.ErrHelp after printing the usage, is not a
+// failure, nor is an interrupt.
+func exitCode(logger *slog.Logger, cmd string, err error) int {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	logger.Error("paykit "+cmd+" failed", "err", err)
+	return 1
 }
 
 // runMigrate creates the database if it is missing (CREATE DATABASE IF NOT EXISTS, so a
