@@ -10,13 +10,18 @@ import (
 )
 
 const tenantColumns = `id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id,
-	auto_refund_paid_after_close, created_at`
+	auto_refund_paid_after_close, created_at, COALESCE(alipay_credentials, '')`
 
 const (
 	qTenantByID          = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ?`
 	qTenantByIDForUpdate = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ? FOR UPDATE`
 	qTenantByHash        = `SELECT ` + tenantColumns + ` FROM tenants WHERE api_key_hash = ?`
-	qInsertTenant        = `INSERT INTO tenants
+	qTenantsByAlipayApp  = `SELECT ` + tenantColumns + ` FROM tenants WHERE alipay_app_id = ? ORDER BY id LIMIT 1000`
+	qTenantsWithCreds    = `SELECT ` + tenantColumns + ` FROM tenants WHERE alipay_credentials IS NOT NULL AND id > ?
+ORDER BY id LIMIT 100`
+	qSetTenantCredentials  = `UPDATE tenants SET alipay_credentials = NULLIF(?, ''), updated_at = ? WHERE id = ?`
+	qSwapTenantCredentials = `UPDATE tenants SET alipay_credentials = ?, updated_at = ? WHERE id = ? AND alipay_credentials = ?`
+	qInsertTenant          = `INSERT INTO tenants
 	(id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id, auto_refund_paid_after_close,
 	created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -30,7 +35,8 @@ const (
 	maxUpsertAttempts = 3
 )
 
-// UpsertTenant creates or updates a tenant by id. It deliberately avoids INSERT … ON
+// UpsertTenant creates or updates a tenant by id. It leaves the tenant's sealed Alipay
+// credentials as they are; SetTenantAlipayCredentials changes them. It deliberately avoids INSERT … ON
 // DUPLICATE KEY UPDATE: with two unique keys (id, api_key_hash) that statement would
 // update whichever row collided, letting one tenant's upsert overwrite another tenant
 // that holds the same key hash. A key hash owned by another tenant is an ECONFLICT error.
@@ -106,7 +112,68 @@ func (st *Store) getTenant(ctx context.Context, tx *sql.Tx, query string, arg st
 	var t payment.Tenant
 	err := st.queryRow(ctx, tx, query, []any{arg}, func(row *sql.Row) error {
 		return row.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
-			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt)
+			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.AlipayCredentialsSealed)
 	})
 	return t, err
+}
+
+// SetTenantAlipayCredentials stores a tenant's sealed Alipay credentials; an empty value
+// removes them (the tenant uses the default app again). A tenant that does not exist is
+// ErrNotFound.
+func (st *Store) SetTenantAlipayCredentials(ctx context.Context, tenantID, sealed string) error {
+	res, err := st.exec(ctx, nil, qSetTenantCredentials, sealed, st.clock(), tenantID)
+	if err != nil {
+		return fmt.Errorf("mysql: set tenant credentials %s: %w", tenantID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		if _, err := st.GetTenant(ctx, tenantID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SwapTenantAlipayCredentials replaces a tenant's sealed credentials only if they are
+// still old, so a re-encryption never overwrites keys set meanwhile. It reports whether
+// it replaced them.
+func (st *Store) SwapTenantAlipayCredentials(ctx context.Context, tenantID, old, sealed string) (bool, error) {
+	res, err := st.exec(ctx, nil, qSwapTenantCredentials, sealed, st.clock(), tenantID, old)
+	if err != nil {
+		return false, fmt.Errorf("mysql: swap tenant credentials %s: %w", tenantID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// TenantsByAlipayApp returns the tenants whose payments go through an Alipay app_id.
+func (st *Store) TenantsByAlipayApp(ctx context.Context, appID string) ([]payment.Tenant, error) {
+	ts, err := st.listTenants(ctx, qTenantsByAlipayApp, appID)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: tenants by alipay app: %w", err)
+	}
+	return ts, nil
+}
+
+// TenantsWithAlipayCredentials returns up to 100 tenants with sealed credentials whose
+// id is greater than afterID, in id order.
+func (st *Store) TenantsWithAlipayCredentials(ctx context.Context, afterID string) ([]payment.Tenant, error) {
+	ts, err := st.listTenants(ctx, qTenantsWithCreds, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: tenants with credentials: %w", err)
+	}
+	return ts, nil
+}
+
+func (st *Store) listTenants(ctx context.Context, query, arg string) ([]payment.Tenant, error) {
+	var out []payment.Tenant
+	err := st.query(ctx, query, []any{arg}, func(rows *sql.Rows) error {
+		var t payment.Tenant
+		if err := rows.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
+			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.AlipayCredentialsSealed); err != nil {
+			return err
+		}
+		out = append(out, t)
+		return nil
+	})
+	return out, err
 }
