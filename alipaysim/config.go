@@ -41,6 +41,9 @@ type App struct {
 	// PublicKeyPEM is the app's public key (PKIX or PKCS#1, PEM or bare base64), used to
 	// verify request signatures.
 	PublicKeyPEM string
+	// AlipayPrivateKeyPEM, if set, signs this app's responses and notifications instead
+	// of Config.AlipayPrivateKeyPEM: Alipay gives each app its own Alipay public key.
+	AlipayPrivateKeyPEM string
 }
 
 // Config configures a Simulator. Only AppPublicKeyPEM (or Apps) and AlipayPrivateKeyPEM
@@ -85,6 +88,8 @@ type app struct {
 	id       string
 	sellerID string
 	pub      *rsa.PublicKey
+	// alipayKey signs for this app; nil means the simulator's key.
+	alipayKey *rsa.PrivateKey
 }
 
 func (c Config) withDefaults() Config {
@@ -139,7 +144,13 @@ func (c Config) apps() (map[string]*app, error) {
 		if seller == "" {
 			seller = DefaultSellerID
 		}
-		apps[a.AppID] = &app{id: a.AppID, sellerID: seller, pub: pub}
+		var alipayKey *rsa.PrivateKey
+		if a.AlipayPrivateKeyPEM != "" {
+			if alipayKey, err = parsePrivateKey(a.AlipayPrivateKeyPEM); err != nil {
+				return nil, fmt.Errorf("app %s alipay private key: %w", a.AppID, err)
+			}
+		}
+		apps[a.AppID] = &app{id: a.AppID, sellerID: seller, pub: pub, alipayKey: alipayKey}
 	}
 	return apps, nil
 }

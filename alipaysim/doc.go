@@ -31,6 +31,13 @@ Gateway
   GET  /_sim/qr/{trade_no}        cashier for a precreate qr_code
   POST /_sim/cashier/pay          the cashier's Pay button (form: trade_no, buyer_id); 303 to return_url
 
+Apps (each app's trades are its own: another app's out_trade_no is ACQ.TRADE_NOT_EXIST)
+  GET  /_sim/apps                           {"app_ids":[...]}
+  POST /_sim/apps                           {"app_id","seller_id","app_public_key","alipay_private_key"?}
+                                            register a further app; alipay_private_key signs its answers
+                                            and notifications (default: the simulator's key); 409 if
+                                            the app_id exists with other keys
+
 Trades
   GET  /_sim/trades                         [Trade]
   GET  /_sim/trades/{out_trade_no}          Trade                       (?app_id= if ambiguous)
