@@ -10,6 +10,7 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -37,6 +38,9 @@ type Config struct {
 	AlipayPublicKey         string // PEM, or read from AlipayPublicKeyFile
 	AlipayAppPrivateKeyFile string
 	AlipayPublicKeyFile     string
+	// SecretsKeys is the keyring that seals tenants' Alipay keys at rest:
+	// "id:base64key,…", 32-byte AES-256 keys, the first sealing (see README, rotation).
+	SecretsKeys string
 
 	Timing         workflows.Timing
 	EventRetry     payment.EventRetry // failed webhook deliveries, the workflow's and the sweeper's
@@ -121,6 +125,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		AlipayPublicKey:         e.str("ALIPAY_PUBLIC_KEY", ""),
 		AlipayAppPrivateKeyFile: e.str("ALIPAY_APP_PRIVATE_KEY_FILE", ".dev/keys/app_private_key.pem"),
 		AlipayPublicKeyFile:     e.str("ALIPAY_PUBLIC_KEY_FILE", ".dev/keys/alipay_public_key.pem"),
+		SecretsKeys:             e.str("PAYKIT_SECRETS_KEYS", ""),
 
 		Timing: workflows.Timing{
 			PaymentTTL:             e.dur("PAYKIT_PAYMENT_TTL", d.PaymentTTL),
@@ -186,4 +191,17 @@ func (c Config) alipayKeys() (appPriv, alipayPub string, err error) {
 		alipayPub = string(b)
 	}
 	return appPriv, alipayPub, nil
+}
+
+// secretsKeyring returns the keyring of PAYKIT_SECRETS_KEYS, or nil if it is not set
+// (then no tenant can have an Alipay app of its own).
+func (c Config) secretsKeyring() (*secrets.Keyring, error) {
+	if c.SecretsKeys == "" {
+		return nil, nil
+	}
+	kr, err := secrets.ParseKeyring(c.SecretsKeys)
+	if err != nil {
+		return nil, fmt.Errorf("PAYKIT_SECRETS_KEYS: %w", err)
+	}
+	return kr, nil
 }

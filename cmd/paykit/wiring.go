@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -93,16 +94,39 @@ func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *pro
 	return c, nil
 }
 
-func newGateway(cfg Config) (payment.Gateway, error) {
+// newGateways returns the gateway resolver: each tenant's own Alipay app, and the
+// default app of the environment (ALIPAY_*) for tenants without one.
+func newGateways(cfg Config, store tenantApps) (*gateways, error) {
 	appPriv, alipayPub, err := cfg.alipayKeys()
 	if err != nil {
 		return nil, err
 	}
+	build := func(appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error) {
+		return newAppGateway(cfg, appID, sellerID, creds)
+	}
+	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, payment.AlipayCredentials{AppPrivateKeyPEM: appPriv, AlipayPublicKeyPEM: alipayPub})
+	if err != nil {
+		return nil, err
+	}
+	keys, err := cfg.secretsKeyring()
+	if err != nil {
+		return nil, err
+	}
+	return newGatewayResolver(store, keys, build, def, cfg.AlipayAppID), nil
+}
+
+// newAppGateway builds the gateway of one Alipay app on the configured gateway URL.
+func newAppGateway(cfg Config, appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error) {
+	if creds.CertMode() {
+		// TODO(cert mode): pass creds.AppCertPEM, AlipayCertPEM and RootCertPEM to the
+		// adapter's certificate-mode fields once alipay.Config has them.
+		return nil, errors.New("alipay: certificate mode is not supported by this build")
+	}
 	gw, err := alipay.New(alipay.Config{
-		AppID:              cfg.AlipayAppID,
-		SellerID:           cfg.AlipaySellerID,
-		AppPrivateKeyPEM:   appPriv,
-		AlipayPublicKeyPEM: alipayPub,
+		AppID:              appID,
+		SellerID:           sellerID,
+		AppPrivateKeyPEM:   creds.AppPrivateKeyPEM,
+		AlipayPublicKeyPEM: creds.AlipayPublicKeyPEM,
 		GatewayURL:         cfg.AlipayGatewayURL,
 		NotifyURL:          cfg.PublicURL + "/callbacks/alipay",
 		HTTPClient:         &http.Client{Timeout: 10 * time.Second},
@@ -190,7 +214,7 @@ type system struct {
 	store *mysql.Store
 	redis *redis.Client // nil when Redis is disabled
 	tc    client.Client
-	gw    payment.Gateway
+	gws   *gateways
 	orch  *orchestrator.Orchestrator
 }
 
@@ -217,7 +241,7 @@ func openSystem(ctx context.Context, cfg Config, logger *slog.Logger, reg *prome
 		s.close()
 		return nil, err
 	}
-	if s.gw, err = newGateway(cfg); err != nil {
+	if s.gws, err = newGateways(cfg, s.store); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -255,11 +279,12 @@ func (s *system) cache() api.Cache {
 
 func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
-		s.store, s.gw, s.orch, s.cache(), logger, metrics)
+		s.store, s.gws, s.orch, s.cache(), logger, metrics)
 }
 
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
-	acts := newActivities(cfg, s.store, s.gw, s.redis, s.tc, s.orch, logger)
-	acts.Auditor = &audit.Auditor{Store: s.store, Gateway: s.gw, Workflows: s.orch}
+	acts := newActivities(cfg, s.store, s.gws.def, s.redis, s.tc, s.orch, logger)
+	acts.Gateways = s.gws
+	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
 	return acts
 }
