@@ -57,8 +57,8 @@ type Activities struct {
 	// Gateways, if set, picks the gateway of each payment's tenant (its own Alipay app,
 	// or the default one); Gateway is then unused.
 	Gateways payment.Gateways
-	Locker  OrderLocker // optional; nil or failing means "no lock", the database still holds
-	HTTP    *http.Client
+	Locker   OrderLocker // optional; nil or failing means "no lock", the database still holds
+	HTTP     *http.Client
 	// Temporal is used by the sweeper to see whether a payment's workflow is running.
 	Temporal client.Client
 	Redriver Redriver

@@ -91,15 +91,15 @@ func (c Config) withDefaults() Config {
 
 // Server is the HTTP server.
 type Server struct {
-	echo    *echo.Echo
-	cfg     Config
-	store   payment.Store
+	echo     *echo.Echo
+	cfg      Config
+	store    payment.Store
 	gateways payment.Gateways
-	orch    Orchestrator
-	cache   Cache
-	log     *slog.Logger
-	metrics *Metrics
-	tenants *tenantCache
+	orch     Orchestrator
+	cache    Cache
+	log      *slog.Logger
+	metrics  *Metrics
+	tenants  *tenantCache
 }
 
 // New builds the server and its routes. cache may be nil (no Redis).

@@ -91,4 +91,3 @@ func TestNotificationIsRoutedByAppID(t *testing.T) {
 		})
 	}
 }
-
