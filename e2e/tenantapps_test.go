@@ -149,11 +149,14 @@ func TestTenantsWithTheirOwnAlipayApps(t *testing.T) {
 	}
 
 	// A notification validly signed with B's Alipay key, naming A's pending payment.
-	forged := url.Values{
-		"notify_id": {"forged-" + randHex(6)}, "notify_type": {"trade_status_sync"}, "charset": {"utf-8"}, "version": {"1.0"},
-		"notify_time": {time.Now().In(time.FixedZone("CST", 8*3600)).Format("2006-01-02 15:04:05")},
-		"app_id": {appB}, "seller_id": {sellerB}, "out_trade_no": {pending.PaymentNo}, "trade_no": {"2026" + randHex(10)},
-		"trade_status": {"TRADE_SUCCESS"}, "total_amount": {"7.00"}, "buyer_id": {"2088000000009999"},
+	forged := url.Values{}
+	for _, kv := range [][2]string{
+		{"notify_id", "forged-" + randHex(6)}, {"notify_type", "trade_status_sync"}, {"charset", "utf-8"}, {"version", "1.0"},
+		{"notify_time", time.Now().In(time.FixedZone("CST", 8*3600)).Format("2006-01-02 15:04:05")},
+		{"app_id", appB}, {"seller_id", sellerB}, {"out_trade_no", pending.PaymentNo}, {"trade_no", "2026" + randHex(10)},
+		{"trade_status", "TRADE_SUCCESS"}, {"total_amount", "7.00"}, {"buyer_id", "2088000000009999"},
+	} {
+		forged.Set(kv[0], kv[1])
 	}
 	signNotification(t, kb.AlipayPrivateKeyPEM, forged)
 	unknown := url.Values{}
