@@ -311,6 +311,11 @@ type tenantStore interface {
 func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials, setKeys bool) error {
 	sealed := ""
 	if setKeys {
+		if creds.CertMode() {
+			// TODO(cert mode): accept the certificates once newAppGateway builds a
+			// certificate-mode gateway from them.
+			return errors.New("tenant: certificate mode is not supported by this build's Alipay adapter yet")
+		}
 		if _, err := newAppGateway(cfg, f.appID, f.seller, creds); err != nil {
 			return errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
 		}
