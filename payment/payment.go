@@ -217,7 +217,7 @@ type Tenant struct {
 	// AlipayCredentialsSealed is the tenant's own app keys (AlipayCredentials), sealed
 	// with the secrets keyring for AlipayCredentialsAAD(ID). Empty means the tenant's
 	// payments go through the deployment's default app.
-	AlipayCredentialsSealed string
+	AlipayCredentialsSealed string `json:"-"`
 	// AutoRefundPaidAfterClose refunds the money of a paid_after_close anomaly as soon as
 	// it is recorded, instead of leaving it to an operator.
 	AutoRefundPaidAfterClose bool

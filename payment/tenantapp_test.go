@@ -26,6 +26,10 @@ func TestAlipayCredentialsNeverPrint(t *testing.T) {
 			t.Fatalf("credentials printed: %s", out)
 		}
 	}
+	tn, _ := json.Marshal(payment.Tenant{ID: "t", AlipayCredentialsSealed: "pks1:k1:SEALED"})
+	if strings.Contains(string(tn), "SEALED") {
+		t.Fatalf("tenant JSON carries the sealed keys: %s", tn)
+	}
 	b, err := c.EncodeForSealing()
 	if err != nil {
 		t.Fatal(err)
