@@ -16,8 +16,9 @@ const (
 	qTenantByID          = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ?`
 	qTenantByIDForUpdate = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ? FOR UPDATE`
 	qTenantByHash        = `SELECT ` + tenantColumns + ` FROM tenants WHERE api_key_hash = ?`
-	qTenantsByAlipayApp  = `SELECT ` + tenantColumns + ` FROM tenants WHERE alipay_app_id = ? ORDER BY id LIMIT 1000`
-	qTenantsWithCreds    = `SELECT ` + tenantColumns + ` FROM tenants WHERE alipay_credentials IS NOT NULL AND id > ?
+	qTenantsByAlipayApp  = `SELECT ` + tenantColumns + ` FROM tenants
+WHERE alipay_app_id = ? AND alipay_credentials IS NOT NULL ORDER BY id LIMIT 100`
+	qTenantsWithCreds = `SELECT ` + tenantColumns + ` FROM tenants WHERE alipay_credentials IS NOT NULL AND id > ?
 ORDER BY id LIMIT 100`
 	qSetTenantCredentials  = `UPDATE tenants SET alipay_credentials = NULLIF(?, ''), updated_at = ? WHERE id = ?`
 	qSwapTenantCredentials = `UPDATE tenants SET alipay_credentials = ?, updated_at = ? WHERE id = ? AND alipay_credentials = ?`
@@ -145,7 +146,8 @@ func (st *Store) SwapTenantAlipayCredentials(ctx context.Context, tenantID, old,
 	return n == 1, err
 }
 
-// TenantsByAlipayApp returns the tenants whose payments go through an Alipay app_id.
+// TenantsByAlipayApp returns the tenants that hold their own keys for an Alipay app_id
+// (at most 100; tenants on the default app without keys of their own are not listed).
 func (st *Store) TenantsByAlipayApp(ctx context.Context, appID string) ([]payment.Tenant, error) {
 	ts, err := st.listTenants(ctx, qTenantsByAlipayApp, appID)
 	if err != nil {

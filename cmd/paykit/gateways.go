@@ -15,6 +15,7 @@ import (
 // tenantApps is what the gateway resolver reads; *mysql.Store implements it.
 type tenantApps interface {
 	GetTenant(ctx context.Context, id string) (payment.Tenant, error)
+	// TenantsByAlipayApp returns the tenants with their own keys for an app_id.
 	TenantsByAlipayApp(ctx context.Context, appID string) ([]payment.Tenant, error)
 }
 

@@ -31,7 +31,7 @@ func (m *memTenants) TenantsByAlipayApp(_ context.Context, appID string) ([]paym
 	defer m.mu.Unlock()
 	var out []payment.Tenant
 	for _, t := range m.ts {
-		if t.AlipayAppID == appID {
+		if t.AlipayAppID == appID && t.AlipayCredentialsSealed != "" {
 			out = append(out, t)
 		}
 	}
