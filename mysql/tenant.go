@@ -24,10 +24,12 @@ ORDER BY id LIMIT 100`
 	qSwapTenantCredentials = `UPDATE tenants SET alipay_credentials = ?, updated_at = ? WHERE id = ? AND alipay_credentials = ?`
 	qInsertTenant          = `INSERT INTO tenants
 	(id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id, auto_refund_paid_after_close,
-	created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	created_at, updated_at, alipay_credentials)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''))`
+	// An empty sealed value keeps the stored one.
 	qUpdateTenant = `UPDATE tenants SET name = ?, api_key_hash = ?, notify_url = ?, webhook_secret = ?,
-	alipay_app_id = ?, alipay_seller_id = ?, auto_refund_paid_after_close = ?, updated_at = ?
+	alipay_app_id = ?, alipay_seller_id = ?, auto_refund_paid_after_close = ?, updated_at = ?,
+	alipay_credentials = COALESCE(NULLIF(?, ''), alipay_credentials)
 WHERE id = ?`
 )
 
@@ -36,8 +38,9 @@ const (
 	maxUpsertAttempts = 3
 )
 
-// UpsertTenant creates or updates a tenant by id. It leaves the tenant's sealed Alipay
-// credentials as they are; SetTenantAlipayCredentials changes them. It deliberately avoids INSERT … ON
+// UpsertTenant creates or updates a tenant by id. Sealed Alipay credentials, if given,
+// are written with the app_id and seller in the same statement; empty ones leave the
+// stored credentials as they are (SetTenantAlipayCredentials clears them). It deliberately avoids INSERT … ON
 // DUPLICATE KEY UPDATE: with two unique keys (id, api_key_hash) that statement would
 // update whichever row collided, letting one tenant's upsert overwrite another tenant
 // that holds the same key hash. A key hash owned by another tenant is an ECONFLICT error.
@@ -56,7 +59,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 			switch {
 			case err == nil:
 				_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
-					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.ID)
+					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.AlipayCredentialsSealed, t.ID)
 				return err
 			case errors.Is(err, payment.ErrNotFound):
 				created := dbTime(t.CreatedAt)
@@ -64,7 +67,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 					created = now
 				}
 				_, err = st.exec(ctx, tx, qInsertTenant, t.ID, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
-					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now)
+					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now, t.AlipayCredentialsSealed)
 				return err
 			default:
 				return err

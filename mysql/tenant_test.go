@@ -52,13 +52,26 @@ func TestTenantAlipayCredentials(t *testing.T) {
 	if ok, err := st.SwapTenantAlipayCredentials(ctx, "ta", "pks1:k:sealed-a", "pks1:k2:resealed"); err != nil || !ok {
 		t.Fatalf("swap: %v, %v", ok, err)
 	}
+	// Upserted with new credentials, the app and its keys change together.
+	if err := st.UpsertTenant(ctx, payment.Tenant{ID: "ta", APIKeyHash: hash('a'), AlipayAppID: "2021N", AlipaySeller: "2088N", AlipayCredentialsSealed: "pks1:k:new"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetTenant(ctx, "ta"); got.AlipayAppID != "2021N" || got.AlipayCredentialsSealed != "pks1:k:new" {
+		t.Fatalf("upsert with credentials: %+v", got)
+	}
+	if err := st.UpsertTenant(ctx, payment.Tenant{ID: "tn", APIKeyHash: hash('n'), AlipayAppID: "2021N", AlipaySeller: "2088N", AlipayCredentialsSealed: "pks1:k:tn"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.GetTenant(ctx, "tn"); got.AlipayCredentialsSealed != "pks1:k:tn" {
+		t.Fatalf("insert with credentials: %+v", got)
+	}
 	if err := st.SetTenantAlipayCredentials(ctx, "ta", ""); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := st.GetTenant(ctx, "ta"); got.AlipayCredentialsSealed != "" {
 		t.Fatalf("cleared credentials: %q", got.AlipayCredentialsSealed)
 	}
-	if withCreds, _ := st.TenantsWithAlipayCredentials(ctx, ""); len(withCreds) != 0 {
+	if withCreds, _ := st.TenantsWithAlipayCredentials(ctx, ""); len(withCreds) != 1 || withCreds[0].ID != "tn" {
 		t.Fatalf("after clearing: %+v", withCreds)
 	}
 }

@@ -59,6 +59,10 @@ func (g *gateways) For(ctx context.Context, tenantID string) (payment.Gateway, e
 		return nil, fmt.Errorf("gateway of tenant %s: %w", tenantID, err)
 	}
 	if t.AlipayCredentialsSealed == "" {
+		if t.AlipayAppID != "" && t.AlipayAppID != g.defApp {
+			// Its money must not go to the default app's merchant.
+			return nil, fmt.Errorf("tenant %s names alipay app %s but has no keys for it; set them with paykit tenant", t.ID, t.AlipayAppID)
+		}
 		return g.def, nil
 	}
 	c, err := g.tenantGateway(t)

@@ -158,6 +158,12 @@ func TestGatewaysResolveEachTenantsApp(t *testing.T) {
 	if _, err := g.For(ctx, "d"); err == nil || strings.Contains(err.Error(), "unloadable") {
 		t.Fatalf("unloadable keys: %v", err)
 	}
+	// A tenant naming another app than the default without keys is refused, never sent
+	// through the default app.
+	store.put(payment.Tenant{ID: "nokeys", AlipayAppID: "2021other", AlipaySeller: "2088"})
+	if _, err := g.For(ctx, "nokeys"); err == nil {
+		t.Fatal("a tenant of another app without keys went through the default app")
+	}
 	// Without the keyring, a tenant with its own app is an error, never the default app.
 	nokeys := newGatewayResolver(store, nil, build, def, "2021default")
 	if _, err := nokeys.For(ctx, "b"); err == nil {

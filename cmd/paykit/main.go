@@ -348,16 +348,18 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 	if f.clearKeys && f.appID != cfg.AlipayAppID {
 		return fmt.Errorf("tenant: without keys of its own the tenant uses the default app; set -alipay-app-id %s", cfg.AlipayAppID)
 	}
-	if err := store.UpsertTenant(ctx, payment.Tenant{
+	if f.clearKeys {
+		// Cleared first: a crash before the upsert leaves a tenant naming its own app
+		// without keys, which is refused, never paid through the default app.
+		if err := store.SetTenantAlipayCredentials(ctx, f.id, ""); err != nil && !errors.Is(err, payment.ErrNotFound) {
+			return err
+		}
+	}
+	// New keys go in with the app_id and seller, in one statement.
+	return store.UpsertTenant(ctx, payment.Tenant{
 		ID: f.id, Name: f.name, APIKeyHash: api.HashAPIKey(f.apiKey), NotifyURL: f.notifyURL, WebhookSecret: f.secret,
-		AlipayAppID: f.appID, AlipaySeller: f.seller, AutoRefundPaidAfterClose: f.autoRefund,
-	}); err != nil {
-		return err
-	}
-	if setKeys || f.clearKeys {
-		return store.SetTenantAlipayCredentials(ctx, f.id, sealed)
-	}
-	return nil
+		AlipayAppID: f.appID, AlipaySeller: f.seller, AutoRefundPaidAfterClose: f.autoRefund, AlipayCredentialsSealed: sealed,
+	})
 }
 
 // credentialResealer is what the re-encryption reads and writes; *mysql.Store implements it.

@@ -22,13 +22,18 @@ func (m *memTenantStore) GetTenant(_ context.Context, id string) (payment.Tenant
 }
 
 func (m *memTenantStore) UpsertTenant(_ context.Context, t payment.Tenant) error {
-	t.AlipayCredentialsSealed = m.ts[t.ID].AlipayCredentialsSealed
+	if t.AlipayCredentialsSealed == "" {
+		t.AlipayCredentialsSealed = m.ts[t.ID].AlipayCredentialsSealed
+	}
 	m.ts[t.ID] = t
 	return nil
 }
 
 func (m *memTenantStore) SetTenantAlipayCredentials(_ context.Context, id, sealed string) error {
-	t := m.ts[id]
+	t, ok := m.ts[id]
+	if !ok {
+		return payment.ErrNotFound
+	}
 	t.AlipayCredentialsSealed = sealed
 	m.ts[id] = t
 	return nil
