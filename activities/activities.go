@@ -54,8 +54,11 @@ type RefundRedriver interface {
 type Activities struct {
 	Store   payment.Store
 	Gateway payment.Gateway
-	Locker  OrderLocker // optional; nil or failing means "no lock", the database still holds
-	HTTP    *http.Client
+	// Gateways, if set, picks the gateway of each payment's tenant (its own Alipay app,
+	// or the default one); Gateway is then unused.
+	Gateways payment.Gateways
+	Locker   OrderLocker // optional; nil or failing means "no lock", the database still holds
+	HTTP     *http.Client
 	// Temporal is used by the sweeper to see whether a payment's workflow is running.
 	Temporal client.Client
 	Redriver Redriver

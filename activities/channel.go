@@ -53,28 +53,32 @@ func (a *Activities) OpenTrade(ctx context.Context, in OpenTradeInput) (OpenTrad
 		ReturnURL: in.ReturnURL,
 		QuitURL:   in.QuitURL,
 	}
+	gw, err := a.gatewayOf(ctx, in.PaymentNo)
+	if err != nil {
+		return OpenTradeResult{}, err
+	}
 	var res OpenTradeResult
 	switch in.Method {
 	case payment.MethodQR:
-		qr, err := a.Gateway.Precreate(ctx, req)
+		qr, err := gw.Precreate(ctx, req)
 		if err != nil {
 			return OpenTradeResult{}, classify("precreate", err)
 		}
 		res.QRCode = qr
 	case payment.MethodWap:
-		url, err := a.Gateway.WapPayURL(ctx, req)
+		url, err := gw.WapPayURL(ctx, req)
 		if err != nil {
 			return OpenTradeResult{}, classify("wap pay url", err)
 		}
 		res.PayURL = url
 	case payment.MethodApp:
-		s, err := a.Gateway.AppPayOrderString(ctx, req)
+		s, err := gw.AppPayOrderString(ctx, req)
 		if err != nil {
 			return OpenTradeResult{}, classify("app pay order string", err)
 		}
 		res.OrderString = s
 	default:
-		url, err := a.Gateway.PagePayURL(ctx, req)
+		url, err := gw.PagePayURL(ctx, req)
 		if err != nil {
 			return OpenTradeResult{}, classify("page pay url", err)
 		}
@@ -88,7 +92,11 @@ func (a *Activities) OpenTrade(ctx context.Context, in OpenTradeInput) (OpenTrad
 
 // QueryTrade asks Alipay for the trade's state. "Trade not exist" is a state, not an error.
 func (a *Activities) QueryTrade(ctx context.Context, paymentNo string) (payment.Trade, error) {
-	t, err := a.Gateway.Query(ctx, paymentNo)
+	gw, err := a.gatewayOf(ctx, paymentNo)
+	if err != nil {
+		return payment.Trade{}, err
+	}
+	t, err := gw.Query(ctx, paymentNo)
 	if err != nil {
 		return payment.Trade{}, classify("query trade", err)
 	}
@@ -98,9 +106,31 @@ func (a *Activities) QueryTrade(ctx context.Context, paymentNo string) (payment.
 // CloseTrade closes the trade at Alipay so it can no longer be paid. A refusal because it
 // is already paid comes back as CloseAlreadyPaid, not as an error.
 func (a *Activities) CloseTrade(ctx context.Context, paymentNo string) (payment.CloseOutcome, error) {
-	out, err := a.Gateway.Close(ctx, paymentNo)
+	gw, err := a.gatewayOf(ctx, paymentNo)
+	if err != nil {
+		return 0, err
+	}
+	out, err := gw.Close(ctx, paymentNo)
 	if err != nil {
 		return 0, classify("close trade", err)
 	}
 	return out, nil
+}
+
+// gatewayOf returns the gateway of the app a payment goes through: its tenant's. The
+// activities' inputs name only the payment, as the workflows that have run send them, so
+// the tenant is read from the payment. A failure here is retried.
+func (a *Activities) gatewayOf(ctx context.Context, paymentNo string) (payment.Gateway, error) {
+	if a.Gateways == nil {
+		return a.Gateway, nil
+	}
+	p, err := a.Store.GetPayment(ctx, paymentNo)
+	if err != nil {
+		return nil, fmt.Errorf("gateway of payment %s: %w", paymentNo, err)
+	}
+	gw, err := a.Gateways.For(ctx, p.TenantID)
+	if err != nil {
+		return nil, fmt.Errorf("gateway of payment %s: %w", paymentNo, err)
+	}
+	return gw, nil
 }

@@ -53,7 +53,11 @@ type RefundChannelInput struct {
 // non-retryable ErrTypeBalanceShortfall, any other refusal a non-retryable
 // ErrTypeChannelRefused.
 func (a *Activities) RefundAtChannel(ctx context.Context, in RefundChannelInput) (payment.RefundResult, error) {
-	res, err := a.Gateway.Refund(ctx, payment.RefundRequest{
+	gw, err := a.gatewayOf(ctx, in.PaymentNo)
+	if err != nil {
+		return payment.RefundResult{}, err
+	}
+	res, err := gw.Refund(ctx, payment.RefundRequest{
 		PaymentNo: in.PaymentNo, OutRequestNo: in.OutRequestNo, Amount: in.Amount, Reason: in.Reason,
 	})
 	if err != nil {
@@ -82,7 +86,11 @@ type RefundQueryInput struct {
 // QueryRefundAtChannel asks alipay.trade.fastpay.refund.query whether the refund took
 // effect; Found=false means Alipay moved no money for it.
 func (a *Activities) QueryRefundAtChannel(ctx context.Context, in RefundQueryInput) (payment.RefundStatusAtChannel, error) {
-	st, err := a.Gateway.QueryRefund(ctx, in.PaymentNo, in.OutRequestNo)
+	gw, err := a.gatewayOf(ctx, in.PaymentNo)
+	if err != nil {
+		return payment.RefundStatusAtChannel{}, err
+	}
+	st, err := gw.QueryRefund(ctx, in.PaymentNo, in.OutRequestNo)
 	if err != nil {
 		return payment.RefundStatusAtChannel{}, classify("query refund", err)
 	}

@@ -36,9 +36,9 @@ func (s *Simulator) AppPay(orderString, buyerID string) (AppPayResult, int) {
 	res, t, status := s.appPay(orderString, buyerID)
 	var a *app
 	if form, err := url.ParseQuery(strings.TrimSpace(orderString)); err == nil {
-		a = s.apps[form.Get("app_id")]
+		a = s.app(form.Get("app_id"))
 	}
-	body, err := signedBody(s.alipayKey, appPayResult, res, s.answerCertSN(a))
+	body, err := signedBody(s.signingKey(a), appPayResult, res, s.answerCertSN(a))
 	if err != nil {
 		s.log.Error("sign app pay result", "err", err)
 		return AppPayResult{ResultStatus: appResultFailed}, http.StatusInternalServerError

@@ -252,7 +252,7 @@ func (s *Simulator) returnParamsLocked(t *trade) url.Values {
 	v.Set("app_id", t.app.id)
 	v.Set("seller_id", t.app.sellerID)
 	v.Set("timestamp", s.now().Format(timeLayout))
-	if err := signNotification(s.alipayKey, v); err != nil {
+	if err := signNotification(s.signingKey(t.app), v); err != nil {
 		s.log.Error("sign return parameters", "err", err)
 	}
 	return v

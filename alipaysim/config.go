@@ -45,6 +45,11 @@ type App struct {
 	// certificate's SN as app_cert_sn and the root SN as alipay_root_cert_sn, and the
 	// answers carry alipay_cert_sn. PublicKeyPEM may then be left empty.
 	CertPEM string
+	// AlipayPrivateKeyPEM, if set, signs this app's responses and notifications instead
+	// of Config.AlipayPrivateKeyPEM: Alipay gives each app its own Alipay public key.
+	// It is for public-key mode; an app in certificate mode is signed with the key of
+	// the simulator's Alipay certificate.
+	AlipayPrivateKeyPEM string
 }
 
 // Config configures a Simulator. Only AppPublicKeyPEM (or Apps) and AlipayPrivateKeyPEM
@@ -96,6 +101,8 @@ type app struct {
 	sellerID string
 	pub      *rsa.PublicKey
 	certSN   string // certificate mode when set
+	// alipayKey signs for this app; nil means the simulator's key.
+	alipayKey *rsa.PrivateKey
 }
 
 func (c Config) withDefaults() Config {
@@ -157,7 +164,16 @@ func (c Config) apps(certs certMode) (map[string]*app, error) {
 		if seller == "" {
 			seller = DefaultSellerID
 		}
-		apps[a.AppID] = &app{id: a.AppID, sellerID: seller, pub: pub, certSN: certSN}
+		var alipayKey *rsa.PrivateKey
+		if a.AlipayPrivateKeyPEM != "" {
+			if certSN != "" {
+				return nil, fmt.Errorf("app %s: an app in certificate mode is signed with the Alipay certificate's key, not its own AlipayPrivateKeyPEM", a.AppID)
+			}
+			if alipayKey, err = parsePrivateKey(a.AlipayPrivateKeyPEM); err != nil {
+				return nil, fmt.Errorf("app %s alipay private key: %w", a.AppID, err)
+			}
+		}
+		apps[a.AppID] = &app{id: a.AppID, sellerID: seller, pub: pub, certSN: certSN, alipayKey: alipayKey}
 	}
 	return apps, nil
 }

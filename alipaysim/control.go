@@ -28,6 +28,10 @@ func (s *Simulator) routes() *http.ServeMux {
 		s.writeTradeResult(w, t, err)
 	})
 	mux.HandleFunc("POST "+p+"/trades/{out_trade_no}/pay", s.handlePay)
+	mux.HandleFunc("POST "+p+"/apps", s.handleAddApp)
+	mux.HandleFunc("GET "+p+"/apps", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"app_ids": s.AppIDs()})
+	})
 	mux.HandleFunc("POST "+p+"/trades/{out_trade_no}/expire", func(w http.ResponseWriter, r *http.Request) {
 		t, err := s.Expire(r.URL.Query().Get("app_id"), r.PathValue("out_trade_no"))
 		s.writeTradeResult(w, t, err)

@@ -42,6 +42,13 @@ Gateway
                                   is created and paid -> {"result_status":"9000","result","trade"};
                                   refused: 4xx {"result_status":"4000","result"} (signed error)
 
+Apps (each app's trades are its own: another app's out_trade_no is ACQ.TRADE_NOT_EXIST)
+  GET  /_sim/apps                           {"app_ids":[...]}
+  POST /_sim/apps                           {"app_id","seller_id","app_public_key","alipay_private_key"?}
+                                            register a further app; alipay_private_key signs its answers
+                                            and notifications (default: the simulator's key); 409 if
+                                            the app_id exists with other keys
+
 Trades
   GET  /_sim/trades                         [Trade]
   GET  /_sim/trades/{out_trade_no}          Trade                       (?app_id= if ambiguous)

@@ -123,7 +123,7 @@ func (s *Simulator) takeGatewayFault(method string) (GatewayFault, bool) {
 func (s *Simulator) applyFault(w http.ResponseWriter, r *http.Request, f GatewayFault, name string) {
 	switch f.Mode {
 	case FaultSystemError:
-		s.writeSigned(w, name, bizFailure("ACQ.SYSTEM_ERROR", "系统错误"))
+		s.writeSignedFor(w, s.app(r.Form.Get("app_id")), name, bizFailure("ACQ.SYSTEM_ERROR", "系统错误"))
 	case FaultHTTPError:
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(f.Status)

@@ -118,7 +118,7 @@ func (s *Simulator) serveGateway(w http.ResponseWriter, r *http.Request) {
 	}
 	biz, err := parseBiz(form.Get("biz_content"))
 	if err != nil {
-		s.writeSigned(w, name, invalidArgs("isv.invalid-parameter", err.Error()))
+		s.writeSignedFor(w, a, name, invalidArgs("isv.invalid-parameter", err.Error()))
 		return
 	}
 	fault, hasFault := s.takeGatewayFault(method)
@@ -135,7 +135,7 @@ func (s *Simulator) serveGateway(w http.ResponseWriter, r *http.Request) {
 		s.applyFault(w, r, fault, name)
 		return
 	}
-	s.writeSignedSN(w, name, resp, s.answerCertSN(a))
+	s.writeSignedFor(w, a, name, resp)
 }
 
 // authenticate checks the common parameters and the request signature.
@@ -144,7 +144,7 @@ func (s *Simulator) authenticate(form url.Values) (*app, fields) {
 	if appID == "" {
 		return nil, missingArgs("isv.missing-app-id", "缺少AppID参数")
 	}
-	a := s.apps[appID]
+	a := s.app(appID)
 	if a == nil {
 		return nil, invalidArgs("isv.invalid-app-id", "无效的AppID参数")
 	}
@@ -177,12 +177,13 @@ func (s *Simulator) authenticate(form url.Values) (*app, fields) {
 }
 
 func (s *Simulator) writeSigned(w http.ResponseWriter, name string, obj fields) {
-	s.writeSignedSN(w, name, obj, "")
+	s.writeSignedFor(w, nil, name, obj)
 }
 
-// writeSignedSN writes a signed answer carrying alipay_cert_sn when certSN is set.
-func (s *Simulator) writeSignedSN(w http.ResponseWriter, name string, obj fields, certSN string) {
-	body, err := signedBody(s.alipayKey, name, obj, certSN)
+// writeSignedFor signs with the key of app a (nil: the simulator's own), and carries
+// alipay_cert_sn when a is in certificate mode.
+func (s *Simulator) writeSignedFor(w http.ResponseWriter, a *app, name string, obj fields) {
+	body, err := signedBody(s.signingKey(a), name, obj, s.answerCertSN(a))
 	if err != nil {
 		s.log.Error("sign response", "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)

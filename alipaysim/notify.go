@@ -78,7 +78,7 @@ func (s *Simulator) notifyLocked(t *trade, kind notifyKind, r *refund) {
 		id: form.Get("notify_id"), kind: kind, appID: t.app.id, outTradeNo: t.outTradeNo,
 		tradeNo: t.tradeNo, status: t.status, url: t.notifyURL,
 	}
-	if err := signNotification(s.alipayKey, form); err != nil {
+	if err := signNotification(s.signingKey(t.app), form); err != nil {
 		s.log.Error("sign notification", "err", err)
 		return
 	}

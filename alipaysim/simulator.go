@@ -27,7 +27,8 @@ const (
 type Simulator struct {
 	cfg       Config
 	log       *slog.Logger
-	apps      map[string]*app
+	appsMu    sync.RWMutex
+	apps      map[string]*app // guarded by appsMu; AddApp adds to it
 	alipayKey *rsa.PrivateKey
 	certs     certMode
 	loc       *time.Location

@@ -367,6 +367,8 @@ type serverOptions struct {
 	cfg    api.Config
 	cache  api.Cache // nil: no Redis
 	logger *slog.Logger
+	// gateways resolves the Alipay apps; nil: one fake app for every tenant.
+	gateways payment.Gateways
 }
 
 func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore, *fakeOrch) {
@@ -377,7 +379,10 @@ func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore,
 		idem:     map[string]payment.IdempotencyRecord{},
 	}
 	orch := &fakeOrch{}
-	srv := httptest.NewServer(api.New(o.cfg, st, fakeGateway{}, orch, o.cache, o.logger, nil))
+	if o.gateways == nil {
+		o.gateways = payment.SingleGateway{Gateway: fakeGateway{}}
+	}
+	srv := httptest.NewServer(api.New(o.cfg, st, o.gateways, orch, o.cache, o.logger, nil))
 	t.Cleanup(srv.Close)
 	return srv, st, orch
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,7 +66,7 @@ func (s *Server) alipayCallback(c echo.Context) error {
 		s.log.ErrorContext(ctx, "alipay notification is not a form", "request_id", requestID(c))
 		return alipayReply(c, false)
 	}
-	n, err := s.gateway.DecodeNotification(ctx, form)
+	n, err := s.decodeNotification(ctx, form)
 	if err != nil {
 		// Forged, tampered, or for another app or seller. Keep it for audit without
 		// letting it claim the notify_id, and without letting it fill the database: only
@@ -122,6 +123,16 @@ func (s *Server) alipayCallback(c echo.Context) error {
 	return alipayReply(c, ok)
 }
 
+// decodeNotification verifies a notification with the key of the app it names, and only
+// that key: an app_id no tenant uses is refused.
+func (s *Server) decodeNotification(ctx context.Context, form url.Values) (payment.Notification, error) {
+	gw, err := s.gateways.ForApp(ctx, form.Get("app_id"))
+	if err != nil {
+		return payment.Notification{}, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
+	}
+	return gw.DecodeNotification(ctx, form)
+}
+
 func (s *Server) markDone(c echo.Context, notifyID string) {
 	if s.cache == nil {
 		return
@@ -150,7 +161,9 @@ func (s *Server) applyNotification(c echo.Context, n payment.Notification) (stri
 		log.ErrorContext(ctx, "read tenant for notification; alipay will retry", "err", err)
 		return outcomeReceived, false
 	}
-	if (tenant.AlipayAppID != "" && n.AppID != tenant.AlipayAppID) || (tenant.AlipaySeller != "" && n.SellerID != tenant.AlipaySeller) {
+	// Verified for the app it names, the notification must also be about a payment of
+	// that app: app B's valid signature never settles tenant A's payment.
+	if app := s.gateways.AppID(tenant); (app != "" && n.AppID != app) || (tenant.AlipaySeller != "" && n.SellerID != tenant.AlipaySeller) {
 		log.ErrorContext(ctx, "alipay notification for another app or seller", "app_id", n.AppID, "seller_id", n.SellerID)
 		return outcomeRejectPrefix + "app_id or seller_id mismatch", false
 	}

@@ -91,19 +91,19 @@ func (c Config) withDefaults() Config {
 
 // Server is the HTTP server.
 type Server struct {
-	echo    *echo.Echo
-	cfg     Config
-	store   payment.Store
-	gateway payment.Gateway
-	orch    Orchestrator
-	cache   Cache
-	log     *slog.Logger
-	metrics *Metrics
-	tenants *tenantCache
+	echo     *echo.Echo
+	cfg      Config
+	store    payment.Store
+	gateways payment.Gateways
+	orch     Orchestrator
+	cache    Cache
+	log      *slog.Logger
+	metrics  *Metrics
+	tenants  *tenantCache
 }
 
 // New builds the server and its routes. cache may be nil (no Redis).
-func New(cfg Config, store payment.Store, gateway payment.Gateway, orch Orchestrator, cache Cache, logger *slog.Logger, metrics *Metrics) *Server {
+func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orchestrator, cache Cache, logger *slog.Logger, metrics *Metrics) *Server {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -111,7 +111,7 @@ func New(cfg Config, store payment.Store, gateway payment.Gateway, orch Orchestr
 		metrics = NewMetrics(nil)
 	}
 	s := &Server{
-		echo: echo.New(), cfg: cfg.withDefaults(), store: store, gateway: gateway, orch: orch, cache: cache,
+		echo: echo.New(), cfg: cfg.withDefaults(), store: store, gateways: gateways, orch: orch, cache: cache,
 		log: logger, metrics: metrics,
 	}
 	s.tenants = newTenantCache(s.cfg.TenantCacheTTL)

@@ -209,8 +209,11 @@ func (r Report) Counts() map[string]int {
 
 // Auditor runs audits. Its fields are its dependencies; it keeps no state between runs.
 type Auditor struct {
-	Store     Store
-	Gateway   Gateway
+	Store   Store
+	Gateway Gateway
+	// Gateways, if set, asks each payment's tenant's own Alipay app (or the default
+	// one); Gateway is then unused.
+	Gateways  payment.Gateways
 	Workflows WorkflowChecker
 	// Concurrency bounds remote checks in flight (default 8); PageSize bounds one read
 	// (default 200).
@@ -341,7 +344,7 @@ func (a *Auditor) remoteCheck(ctx context.Context, pay payment.Payment, query, c
 	var r remote
 	if query {
 		r.queried = true
-		r.trade, r.queryErr = a.query(ctx, pay.PaymentNo)
+		r.trade, r.queryErr = a.query(ctx, pay)
 	}
 	if check {
 		r.checked = true
@@ -356,8 +359,24 @@ func (a *Auditor) remoteCheck(ctx context.Context, pay payment.Payment, query, c
 
 // query asks Alipay for a trade, retrying a retryable failure a few times so that one
 // dropped call does not make a payment unverifiable.
-func (a *Auditor) query(ctx context.Context, paymentNo string) (payment.Trade, error) {
-	return withRetries(ctx, func() (payment.Trade, error) { return a.Gateway.Query(ctx, paymentNo) })
+func (a *Auditor) query(ctx context.Context, pay payment.Payment) (payment.Trade, error) {
+	gw, err := a.gatewayOf(ctx, pay.TenantID)
+	if err != nil {
+		return payment.Trade{}, err
+	}
+	return withRetries(ctx, func() (payment.Trade, error) { return gw.Query(ctx, pay.PaymentNo) })
+}
+
+// gatewayOf returns the gateway of a tenant's Alipay app.
+func (a *Auditor) gatewayOf(ctx context.Context, tenantID string) (Gateway, error) {
+	if a.Gateways == nil {
+		return a.Gateway, nil
+	}
+	gw, err := a.Gateways.For(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("gateway of tenant %s: %w", tenantID, err)
+	}
+	return gw, nil
 }
 
 // withRetries calls ask up to queryAttempts times while it fails with a retryable error,

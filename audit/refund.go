@@ -47,8 +47,15 @@ type refundRemote struct {
 // or pending past the grace.
 func (a *Auditor) checkRefunds(ctx context.Context, pay payment.Payment, grace time.Duration, now time.Time) refundRemote {
 	st, ok1 := a.Store.(RefundStore)
-	gw, ok2 := a.Gateway.(RefundGateway)
-	if !ok1 || !ok2 {
+	if !ok1 {
+		return refundRemote{}
+	}
+	base, err := a.gatewayOf(ctx, pay.TenantID)
+	if err != nil {
+		return refundRemote{checked: true, err: err}
+	}
+	gw, ok2 := base.(RefundGateway)
+	if !ok2 {
 		return refundRemote{}
 	}
 	r := refundRemote{checked: true, atAlipay: map[string]payment.RefundStatusAtChannel{}}

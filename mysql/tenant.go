@@ -10,18 +10,26 @@ import (
 )
 
 const tenantColumns = `id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id,
-	auto_refund_paid_after_close, created_at`
+	auto_refund_paid_after_close, created_at, COALESCE(alipay_credentials, '')`
 
 const (
 	qTenantByID          = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ?`
 	qTenantByIDForUpdate = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ? FOR UPDATE`
 	qTenantByHash        = `SELECT ` + tenantColumns + ` FROM tenants WHERE api_key_hash = ?`
-	qInsertTenant        = `INSERT INTO tenants
+	qTenantsByAlipayApp  = `SELECT ` + tenantColumns + ` FROM tenants
+WHERE alipay_app_id = ? AND alipay_credentials IS NOT NULL ORDER BY id LIMIT 100`
+	qTenantsWithCreds = `SELECT ` + tenantColumns + ` FROM tenants WHERE alipay_credentials IS NOT NULL AND id > ?
+ORDER BY id LIMIT 100`
+	qSetTenantCredentials  = `UPDATE tenants SET alipay_credentials = NULLIF(?, ''), updated_at = ? WHERE id = ?`
+	qSwapTenantCredentials = `UPDATE tenants SET alipay_credentials = ?, updated_at = ? WHERE id = ? AND alipay_credentials = ?`
+	qInsertTenant          = `INSERT INTO tenants
 	(id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id, auto_refund_paid_after_close,
-	created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	created_at, updated_at, alipay_credentials)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''))`
+	// An empty sealed value keeps the stored one.
 	qUpdateTenant = `UPDATE tenants SET name = ?, api_key_hash = ?, notify_url = ?, webhook_secret = ?,
-	alipay_app_id = ?, alipay_seller_id = ?, auto_refund_paid_after_close = ?, updated_at = ?
+	alipay_app_id = ?, alipay_seller_id = ?, auto_refund_paid_after_close = ?, updated_at = ?,
+	alipay_credentials = COALESCE(NULLIF(?, ''), alipay_credentials)
 WHERE id = ?`
 )
 
@@ -30,7 +38,9 @@ const (
 	maxUpsertAttempts = 3
 )
 
-// UpsertTenant creates or updates a tenant by id. It deliberately avoids INSERT … ON
+// UpsertTenant creates or updates a tenant by id. Sealed Alipay credentials, if given,
+// are written with the app_id and seller in the same statement; empty ones leave the
+// stored credentials as they are (SetTenantAlipayCredentials clears them). It deliberately avoids INSERT … ON
 // DUPLICATE KEY UPDATE: with two unique keys (id, api_key_hash) that statement would
 // update whichever row collided, letting one tenant's upsert overwrite another tenant
 // that holds the same key hash. A key hash owned by another tenant is an ECONFLICT error.
@@ -49,7 +59,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 			switch {
 			case err == nil:
 				_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
-					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.ID)
+					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.AlipayCredentialsSealed, t.ID)
 				return err
 			case errors.Is(err, payment.ErrNotFound):
 				created := dbTime(t.CreatedAt)
@@ -57,7 +67,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 					created = now
 				}
 				_, err = st.exec(ctx, tx, qInsertTenant, t.ID, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
-					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now)
+					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now, t.AlipayCredentialsSealed)
 				return err
 			default:
 				return err
@@ -106,7 +116,69 @@ func (st *Store) getTenant(ctx context.Context, tx *sql.Tx, query string, arg st
 	var t payment.Tenant
 	err := st.queryRow(ctx, tx, query, []any{arg}, func(row *sql.Row) error {
 		return row.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
-			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt)
+			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.AlipayCredentialsSealed)
 	})
 	return t, err
+}
+
+// SetTenantAlipayCredentials stores a tenant's sealed Alipay credentials; an empty value
+// removes them (the tenant uses the default app again). A tenant that does not exist is
+// ErrNotFound.
+func (st *Store) SetTenantAlipayCredentials(ctx context.Context, tenantID, sealed string) error {
+	res, err := st.exec(ctx, nil, qSetTenantCredentials, sealed, st.clock(), tenantID)
+	if err != nil {
+		return fmt.Errorf("mysql: set tenant credentials %s: %w", tenantID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		if _, err := st.GetTenant(ctx, tenantID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SwapTenantAlipayCredentials replaces a tenant's sealed credentials only if they are
+// still old, so a re-encryption never overwrites keys set meanwhile. It reports whether
+// it replaced them.
+func (st *Store) SwapTenantAlipayCredentials(ctx context.Context, tenantID, old, sealed string) (bool, error) {
+	res, err := st.exec(ctx, nil, qSwapTenantCredentials, sealed, st.clock(), tenantID, old)
+	if err != nil {
+		return false, fmt.Errorf("mysql: swap tenant credentials %s: %w", tenantID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// TenantsByAlipayApp returns the tenants that hold their own keys for an Alipay app_id
+// (at most 100; tenants on the default app without keys of their own are not listed).
+func (st *Store) TenantsByAlipayApp(ctx context.Context, appID string) ([]payment.Tenant, error) {
+	ts, err := st.listTenants(ctx, qTenantsByAlipayApp, appID)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: tenants by alipay app: %w", err)
+	}
+	return ts, nil
+}
+
+// TenantsWithAlipayCredentials returns up to 100 tenants with sealed credentials whose
+// id is greater than afterID, in id order.
+func (st *Store) TenantsWithAlipayCredentials(ctx context.Context, afterID string) ([]payment.Tenant, error) {
+	ts, err := st.listTenants(ctx, qTenantsWithCreds, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: tenants with credentials: %w", err)
+	}
+	return ts, nil
+}
+
+func (st *Store) listTenants(ctx context.Context, query, arg string) ([]payment.Tenant, error) {
+	var out []payment.Tenant
+	err := st.query(ctx, query, []any{arg}, func(rows *sql.Rows) error {
+		var t payment.Tenant
+		if err := rows.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
+			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.AlipayCredentialsSealed); err != nil {
+			return err
+		}
+		out = append(out, t)
+		return nil
+	})
+	return out, err
 }

@@ -217,6 +217,10 @@ type Tenant struct {
 	WebhookSecret string // HMAC-SHA256 key for webhook signatures
 	AlipayAppID   string // the Alipay app this tenant's payments go through
 	AlipaySeller  string // the Alipay seller_id (PID) expected in notifications
+	// AlipayCredentialsSealed is the tenant's own app keys (AlipayCredentials), sealed
+	// with the secrets keyring for AlipayCredentialsAAD(ID). Empty means the tenant's
+	// payments go through the deployment's default app.
+	AlipayCredentialsSealed string `json:"-"`
 	// AutoRefundPaidAfterClose refunds the money of a paid_after_close anomaly as soon as
 	// it is recorded, instead of leaving it to an operator.
 	AutoRefundPaidAfterClose bool

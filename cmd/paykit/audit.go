@@ -106,7 +106,7 @@ func openAuditor(ctx context.Context, cfg Config, logger *slog.Logger) (*audit.A
 		return nil, nil, err
 	}
 	closeStore := func() { _ = store.Close(); _ = store.DB().Close() }
-	gw, err := newGateway(cfg)
+	gws, err := newGateways(cfg, store)
 	if err != nil {
 		closeStore()
 		return nil, nil, err
@@ -116,7 +116,7 @@ func openAuditor(ctx context.Context, cfg Config, logger *slog.Logger) (*audit.A
 		closeStore()
 		return nil, nil, err
 	}
-	aud := &audit.Auditor{Store: store, Gateway: gw, Workflows: orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)}
+	aud := &audit.Auditor{Store: store, Gateways: gws, Workflows: orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)}
 	return aud, func() { tc.Close(); closeStore() }, nil
 }
 

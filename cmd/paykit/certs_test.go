@@ -42,7 +42,7 @@ func TestAlipayCertificateModeConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newGateway(c); err != nil {
+		if _, err := newGateways(c, nil); err != nil {
 			t.Fatalf("gateway in certificate mode: %v", err)
 		}
 	})
@@ -71,7 +71,7 @@ func TestAlipayCertificateModeConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newGateway(c); err == nil || !strings.Contains(err.Error(), "ALIPAY_APP_CERT_FILE") {
+		if _, err := newGateways(c, nil); err == nil || !strings.Contains(err.Error(), "ALIPAY_APP_CERT_FILE") {
 			t.Fatalf("error %v", err)
 		}
 	})
@@ -84,7 +84,7 @@ func TestAlipayCertificateModeConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newGateway(c); err == nil || !strings.Contains(err.Error(), "not both") {
+		if _, err := newGateways(c, nil); err == nil || !strings.Contains(err.Error(), "not both") {
 			t.Fatalf("error %v", err)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -40,6 +41,9 @@ type Config struct {
 	// AlipayCerts, when all three are set, put the adapter in certificate mode
 	// (公钥证书模式); the Alipay public key is then not read.
 	AlipayCerts AlipayCerts
+	// SecretsKeys is the keyring that seals tenants' Alipay keys at rest:
+	// "id:base64key,…", 32-byte AES-256 keys, the first sealing (see README, rotation).
+	SecretsKeys string
 
 	Timing         workflows.Timing
 	EventRetry     payment.EventRetry // failed webhook deliveries, the workflow's and the sweeper's
@@ -129,6 +133,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			Public: e.str("ALIPAY_PUBLIC_CERT", ""), PublicFile: e.str("ALIPAY_PUBLIC_CERT_FILE", ""),
 			Root: e.str("ALIPAY_ROOT_CERT", ""), RootFile: e.str("ALIPAY_ROOT_CERT_FILE", ""),
 		},
+		SecretsKeys: e.str("PAYKIT_SECRETS_KEYS", ""),
 
 		Timing: workflows.Timing{
 			PaymentTTL:             e.dur("PAYKIT_PAYMENT_TTL", d.PaymentTTL),
@@ -199,4 +204,17 @@ func (c Config) alipayKeys() (appPriv, alipayPub string, err error) {
 		alipayPub = string(b)
 	}
 	return appPriv, alipayPub, nil
+}
+
+// secretsKeyring returns the keyring of PAYKIT_SECRETS_KEYS, or nil if it is not set
+// (then no tenant can have an Alipay app of its own).
+func (c Config) secretsKeyring() (*secrets.Keyring, error) {
+	if c.SecretsKeys == "" {
+		return nil, nil
+	}
+	kr, err := secrets.ParseKeyring(c.SecretsKeys)
+	if err != nil {
+		return nil, fmt.Errorf("PAYKIT_SECRETS_KEYS: %w", err)
+	}
+	return kr, nil
 }

@@ -23,7 +23,9 @@ import (
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
+	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/worker"
+	"github.com/paykit/paykit/workflows"
 )
 
 const usage = `usage: paykit <command> [flags]
@@ -34,6 +36,9 @@ commands:
   api       run the HTTP API
   worker    run the Temporal worker (workflows, activities, schedules)
   migrate   create the database if missing and apply the migrations
+  temporal-setup
+            register the payment search attributes in the Temporal namespace
+            (idempotent; needed once per namespace on your own Temporal server)
   tenant    create or update a tenant (see: paykit tenant -h)
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
   audit     compare a window of payments with Alipay and report broken invariants;
@@ -64,6 +69,8 @@ func main() {
 		err = runWorker(ctx, cfg, logger)
 	case "migrate":
 		err = runMigrate(ctx, cfg, logger)
+	case "temporal-setup":
+		err = runTemporalSetup(ctx, cfg, logger)
 	case "tenant":
 		err = runTenant(ctx, cfg, args)
 	case "anomalies":
@@ -81,10 +88,20 @@ func main() {
 		fmt.Fprintf(os.Stderr, "paykit: unknown command %q\n\n%s\n", cmd, usage)
 		os.Exit(2)
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		logger.Error("paykit "+cmd+" failed", "err", err)
-		os.Exit(1)
+	if code := exitCode(logger, cmd, err); code != 0 {
+		os.Exit(code)
 	}
+}
+
+// exitCode logs a command's failure and returns the exit code. Asking for help (-h),
+// which the flag package returns as flag.ErrHelp after printing the usage, is not a
+// failure, nor is an interrupt.
+func exitCode(logger *slog.Logger, cmd string, err error) int {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	logger.Error("paykit "+cmd+" failed", "err", err)
+	return 1
 }
 
 // runMigrate creates the database if it is missing (CREATE DATABASE IF NOT EXISTS, so a
@@ -107,6 +124,22 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	logger.Info("migrations applied", "version", v)
+	return nil
+}
+
+// runTemporalSetup registers the search attributes the workflows set, in
+// PAYKIT_TEMPORAL_NAMESPACE. Attributes already there are left alone, so it can run on
+// every deploy.
+func runTemporalSetup(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	tc, err := dialTemporal(ctx, cfg, logger, newRegistry())
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if err := registerSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
+		return err
+	}
+	logger.Info("temporal search attributes registered", "namespace", cfg.TemporalNamespace, "attributes", workflows.SearchAttributeTypes())
 	return nil
 }
 
@@ -155,35 +188,214 @@ func auditLag(cfg Config) time.Duration {
 	return max(audit.DefaultGrantSLA, audit.DefaultWebhookSLA, cfg.Timing.PaymentTTL+audit.DefaultPendingGrace)
 }
 
+// tenantFlags are the flags of `paykit tenant`.
+type tenantFlags struct {
+	id, name, apiKey, notifyURL, secret, appID, seller string
+	autoRefund                                         bool
+	// Files with the tenant's own Alipay app keys; empty leaves the stored ones.
+	appPrivateKeyFile, alipayPublicKeyFile, appCertFile, alipayCertFile, rootCertFile string
+	clearKeys                                                                         bool
+	reencrypt                                                                         bool
+	newKey                                                                            string
+}
+
 func runTenant(ctx context.Context, cfg Config, args []string) error {
+	var f tenantFlags
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
-	id := fs.String("id", "", "tenant id (A-Z a-z 0-9 _ -)")
-	name := fs.String("name", "", "display name")
-	apiKey := fs.String("api-key", "", "API key the tenant authenticates with (stored only as a hash)")
-	notifyURL := fs.String("notify-url", "", "merchant webhook URL")
-	secret := fs.String("webhook-secret", "", "HMAC-SHA256 secret for webhook signatures")
-	appID := fs.String("alipay-app-id", cfg.AlipayAppID, "Alipay app_id for this tenant")
-	seller := fs.String("alipay-seller-id", cfg.AlipaySellerID, "Alipay seller_id (PID) for this tenant")
-	autoRefund := fs.Bool("auto-refund-paid-after-close", false, "refund money Alipay takes for a payment closed locally as soon as it is detected")
+	fs.StringVar(&f.id, "id", "", "tenant id (A-Z a-z 0-9 _ -)")
+	fs.StringVar(&f.name, "name", "", "display name")
+	fs.StringVar(&f.apiKey, "api-key", "", "API key the tenant authenticates with (stored only as a hash)")
+	fs.StringVar(&f.notifyURL, "notify-url", "", "merchant webhook URL")
+	fs.StringVar(&f.secret, "webhook-secret", "", "HMAC-SHA256 secret for webhook signatures")
+	fs.StringVar(&f.appID, "alipay-app-id", cfg.AlipayAppID, "Alipay app_id for this tenant (another app than ALIPAY_APP_ID needs its keys)")
+	fs.StringVar(&f.seller, "alipay-seller-id", cfg.AlipaySellerID, "Alipay seller_id (PID) for this tenant")
+	fs.BoolVar(&f.autoRefund, "auto-refund-paid-after-close", false, "refund money Alipay takes for a payment closed locally as soon as it is detected")
+	fs.StringVar(&f.appPrivateKeyFile, "alipay-app-private-key-file", "", "PEM file of the tenant's own app private key (sealed with PAYKIT_SECRETS_KEYS)")
+	fs.StringVar(&f.alipayPublicKeyFile, "alipay-public-key-file", "", "PEM file of the Alipay public key of the tenant's app")
+	fs.StringVar(&f.appCertFile, "alipay-app-cert-file", "", "certificate mode: the app's certificate (appCertPublicKey_….crt)")
+	fs.StringVar(&f.alipayCertFile, "alipay-public-cert-file", "", "certificate mode: Alipay's certificate (alipayCertPublicKey_RSA2.crt)")
+	fs.StringVar(&f.rootCertFile, "alipay-root-cert-file", "", "certificate mode: Alipay's root certificate (alipayRootCert.crt)")
+	fs.BoolVar(&f.clearKeys, "clear-alipay-keys", false, "remove the tenant's own app keys; its payments go through the default app")
+	fs.BoolVar(&f.reencrypt, "reencrypt", false, "seal every tenant's Alipay keys again under the first key of PAYKIT_SECRETS_KEYS (after a rotation), then exit")
+	fs.StringVar(&f.newKey, "new-secrets-key", "", "print a new random key for PAYKIT_SECRETS_KEYS with this id, then exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := payment.ValidateTenantID(*id); err != nil {
+	if f.newKey != "" {
+		k, err := secrets.NewKey(f.newKey)
+		if err != nil {
+			return err
+		}
+		fmt.Println(k)
+		return nil
+	}
+	if f.reencrypt {
+		kr, err := cfg.secretsKeyring()
+		if err != nil {
+			return err
+		}
+		if kr == nil {
+			return errNoSecretsKey
+		}
+		store, err := openStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = store.Close(); _ = store.DB().Close() }()
+		n, total, err := reencryptTenants(ctx, store, kr)
+		fmt.Printf("re-encrypted %d of %d tenants' Alipay keys under key %q\n", n, total, kr.PrimaryID())
 		return err
 	}
-	if len(*apiKey) < 16 {
+	if err := payment.ValidateTenantID(f.id); err != nil {
+		return err
+	}
+	if len(f.apiKey) < 16 {
 		return errors.New("tenant: -api-key must be at least 16 characters")
 	}
-	if *name == "" {
-		*name = *id
+	if f.name == "" {
+		f.name = f.id
+	}
+	creds, setKeys, err := f.credentials()
+	if err != nil {
+		return err
 	}
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = store.Close(); _ = store.DB().Close() }()
+	return setTenant(ctx, cfg, store, f, creds, setKeys)
+}
+
+// credentials reads the key files; setKeys is false when none is given.
+func (f tenantFlags) credentials() (payment.AlipayCredentials, bool, error) {
+	var c payment.AlipayCredentials
+	files := []struct {
+		path string
+		dst  *string
+	}{
+		{f.appPrivateKeyFile, &c.AppPrivateKeyPEM}, {f.alipayPublicKeyFile, &c.AlipayPublicKeyPEM},
+		{f.appCertFile, &c.AppCertPEM}, {f.alipayCertFile, &c.AlipayCertPEM}, {f.rootCertFile, &c.RootCertPEM},
+	}
+	set := false
+	for _, file := range files {
+		if file.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(file.path)
+		if err != nil {
+			return c, false, fmt.Errorf("tenant: %w", err)
+		}
+		*file.dst, set = string(b), true
+	}
+	if set && f.clearKeys {
+		return c, false, errors.New("tenant: -clear-alipay-keys and key files exclude each other")
+	}
+	if set {
+		if err := c.Validate(); err != nil {
+			return c, false, fmt.Errorf("tenant: %w", err)
+		}
+	}
+	return c, set, nil
+}
+
+// tenantStore is what `paykit tenant` writes; *mysql.Store implements it.
+type tenantStore interface {
+	GetTenant(ctx context.Context, id string) (payment.Tenant, error)
+	UpsertTenant(ctx context.Context, t payment.Tenant) error
+	SetTenantAlipayCredentials(ctx context.Context, tenantID, sealed string) error
+}
+
+// setTenant creates or updates the tenant and, if given, seals and stores its own app
+// keys. The keys are checked by building the app's gateway before anything is written.
+func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials, setKeys bool) error {
+	sealed := ""
+	if setKeys {
+		if _, err := newAppGateway(cfg, f.appID, f.seller, creds); err != nil {
+			if creds.CertMode() {
+				return errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
+			}
+			return errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
+		}
+		kr, err := cfg.secretsKeyring()
+		if err != nil {
+			return err
+		}
+		if kr == nil {
+			return errNoSecretsKey
+		}
+		plain, err := creds.EncodeForSealing()
+		if err != nil {
+			return err
+		}
+		if sealed, err = kr.Seal(plain, payment.AlipayCredentialsAAD(f.id)); err != nil {
+			return err
+		}
+	} else if !f.clearKeys {
+		old, err := store.GetTenant(ctx, f.id)
+		if err != nil && !errors.Is(err, payment.ErrNotFound) {
+			return err
+		}
+		switch {
+		case old.AlipayCredentialsSealed == "" && f.appID != cfg.AlipayAppID:
+			return fmt.Errorf("tenant: app %s is not the default app (ALIPAY_APP_ID=%s): give its keys with -alipay-app-private-key-file and -alipay-public-key-file", f.appID, cfg.AlipayAppID)
+		case old.AlipayCredentialsSealed != "" && (f.appID != old.AlipayAppID || f.seller != old.AlipaySeller):
+			return fmt.Errorf("tenant: its stored keys belong to app %s (seller %s): give -alipay-app-id and -alipay-seller-id as they are, new key files, or -clear-alipay-keys", old.AlipayAppID, old.AlipaySeller)
+		}
+	}
+	if f.clearKeys && f.appID != cfg.AlipayAppID {
+		return fmt.Errorf("tenant: without keys of its own the tenant uses the default app; set -alipay-app-id %s", cfg.AlipayAppID)
+	}
+	if f.clearKeys {
+		// Cleared first: a crash before the upsert leaves a tenant naming its own app
+		// without keys, which is refused, never paid through the default app.
+		if err := store.SetTenantAlipayCredentials(ctx, f.id, ""); err != nil && !errors.Is(err, payment.ErrNotFound) {
+			return err
+		}
+	}
+	// New keys go in with the app_id and seller, in one statement.
 	return store.UpsertTenant(ctx, payment.Tenant{
-		ID: *id, Name: *name, APIKeyHash: api.HashAPIKey(*apiKey), NotifyURL: *notifyURL, WebhookSecret: *secret,
-		AlipayAppID: *appID, AlipaySeller: *seller, AutoRefundPaidAfterClose: *autoRefund,
+		ID: f.id, Name: f.name, APIKeyHash: api.HashAPIKey(f.apiKey), NotifyURL: f.notifyURL, WebhookSecret: f.secret,
+		AlipayAppID: f.appID, AlipaySeller: f.seller, AutoRefundPaidAfterClose: f.autoRefund, AlipayCredentialsSealed: sealed,
 	})
+}
+
+// credentialResealer is what the re-encryption reads and writes; *mysql.Store implements it.
+type credentialResealer interface {
+	TenantsWithAlipayCredentials(ctx context.Context, afterID string) ([]payment.Tenant, error)
+	SwapTenantAlipayCredentials(ctx context.Context, tenantID, old, sealed string) (bool, error)
+}
+
+// reencryptTenants seals every tenant's credentials again under the keyring's first key.
+// It is idempotent: a value already sealed by that key is left alone, and a value
+// changed meanwhile (new keys set) is not overwritten.
+func reencryptTenants(ctx context.Context, store credentialResealer, kr *secrets.Keyring) (changed, total int, err error) {
+	after := ""
+	for {
+		ts, err := store.TenantsWithAlipayCredentials(ctx, after)
+		if err != nil {
+			return changed, total, err
+		}
+		if len(ts) == 0 {
+			return changed, total, nil
+		}
+		for _, t := range ts {
+			total++
+			after = t.ID
+			re, ok, err := kr.Reseal(t.AlipayCredentialsSealed, payment.AlipayCredentialsAAD(t.ID))
+			if err != nil {
+				return changed, total, fmt.Errorf("tenant %s: %w", t.ID, err)
+			}
+			if !ok {
+				continue
+			}
+			swapped, err := store.SwapTenantAlipayCredentials(ctx, t.ID, t.AlipayCredentialsSealed, re)
+			if err != nil {
+				return changed, total, err
+			}
+			if swapped {
+				changed++
+			}
+		}
+	}
 }

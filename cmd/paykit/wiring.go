@@ -93,7 +93,9 @@ func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *pro
 	return c, nil
 }
 
-func newGateway(cfg Config) (payment.Gateway, error) {
+// newGateways returns the gateway resolver: each tenant's own Alipay app, and the
+// default app of the environment (ALIPAY_*) for tenants without one.
+func newGateways(cfg Config, store tenantApps) (*gateways, error) {
 	appPriv, alipayPub, err := cfg.alipayKeys()
 	if err != nil {
 		return nil, err
@@ -102,14 +104,34 @@ func newGateway(cfg Config) (payment.Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	build := func(appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error) {
+		return newAppGateway(cfg, appID, sellerID, creds)
+	}
+	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, payment.AlipayCredentials{
+		AppPrivateKeyPEM: appPriv, AlipayPublicKeyPEM: alipayPub,
+		AppCertPEM: appCert, AlipayCertPEM: alipayCert, RootCertPEM: rootCert,
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys, err := cfg.secretsKeyring()
+	if err != nil {
+		return nil, err
+	}
+	return newGatewayResolver(store, keys, build, def, cfg.AlipayAppID), nil
+}
+
+// newAppGateway builds the gateway of one Alipay app on the configured gateway URL, in
+// certificate mode when creds carry the three certificates.
+func newAppGateway(cfg Config, appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error) {
 	gw, err := alipay.New(alipay.Config{
-		AppID:              cfg.AlipayAppID,
-		SellerID:           cfg.AlipaySellerID,
-		AppPrivateKeyPEM:   appPriv,
-		AlipayPublicKeyPEM: alipayPub,
-		AppCertPEM:         appCert,
-		AlipayCertPEM:      alipayCert,
-		AlipayRootCertPEM:  rootCert,
+		AppID:              appID,
+		SellerID:           sellerID,
+		AppPrivateKeyPEM:   creds.AppPrivateKeyPEM,
+		AlipayPublicKeyPEM: creds.AlipayPublicKeyPEM,
+		AppCertPEM:         creds.AppCertPEM,
+		AlipayCertPEM:      creds.AlipayCertPEM,
+		AlipayRootCertPEM:  creds.RootCertPEM,
 		GatewayURL:         cfg.AlipayGatewayURL,
 		NotifyURL:          cfg.PublicURL + "/callbacks/alipay",
 		HTTPClient:         &http.Client{Timeout: 10 * time.Second},
@@ -204,7 +226,7 @@ type system struct {
 	store *mysql.Store
 	redis *redis.Client // nil when Redis is disabled
 	tc    client.Client
-	gw    payment.Gateway
+	gws   *gateways
 	orch  *orchestrator.Orchestrator
 }
 
@@ -231,7 +253,7 @@ func openSystem(ctx context.Context, cfg Config, logger *slog.Logger, reg *prome
 		s.close()
 		return nil, err
 	}
-	if s.gw, err = newGateway(cfg); err != nil {
+	if s.gws, err = newGateways(cfg, s.store); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -269,11 +291,12 @@ func (s *system) cache() api.Cache {
 
 func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
-		s.store, s.gw, s.orch, s.cache(), logger, metrics)
+		s.store, s.gws, s.orch, s.cache(), logger, metrics)
 }
 
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
-	acts := newActivities(cfg, s.store, s.gw, s.redis, s.tc, s.orch, logger)
-	acts.Auditor = &audit.Auditor{Store: s.store, Gateway: s.gw, Workflows: s.orch}
+	acts := newActivities(cfg, s.store, s.gws.def, s.redis, s.tc, s.orch, logger)
+	acts.Gateways = s.gws
+	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
 	return acts
 }

@@ -1,0 +1,93 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// appGateway verifies notifications of one app: signed with its key (sign == key) and
+// naming its app_id, as the Alipay adapter does.
+type appGateway struct {
+	payment.Gateway
+	appID, key string
+}
+
+func (g appGateway) DecodeNotification(_ context.Context, form url.Values) (payment.Notification, error) {
+	if form.Get("sign") != g.key {
+		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "bad signature"}
+	}
+	if form.Get("app_id") != g.appID {
+		return payment.Notification{}, payment.Errorf(payment.EUNPROCESSABLE, "not our app")
+	}
+	amt, _ := payment.ParseYuan(form.Get("total_amount"))
+	return payment.Notification{NotifyID: form.Get("notify_id"), PaymentNo: form.Get("out_trade_no"), TradeNo: "T1",
+		TradeStatus: "TRADE_SUCCESS", State: payment.TradePaid, TotalAmount: amt, AppID: g.appID, SellerID: "seller"}, nil
+}
+
+// twoApps is the tenant t1 on app "app", and another tenant's app "appB".
+type twoApps struct{}
+
+func (twoApps) For(context.Context, string) (payment.Gateway, error) {
+	return appGateway{appID: "app", key: "key-a"}, nil
+}
+
+func (twoApps) ForApp(_ context.Context, appID string) (payment.Gateway, error) {
+	switch appID {
+	case "app":
+		return appGateway{appID: "app", key: "key-a"}, nil
+	case "appB":
+		return appGateway{appID: "appB", key: "key-b"}, nil
+	}
+	return nil, &payment.Error{Code: payment.ENOTFOUND, Message: "no such app", Err: payment.ErrNotFound}
+}
+
+func (twoApps) AppID(payment.Tenant) string { return "app" }
+
+// TestNotificationIsRoutedByAppID: a notification is verified with the key of the app it
+// names only; an unknown app, a signature of another app, and app B's valid notification
+// naming tenant A's payment are refused (not "success") and recorded, and reach no
+// workflow.
+func TestNotificationIsRoutedByAppID(t *testing.T) {
+	cases := []struct {
+		name, appID, sign string
+		ok                bool
+		outcome           string
+		verified          bool
+	}{
+		{"unknown app_id", "2021999", "key-a", false, "rejected: app_id", false},
+		{"A's app_id signed with B's key", "app", "key-b", false, "rejected: bad_signature", false},
+		{"B's valid notification naming A's payment", "appB", "key-b", false, "rejected: app_id or seller_id mismatch", true},
+		{"A's own", "app", "key-a", true, "signalled", true},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv, st, orch := newServerWith(t, serverOptions{gateways: twoApps{}})
+			form := url.Values{"notify_id": {fmt.Sprintf("n%d", i)}, "app_id": {c.appID}, "out_trade_no": {"P1"},
+				"total_amount": {"9.90"}, "sign": {c.sign}}
+			resp, body := post(t, srv.URL+"/callbacks/alipay", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+			if resp.StatusCode != http.StatusOK || (body == "success") != c.ok {
+				t.Fatalf("answer HTTP %d %q, want success=%v", resp.StatusCode, body, c.ok)
+			}
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if len(st.notes) != 1 {
+				t.Fatalf("recorded %d notifications, want 1", len(st.notes))
+			}
+			n := st.notes[0]
+			if n.Verified != c.verified || !strings.HasPrefix(n.Outcome, c.outcome) || n.PaymentNo != "P1" {
+				t.Fatalf("recorded %+v, want verified=%v outcome %q…", n, c.verified, c.outcome)
+			}
+			orch.mu.Lock()
+			defer orch.mu.Unlock()
+			if want := map[bool]int{true: 1, false: 0}[c.ok]; orch.signals != want {
+				t.Fatalf("%d signals to the workflow, want %d", orch.signals, want)
+			}
+		})
+	}
+}

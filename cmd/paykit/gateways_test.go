@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/secrets"
+)
+
+type memTenants struct {
+	mu sync.Mutex
+	ts map[string]payment.Tenant
+}
+
+func (m *memTenants) GetTenant(_ context.Context, id string) (payment.Tenant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.ts[id]
+	if !ok {
+		return t, payment.ErrNotFound
+	}
+	return t, nil
+}
+
+func (m *memTenants) TenantsByAlipayApp(_ context.Context, appID string) ([]payment.Tenant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []payment.Tenant
+	for _, t := range m.ts {
+		if t.AlipayAppID == appID && t.AlipayCredentialsSealed != "" {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (m *memTenants) put(t payment.Tenant) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ts[t.ID] = t
+}
+
+// namedGateway is a gateway that says which app and key it was built from.
+type namedGateway struct {
+	payment.Gateway
+	app, key string
+}
+
+func testKeyring(tb testing.TB) *secrets.Keyring {
+	tb.Helper()
+	k, err := secrets.NewKey("k1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kr, err := secrets.ParseKeyring(k)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return kr
+}
+
+func sealFor(tb testing.TB, kr *secrets.Keyring, tenantID, privateKey string) string {
+	tb.Helper()
+	b, _ := payment.AlipayCredentials{AppPrivateKeyPEM: privateKey, AlipayPublicKeyPEM: "pub-" + privateKey}.EncodeForSealing()
+	s, err := kr.Seal(b, payment.AlipayCredentialsAAD(tenantID))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func TestGatewaysResolveEachTenantsApp(t *testing.T) {
+	ctx := context.Background()
+	kr := testKeyring(t)
+	store := &memTenants{ts: map[string]payment.Tenant{}}
+	builds := 0
+	build := func(appID, seller string, c payment.AlipayCredentials) (payment.Gateway, error) {
+		builds++
+		if c.AppPrivateKeyPEM == "unloadable" {
+			return nil, errors.New("parse error quoting unloadable")
+		}
+		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
+	}
+	def := namedGateway{app: "default"}
+	g := newGatewayResolver(store, kr, build, def, "2021default")
+
+	store.put(payment.Tenant{ID: "plain", AlipayAppID: "2021default", AlipaySeller: "2088"})
+	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a")})
+	store.put(payment.Tenant{ID: "b", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: sealFor(t, kr, "b", "key-b")})
+
+	gw := func(id string) namedGateway {
+		t.Helper()
+		got, err := g.For(ctx, id)
+		if err != nil {
+			t.Fatalf("For(%s): %v", id, err)
+		}
+		return got.(namedGateway)
+	}
+	if got := gw("plain"); got.app != "default" {
+		t.Fatalf("a tenant without keys: %+v", got)
+	}
+	if got := gw("a"); got.app != "2021A" || got.key != "key-a" {
+		t.Fatalf("tenant a: %+v", got)
+	}
+	if got := gw("b"); got.app != "2021B" || got.key != "key-b" {
+		t.Fatalf("tenant b: %+v", got)
+	}
+	gw("a")
+	gw("b")
+	if builds != 2 {
+		t.Fatalf("%d builds for two apps, want 2 (cached)", builds)
+	}
+
+	// New keys for a: the next call builds its new gateway.
+	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a2")})
+	if got := gw("a"); got.key != "key-a2" || builds != 3 {
+		t.Fatalf("after new keys: %+v, %d builds", got, builds)
+	}
+
+	// Notifications: by app_id, the one app's gateway only.
+	for app, want := range map[string]string{"2021A": "key-a2", "2021B": "key-b", "2021default": ""} {
+		got, err := g.ForApp(ctx, app)
+		if err != nil || got.(namedGateway).key != want {
+			t.Fatalf("ForApp(%s) = %+v, %v", app, got, err)
+		}
+	}
+	if _, err := g.ForApp(ctx, "2021unknown"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("unknown app: %v", err)
+	}
+	if _, err := g.ForApp(ctx, ""); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("empty app_id: %v", err)
+	}
+	if g.AppID(payment.Tenant{ID: "plain", AlipayAppID: "x"}) != "2021default" {
+		t.Fatal("a tenant without keys is on the default app")
+	}
+
+	// b's ciphertext copied onto c does not open for c.
+	store.put(payment.Tenant{ID: "c", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: sealFor(t, kr, "b", "key-b")})
+	if _, err := g.For(ctx, "c"); err == nil {
+		t.Fatal("a ciphertext moved to another tenant opened")
+	}
+	// Two tenants holding one app_id with different keys: refused, not guessed.
+	store.put(payment.Tenant{ID: "c", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: sealFor(t, kr, "c", "key-other")})
+	if _, err := g.ForApp(ctx, "2021B"); err == nil {
+		t.Fatal("an app with two sets of keys resolved")
+	}
+	// The same keys at two tenants are one app.
+	store.put(payment.Tenant{ID: "c", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: sealFor(t, kr, "c", "key-b")})
+	if got, err := g.ForApp(ctx, "2021B"); err != nil || got.(namedGateway).key != "key-b" {
+		t.Fatalf("shared app: %+v, %v", got, err)
+	}
+	// Keys that do not load: the error does not quote them.
+	store.put(payment.Tenant{ID: "d", AlipayAppID: "2021D", AlipaySeller: "2088D", AlipayCredentialsSealed: sealFor(t, kr, "d", "unloadable")})
+	if _, err := g.For(ctx, "d"); err == nil || strings.Contains(err.Error(), "unloadable") {
+		t.Fatalf("unloadable keys: %v", err)
+	}
+	// A tenant naming another app than the default without keys is refused, never sent
+	// through the default app.
+	store.put(payment.Tenant{ID: "nokeys", AlipayAppID: "2021other", AlipaySeller: "2088"})
+	if _, err := g.For(ctx, "nokeys"); err == nil {
+		t.Fatal("a tenant of another app without keys went through the default app")
+	}
+	// Without the keyring, a tenant with its own app is an error, never the default app.
+	nokeys := newGatewayResolver(store, nil, build, def, "2021default")
+	if _, err := nokeys.For(ctx, "b"); err == nil {
+		t.Fatal("resolved a sealed app without the keyring")
+	}
+}
+
+// TestReencryptTenants: after a rotation, every tenant's credentials are sealed under
+// the new key, still open for their tenant, and a second run changes nothing.
+func TestReencryptTenants(t *testing.T) {
+	ctx := context.Background()
+	oldKey, _ := secrets.NewKey("old")
+	oldRing, _ := secrets.ParseKeyring(oldKey)
+	st := &memResealer{ts: map[string]payment.Tenant{}}
+	for _, id := range []string{"a", "b"} {
+		st.ts[id] = payment.Tenant{ID: id, AlipayCredentialsSealed: sealFor(t, oldRing, id, "key-"+id)}
+	}
+	newKey, _ := secrets.NewKey("new")
+	ring, err := secrets.ParseKeyring(newKey + "," + oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, total, err := reencryptTenants(ctx, st, ring)
+	if err != nil || changed != 2 || total != 2 {
+		t.Fatalf("reencrypt = %d of %d, %v", changed, total, err)
+	}
+	newOnly, _ := secrets.ParseKeyring(newKey)
+	for id, tn := range st.ts {
+		b, err := newOnly.Open(tn.AlipayCredentialsSealed, payment.AlipayCredentialsAAD(id))
+		if err != nil {
+			t.Fatalf("%s after re-encryption: %v", id, err)
+		}
+		if c, _ := payment.DecodeAlipayCredentials(b); c.AppPrivateKeyPEM != "key-"+id {
+			t.Fatalf("%s: wrong credentials", id)
+		}
+	}
+	if changed, _, err := reencryptTenants(ctx, st, ring); err != nil || changed != 0 {
+		t.Fatalf("second run changed %d, %v", changed, err)
+	}
+}
+
+type memResealer struct{ ts map[string]payment.Tenant }
+
+func (m *memResealer) TenantsWithAlipayCredentials(_ context.Context, after string) ([]payment.Tenant, error) {
+	var out []payment.Tenant
+	for _, id := range []string{"a", "b"} {
+		if id > after {
+			out = append(out, m.ts[id])
+		}
+	}
+	return out, nil
+}
+
+func (m *memResealer) SwapTenantAlipayCredentials(_ context.Context, id, old, sealed string) (bool, error) {
+	t := m.ts[id]
+	if t.AlipayCredentialsSealed != old {
+		return false, nil
+	}
+	t.AlipayCredentialsSealed = sealed
+	m.ts[id] = t
+	return true, nil
+}
