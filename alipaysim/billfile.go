@@ -208,4 +208,3 @@ func formatSigned(fen int64) string {
 	}
 	return formatYuan(fen)
 }
-
