@@ -307,3 +307,28 @@ func scanStatementReport(s scanner) (payment.StatementReport, error) {
 	}
 	return r, nil
 }
+
+// ListStatementAnomalies returns the anomalies that the reconciliation of one app and
+// day recorded first (a later day finding the same one does not repeat it), oldest first.
+func (st *Store) ListStatementAnomalies(ctx context.Context, appID, billDate string) ([]payment.Anomaly, error) {
+	prefix := "statement " + appID + " " + billDate + ": "
+	rows, err := st.db.QueryContext(ctx, `SELECT kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at
+FROM payment_anomalies WHERE kind LIKE 'statement\_%' AND LEFT(detail, ?) = ? ORDER BY id LIMIT 10000`, len(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: statement anomalies: %w", err)
+	}
+	defer rows.Close()
+	out := []payment.Anomaly{}
+	for rows.Next() {
+		var (
+			a      payment.Anomaly
+			amount int64
+		)
+		if err := rows.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt); err != nil {
+			return nil, fmt.Errorf("mysql: statement anomalies: %w", err)
+		}
+		a.Amount = payment.Amount(amount)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

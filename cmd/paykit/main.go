@@ -38,6 +38,8 @@ commands:
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
   audit     compare a window of payments with Alipay and report broken invariants;
             exits 1 on findings, 2 if it cannot audit (see: paykit audit -h)
+  statement show (with -run: reconcile) a day's Alipay bill against the local records;
+            exits 1 on discrepancies, 2 if there is no report (see: paykit statement -h)
 
 Configuration comes from the environment; see README.md.`
 
@@ -70,6 +72,10 @@ func main() {
 		err = runAnomalies(ctx, cfg, args, os.Stdout)
 	case "audit":
 		code := runAudit(ctx, cfg, args, os.Stdout, os.Stderr, logger)
+		stop()
+		os.Exit(code)
+	case "statement":
+		code := runStatement(ctx, cfg, args, os.Stdout, os.Stderr, logger)
 		stop()
 		os.Exit(code)
 	case "dev":
@@ -130,6 +136,7 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	defer sys.close()
 	acts := sys.activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
+	acts.StatementMetrics = activities.NewStatementMetrics(reg)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger) })
 	g.Go(func() error {
@@ -146,6 +153,7 @@ func workerConfig(cfg Config) worker.Config {
 		AuditEvery: cfg.AuditEvery, AuditLag: auditLag(cfg),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
+		Statements: statementSchedule(cfg),
 	}
 }
 

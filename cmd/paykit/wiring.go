@@ -261,5 +261,6 @@ func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
 	acts := newActivities(cfg, s.store, s.gw, s.redis, s.tc, s.orch, logger)
 	acts.Auditor = &audit.Auditor{Store: s.store, Gateway: s.gw, Workflows: s.orch}
+	s.withStatements(acts, cfg, logger)
 	return acts
 }
