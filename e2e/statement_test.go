@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
+	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/payment"
@@ -152,6 +156,7 @@ func TestStatementDay(t *testing.T) {
 	if err := env.tc.GetWorkflow(wctx, workflows.StatementWorkflowID(stmtAppID, today), "").Get(wctx, &rep); err != nil {
 		t.Fatal(err)
 	}
+	replayStatementHistory(t, workflows.StatementWorkflowID(stmtAppID, today), "statement_waited_for_bill")
 	var total int64
 	for i := range n {
 		total += int64(1000 + i)
@@ -231,4 +236,34 @@ func TestStatementDay(t *testing.T) {
 		t.Fatalf("report after three runs: %+v %v", rep, err)
 	}
 	t.Logf("paykit statement -date %s:\n%s", today, out)
+}
+
+// replayStatementHistory replays the closed statement run against the current code and,
+// with PAYKIT_RECORD_HISTORIES=1, records it where the workflows package replays it.
+func replayStatementHistory(t *testing.T, workflowID, name string) {
+	t.Helper()
+	hist := &historypb.History{}
+	it := env.tc.GetWorkflowHistory(context.Background(), workflowID, "", false, 0)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	replayer := sdkworker.NewWorkflowReplayer()
+	workflows.Register(replayer)
+	if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
+		t.Fatalf("replay %s: %v", workflowID, err)
+	}
+	if os.Getenv("PAYKIT_RECORD_HISTORIES") == "" {
+		return
+	}
+	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repoRoot(), "workflows", "testdata", "histories", name+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
