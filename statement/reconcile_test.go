@@ -233,3 +233,39 @@ func TestReconcileNotYetPublished(t *testing.T) {
 		t.Fatal("a report was written for a day without a bill")
 	}
 }
+
+// TestReconcileOneRunPerDay: while a run of an app's day holds its lock, another run of
+// the same day is refused (ECONFLICT, retried by its activity) and changes nothing.
+func TestReconcileOneRunPerDay(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMO1", 100)
+	unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true, Bills: d.gw}, BillDate: d.date})
+	if payment.ErrorCode(err) != payment.ECONFLICT {
+		t.Fatalf("second run: %v, want ECONFLICT", err)
+	}
+	unlock()
+	if rep := d.run(); rep.Discrepancies != 0 || rep.Runs != 1 {
+		t.Fatalf("after the lock: %+v", rep)
+	}
+}
+
+// TestReconcileNoBill: a day Alipay never published is reconciled as empty, so every
+// local PAID payment and succeeded refund of it shows as absent from the bill.
+func TestReconcileNoBill(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMN1", 100)
+	d.refunded("STMN1", "rn", 10)
+	rep, err := d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true}, BillDate: d.date, NoBill: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.anomalies()
+	if rep.Status != payment.StatementNoBill || rep.Discrepancies != 2 || len(got[payment.AnomalyStatementLocalNotInBill]) != 1 ||
+		len(got[payment.AnomalyStatementRefundNotInBill]) != 1 || rep.DiffFen != -90 {
+		t.Fatalf("no bill: %+v, anomalies %v", rep, got)
+	}
+}
