@@ -155,6 +155,34 @@ func TestBillRoundTrip(t *testing.T) {
 		t.Errorf("corrupted amount %d, want 991", got)
 	}
 
+	// A dropped line is gone, and the footer agrees with what is left.
+	if err := sim.CorruptBill(today, alipaysim.BillCorruption{Op: alipaysim.CorruptDrop, OutTradeNo: "STMA3"}); err != nil {
+		t.Fatal(err)
+	}
+	url, err = gw.BillDownloadURL(ctx, today)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	foot, err = statement.ReadBill(download(t, url), func(l payment.BillLine) error {
+		if l.OutTradeNo == "STMA3" && l.Kind == payment.BillLineTrade {
+			t.Error("dropped line still in the bill")
+		}
+		seen++
+		return nil
+	})
+	if err != nil || seen != 4 || foot.Trades != 2 {
+		t.Errorf("after drop: %d lines, footer %+v, %v", seen, foot, err)
+	}
+	for _, bad := range []alipaysim.BillCorruption{{Op: "shuffle", OutTradeNo: "x"}, {Op: alipaysim.CorruptAmount, OutTradeNo: "x", Amount: "1.234"}, {Op: alipaysim.CorruptDrop}} {
+		if err := sim.CorruptBill(today, bad); err == nil {
+			t.Errorf("corruption %+v accepted", bad)
+		}
+	}
+	if err := sim.PublishBills("2026-13-01"); err == nil {
+		t.Error("an impossible publication date was accepted")
+	}
+
 	// A tampered URL is refused.
 	resp, err := http.Get(url + "0")
 	if err != nil {
