@@ -17,6 +17,9 @@ import (
 const (
 	StatementWorkflowName = "StatementWorkflow"
 	StatementQuery        = "statement"
+	// StatementRetrySignal makes a run waiting for its bill ask Alipay again now (paykit
+	// statement -run sends it, after an operator saw the bill published).
+	StatementRetrySignal = "statement-retry"
 )
 
 // Defaults of a StatementInput that sets none.
@@ -89,6 +92,7 @@ func StatementWorkflow(ctx workflow.Context, in StatementInput) (payment.Stateme
 		},
 	})
 	giveUpAt := day.AddDate(0, 0, 1).Add(in.GiveUpAfter)
+	retryNow := workflow.GetSignalChannel(ctx, StatementRetrySignal)
 	req := activities.StatementRequest{AppID: in.AppID, BillDate: in.BillDate}
 	for {
 		st.Attempts++
@@ -97,7 +101,7 @@ func StatementWorkflow(ctx workflow.Context, in StatementInput) (payment.Stateme
 		err := workflow.ExecuteActivity(ctx, a.ReconcileStatement, req).Get(ctx, &rep)
 		var appErr *temporal.ApplicationError
 		if err != nil && errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBillNotAvailable {
-			st.LastError = appErr.Error()
+			st.LastError = appErr.Message()
 			if !workflow.Now(ctx).Before(giveUpAt) {
 				req.NoBill = true
 				continue
@@ -105,9 +109,7 @@ func StatementWorkflow(ctx workflow.Context, in StatementInput) (payment.Stateme
 			st.Phase, st.NextTryAt = "waiting_for_bill", workflow.Now(ctx).Add(in.RetryEvery)
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("Alipay has not published the bill of **%s** for app `%s` yet; asking again at %s (attempt %d).",
 				in.BillDate, in.AppID, st.NextTryAt.In(chinaTime).Format(time.DateTime), st.Attempts))
-			if err := workflow.NewTimerWithOptions(ctx, in.RetryEvery, workflow.TimerOptions{Summary: "wait for the bill"}).Get(ctx, nil); err != nil {
-				return payment.StatementReport{}, err
-			}
+			waitForBill(ctx, in.RetryEvery, retryNow)
 			st.Phase, st.NextTryAt = "reconciling", time.Time{}
 			continue
 		}
@@ -118,6 +120,20 @@ func StatementWorkflow(ctx workflow.Context, in StatementInput) (payment.Stateme
 		st.Phase, st.Report, st.LastError = "done", &rep, ""
 		workflow.SetCurrentDetails(ctx, statementDetails(rep))
 		return rep, nil
+	}
+}
+
+// waitForBill sleeps d, or less if a retry signal arrives; signals sent meanwhile are
+// one retry.
+func waitForBill(ctx workflow.Context, d time.Duration, retryNow workflow.ReceiveChannel) {
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimerWithOptions(timerCtx, d, workflow.TimerOptions{Summary: "wait for the bill"})
+	sel := workflow.NewSelector(ctx)
+	sel.AddFuture(timer, func(workflow.Future) {})
+	sel.AddReceive(retryNow, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+	sel.Select(ctx)
+	for retryNow.ReceiveAsync(nil) {
 	}
 }
 

@@ -80,3 +80,33 @@ func TestStatementWorkflow(t *testing.T) {
 		})
 	}
 }
+
+// TestStatementWorkflowRetrySignal: a run waiting for its bill asks again as soon as it
+// is signalled, not at its next timer.
+func TestStatementWorkflowRetrySignal(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	start := time.Date(2026, 12, 2, 1, 30, 0, 0, time.UTC)
+	env.SetStartTime(start)
+	env.RegisterActivity(&activities.Activities{})
+	workflows.Register(env)
+	calls := 0
+	var secondAt time.Time
+	env.OnActivity(a.ReconcileStatement, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, req activities.StatementRequest) (payment.StatementReport, error) {
+			calls++
+			if calls == 1 {
+				return payment.StatementReport{}, temporal.NewNonRetryableApplicationError("no bill yet", activities.ErrTypeBillNotAvailable, nil)
+			}
+			secondAt = env.Now()
+			return payment.StatementReport{AppID: req.AppID, BillDate: req.BillDate, Status: payment.StatementReconciled}, nil
+		})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.StatementRetrySignal, nil) }, 5*time.Minute)
+	env.ExecuteWorkflow(workflows.StatementWorkflowName, workflows.StatementInput{AppID: "app1", BillDate: "2026-12-01", RetryEvery: 6 * time.Hour})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || secondAt.Sub(start) > time.Hour {
+		t.Fatalf("%d calls, second at %s after start; want 2, right after the signal", calls, secondAt.Sub(start))
+	}
+}

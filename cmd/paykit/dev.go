@@ -131,6 +131,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	defer sim.Close()
 	acts := sys.activities(cfg, logger.With("component", "worker"))
 	acts.Metrics = activities.NewMetrics(reg)
+	acts.StatementMetrics = activities.NewStatementMetrics(reg)
 	srv := sys.apiServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -225,6 +225,9 @@ func runStatementDay(ctx context.Context, cfg Config, f statementFlags, apps []s
 		if err != nil {
 			return statementFailed, fmt.Errorf("start %s: %w", id, err)
 		}
+		// A run already waiting for its bill asks Alipay again now rather than at its next
+		// timer; one that has finished meanwhile is not found, which is fine.
+		_ = tc.SignalWorkflow(ctx, id, run.GetRunID(), workflows.StatementRetrySignal, nil)
 		wctx, cancel := context.WithTimeout(ctx, f.wait)
 		var rep payment.StatementReport
 		err = run.Get(wctx, &rep)
