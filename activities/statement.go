@@ -126,4 +126,3 @@ func (m *StatementMetrics) observe(rep payment.StatementReport) {
 		m.lastDate.WithLabelValues(rep.AppID).Set(float64(from.Unix()))
 	}
 }
-

@@ -74,8 +74,10 @@ type ruleStore struct {
 	anomalies atomic.Int64
 }
 
-func (s *ruleStore) LockStatement(context.Context, string, string) (func(), error) { return func() {}, nil }
-func (s *ruleStore) ClearBillLines(context.Context, string, string) error          { return nil }
+func (s *ruleStore) LockStatement(context.Context, string, string) (func(), error) {
+	return func() {}, nil
+}
+func (s *ruleStore) ClearBillLines(context.Context, string, string) error { return nil }
 func (s *ruleStore) StageBillLines(context.Context, string, string, []payment.BillLine) error {
 	return nil
 }
