@@ -183,7 +183,8 @@ func TestReconcileDay(t *testing.T) {
 
 // TestReconcileRefundOneSide: a refund Alipay made that is not SUCCEEDED locally, and
 // one that succeeded locally but is not in the bill, are each their own kind; a line of
-// an out_trade_no this system never created is unknown.
+// an out_trade_no this system never created is unknown, and a payment on two lines is a
+// duplicate.
 func TestReconcileRefundOneSide(t *testing.T) {
 	d := newDay(t)
 	d.paid("STMR1", 1000)
@@ -207,13 +208,18 @@ func TestReconcileRefundOneSide(t *testing.T) {
 	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptAdd, OutTradeNo: "NOTOURS1", Amount: "5.00"}); err != nil {
 		t.Fatal(err)
 	}
+	// The same payment twice in the bill.
+	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptAdd, OutTradeNo: "STMR2", Amount: "10.00"}); err != nil {
+		t.Fatal(err)
+	}
 	rep := d.run()
 	want := map[string][]string{
+		payment.AnomalyStatementDuplicateLine:   {"STMR2"},
 		payment.AnomalyStatementRefundNotLocal:  {r.OutRequestNo},
 		payment.AnomalyStatementRefundNotInBill: {r2.OutRequestNo},
 		payment.AnomalyStatementUnknownTrade:    {"NOTOURS1"},
 	}
-	if got := d.anomalies(); fmt.Sprint(got) != fmt.Sprint(want) || rep.Discrepancies != 3 {
+	if got := d.anomalies(); fmt.Sprint(got) != fmt.Sprint(want) || rep.Discrepancies != 4 {
 		t.Fatalf("anomalies %v (report %v), want %v", got, rep.ByKind, want)
 	}
 }
