@@ -168,7 +168,12 @@ func runStatement(ctx context.Context, cfg Config, args []string, out, errOut io
 	defer func() { _ = store.Close(); _ = store.DB().Close() }()
 	apps := statementApps(cfg, nil)
 	if f.app != "" {
-		apps = []statement.App{{ID: f.app, Default: f.app == cfg.AlipayAppID}}
+		i := slices.IndexFunc(apps, func(a statement.App) bool { return a.ID == f.app })
+		if i < 0 {
+			fmt.Fprintf(errOut, "paykit statement: -app %s is not an Alipay app of this deployment (%s)\n", f.app, strings.Join(statementAppIDs(apps), ", "))
+			return statementFailed
+		}
+		apps = apps[i : i+1]
 	}
 	if f.run {
 		if code, err := runStatementDay(ctx, cfg, f, apps, store, errOut, logger); err != nil {
@@ -196,8 +201,13 @@ func runStatementDay(ctx context.Context, cfg Config, f statementFlags, apps []s
 			return statementFailed, err
 		}
 		rec := newReconciler(cfg, store, logger)
+		withBills := statementApps(cfg, gw)
 		for _, app := range apps {
-			app.Bills = statementApps(cfg, gw)[0].Bills
+			for _, b := range withBills {
+				if b.ID == app.ID {
+					app = b
+				}
+			}
 			if _, err := rec.Run(ctx, statement.Params{App: app, BillDate: f.date}); err != nil {
 				if statement.IsNotAvailable(err) {
 					return statementFailed, fmt.Errorf("alipay has not published the bill of %s for app %s yet (isp.bill_not_exist)", f.date, app.ID)
