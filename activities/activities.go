@@ -16,6 +16,7 @@ import (
 
 	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/statement"
 )
 
 // Error types that workflows branch on.
@@ -73,6 +74,11 @@ type Activities struct {
 	Metrics *Metrics
 	// Auditor runs the scheduled audit; nil makes the Audit activity fail.
 	Auditor *audit.Auditor
+	// Statements reconciles daily bills of the apps StatementApps lists (statement.go);
+	// nil makes the ReconcileStatement activity fail. StatementMetrics may be nil.
+	Statements       *statement.Reconciler
+	StatementApps    StatementApps
+	StatementMetrics *StatementMetrics
 	// EventRetry spaces the failed deliveries of an outbox event, by the workflow and by
 	// the sweeper alike, and says when the event is dead; zero fields take
 	// payment.DefaultEventRetry.

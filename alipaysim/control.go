@@ -88,6 +88,7 @@ func (s *Simulator) routes() *http.ServeMux {
 		writeJSON(w, http.StatusOK, s.Faults())
 	})
 	mux.HandleFunc("POST "+p+"/faults/notifications", s.handleNotificationFaults)
+	s.billRoutes(mux)
 	mux.HandleFunc("POST "+p+"/reset", func(w http.ResponseWriter, _ *http.Request) {
 		s.Reset()
 		writeJSON(w, http.StatusOK, map[string]string{"status": "reset"})

@@ -70,6 +70,17 @@ Notifications
                  error,acknowledged,dropped}
   POST /_sim/notifications/release          {"order":"fifo"|"lifo"|"random"} -> {"released":n}
 
+Bills (alipay.data.dataservice.bill.downloadurl.query, bill_type=trade; see bill.go)
+  A day's bill is every payment (by paid time) and refund (by refund time) of the app that
+  completed on that China-time day. Days after the last published one answer isp.bill_not_exist.
+  GET  /_sim/bills                          {"published_through","last_available","corruptions"}
+  POST /_sim/bills/publish                  {"through":"yyyy-MM-dd"|"today"|""}: days up to through are
+                                            available ("" = default: every day before today)
+  POST /_sim/bills/{date}/corrupt           {"op":"drop"|"amount"|"add","out_trade_no","out_request_no"?,
+                                             "amount":"9.99","app_id"?,"subject"?}
+  GET  /_sim/bills/{date}                   the bill zip, unsigned (?app_id=)
+  GET  /_sim/bills/downloadBillFile.resource?...&token=   the signed bill_download_url (valid 30 s)
+
 Faults
   GET    /_sim/faults                       {"gateway":[GatewayFault],"notifications":{...},"held":n}
   DELETE /_sim/faults                       clear all faults (and pay_on_close)

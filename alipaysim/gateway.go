@@ -54,6 +54,8 @@ func (s *Simulator) api(method string) apiFunc {
 		return s.apiRefund
 	case "alipay.trade.fastpay.refund.query":
 		return s.apiRefundQuery
+	case "alipay.data.dataservice.bill.downloadurl.query":
+		return s.apiBillDownloadURL
 	}
 	return nil
 }

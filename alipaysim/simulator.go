@@ -50,6 +50,8 @@ type Simulator struct {
 	notifyFaults  NotificationFaults
 	held          []*notification
 	payOnClose    map[string]string // out_trade_no → buyer_id
+
+	bills *bills // publication and planted faults of daily bills (bill.go)
 }
 
 // Sentinel errors of the Go control API.
@@ -100,6 +102,7 @@ func New(cfg Config) (*Simulator, error) {
 		trades:     make(map[string]map[string]*trade),
 		byTradeNo:  make(map[string]*trade),
 		payOnClose: make(map[string]string),
+		bills:      newBills(),
 	}
 	s.notifyFaults.Copies = 1
 	s.mux = s.routes()
@@ -145,6 +148,7 @@ func (s *Simulator) Reset() {
 	s.notifyFaults = NotificationFaults{Copies: 1}
 	s.held = nil
 	s.payOnClose = make(map[string]string)
+	s.bills.reset()
 }
 
 // now is the simulator's clock: China time, wall clock.

@@ -55,6 +55,8 @@ type Config struct {
 	ActivityTaskPollers int
 	// ShutdownGrace is how long running activities get to finish on shutdown.
 	ShutdownGrace time.Duration
+	// Statements schedules the daily statement reconciliation (statement.go).
+	Statements StatementConfig
 }
 
 // Run registers everything, ensures the schedules and polls until ctx is cancelled.
@@ -64,6 +66,9 @@ func Run(ctx context.Context, c client.Client, cfg Config, acts *activities.Acti
 	}
 	w := New(c, cfg, acts)
 	if err := EnsureSchedules(ctx, c, cfg); err != nil {
+		return err
+	}
+	if err := EnsureStatementSchedules(ctx, c, cfg.TaskQueue, cfg.Statements); err != nil {
 		return err
 	}
 	if err := w.Start(); err != nil {

@@ -210,14 +210,14 @@ func TestAuditSchedule_Config(t *testing.T) {
 		t.Fatalf("default PAYKIT_AUDIT_EVERY: %s, %v; want 24h", cfg.AuditEvery, err)
 	}
 	// The window ends an hour back: the webhook SLA is the longest wait by default.
-	if wc := workerConfig(cfg); wc.AuditEvery != 24*time.Hour || wc.AuditLag != time.Hour {
+	if wc := workerConfig(cfg, nil); wc.AuditEvery != 24*time.Hour || wc.AuditLag != time.Hour {
 		t.Fatalf("worker config: every %s, lag %s; want 24h and 1h", wc.AuditEvery, wc.AuditLag)
 	}
 	cfg, err = load(map[string]string{"PAYKIT_AUDIT_EVERY": "12h", "PAYKIT_PAYMENT_TTL": "2h"})
 	if err != nil || cfg.AuditEvery != 12*time.Hour {
 		t.Fatalf("PAYKIT_AUDIT_EVERY=12h: %s, %v", cfg.AuditEvery, err)
 	}
-	if wc := workerConfig(cfg); wc.AuditLag != 2*time.Hour+5*time.Minute {
+	if wc := workerConfig(cfg, nil); wc.AuditLag != 2*time.Hour+5*time.Minute {
 		t.Fatalf("lag with a 2h payment TTL: %s, want 2h5m (expiry plus the pending grace)", wc.AuditLag)
 	}
 	if _, err := load(map[string]string{"PAYKIT_AUDIT_EVERY": "daily"}); err == nil || !strings.Contains(err.Error(), "PAYKIT_AUDIT_EVERY") {

@@ -59,6 +59,8 @@ type Config struct {
 	PurgeEvery       time.Duration
 	AuditEvery       time.Duration
 	Benefit          string
+	// Statement is the daily statement reconciliation (statement.go).
+	Statement statementConfig
 
 	WorkflowTaskPollers int
 	ActivityTaskPollers int
@@ -156,6 +158,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		PurgeEvery:          e.dur("PAYKIT_PURGE_EVERY", time.Hour),
 		AuditEvery:          e.dur("PAYKIT_AUDIT_EVERY", 24*time.Hour),
 		Benefit:             e.str("PAYKIT_BENEFIT", "order_fulfilment"),
+		Statement:           loadStatementConfig(e),
 		WorkflowTaskPollers: e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
 		ActivityTaskPollers: e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
 		LogLevel:            e.str("PAYKIT_LOG_LEVEL", "info"),

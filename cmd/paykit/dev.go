@@ -145,6 +145,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	defer sim.Close()
 	acts := sys.activities(cfg, logger.With("component", "worker"))
 	acts.Metrics = activities.NewMetrics(reg)
+	acts.StatementMetrics = activities.NewStatementMetrics(reg)
 	srv := sys.apiServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -160,7 +161,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	}
 	g.Go(func() error { return serve(gctx, o.merchantAdr, demoMerchant(logger, returns)) })
 	g.Go(func() error {
-		return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger.With("component", "worker"))
+		return worker.Run(gctx, sys.tc, workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger)), acts, logger.With("component", "worker"))
 	})
 	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
 	printWalkthrough(cfg, o, simURL)

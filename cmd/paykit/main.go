@@ -43,6 +43,8 @@ commands:
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
   audit     compare a window of payments with Alipay and report broken invariants;
             exits 1 on findings, 2 if it cannot audit (see: paykit audit -h)
+  statement show (with -run: reconcile) a day's Alipay bill against the local records;
+            exits 1 on discrepancies, 2 if there is no report (see: paykit statement -h)
 
 Configuration comes from the environment; see README.md.`
 
@@ -77,6 +79,10 @@ func main() {
 		err = runAnomalies(ctx, cfg, args, os.Stdout)
 	case "audit":
 		code := runAudit(ctx, cfg, args, os.Stdout, os.Stderr, logger)
+		stop()
+		os.Exit(code)
+	case "statement":
+		code := runStatement(ctx, cfg, args, os.Stdout, os.Stderr, logger)
 		stop()
 		os.Exit(code)
 	case "dev":
@@ -163,8 +169,11 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	defer sys.close()
 	acts := sys.activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
+	acts.StatementMetrics = activities.NewStatementMetrics(reg)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger) })
+	g.Go(func() error {
+		return worker.Run(gctx, sys.tc, workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger)), acts, logger)
+	})
 	g.Go(func() error {
 		logger.Info("worker admin listening", "addr", cfg.WorkerAdminAddr, "endpoints", "/healthz /readyz /metrics")
 		return serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.ping, logger))
@@ -172,13 +181,14 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	return g.Wait()
 }
 
-func workerConfig(cfg Config) worker.Config {
+func workerConfig(cfg Config, statementAppIDs []string) worker.Config {
 	return worker.Config{
 		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter,
 		SweepGrantGrace: cfg.SweepGrantGrace, PurgeEvery: cfg.PurgeEvery,
 		AuditEvery: cfg.AuditEvery, AuditLag: auditLag(cfg),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
+		Statements: statementSchedule(cfg, statementAppIDs),
 	}
 }
 

@@ -298,5 +298,6 @@ func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activit
 	acts := newActivities(cfg, s.store, s.gws.def, s.redis, s.tc, s.orch, logger)
 	acts.Gateways = s.gws
 	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
+	s.withStatements(acts, cfg, logger)
 	return acts
 }

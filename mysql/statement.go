@@ -1,0 +1,334 @@
+package mysql
+
+import (
+	"context"
+	"crypto/sha1"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/paykit/paykit/payment"
+)
+
+var _ payment.StatementStore = (*Store)(nil)
+
+// LockStatement takes a MariaDB named lock for one (app, day), held on a connection of
+// its own until unlock, so that two runs of the same day (the schedule and an operator)
+// never interleave their staged lines. A lock held elsewhere is ECONFLICT at once.
+func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (func(), error) {
+	sum := sha1.Sum([]byte(appID + "|" + billDate))
+	name := "paykit-statement-" + hex.EncodeToString(sum[:])
+	conn, err := st.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: statement lock: %w", err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 0)`, name).Scan(&got); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("mysql: statement lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		_ = conn.Close()
+		return nil, payment.Errorf(payment.ECONFLICT, "the statement of %s %s is being reconciled by another run", appID, billDate)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, name)
+		_ = conn.Close()
+	}, nil
+}
+
+// ClearBillLines deletes the staged lines of a day, in chunks so that no statement holds
+// many row locks.
+func (st *Store) ClearBillLines(ctx context.Context, appID, billDate string) error {
+	for {
+		res, err := st.db.ExecContext(ctx, `DELETE FROM statement_lines WHERE app_id = ? AND bill_date = ? LIMIT 5000`, appID, billDate)
+		if err != nil {
+			return fmt.Errorf("mysql: clear bill lines: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n < 5000 {
+			return nil
+		}
+	}
+}
+
+// StageBillLines inserts a batch of bill lines in one statement. A line staged before
+// (a retried batch) is left as it is.
+func (st *Store) StageBillLines(ctx context.Context, appID, billDate string, lines []payment.BillLine) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT IGNORE INTO statement_lines (app_id, bill_date, line_no, kind, out_trade_no, out_request_no, trade_no, amount_fen) VALUES `)
+	args := make([]any, 0, len(lines)*8)
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?)")
+		args = append(args, appID, billDate, l.LineNo, l.Kind, truncate(l.OutTradeNo, maxRef),
+			truncate(l.OutRequestNo, maxRef), truncate(l.TradeNo, maxRef), int64(l.Amount))
+	}
+	if _, err := st.db.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("mysql: stage bill lines: %w", err)
+	}
+	return nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+func anyStrings(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// PaymentsByNo returns the payments among paymentNos, by payment_no, in one query.
+func (st *Store) PaymentsByNo(ctx context.Context, paymentNos []string) (map[string]payment.Payment, error) {
+	out := make(map[string]payment.Payment, len(paymentNos))
+	if len(paymentNos) == 0 {
+		return out, nil
+	}
+	rows, err := st.db.QueryContext(ctx, `SELECT `+paymentColumns+` FROM payments WHERE payment_no IN (`+placeholders(len(paymentNos))+`)`,
+		anyStrings(paymentNos)...)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: payments by no: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p, err := scanPayment(rows)
+		if err != nil {
+			return nil, fmt.Errorf("mysql: payments by no: %w", err)
+		}
+		out[p.PaymentNo] = p
+	}
+	return out, rows.Err()
+}
+
+// RefundsByOutRequestNo returns the refunds among outRequestNos, by out_request_no.
+func (st *Store) RefundsByOutRequestNo(ctx context.Context, outRequestNos []string) (map[string]payment.Refund, error) {
+	out := make(map[string]payment.Refund, len(outRequestNos))
+	if len(outRequestNos) == 0 {
+		return out, nil
+	}
+	rows, err := st.db.QueryContext(ctx, `SELECT `+refundColumns+` FROM refunds WHERE out_request_no IN (`+placeholders(len(outRequestNos))+`)`,
+		anyStrings(outRequestNos)...)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: refunds by out_request_no: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRefund(rows)
+		if err != nil {
+			return nil, fmt.Errorf("mysql: refunds by out_request_no: %w", err)
+		}
+		out[r.OutRequestNo] = r
+	}
+	return out, rows.Err()
+}
+
+// tenantsOfApp selects the tenants whose payments go through an app: those naming it,
+// and for the default (global) app those naming none.
+const tenantsOfApp = `SELECT id FROM tenants WHERE alipay_app_id = ? OR (alipay_app_id = '' AND ?)`
+
+// EachPaymentNotInBill streams the scope's PAID payments that no staged payment line
+// names. It reads through idx_payments_paid_at and the staged lines' index.
+func (st *Store) EachPaymentNotInBill(ctx context.Context, sc payment.StatementScope, fn func(payment.Payment) error) error {
+	q := `SELECT ` + paymentColumns + ` FROM payments p
+WHERE p.paid_at >= ? AND p.paid_at < ? AND p.status = 1 AND p.tenant_id IN (` + tenantsOfApp + `)
+AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_trade_no = p.payment_no AND l.kind = 1)`
+	rows, err := st.db.QueryContext(ctx, q, dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp, sc.AppID, sc.BillDate)
+	if err != nil {
+		return fmt.Errorf("mysql: payments not in bill: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p, err := scanPayment(rows)
+		if err != nil {
+			return fmt.Errorf("mysql: payments not in bill: %w", err)
+		}
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// EachRefundNotInBill streams the scope's refunds that succeeded in the day and that no
+// staged refund line names.
+func (st *Store) EachRefundNotInBill(ctx context.Context, sc payment.StatementScope, fn func(payment.Refund) error) error {
+	q := `SELECT ` + refundColumns + ` FROM refunds r
+WHERE r.refunded_at >= ? AND r.refunded_at < ? AND r.status = 1 AND r.tenant_id IN (` + tenantsOfApp + `)
+AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_request_no = r.out_request_no AND l.kind = 2)`
+	rows, err := st.db.QueryContext(ctx, q, dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp, sc.AppID, sc.BillDate)
+	if err != nil {
+		return fmt.Errorf("mysql: refunds not in bill: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanRefund(rows)
+		if err != nil {
+			return fmt.Errorf("mysql: refunds not in bill: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// EachDuplicateBillLine streams the staged payments (by out_trade_no) and refunds (by
+// out_request_no) that appear on more than one line.
+func (st *Store) EachDuplicateBillLine(ctx context.Context, appID, billDate string, fn func(payment.BillLine, int) error) error {
+	q := `SELECT kind, out_trade_no, MAX(out_request_no), COUNT(*) FROM statement_lines
+WHERE app_id = ? AND bill_date = ?
+GROUP BY kind, IF(kind = 1, out_trade_no, out_request_no) HAVING COUNT(*) > 1`
+	rows, err := st.db.QueryContext(ctx, q, appID, billDate)
+	if err != nil {
+		return fmt.Errorf("mysql: duplicate bill lines: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			l payment.BillLine
+			n int
+		)
+		if err := rows.Scan(&l.Kind, &l.OutTradeNo, &l.OutRequestNo, &n); err != nil {
+			return fmt.Errorf("mysql: duplicate bill lines: %w", err)
+		}
+		if err := fn(l, n); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// LocalStatementTotals counts and sums the scope's PAID payments and succeeded refunds.
+func (st *Store) LocalStatementTotals(ctx context.Context, sc payment.StatementScope) (payment.StatementTotals, error) {
+	var t payment.StatementTotals
+	err := st.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(amount_fen), 0) FROM payments
+WHERE paid_at >= ? AND paid_at < ? AND status = 1 AND tenant_id IN (`+tenantsOfApp+`)`,
+		dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp).Scan(&t.Trades, &t.TradeFen)
+	if err != nil {
+		return t, fmt.Errorf("mysql: local statement totals: %w", err)
+	}
+	err = st.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(amount_fen), 0) FROM refunds
+WHERE refunded_at >= ? AND refunded_at < ? AND status = 1 AND tenant_id IN (`+tenantsOfApp+`)`,
+		dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp).Scan(&t.Refunds, &t.RefundFen)
+	if err != nil {
+		return t, fmt.Errorf("mysql: local statement totals: %w", err)
+	}
+	return t, nil
+}
+
+const statementColumns = `app_id, DATE_FORMAT(bill_date, '%Y-%m-%d'), status, bill_lines, bill_trade_count, bill_trade_fen,
+	bill_refund_count, bill_refund_fen, bill_fee_fen, local_trade_count, local_trade_fen, local_refund_count,
+	local_refund_fen, diff_fen, discrepancies, by_kind, runs, started_at, finished_at`
+
+// SaveStatementReport stores the one report of (AppID, BillDate): the first run inserts
+// it, every later run overwrites it and counts itself in runs.
+func (st *Store) SaveStatementReport(ctx context.Context, r payment.StatementReport) (payment.StatementReport, error) {
+	kinds, err := json.Marshal(r.ByKind)
+	if err != nil {
+		return r, fmt.Errorf("mysql: save statement report: %w", err)
+	}
+	_, err = st.db.ExecContext(ctx, `INSERT INTO statement_reports (app_id, bill_date, status, bill_lines, bill_trade_count,
+	bill_trade_fen, bill_refund_count, bill_refund_fen, bill_fee_fen, local_trade_count, local_trade_fen,
+	local_refund_count, local_refund_fen, diff_fen, discrepancies, by_kind, runs, started_at, finished_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
+ON DUPLICATE KEY UPDATE status = VALUES(status), bill_lines = VALUES(bill_lines), bill_trade_count = VALUES(bill_trade_count),
+	bill_trade_fen = VALUES(bill_trade_fen), bill_refund_count = VALUES(bill_refund_count),
+	bill_refund_fen = VALUES(bill_refund_fen), bill_fee_fen = VALUES(bill_fee_fen),
+	local_trade_count = VALUES(local_trade_count), local_trade_fen = VALUES(local_trade_fen),
+	local_refund_count = VALUES(local_refund_count), local_refund_fen = VALUES(local_refund_fen),
+	diff_fen = VALUES(diff_fen), discrepancies = VALUES(discrepancies), by_kind = VALUES(by_kind),
+	runs = runs + 1, started_at = VALUES(started_at), finished_at = VALUES(finished_at)`,
+		r.AppID, r.BillDate, r.Status, r.BillLines, r.BillTradeCount, r.BillTradeFen, r.BillRefundCount, r.BillRefundFen,
+		r.BillFeeFen, r.LocalTradeCount, r.LocalTradeFen, r.LocalRefundCount, r.LocalRefundFen, r.DiffFen,
+		r.Discrepancies, string(kinds), dbTime(r.StartedAt), dbTime(r.FinishedAt))
+	if err != nil {
+		return r, fmt.Errorf("mysql: save statement report %s %s: %w", r.AppID, r.BillDate, err)
+	}
+	return st.GetStatementReport(ctx, r.AppID, r.BillDate)
+}
+
+// GetStatementReport returns the report of one app and day, or an error wrapping
+// payment.ErrNotFound.
+func (st *Store) GetStatementReport(ctx context.Context, appID, billDate string) (payment.StatementReport, error) {
+	row := st.db.QueryRowContext(ctx, `SELECT `+statementColumns+` FROM statement_reports WHERE app_id = ? AND bill_date = ?`, appID, billDate)
+	r, err := scanStatementReport(row)
+	if err == sql.ErrNoRows {
+		return r, fmt.Errorf("mysql: statement report %s %s: %w", appID, billDate, payment.ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("mysql: statement report %s %s: %w", appID, billDate, err)
+	}
+	return r, nil
+}
+
+// ListStatementReports returns the reports of the days from..to (yyyy-MM-dd, inclusive),
+// of one app or of every app when appID is empty, newest day first.
+func (st *Store) ListStatementReports(ctx context.Context, appID, from, to string) ([]payment.StatementReport, error) {
+	rows, err := st.db.QueryContext(ctx, `SELECT `+statementColumns+` FROM statement_reports
+WHERE bill_date BETWEEN ? AND ? AND (app_id = ? OR ? = '') ORDER BY bill_date DESC, app_id LIMIT 1000`, from, to, appID, appID)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list statement reports: %w", err)
+	}
+	defer rows.Close()
+	out := []payment.StatementReport{}
+	for rows.Next() {
+		r, err := scanStatementReport(rows)
+		if err != nil {
+			return nil, fmt.Errorf("mysql: list statement reports: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func scanStatementReport(s scanner) (payment.StatementReport, error) {
+	var (
+		r     payment.StatementReport
+		kinds string
+	)
+	err := s.Scan(&r.AppID, &r.BillDate, &r.Status, &r.BillLines, &r.BillTradeCount, &r.BillTradeFen, &r.BillRefundCount,
+		&r.BillRefundFen, &r.BillFeeFen, &r.LocalTradeCount, &r.LocalTradeFen, &r.LocalRefundCount, &r.LocalRefundFen,
+		&r.DiffFen, &r.Discrepancies, &kinds, &r.Runs, &r.StartedAt, &r.FinishedAt)
+	if err != nil {
+		return r, err
+	}
+	if kinds != "" && kinds != "null" {
+		_ = json.Unmarshal([]byte(kinds), &r.ByKind)
+	}
+	return r, nil
+}
+
+// ListStatementAnomalies returns the anomalies that the reconciliation of one app and
+// day recorded first (a later day finding the same one does not repeat it), oldest first.
+func (st *Store) ListStatementAnomalies(ctx context.Context, appID, billDate string) ([]payment.Anomaly, error) {
+	prefix := "statement " + appID + " " + billDate + ": "
+	rows, err := st.db.QueryContext(ctx, `SELECT kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at
+FROM payment_anomalies WHERE kind LIKE 'statement\_%' AND LEFT(detail, ?) = ? ORDER BY id LIMIT 10000`, len(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: statement anomalies: %w", err)
+	}
+	defer rows.Close()
+	out := []payment.Anomaly{}
+	for rows.Next() {
+		var (
+			a      payment.Anomaly
+			amount int64
+		)
+		if err := rows.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt); err != nil {
+			return nil, fmt.Errorf("mysql: statement anomalies: %w", err)
+		}
+		a.Amount = payment.Amount(amount)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

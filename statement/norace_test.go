@@ -1,0 +1,5 @@
+//go:build !race
+
+package statement_test
+
+const raceEnabled = false

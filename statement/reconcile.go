@@ -1,0 +1,362 @@
+package statement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// Defaults of a Reconciler.
+const (
+	DefaultBatch        = 500
+	DefaultMaxBillBytes = 2 << 30 // a zip far larger than any day's bill is refused
+	DateLayout          = "2006-01-02"
+)
+
+// App is one Alipay app whose bill is reconciled: its app_id, whether it is the global
+// app (which also covers tenants that name no app), and where its bill comes from.
+type App struct {
+	ID      string
+	Default bool
+	Bills   payment.BillSource
+}
+
+// Params are one run: the app, the day, and whether to reconcile the day as having no
+// bill at all (Alipay never published one).
+type Params struct {
+	App      App
+	BillDate string // yyyy-MM-dd, China time
+	NoBill   bool
+	// Progress, if set, is called after every batch with the lines read so far.
+	Progress func(lines int)
+}
+
+// Reconciler reconciles one app's bill of one day. It is safe for concurrent use.
+type Reconciler struct {
+	Store payment.StatementStore
+	// HTTP downloads bills; nil means a client with a 5-minute timeout.
+	HTTP *http.Client
+	// TempDir holds a bill while it is read; empty means os.TempDir().
+	TempDir string
+	// Batch is how many lines are staged and looked up per query; zero means DefaultBatch.
+	Batch int
+	// MaxBillBytes bounds a download; zero means DefaultMaxBillBytes.
+	MaxBillBytes int64
+	Logger       *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// DayRange returns the China-time day billDate as [from, to).
+func DayRange(billDate string) (time.Time, time.Time, error) {
+	d, err := time.ParseInLocation(DateLayout, billDate, China)
+	if err != nil {
+		return time.Time{}, time.Time{}, payment.Errorf(payment.EINVALID, "bill date %q is not yyyy-MM-dd", billDate)
+	}
+	return d, d.AddDate(0, 0, 1), nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) log() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
+
+// Run downloads and reconciles the bill of p.BillDate. A day Alipay has no bill for is an
+// error wrapping payment.ErrBillNotAvailable (unless p.NoBill). Running a day again
+// replaces its staged lines, overwrites its report and records no anomaly twice.
+func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport, error) {
+	from, to, err := DayRange(p.BillDate)
+	if err != nil {
+		return payment.StatementReport{}, err
+	}
+	if p.App.ID == "" {
+		return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: no app_id")
+	}
+	started := r.now()
+	path := ""
+	if !p.NoBill {
+		if p.App.Bills == nil {
+			return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: app %s cannot download bills", p.App.ID)
+		}
+		url, err := p.App.Bills.BillDownloadURL(ctx, p.BillDate)
+		if err != nil {
+			return payment.StatementReport{}, fmt.Errorf("statement: bill url of %s %s: %w", p.App.ID, p.BillDate, err)
+		}
+		if path, err = r.download(ctx, url); err != nil {
+			return payment.StatementReport{}, err
+		}
+		defer os.Remove(path)
+	}
+	unlock, err := r.Store.LockStatement(ctx, p.App.ID, p.BillDate)
+	if err != nil {
+		return payment.StatementReport{}, err
+	}
+	defer unlock()
+
+	run := &run{r: r, ctx: ctx, p: p, rep: payment.StatementReport{
+		AppID: p.App.ID, BillDate: p.BillDate, Status: payment.StatementReconciled, StartedAt: started,
+		ByKind: map[string]int{},
+	}}
+	if err := r.Store.ClearBillLines(ctx, p.App.ID, p.BillDate); err != nil {
+		return payment.StatementReport{}, err
+	}
+	if p.NoBill {
+		run.rep.Status = payment.StatementNoBill
+	} else {
+		foot, err := ReadBill(path, run.add)
+		if err == nil {
+			err = run.flush()
+		}
+		if err != nil {
+			return payment.StatementReport{}, fmt.Errorf("statement: %s %s: %w", p.App.ID, p.BillDate, err)
+		}
+		if err := run.checkFooter(foot); err != nil {
+			return payment.StatementReport{}, err
+		}
+	}
+	sc := payment.StatementScope{AppID: p.App.ID, BillDate: p.BillDate, DefaultApp: p.App.Default, From: from, To: to}
+	if err := run.localSide(sc); err != nil {
+		return payment.StatementReport{}, err
+	}
+	run.rep.FinishedAt = r.now()
+	run.rep.DiffFen = run.rep.BillNet() - run.rep.LocalNet()
+	return r.Store.SaveStatementReport(ctx, run.rep)
+}
+
+// download saves the bill to a temporary file: a zip is read by random access, and a
+// bill is never held in memory.
+func (r *Reconciler) download(ctx context.Context, url string) (string, error) {
+	hc := r.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 5 * time.Minute}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", fmt.Errorf("statement: bill url: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("statement: download bill: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("statement: download bill: HTTP %d", resp.StatusCode)
+	}
+	f, err := os.CreateTemp(r.TempDir, "paykit-bill-*.zip")
+	if err != nil {
+		return "", fmt.Errorf("statement: temp file: %w", err)
+	}
+	limit := r.MaxBillBytes
+	if limit <= 0 {
+		limit = DefaultMaxBillBytes
+	}
+	n, err := io.Copy(f, io.LimitReader(resp.Body, limit+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > limit {
+		err = fmt.Errorf("bill larger than %d bytes", limit)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", fmt.Errorf("statement: download bill: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// run is the state of one reconciliation: the pending batch and the report.
+type run struct {
+	r     *Reconciler
+	ctx   context.Context
+	p     Params
+	rep   payment.StatementReport
+	batch []payment.BillLine
+}
+
+func (x *run) add(l payment.BillLine) error {
+	x.rep.BillLines++
+	x.rep.BillFeeFen += int64(l.Fee)
+	if l.Kind == payment.BillLineRefund {
+		x.rep.BillRefundCount++
+		x.rep.BillRefundFen += int64(l.Amount)
+	} else {
+		x.rep.BillTradeCount++
+		x.rep.BillTradeFen += int64(l.Amount)
+	}
+	x.batch = append(x.batch, l)
+	size := x.r.Batch
+	if size <= 0 {
+		size = DefaultBatch
+	}
+	if len(x.batch) >= size {
+		return x.flush()
+	}
+	return nil
+}
+
+// flush stages the batch and matches it with two lookups.
+func (x *run) flush() error {
+	if len(x.batch) == 0 {
+		return nil
+	}
+	ctx := x.ctx
+	if err := x.r.Store.StageBillLines(ctx, x.p.App.ID, x.p.BillDate, x.batch); err != nil {
+		return err
+	}
+	var nos, reqs []string
+	for _, l := range x.batch {
+		nos = append(nos, l.OutTradeNo)
+		if l.Kind == payment.BillLineRefund {
+			reqs = append(reqs, l.OutRequestNo)
+		}
+	}
+	pays, err := x.r.Store.PaymentsByNo(ctx, nos)
+	if err != nil {
+		return err
+	}
+	refs, err := x.r.Store.RefundsByOutRequestNo(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	for _, l := range x.batch {
+		if err := x.match(l, pays, refs); err != nil {
+			return err
+		}
+	}
+	x.batch = x.batch[:0]
+	if x.p.Progress != nil {
+		x.p.Progress(x.rep.BillLines)
+	}
+	return nil
+}
+
+func (x *run) match(l payment.BillLine, pays map[string]payment.Payment, refs map[string]payment.Refund) error {
+	p, known := pays[l.OutTradeNo]
+	if !known {
+		return x.found(payment.AnomalyStatementUnknownTrade, "", l.OutTradeNo, l.TradeNo, l.Amount,
+			fmt.Sprintf("bill line %d (%s) names out_trade_no %s, which is no local payment", l.LineNo, kindName(l.Kind), l.OutTradeNo))
+	}
+	if l.Kind == payment.BillLineTrade {
+		if p.Status != payment.StatusPaid {
+			return x.found(payment.AnomalyStatementPaidNotLocal, p.TenantID, p.PaymentNo, l.TradeNo, l.Amount,
+				fmt.Sprintf("Alipay's bill has the payment (%s fen, trade_no %s); locally it is %s", fen(l.Amount), l.TradeNo, p.Status))
+		}
+		if p.Amount != l.Amount {
+			return x.found(payment.AnomalyStatementAmountMismatch, p.TenantID, p.PaymentNo, l.TradeNo, l.Amount,
+				fmt.Sprintf("bill amount %s fen, local amount %s fen", fen(l.Amount), fen(p.Amount)))
+		}
+		return nil
+	}
+	rf, ok := refs[l.OutRequestNo]
+	switch {
+	case !ok || rf.Status != payment.RefundSucceeded:
+		state := "absent"
+		if ok {
+			state = rf.Status.String()
+		}
+		return x.found(payment.AnomalyStatementRefundNotLocal, p.TenantID, l.OutRequestNo, l.TradeNo, l.Amount,
+			fmt.Sprintf("Alipay's bill has refund %s of payment %s (%s fen); locally it is %s", l.OutRequestNo, l.OutTradeNo, fen(l.Amount), state))
+	case rf.Amount != l.Amount:
+		return x.found(payment.AnomalyStatementRefundAmountMismatch, p.TenantID, l.OutRequestNo, l.TradeNo, l.Amount,
+			fmt.Sprintf("refund %s of payment %s: bill amount %s fen, local amount %s fen", l.OutRequestNo, l.OutTradeNo, fen(l.Amount), fen(rf.Amount)))
+	}
+	return nil
+}
+
+// localSide finds what the bill lacks and counts the local totals of the day.
+func (x *run) localSide(sc payment.StatementScope) error {
+	st := x.r.Store
+	err := st.EachDuplicateBillLine(x.ctx, sc.AppID, sc.BillDate, func(l payment.BillLine, n int) error {
+		ref := l.OutTradeNo
+		if l.Kind == payment.BillLineRefund {
+			ref = l.OutRequestNo
+		}
+		return x.found(payment.AnomalyStatementDuplicateLine, "", ref, "", 0,
+			fmt.Sprintf("the bill has %d %s lines for %s", n, kindName(l.Kind), ref))
+	})
+	if err != nil {
+		return err
+	}
+	err = st.EachPaymentNotInBill(x.ctx, sc, func(p payment.Payment) error {
+		return x.found(payment.AnomalyStatementLocalNotInBill, p.TenantID, p.PaymentNo, p.TradeNo, p.Amount,
+			fmt.Sprintf("PAID locally at %s (%s fen, trade_no %s) and absent from Alipay's bill", p.PaidAt.In(China).Format(time.DateTime), fen(p.Amount), p.TradeNo))
+	})
+	if err != nil {
+		return err
+	}
+	err = st.EachRefundNotInBill(x.ctx, sc, func(rf payment.Refund) error {
+		return x.found(payment.AnomalyStatementRefundNotInBill, rf.TenantID, rf.OutRequestNo, rf.TradeNo, rf.Amount,
+			fmt.Sprintf("refund %s of payment %s succeeded locally at %s (%s fen) and is absent from Alipay's bill",
+				rf.RefundNo, rf.PaymentNo, rf.RefundedAt.In(China).Format(time.DateTime), fen(rf.Amount)))
+	})
+	if err != nil {
+		return err
+	}
+	t, err := st.LocalStatementTotals(x.ctx, sc)
+	if err != nil {
+		return err
+	}
+	x.rep.LocalTradeCount, x.rep.LocalTradeFen = t.Trades, t.TradeFen
+	x.rep.LocalRefundCount, x.rep.LocalRefundFen = t.Refunds, t.RefundFen
+	return nil
+}
+
+// checkFooter refuses a bill whose lines disagree with its own footer: a truncated or
+// damaged file, not a discrepancy with the local records.
+func (x *run) checkFooter(f Footer) error {
+	if !f.Found {
+		return fmt.Errorf("statement: %s %s: %w: no #交易合计 footer (truncated?)", x.p.App.ID, x.p.BillDate, ErrMalformedBill)
+	}
+	if f.Trades != x.rep.BillTradeCount || f.Refunds != x.rep.BillRefundCount ||
+		f.TradeFen != x.rep.BillTradeFen || -f.RefundFen != x.rep.BillRefundFen {
+		return fmt.Errorf("statement: %s %s: %w: footer says %d payments %d fen and %d refunds %d fen, the lines hold %d, %d, %d and %d",
+			x.p.App.ID, x.p.BillDate, ErrMalformedBill, f.Trades, f.TradeFen, f.Refunds, f.RefundFen,
+			x.rep.BillTradeCount, x.rep.BillTradeFen, x.rep.BillRefundCount, -x.rep.BillRefundFen)
+	}
+	return nil
+}
+
+// found records one discrepancy as an anomaly (once per kind and reference) and counts it.
+func (x *run) found(kind, tenantID, ref, tradeNo string, amount payment.Amount, detail string) error {
+	x.rep.Discrepancies++
+	x.rep.ByKind[kind]++
+	err := x.r.Store.RecordAnomaly(x.ctx, payment.Anomaly{
+		Kind: kind, TenantID: tenantID, PaymentNo: ref, TradeNo: tradeNo, Amount: amount,
+		Detail:    fmt.Sprintf("statement %s %s: %s", x.p.App.ID, x.p.BillDate, detail),
+		CreatedAt: x.r.now(),
+	})
+	if err != nil {
+		return fmt.Errorf("statement: record %s %s: %w", kind, ref, err)
+	}
+	x.r.log().WarnContext(x.ctx, "statement discrepancy", "kind", kind, "app_id", x.p.App.ID, "bill_date", x.p.BillDate,
+		"tenant_id", tenantID, "ref", ref, "trade_no", tradeNo, "amount_fen", int64(amount))
+	return nil
+}
+
+func kindName(k int) string {
+	if k == payment.BillLineRefund {
+		return "refund"
+	}
+	return "payment"
+}
+
+func fen(a payment.Amount) string { return fmt.Sprint(int64(a)) }
+
+// IsNotAvailable reports whether err means Alipay has no bill for the day yet.
+func IsNotAvailable(err error) bool { return errors.Is(err, payment.ErrBillNotAvailable) }

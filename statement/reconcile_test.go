@@ -1,0 +1,277 @@
+package statement_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/alipay"
+	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/alipaysim/simtest"
+	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/statement"
+)
+
+// day is one test's world: a database, a simulator, the adapter and a tenant of the app.
+type day struct {
+	t      *testing.T
+	ctx    context.Context
+	store  *mysql.Store
+	sim    *alipaysim.Simulator
+	gw     *alipay.Gateway
+	tenant string
+	date   string
+	rec    *statement.Reconciler
+}
+
+func newDay(t *testing.T) *day {
+	t.Helper()
+	db, _ := testenv.MySQL(t)
+	sim, gw := simGateway(t)
+	d := &day{t: t, ctx: context.Background(), store: mysql.NewStore(db), sim: sim, gw: gw, tenant: "stmt_tenant",
+		date: time.Now().In(statement.China).Format(statement.DateLayout)}
+	if err := d.store.UpsertTenant(d.ctx, payment.Tenant{ID: d.tenant, Name: "t", APIKeyHash: "h", AlipayAppID: simtest.AppID, AlipaySeller: simtest.SellerID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.PublishBills("today"); err != nil {
+		t.Fatal(err)
+	}
+	d.rec = &statement.Reconciler{Store: d.store, Batch: 3, TempDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
+	return d
+}
+
+func (d *day) pending(no string, fen payment.Amount, subject string) {
+	d.t.Helper()
+	_, _, err := d.store.CreatePendingPayment(d.ctx, payment.NewPayment{PaymentNo: no, TenantID: d.tenant, OrderID: "o" + no,
+		Amount: fen, Currency: "CNY", Subject: subject, ExpireAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// paidAtAlipay creates the trade at the simulator and pays it there.
+func (d *day) paidAtAlipay(no string, fen payment.Amount, subject string) alipaysim.Trade {
+	d.t.Helper()
+	if _, err := d.gw.Precreate(d.ctx, payment.TradeRequest{PaymentNo: no, Subject: subject, Amount: fen, ExpireAt: time.Now().Add(time.Hour)}); err != nil {
+		d.t.Fatal(err)
+	}
+	tr, err := d.sim.Pay("", no, "")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return tr
+}
+
+// paid is a payment paid at Alipay and PAID locally.
+func (d *day) paid(no string, fen payment.Amount) {
+	d.t.Helper()
+	d.pending(no, fen, "订单 "+no)
+	tr := d.paidAtAlipay(no, fen, "订单 "+no)
+	if _, err := d.store.MarkPaid(d.ctx, no, tr.TradeNo, tr.PaidAt); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// refunded refunds fen of a paid payment at Alipay and locally.
+func (d *day) refunded(no, refundNo string, fen payment.Amount) {
+	d.t.Helper()
+	r, _, err := d.store.CreateRefund(d.ctx, payment.NewRefund{RefundNo: refundNo, TenantID: d.tenant, PaymentNo: no, Amount: fen})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	res, err := d.gw.Refund(d.ctx, payment.RefundRequest{PaymentNo: no, OutRequestNo: r.OutRequestNo, Amount: fen})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if _, err := d.store.MarkRefundSucceeded(d.ctx, d.tenant, refundNo, res.TradeNo, time.Now()); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *day) run() payment.StatementReport {
+	d.t.Helper()
+	rep, err := d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true, Bills: d.gw}, BillDate: d.date})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return rep
+}
+
+func (d *day) anomalies() map[string][]string {
+	d.t.Helper()
+	all, err := d.store.ListAnomalies(d.ctx, time.Now().Add(-time.Hour), 1000)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, a := range all {
+		out[a.Kind] = append(out[a.Kind], a.PaymentNo)
+	}
+	return out
+}
+
+// TestReconcileDay: a clean day with payments and partial and full refunds gives no
+// discrepancy; three planted faults give exactly three of the right kinds; running the
+// day again records nothing twice and updates the one report.
+func TestReconcileDay(t *testing.T) {
+	d := newDay(t)
+	const n = 7
+	var total int64
+	for i := range n {
+		fen := payment.Amount(100 * (i + 1))
+		d.paid(fmt.Sprintf("STMP%d", i), fen)
+		total += int64(fen)
+	}
+	d.refunded("STMP1", "r1a", 50)  // partial
+	d.refunded("STMP1", "r1b", 100) // partial, twice on one payment
+	d.refunded("STMP4", "r4", 500)  // full
+
+	rep := d.run()
+	if rep.Discrepancies != 0 || len(d.anomalies()) != 0 {
+		t.Fatalf("clean day: %d discrepancies %v, anomalies %v", rep.Discrepancies, rep.ByKind, d.anomalies())
+	}
+	if rep.BillTradeCount != n || rep.LocalTradeCount != n || rep.BillTradeFen != total || rep.LocalTradeFen != total ||
+		rep.BillRefundCount != 3 || rep.LocalRefundCount != 3 || rep.BillRefundFen != 650 || rep.LocalRefundFen != 650 ||
+		rep.DiffFen != 0 || rep.BillLines != n+3 || rep.Status != payment.StatementReconciled {
+		t.Fatalf("clean report %+v", rep)
+	}
+
+	// 1. Paid at Alipay, left pending locally (long: 长款).
+	d.pending("STMF1", 880, "会员")
+	d.paidAtAlipay("STMF1", 880, "会员")
+	// 2. PAID locally with no trade at Alipay (short: 短款).
+	d.pending("STMF2", 770, "ghost")
+	if _, err := d.store.MarkPaid(d.ctx, "STMF2", "2026FAKE0001", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// 3. A bill line with a changed amount.
+	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptAmount, OutTradeNo: "STMP2", Amount: "3.01"}); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string][]string{
+		payment.AnomalyStatementPaidNotLocal:   {"STMF1"},
+		payment.AnomalyStatementLocalNotInBill: {"STMF2"},
+		payment.AnomalyStatementAmountMismatch: {"STMP2"},
+	}
+	for runNo := 1; runNo <= 2; runNo++ {
+		rep = d.run()
+		if rep.Discrepancies != 3 {
+			t.Fatalf("run %d: %d discrepancies %v, want 3", runNo, rep.Discrepancies, rep.ByKind)
+		}
+		got := d.anomalies()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("run %d: anomalies %v, want %v", runNo, got, want)
+		}
+		if rep.Runs != runNo+1 {
+			t.Errorf("run %d: report runs %d, want %d (one row per app and day)", runNo, rep.Runs, runNo+1)
+		}
+	}
+	// Bill: n payments with STMP2 at 301 instead of 300, plus STMF1 (880); local: n + STMF2 (770).
+	if rep.BillTradeFen != total+1+880 || rep.LocalTradeFen != total+770 || rep.DiffFen != 1+880-770 {
+		t.Errorf("faulty report %+v", rep)
+	}
+	reports, err := d.store.ListStatementReports(d.ctx, "", d.date, d.date)
+	if err != nil || len(reports) != 1 {
+		t.Fatalf("reports %v %v, want exactly one", reports, err)
+	}
+}
+
+// TestReconcileRefundOneSide: a refund Alipay made that is not SUCCEEDED locally, and
+// one that succeeded locally but is not in the bill, are each their own kind; a line of
+// an out_trade_no this system never created is unknown, and a payment on two lines is a
+// duplicate.
+func TestReconcileRefundOneSide(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMR1", 1000)
+	d.paid("STMR2", 1000)
+	// Alipay refunded; the local refund stays pending.
+	r, _, err := d.store.CreateRefund(d.ctx, payment.NewRefund{RefundNo: "ra", TenantID: d.tenant, PaymentNo: "STMR1", Amount: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.gw.Refund(d.ctx, payment.RefundRequest{PaymentNo: "STMR1", OutRequestNo: r.OutRequestNo, Amount: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// Succeeded locally; Alipay never saw it.
+	r2, _, err := d.store.CreateRefund(d.ctx, payment.NewRefund{RefundNo: "rb", TenantID: d.tenant, PaymentNo: "STMR2", Amount: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.store.MarkRefundSucceeded(d.ctx, d.tenant, "rb", "T", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptAdd, OutTradeNo: "NOTOURS1", Amount: "5.00"}); err != nil {
+		t.Fatal(err)
+	}
+	// The same payment twice in the bill.
+	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptAdd, OutTradeNo: "STMR2", Amount: "10.00"}); err != nil {
+		t.Fatal(err)
+	}
+	rep := d.run()
+	want := map[string][]string{
+		payment.AnomalyStatementDuplicateLine:   {"STMR2"},
+		payment.AnomalyStatementRefundNotLocal:  {r.OutRequestNo},
+		payment.AnomalyStatementRefundNotInBill: {r2.OutRequestNo},
+		payment.AnomalyStatementUnknownTrade:    {"NOTOURS1"},
+	}
+	if got := d.anomalies(); fmt.Sprint(got) != fmt.Sprint(want) || rep.Discrepancies != 4 {
+		t.Fatalf("anomalies %v (report %v), want %v", got, rep.ByKind, want)
+	}
+}
+
+// TestReconcileNotYetPublished: today before publication is ErrBillNotAvailable, and
+// nothing is written.
+func TestReconcileNotYetPublished(t *testing.T) {
+	d := newDay(t)
+	if err := d.sim.PublishBills(""); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true, Bills: d.gw}, BillDate: d.date})
+	if !statement.IsNotAvailable(err) {
+		t.Fatalf("err %v, want not available", err)
+	}
+	if _, err := d.store.GetStatementReport(d.ctx, simtest.AppID, d.date); err == nil {
+		t.Fatal("a report was written for a day without a bill")
+	}
+}
+
+// TestReconcileOneRunPerDay: while a run of an app's day holds its lock, another run of
+// the same day is refused (ECONFLICT, retried by its activity) and changes nothing.
+func TestReconcileOneRunPerDay(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMO1", 100)
+	unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true, Bills: d.gw}, BillDate: d.date})
+	if payment.ErrorCode(err) != payment.ECONFLICT {
+		t.Fatalf("second run: %v, want ECONFLICT", err)
+	}
+	unlock()
+	if rep := d.run(); rep.Discrepancies != 0 || rep.Runs != 1 {
+		t.Fatalf("after the lock: %+v", rep)
+	}
+}
+
+// TestReconcileNoBill: a day Alipay never published is reconciled as empty, so every
+// local PAID payment and succeeded refund of it shows as absent from the bill.
+func TestReconcileNoBill(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMN1", 100)
+	d.refunded("STMN1", "rn", 10)
+	rep, err := d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true}, BillDate: d.date, NoBill: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.anomalies()
+	if rep.Status != payment.StatementNoBill || rep.Discrepancies != 2 || len(got[payment.AnomalyStatementLocalNotInBill]) != 1 ||
+		len(got[payment.AnomalyStatementRefundNotInBill]) != 1 || rep.DiffFen != -90 {
+		t.Fatalf("no bill: %+v, anomalies %v", rep, got)
+	}
+}
