@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// pagedTenants serves TenantsWithAlipayCredentials two tenants a page, as the store
+// pages by id.
+type pagedTenants struct {
+	tenants []payment.Tenant
+	err     error
+}
+
+func (p pagedTenants) TenantsWithAlipayCredentials(_ context.Context, after string) ([]payment.Tenant, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	var out []payment.Tenant
+	for _, t := range p.tenants {
+		if t.ID > after && len(out) < 2 {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// Every app a tenant has its own keys for is reconciled once, after the default app,
+// however many tenants share it and across pages.
+func TestStatementAppsListEveryTenantAppOnce(t *testing.T) {
+	cfg := Config{AlipayAppID: "2021000000000001"}
+	store := pagedTenants{tenants: []payment.Tenant{
+		{ID: "a", AlipayAppID: "2021000000000002"},
+		{ID: "b", AlipayAppID: "2021000000000001"}, // the default app, with its own copy of the keys
+		{ID: "c", AlipayAppID: "2021000000000003"},
+		{ID: "d", AlipayAppID: "2021000000000002"},
+		{ID: "e", AlipayAppID: "2021000000000004"},
+	}}
+	apps, err := statementApps(context.Background(), cfg, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"2021000000000001", "2021000000000002", "2021000000000003", "2021000000000004"}
+	if got := statementAppIDs(apps); !reflect.DeepEqual(got, want) {
+		t.Fatalf("apps %v, want %v", got, want)
+	}
+	if !apps[0].Default || apps[1].Default {
+		t.Fatalf("only the first app is the default: %+v", apps)
+	}
+	if _, err := statementApps(context.Background(), cfg, pagedTenants{err: errors.New("db down")}, nil); err == nil {
+		t.Fatal("a failing tenant listing must be an error, not the default app alone")
+	}
+}
