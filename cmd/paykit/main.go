@@ -34,6 +34,9 @@ commands:
   api       run the HTTP API
   worker    run the Temporal worker (workflows, activities, schedules)
   migrate   create the database if missing and apply the migrations
+  temporal-setup
+            create the Temporal namespace if missing and register the payment search
+            attributes (a real Temporal server; the dev server does it itself)
   tenant    create or update a tenant (see: paykit tenant -h)
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
   audit     compare a window of payments with Alipay and report broken invariants;
@@ -64,6 +67,8 @@ func main() {
 		err = runWorker(ctx, cfg, logger)
 	case "migrate":
 		err = runMigrate(ctx, cfg, logger)
+	case "temporal-setup":
+		err = runTemporalSetup(ctx, cfg, args, logger)
 	case "tenant":
 		err = runTenant(ctx, cfg, args)
 	case "anomalies":
