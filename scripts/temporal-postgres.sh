@@ -20,6 +20,9 @@
 #   TEMPORAL_METRICS_ADDR=127.0.0.1:8000   Prometheus metrics of the server
 #   TEMPORAL_HISTORY_SHARDS=4  fixed for the life of the databases
 #   TEMPORAL_NAMESPACE=default
+#   TEMPORAL_LOG_LEVEL=warn   TEMPORAL_BIN_DIR=.bin   PAYKIT_BIN="go run ./cmd/paykit" (for setup)
+#   TEMPORAL_FORCE_SA_REFRESH=false   true re-reads search attributes from the database on every
+#                             check (a testing aid, not for production; SQL visibility does not need it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -160,9 +163,10 @@ dynamicConfigClient:
 EOF
   } >"$dir/config/paykit.yaml"
   cat >"$dir/config/dynamicconfig.yaml" <<EOF
-# Search attributes registered by paykit temporal-setup are seen at once.
+# With SQL visibility a custom search attribute is an alias in the namespace, in effect
+# once the namespace cache refreshes (2 s), which paykit temporal-setup waits for.
 system.forceSearchAttributesCacheRefreshOnRead:
-  - value: ${TEMPORAL_FORCE_SA_REFRESH:-true}
+  - value: ${TEMPORAL_FORCE_SA_REFRESH:-false}
 EOF
   echo "temporal config in $dir/config (frontend 127.0.0.1:$port)" >&2
 }
@@ -191,7 +195,7 @@ case "${1:-}" in
     setup
     ;;
   *)
-    sed -n '2,24p' "$0" >&2
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' >&2
     exit 2
     ;;
 esac

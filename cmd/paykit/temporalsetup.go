@@ -41,6 +41,7 @@ func runTemporalSetup(ctx context.Context, cfg Config, args []string, logger *sl
 	}
 	defer tc.Close()
 	ns := cfg.TemporalNamespace
+	changed := false // whether this run created or registered anything
 	err = retry(ctx, func() error {
 		_, err := tc.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
 		var notFound *serviceerror.NamespaceNotFound
@@ -52,6 +53,7 @@ func runTemporalSetup(ctx context.Context, cfg Config, args []string, logger *sl
 		})
 		var exists *serviceerror.NamespaceAlreadyExists
 		if err == nil || errors.As(err, &exists) {
+			changed = true
 			logger.Info("namespace created", "namespace", ns, "retention", retention.String())
 			return errors.New("namespace created, waiting for it to be in effect")
 		}
@@ -61,16 +63,17 @@ func runTemporalSetup(ctx context.Context, cfg Config, args []string, logger *sl
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	err = retry(ctx, func() error {
-		if err := registerSearchAttributes(ctx, tc, ns); err != nil {
-			return err
-		}
 		have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 		if err != nil {
 			return err
 		}
 		for name := range workflows.SearchAttributeTypes() {
 			if _, ok := have.GetCustomAttributes()[name]; !ok {
-				return fmt.Errorf("search attribute %s not registered yet", name)
+				changed = true
+				if err := registerSearchAttributes(ctx, tc, ns); err != nil {
+					return err
+				}
+				return fmt.Errorf("search attribute %s registered, waiting for it to be in effect", name)
 			}
 		}
 		return nil
@@ -78,9 +81,23 @@ func runTemporalSetup(ctx context.Context, cfg Config, args []string, logger *sl
 	if err != nil {
 		return fmt.Errorf("search attributes in %s: %w", ns, err)
 	}
+	if changed {
+		// Every service of the server reads namespaces (and with SQL visibility the
+		// attributes' aliases) from a cache refreshed every 2 s by default; the frontend
+		// answering is not proof that history sees them yet.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(namespaceRefreshWait):
+		}
+	}
 	logger.Info("temporal ready", "addr", cfg.TemporalAddr, "namespace", ns, "search_attributes", len(workflows.SearchAttributeTypes()))
 	return nil
 }
+
+// namespaceRefreshWait outlasts one refresh of the server's namespace cache
+// (system.namespaceCacheRefreshInterval, 2 s by default).
+const namespaceRefreshWait = 3 * time.Second
 
 // retry calls fn every half second until it succeeds or ctx ends, and returns the last
 // error then.
