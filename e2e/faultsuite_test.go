@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -630,17 +629,7 @@ func (f *faultRun) check() {
 
 // audit runs `paykit audit` over the run's window against the same database, Alipay and
 // Temporal; it must exit 0 with no findings.
-func (f *faultRun) audit() {
-	since := time.Since(f.started) + time.Minute
-	cmd := exec.Command(env.paykitBin, "audit", "-since", since.Round(time.Second).String())
-	cmd.Env = append(os.Environ(), f.st.env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		f.t.Errorf("paykit audit: %v\n%s", err, out)
-		return
-	}
-	f.t.Logf("paykit audit: %s", strings.TrimSpace(lastLine(string(out))))
-}
+func (f *faultRun) audit() { auditClean(f.t, f.st, f.started) }
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)

@@ -72,6 +72,7 @@ type system struct {
 	merchant     *merchant
 	mu           sync.Mutex
 	procs        []*proc
+	atExit       []func() // after every process has stopped
 }
 
 // stack is one API (and usually one worker) with its own settings.
@@ -155,20 +156,10 @@ func startSystem() (*system, error) {
 		}
 	}
 
-	// The real Temporal dev server, in memory, with the search attributes registered.
-	s.temporalAddr = freeAddr()
-	host, port, _ := net.SplitHostPort(s.temporalAddr)
-	args := []string{"server", "start-dev", "--headless", "--ip", host, "--port", port,
-		"--http-port", portOf(freeAddr()), "--metrics-port", portOf(freeAddr()), "--log-level", "error"}
-	for name, typ := range workflows.SearchAttributeTypes() {
-		args = append(args, "--search-attribute", name+"="+typ)
-	}
-	s.temporal, err = s.start("temporal", cli, args, nil)
-	if err != nil {
+	// Temporal: the dev server, or with PAYKIT_E2E_TEMPORAL=postgres the real server on
+	// PostgreSQL (e2e/temporal_test.go).
+	if err := s.startTemporal(cli); err != nil {
 		return s, err
-	}
-	if err := waitTCP(s.temporalAddr, 60*time.Second); err != nil {
-		return s, fmt.Errorf("temporal dev server: %w", err)
 	}
 	s.tc, err = client.Dial(client.Options{HostPort: s.temporalAddr, Logger: quietLogger{}})
 	if err != nil {
@@ -309,6 +300,9 @@ func (s *system) shutdown() {
 	}
 	if s.tc != nil {
 		s.tc.Close()
+	}
+	for _, fn := range s.atExit {
+		fn()
 	}
 	if s.merchant != nil {
 		s.merchant.srv.Close()

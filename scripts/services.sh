@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Makes sure MariaDB (or MySQL) and Redis answer on 127.0.0.1, starting the local
-# servers if they are installed but stopped. Used by the test command and by CI.
+# Makes sure MariaDB (or MySQL), Redis and PostgreSQL (for the Temporal server,
+# scripts/temporal-postgres.sh) answer on 127.0.0.1, starting the local servers if they
+# are installed but stopped. Used by the test command and by CI.
 set -euo pipefail
 
 wait_for() { # name, check command...
@@ -15,6 +16,7 @@ wait_for() { # name, check command...
 
 mysql_up() { mysqladmin -h 127.0.0.1 -P 3306 -u root ping; }
 redis_up() { [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = "PONG" ]; }
+pg_up() { pg_isready -q -h 127.0.0.1 -p 5432; }
 
 if ! command -v mysqladmin >/dev/null || ! command -v redis-cli >/dev/null; then
   echo "installing MariaDB and Redis clients/servers from Debian packages" >&2
@@ -34,4 +36,14 @@ if ! redis_up; then
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
   wait_for Redis redis_up
 fi
-echo "MariaDB and Redis are up" >&2
+if ! command -v pg_isready >/dev/null; then
+  echo "installing PostgreSQL from Debian packages" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+fi
+if ! pg_up; then
+  echo "starting PostgreSQL" >&2
+  read -r pg_version pg_cluster _ < <(pg_lsclusters -h)
+  pg_ctlcluster "$pg_version" "$pg_cluster" start
+  wait_for PostgreSQL pg_up
+fi
+echo "MariaDB, Redis and PostgreSQL are up" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit and workflow tests, storage tests on the real MariaDB and Redis,
 # the Alipay simulator tests (also against Alipay's official Node SDK), and the end-to-end tests that run the Temporal dev server,
-# the simulator, the API and the worker as real processes talking real HTTP.
+# the simulator, the API and the worker as real processes talking real HTTP; then the e2e happy path, two storms and
+# the two-API two-worker topology again on the real Temporal server on PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
@@ -15,6 +16,8 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -race -count=1 -timeout 25m ./...
+PAYKIT_E2E_TEMPORAL=postgres go test -race -count=1 -timeout 10m \
+  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce)$' ./e2e
 # An independent client (Alipay's official Node SDK) against the simulator.
 tools/alipay-sdk-check/run.sh
 # A second independent Go client (gopay), which posts to gateway.do?charset=utf-8.

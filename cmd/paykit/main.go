@@ -25,7 +25,6 @@ import (
 	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/worker"
-	"github.com/paykit/paykit/workflows"
 )
 
 const usage = `usage: paykit <command> [flags]
@@ -37,8 +36,8 @@ commands:
   worker    run the Temporal worker (workflows, activities, schedules)
   migrate   create the database if missing and apply the migrations
   temporal-setup
-            register the payment search attributes in the Temporal namespace
-            (idempotent; needed once per namespace on your own Temporal server)
+            create the Temporal namespace if missing and register the payment search
+            attributes (a real Temporal server; the dev server does it itself)
   tenant    create or update a tenant (see: paykit tenant -h)
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
   audit     compare a window of payments with Alipay and report broken invariants;
@@ -72,7 +71,7 @@ func main() {
 	case "migrate":
 		err = runMigrate(ctx, cfg, logger)
 	case "temporal-setup":
-		err = runTemporalSetup(ctx, cfg, logger)
+		err = runTemporalSetup(ctx, cfg, args, logger)
 	case "tenant":
 		err = runTenant(ctx, cfg, args)
 	case "anomalies":
@@ -130,22 +129,6 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	logger.Info("migrations applied", "version", v)
-	return nil
-}
-
-// runTemporalSetup registers the search attributes the workflows set, in
-// PAYKIT_TEMPORAL_NAMESPACE. Attributes already there are left alone, so it can run on
-// every deploy.
-func runTemporalSetup(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	tc, err := dialTemporal(ctx, cfg, logger, newRegistry())
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	if err := registerSearchAttributes(ctx, tc, cfg.TemporalNamespace); err != nil {
-		return err
-	}
-	logger.Info("temporal search attributes registered", "namespace", cfg.TemporalNamespace, "attributes", workflows.SearchAttributeTypes())
 	return nil
 }
 
