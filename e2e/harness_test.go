@@ -35,6 +35,7 @@ import (
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
+	whsig "github.com/paykit/paykit/webhook"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -660,7 +661,7 @@ func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	m.mu.Lock()
 	secret := m.secrets[tenantID]
-	ok := activities.VerifyWebhook(secret, body, r.Header.Get(activities.SignatureHeader))
+	ok := whsig.Verify(r.Header.Get(activities.SignatureHeader), body, secret, whsig.DefaultTolerance) == nil
 	m.events[tenantID] = append(m.events[tenantID], webhook{
 		eventID: r.Header.Get(activities.EventIDHeader), typ: r.Header.Get(activities.EventTypeHeader), body: body, verified: ok,
 	})

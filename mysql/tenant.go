@@ -10,7 +10,7 @@ import (
 )
 
 const tenantColumns = `id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id,
-	auto_refund_paid_after_close, created_at`
+	auto_refund_paid_after_close, created_at, previous_webhook_secret, previous_secret_expires_at`
 
 const (
 	qTenantByID          = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ?`
@@ -103,10 +103,14 @@ func (st *Store) GetTenant(ctx context.Context, id string) (payment.Tenant, erro
 }
 
 func (st *Store) getTenant(ctx context.Context, tx *sql.Tx, query string, arg string) (payment.Tenant, error) {
-	var t payment.Tenant
+	var (
+		t              payment.Tenant
+		previousExpiry sql.NullTime
+	)
 	err := st.queryRow(ctx, tx, query, []any{arg}, func(row *sql.Row) error {
 		return row.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
-			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt)
+			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.PreviousWebhookSecret, &previousExpiry)
 	})
+	t.PreviousSecretExpiresAt = previousExpiry.Time
 	return t, err
 }

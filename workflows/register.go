@@ -16,4 +16,5 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(PurgeIdempotencyKeysWorkflow, workflow.RegisterOptions{Name: PurgeWorkflowName})
 	r.RegisterWorkflowWithOptions(RefundWorkflow, workflow.RegisterOptions{Name: RefundWorkflowName})
 	r.RegisterWorkflowWithOptions(AuditWorkflow, workflow.RegisterOptions{Name: AuditWorkflowName})
+	r.RegisterWorkflowWithOptions(RedeliverEventWorkflow, workflow.RegisterOptions{Name: RedeliverEventWorkflowName})
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/webhook"
 	"github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
 )
@@ -167,7 +168,7 @@ func serve(ctx context.Context, addr string, h http.Handler) error {
 func demoMerchant(logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		ok := activities.VerifyWebhook(demoWebhookSecret, body, r.Header.Get(activities.SignatureHeader))
+		ok := webhook.Verify(r.Header.Get(activities.SignatureHeader), body, demoWebhookSecret, webhook.DefaultTolerance) == nil
 		logger.Info("demo merchant received webhook", "component", "merchant", "event_id", r.Header.Get(activities.EventIDHeader),
 			"type", r.Header.Get(activities.EventTypeHeader), "signature_ok", ok, "body", string(body))
 		if !ok {
