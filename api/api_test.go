@@ -37,6 +37,9 @@ type fakeStore struct {
 	renewErr  error                     // returned by RenewIdempotencyKey if set
 	refunds   map[string]payment.Refund // by tenant/refund_no
 	anomalies []payment.Anomaly         // recorded, in order
+	// orderPayments is what ListOrderPayments lists (newest first); events the outbox.
+	orderPayments []payment.Payment
+	events        []payment.Event
 }
 
 func (f *fakeStore) err() error {
@@ -81,8 +84,14 @@ func (f *fakeStore) GetPayment(_ context.Context, no string) (payment.Payment, e
 	}
 	return p, nil
 }
-func (f *fakeStore) ListOrderPayments(context.Context, string, string) ([]payment.Payment, error) {
-	return nil, f.err()
+func (f *fakeStore) ListOrderPayments(_ context.Context, tenantID, orderID string) ([]payment.Payment, error) {
+	var ps []payment.Payment
+	for _, p := range f.orderPayments {
+		if p.TenantID == tenantID && p.OrderID == orderID {
+			ps = append(ps, p)
+		}
+	}
+	return ps, f.err()
 }
 func (f *fakeStore) RecordNotification(_ context.Context, n payment.ChannelNotification) (payment.ChannelNotification, bool, error) {
 	if err := f.err(); err != nil {

@@ -44,3 +44,19 @@ func (s *Server) Routes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// routeGroup adds routes under a prefix with middleware of their own. Echo's Group.Use
+// would also register a catch-all route for the prefix, which answers a wrong method on
+// a known path with 404 instead of 405 and Allow.
+type routeGroup struct {
+	g  *echo.Group
+	mw []echo.MiddlewareFunc
+}
+
+func perRoute(g *echo.Group, mw ...echo.MiddlewareFunc) routeGroup { return routeGroup{g: g, mw: mw} }
+
+// GET adds a GET route.
+func (r routeGroup) GET(path string, h echo.HandlerFunc) { r.g.GET(path, h, r.mw...) }
+
+// POST adds a POST route.
+func (r routeGroup) POST(path string, h echo.HandlerFunc) { r.g.POST(path, h, r.mw...) }

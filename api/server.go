@@ -143,7 +143,7 @@ func New(cfg Config, store payment.Store, gateway payment.Gateway, orch Orchestr
 	e.POST("/callbacks/alipay", s.alipayCallback)
 	e.GET("/openapi.yaml", serveOpenAPI)
 
-	v1 := e.Group("/v1", s.authenticate, requireJSON)
+	v1 := perRoute(e.Group("/v1"), s.authenticate, requireJSON)
 	v1.POST("/checkout-tokens", s.createCheckoutToken)
 	v1.POST("/payments", s.createPayment)
 	v1.GET("/payments/:payment_no", s.getPayment)

@@ -36,9 +36,8 @@ func ExampleVerify() {
 		req.Header.Set("Paykit-Signature", webhook.Sign(body, sentAt, secret))
 		rec := httptest.NewRecorder()
 		handler(rec, req)
-		fmt.Println(rec.Code, rec.Body.String())
+		fmt.Print(rec.Code, " ", rec.Body.String())
 	}
 	// Output:
-	// 204
-	// 401 webhook: timestamp outside the tolerance window
+	// 204 401 webhook: timestamp outside the tolerance window
 }

@@ -60,6 +60,14 @@ func (v *Validator) Check(req *http.Request, reqBody []byte, status int, header 
 		// words: OpenAPI has no media-type pattern for a structured suffix.
 		r.Header.Set("Content-Type", "application/json")
 	}
+	if status == http.StatusMethodNotAllowed {
+		// The router's answer for a known path and a method it does not have, the same
+		// on every path (the document's description says so): Allow and a problem.
+		if header.Get("Allow") == "" || !strings.HasPrefix(header.Get("Content-Type"), "application/problem+json") {
+			return fmt.Errorf("%s %s answered 405 without Allow or a problem body", req.Method, req.URL.Path)
+		}
+		return nil
+	}
 	route, params, err := v.router.FindRoute(r)
 	if err != nil {
 		if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
