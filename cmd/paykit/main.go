@@ -165,7 +165,23 @@ func runTenant(ctx context.Context, cfg Config, args []string) error {
 	appID := fs.String("alipay-app-id", cfg.AlipayAppID, "Alipay app_id for this tenant")
 	seller := fs.String("alipay-seller-id", cfg.AlipaySellerID, "Alipay seller_id (PID) for this tenant")
 	autoRefund := fs.Bool("auto-refund-paid-after-close", false, "refund money Alipay takes for a payment closed locally as soon as it is detected")
+	var rot secretRotation
+	fs.StringVar(&rot.newSecret, "rotate-webhook-secret", "", "make this the webhook secret, keeping the current one valid for -old-secret-valid-for (changes nothing else)")
+	fs.DurationVar(&rot.window, "old-secret-valid-for", defaultOldSecretWindow, "how long the rotated-out webhook secret still signs")
+	fs.BoolVar(&rot.expireOld, "expire-old-secret", false, "stop signing with the rotated-out webhook secret now (changes nothing else)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if rot.requested() {
+		store, err := openStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = store.Close(); _ = store.DB().Close() }()
+		msg, err := rotateSecret(ctx, store, *id, rot, time.Now())
+		if err == nil {
+			fmt.Println(msg)
+		}
 		return err
 	}
 	if err := payment.ValidateTenantID(*id); err != nil {
