@@ -99,6 +99,9 @@ func TestMain(m *testing.M) {
 		}
 		env = s
 		code = m.Run()
+		if reportDrift() && code == 0 {
+			code = 1
+		}
 		if code != 0 {
 			s.dumpLogs()
 		}
@@ -410,6 +413,7 @@ func startStack(name string, o stackOptions) (*stack, error) {
 	}
 	apiAddr, adminAddr := freeAddr(), freeAddr()
 	st := &stack{name: name, apiURL: "http://" + apiAddr, adminURL: "http://" + adminAddr, taskQueue: o.taskQueue}
+	apiHosts.Store(apiAddr, true)
 	st.env = append([]string{
 		"PAYKIT_MYSQL_DSN=" + env.dsn,
 		"PAYKIT_REDIS_ADDR=" + o.redisAddr,
@@ -495,7 +499,9 @@ func (r response) json(t *testing.T, v any) {
 	}
 }
 
-var httpClient = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+// httpClient's exchanges with the APIs are checked against the OpenAPI contract.
+var httpClient = &http.Client{Timeout: 60 * time.Second,
+	Transport: contractChecked(&http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256})}
 
 func do(t testing.TB, method, url string, headers map[string]string, body []byte) response {
 	t.Helper()

@@ -14,6 +14,8 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+# Lint the OpenAPI contract first (valid 3.1, every route and problem code in it, drift caught).
+go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
 go test -race -count=1 -timeout 25m ./...
 # An independent client (Alipay's official Node SDK) against the simulator.
 tools/alipay-sdk-check/run.sh
