@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -55,6 +56,9 @@ func (v *Validator) Check(req *http.Request, reqBody []byte, status int, header 
 	ctx := context.Background()
 	r := req.Clone(ctx)
 	r.Body = io.NopCloser(bytes.NewReader(reqBody))
+	// The document's server is "/": match on the path, as a server sees a request,
+	// whether the request is a client's (absolute URL) or a server's.
+	r.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 	if structuredJSON(r.Header.Get("Content-Type")) {
 		// The server takes any application/*+json as JSON, and the document says so in
 		// words: OpenAPI has no media-type pattern for a structured suffix.
