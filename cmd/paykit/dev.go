@@ -29,6 +29,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/shop"
 	"github.com/paykit/paykit/webhook"
 	"github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
@@ -45,6 +46,7 @@ type devOptions struct {
 	dir         string
 	simAddr     string
 	merchantAdr string
+	shopAddr    string
 	temporalCLI string
 	uiPort      int
 }
@@ -58,6 +60,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	fs.StringVar(&o.dir, "dir", ".dev", "directory for keys, the Temporal database and logs")
 	fs.StringVar(&o.simAddr, "sim-addr", "127.0.0.1:8090", "Alipay simulator listen address")
 	fs.StringVar(&o.merchantAdr, "merchant-addr", "127.0.0.1:8081", "demo merchant webhook receiver address")
+	fs.StringVar(&o.shopAddr, "shop-addr", "127.0.0.1:8082", "demo shop (product page, Pay button, result page) address")
 	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, built from tools/go.mod if missing)")
 	fs.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
 	if err := fs.Parse(args); err != nil {
@@ -137,6 +140,10 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, o.simAddr, sim.Handler()) })
 	g.Go(func() error { return serve(gctx, o.merchantAdr, demoMerchant(logger)) })
+	g.Go(func() error {
+		return serve(gctx, o.shopAddr, shop.New(shop.Config{APIURL: "http://" + cfg.HTTPAddr, APIKey: demoAPIKey,
+			PublicURL: "http://" + o.shopAddr, Logger: logger}))
+	})
 	g.Go(func() error {
 		return worker.Run(gctx, sys.tc, workerConfig(cfg), acts, logger.With("component", "worker"))
 	})
@@ -333,6 +340,7 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
    Alipay simulator     %[3]s/gateway.do   (control API: %[3]s/_sim/trades)
    Demo merchant hooks  http://%[4]s/webhooks   (verified webhooks are logged here)
    Demo tenant API key  %[5]s
+   Demo shop            http://%[6]s   (a product, a Pay button, the result page)
 
  Walk-through (copy and paste):
 
@@ -351,5 +359,5 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
     PaymentStatus="PAID"; then
     curl -s %[1]s/v1/orders/1001/payments -H 'Authorization: Bearer %[5]s'
 ================================================================================
-`, api, o.uiPort, simURL, o.merchantAdr, demoAPIKey)
+`, api, o.uiPort, simURL, o.merchantAdr, demoAPIKey, o.shopAddr)
 }
