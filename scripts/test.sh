@@ -6,6 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
 scripts/build-temporal.sh
+# The demo shop's browser test (e2e/shop_browser_test.go) drives Debian's chromium.
+if ! command -v chromium >/dev/null; then
+  echo "installing chromium from Debian packages" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
 export PAYKIT_TEMPORAL_CLI="$PWD/.bin/temporal"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then

@@ -87,7 +87,8 @@ var pages = template.Must(template.New("shop").Parse(`
 </form>
 </body></html>{{end}}
 {{define "result"}}<!doctype html>
-<html><head><meta charset="utf-8"><title>Payment {{.Status}}</title></head><body>
+<html><head><meta charset="utf-8"><title>Payment {{.Status}}</title>
+{{if eq .Status "PENDING"}}<meta http-equiv="refresh" content="1">{{end}}</head><body>
 <h1 id="status" data-status="{{.Status}}">{{.Status}}</h1>
 <p>Order <code id="order">{{.OrderID}}</code>, payment <code id="payment">{{.PaymentNo}}</code></p>
 <p><a href="/">Shop again</a></p>
@@ -151,7 +152,9 @@ func (s *Shop) pay(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// result shows the status of the order's newest payment, as the API has it.
+// result shows the status of the order's newest payment, as the API has it. Alipay's
+// return redirect can arrive before its notification has been handled, so a PENDING
+// page refreshes itself.
 func (s *Shop) result(w http.ResponseWriter, r *http.Request) {
 	orderID := r.URL.Query().Get("order_id")
 	var list struct {
