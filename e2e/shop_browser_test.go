@@ -64,7 +64,7 @@ func TestDemoShopInChromium(t *testing.T) {
 	defer cancel()
 	screenshot := func(name string) {
 		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100 gives a PNG
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
 		}
