@@ -63,13 +63,12 @@ func (s *Server) cancel(c echo.Context) (int, []byte, error) {
 	if p.Status == payment.StatusPending {
 		if cerr := s.orch.CancelPayment(ctx, p); cerr != nil {
 			// It may have ended meanwhile, which is an answer too.
-			if q, err := s.tenantPayment(c, tenantID, no); err != nil || !q.Status.Final() {
+			q, err := s.tenantPayment(c, tenantID, no)
+			if err != nil || !q.Status.Final() {
 				return 0, nil, cerr
-			} else {
-				p = q
 			}
-		}
-		if p, err = s.awaitFinal(c, p); err != nil {
+			p = q
+		} else if p, err = s.awaitFinal(c, p); err != nil {
 			return 0, nil, err
 		}
 	}

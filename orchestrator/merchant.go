@@ -57,10 +57,10 @@ func (o *Orchestrator) CancelPayment(ctx context.Context, p payment.Payment) err
 		if err := v.Get(&st); err != nil {
 			return fmt.Errorf("cancel: decode state: %w", err)
 		}
-		if st.PaymentNo != p.PaymentNo {
-			// The order's run holds another payment: this one has ended, or the run is
-			// adopting it right now.
-			lastErr = fmt.Errorf("run %s holds payment %s", runID, st.PaymentNo)
+		if st.PaymentNo != p.PaymentNo || !st.Initialized {
+			// The order's run holds another payment (this one has ended), or is still
+			// setting its payment up: a cancel then would cut its trade's opening short.
+			lastErr = fmt.Errorf("run %s holds payment %s (initialized %v)", runID, st.PaymentNo, st.Initialized)
 			continue
 		}
 		err = o.client.CancelWorkflow(ctx, p.WorkflowID, runID)

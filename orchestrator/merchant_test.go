@@ -25,9 +25,13 @@ func runningRun(runID string) *workflowservice.DescribeWorkflowExecutionResponse
 }
 
 func stateOf(paymentNo string) *mocks.Value {
+	return state(workflows.PaymentState{PaymentNo: paymentNo, Initialized: true})
+}
+
+func state(st workflows.PaymentState) *mocks.Value {
 	v := &mocks.Value{}
 	v.On("Get", mock.Anything).Run(func(args mock.Arguments) {
-		*args.Get(0).(*workflows.PaymentState) = workflows.PaymentState{PaymentNo: paymentNo}
+		*args.Get(0).(*workflows.PaymentState) = st
 	}).Return(nil)
 	return v
 }
@@ -54,6 +58,16 @@ func TestCancelPaymentTargetsTheRunHoldingThePayment(t *testing.T) {
 		c := &mocks.Client{}
 		c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-9"), nil)
 		c.On("QueryWorkflow", mock.Anything, "payment:t1:o1", "run-9", workflows.StateQuery).Return(stateOf("P2"), nil)
+		o := orchestrator.New(c, "payments", workflows.DefaultTiming())
+		if err := o.CancelPayment(context.Background(), p); payment.ErrorCode(err) != payment.EUNAVAILABLE {
+			t.Fatalf("err %v, want %s", err, payment.EUNAVAILABLE)
+		}
+		c.AssertNotCalled(t, "CancelWorkflow", mock.Anything, mock.Anything, mock.Anything)
+	})
+	t.Run("the run is still setting the payment up", func(t *testing.T) {
+		c := &mocks.Client{}
+		c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-1"), nil)
+		c.On("QueryWorkflow", mock.Anything, "payment:t1:o1", "run-1", workflows.StateQuery).Return(state(workflows.PaymentState{PaymentNo: "P1"}), nil)
 		o := orchestrator.New(c, "payments", workflows.DefaultTiming())
 		if err := o.CancelPayment(context.Background(), p); payment.ErrorCode(err) != payment.EUNAVAILABLE {
 			t.Fatalf("err %v, want %s", err, payment.EUNAVAILABLE)
