@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +153,63 @@ func TestMerchantEventFeedAndRedelivery(t *testing.T) {
 	var body map[string]any
 	_ = json.Unmarshal(got[1].body, &body)
 	t.Logf("feed showed %s delivered; redelivered on request, the merchant got it again (same event id, fresh signature)", eventID)
+}
+
+// A cancel racing the buyer's payment, with ten cancels at once: whichever wins, the
+// outcome is one of the two legal ones. Either the payment is CLOSED, every cancel
+// answers 200 and Alipay's trade is closed with no money taken, or the payment is PAID
+// with its grant and every cancel answers 409 order_already_paid. Never CLOSED with the
+// money at Alipay.
+func TestMerchantCancelRacesThePayer(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	for i := range 3 {
+		orderID := "1610" + string(rune('0'+i))
+		res := mustCheckout(t, st, tn, "", order(orderID, 1500))
+		openCashier(t, res.PayURL)
+		statuses := make([]int, 10)
+		var paid response
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(time.Duration(i*i) * 40 * time.Millisecond) // 0, 40ms, 160ms: let either side win
+			paid = do(t, http.MethodPost, env.simURL+"/_sim/trades/"+res.PaymentNo+"/pay",
+				map[string]string{"Content-Type": "application/json"}, []byte(`{}`))
+		})
+		for k := range statuses {
+			wg.Go(func() {
+				statuses[k] = do(t, http.MethodPost, st.apiURL+"/v1/payments/"+res.PaymentNo+"/cancel", tn.auth(), nil).status
+			})
+		}
+		wg.Wait()
+		final := waitWorkflowClosed(t, payment.WorkflowID(tn.id, orderID), 60*time.Second)
+		trade := string(do(t, http.MethodGet, env.simURL+"/_sim/trades/"+res.PaymentNo, nil, nil).body)
+		switch final.Status {
+		case payment.StatusClosed:
+			if paid.status == http.StatusOK || !strings.Contains(trade, `"TRADE_CLOSED"`) {
+				t.Fatalf("order %s CLOSED but the buyer's payment answered %d; trade %s", orderID, paid.status, trade)
+			}
+			for _, s := range statuses {
+				if s != http.StatusOK {
+					t.Fatalf("order %s CLOSED but a cancel answered %d (all: %v)", orderID, s, statuses)
+				}
+			}
+		case payment.StatusPaid:
+			if count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", res.PaymentNo) != 1 {
+				t.Fatalf("order %s PAID without its grant", orderID)
+			}
+			for _, s := range statuses {
+				if s != http.StatusConflict && s != http.StatusOK {
+					t.Fatalf("order %s PAID, a cancel answered %d (all: %v)", orderID, s, statuses)
+				}
+				if s == http.StatusOK {
+					// Only a cancel answered before the payment could see CLOSED, and the
+					// payment never was: a 200 here would be a lie.
+					t.Fatalf("order %s PAID but a cancel answered 200 (all: %v)", orderID, statuses)
+				}
+			}
+		default:
+			t.Fatalf("order %s ended %s", orderID, final.Status)
+		}
+		t.Logf("order %s: cancel ×10 racing the buyer: %s (buyer's pay answered %d; cancels %v)", orderID, final.Status, paid.status, statuses)
+	}
 }
