@@ -3,9 +3,6 @@ package activities
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,28 +13,17 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/webhook"
 )
 
-// Webhook headers. Merchants verify SignatureHeader and dedupe on EventIDHeader.
+// Webhook headers. Merchants verify SignatureHeader (package webhook: "t=<unix>,v1=<hex>",
+// one v1 per secret valid during a rotation) and dedupe on EventIDHeader.
 const (
 	EventIDHeader   = "Paykit-Event-Id"
 	EventTypeHeader = "Paykit-Event-Type"
 	SignatureHeader = "Paykit-Signature"
 	AttemptHeader   = "Paykit-Delivery-Attempt"
 )
-
-// SignWebhook returns the signature header value for a webhook body: "sha256=" followed by
-// the hex HMAC-SHA256 of the exact body bytes under the tenant's secret.
-func SignWebhook(secret string, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
-
-// VerifyWebhook checks a signature header in constant time.
-func VerifyWebhook(secret string, body []byte, header string) bool {
-	return hmac.Equal([]byte(SignWebhook(secret, body)), []byte(header))
-}
 
 // DeliverWebhook posts one outbox event to the merchant. It runs after the payment's
 // transaction committed, so a merchant that is down delays only this step. A delivered
@@ -92,7 +78,9 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(EventIDHeader, ev.EventID)
 	req.Header.Set(EventTypeHeader, ev.Type)
-	req.Header.Set(SignatureHeader, SignWebhook(tenant.WebhookSecret, ev.Payload))
+	// The wall clock, not a.now: the merchant checks the timestamp against its own clock.
+	now := time.Now()
+	req.Header.Set(SignatureHeader, webhook.Sign(ev.Payload, now, tenant.WebhookSecrets(now)...))
 	req.Header.Set(AttemptHeader, strconv.Itoa(ev.Attempts+1))
 	client := a.HTTP
 	if client == nil {

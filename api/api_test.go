@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/workflows"
@@ -37,6 +38,9 @@ type fakeStore struct {
 	refunds   map[string]payment.Refund // by tenant/refund_no
 	anomalies []payment.Anomaly         // recorded, in order
 	links     map[string]string         // pay links by payment_no
+	// orderPayments is what ListOrderPayments lists (newest first); events the outbox.
+	orderPayments []payment.Payment
+	events        []payment.Event
 }
 
 func (f *fakeStore) err() error {
@@ -81,8 +85,14 @@ func (f *fakeStore) GetPayment(_ context.Context, no string) (payment.Payment, e
 	}
 	return p, nil
 }
-func (f *fakeStore) ListOrderPayments(context.Context, string, string) ([]payment.Payment, error) {
-	return nil, f.err()
+func (f *fakeStore) ListOrderPayments(_ context.Context, tenantID, orderID string) ([]payment.Payment, error) {
+	var ps []payment.Payment
+	for _, p := range f.orderPayments {
+		if p.TenantID == tenantID && p.OrderID == orderID {
+			ps = append(ps, p)
+		}
+	}
+	return ps, f.err()
 }
 func (f *fakeStore) RecordNotification(_ context.Context, n payment.ChannelNotification) (payment.ChannelNotification, bool, error) {
 	if err := f.err(); err != nil {
@@ -197,6 +207,16 @@ type fakeOrch struct {
 	refundStarts int
 	refundErr    error
 	signals      int // Notify and NotifyOrRedrive calls
+	// cancels counts CancelPayment calls; with cancelStore and cancelTo set, each moves
+	// the payment to that status; cancelErr is what they answer.
+	cancels     int
+	cancelStore *fakeStore
+	cancelTo    *payment.Status
+	cancelErr   error
+	// redeliveries counts RedeliverEvent calls, which answer redeliverResult, redeliverErr.
+	redeliveries    int
+	redeliverResult activities.RedeliverResult
+	redeliverErr    error
 }
 
 func (o *fakeOrch) StartRefund(context.Context, payment.Refund) error {
@@ -230,7 +250,8 @@ func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, update
 	if o.err != nil {
 		return workflows.CheckoutResult{}, o.err
 	}
-	return workflows.CheckoutResult{PaymentNo: "P1", OrderID: in.OrderID, Amount: in.Amount, Status: payment.StatusPending}, nil
+	return workflows.CheckoutResult{PaymentNo: "P1", TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount,
+		Currency: in.Currency, Subject: in.Subject, Status: payment.StatusPending, ExpireAt: time.Now().Add(time.Hour)}, nil
 }
 func (o *fakeOrch) Notify(context.Context, payment.Payment, workflows.NotificationPayload) (bool, error) {
 	o.mu.Lock()
@@ -382,7 +403,8 @@ func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore,
 	if o.gateways == nil {
 		o.gateways = payment.SingleGateway{Gateway: fakeGateway{}}
 	}
-	srv := httptest.NewServer(api.New(o.cfg, st, o.gateways, orch, o.cache, o.logger, nil))
+	// Every exchange a test makes is checked against the OpenAPI contract.
+	srv := httptest.NewServer(checked(t, api.New(o.cfg, st, o.gateways, orch, o.cache, o.logger, nil)))
 	t.Cleanup(srv.Close)
 	return srv, st, orch
 }
@@ -550,4 +572,26 @@ func TestReadyzReportsDependencies(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "mysql") {
 		t.Fatalf("not ready: HTTP %d %s", resp.StatusCode, b)
 	}
+}
+
+// cancelTo, if set, is the status CancelPayment moves the payment to in the fake store.
+func (o *fakeOrch) CancelPayment(_ context.Context, p payment.Payment) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.cancels++
+	if o.cancelStore != nil && o.cancelTo != nil {
+		o.cancelStore.mu.Lock()
+		q := o.cancelStore.payments[p.PaymentNo]
+		q.Status = *o.cancelTo
+		o.cancelStore.payments[p.PaymentNo] = q
+		o.cancelStore.mu.Unlock()
+	}
+	return o.cancelErr
+}
+
+func (o *fakeOrch) RedeliverEvent(_ context.Context, tenantID, eventID string) (activities.RedeliverResult, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.redeliveries++
+	return o.redeliverResult, o.redeliverErr
 }

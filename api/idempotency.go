@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -106,6 +107,14 @@ func (s *Server) idempotent(c echo.Context, key string, body []byte, handle func
 		resp, _ = json.Marshal(p)
 		s.complete(c, rec, fp, status, resp)
 		return herr
+	}
+	if status == http.StatusAccepted {
+		// Still under way (a cancel that Alipay has not confirmed yet): not an answer to
+		// keep, so a retry asks again and gets the outcome.
+		if err := s.store.ReleaseIdempotencyKey(detached(c), rec); err != nil {
+			s.log.ErrorContext(ctx, "release idempotency key", "tenant_id", tenantID, "err", err)
+		}
+		return c.JSONBlob(status, resp)
 	}
 	s.complete(c, rec, fp, status, resp)
 	return c.JSONBlob(status, resp)

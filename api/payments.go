@@ -370,12 +370,21 @@ func (s *Server) listOrderPayments(c echo.Context) error {
 	if err := payment.ValidateOrderID(orderID); err != nil {
 		return err
 	}
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
 	ps, err := s.store.ListOrderPayments(c.Request().Context(), tenantIDOf(c), orderID)
 	if err != nil {
 		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read payments right now", Err: err}
 	}
+	paymentNo := func(p payment.Payment) string { return p.PaymentNo }
+	if ps, err = after(ps, pg.after, paymentNo); err != nil {
+		return err
+	}
+	ps, more, next := cut(ps, pg.limit, paymentNo)
 	if ps == nil {
 		ps = []payment.Payment{}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"order_id": orderID, "payments": ps})
+	return c.JSON(http.StatusOK, map[string]any{"order_id": orderID, "payments": ps, "has_more": more, "next_cursor": next})
 }

@@ -119,6 +119,10 @@ func (s *Server) listPaymentRefunds(c echo.Context) error {
 	if err := payment.ValidatePaymentNo(no); err != nil {
 		return err
 	}
+	pg, err := pageOf(c)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	p, err := s.store.GetTenantPayment(ctx, tenantIDOf(c), no)
 	if err != nil {
@@ -131,8 +135,16 @@ func (s *Server) listPaymentRefunds(c echo.Context) error {
 	if err != nil {
 		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read refunds right now", Err: err}
 	}
+	refundNo := func(r payment.Refund) string { return r.RefundNo }
+	if rs, err = after(rs, pg.after, refundNo); err != nil {
+		return err
+	}
+	rs, more, next := cut(rs, pg.limit, refundNo)
+	if rs == nil {
+		rs = []payment.Refund{}
+	}
 	return c.JSON(http.StatusOK, map[string]any{
 		"payment_no": p.PaymentNo, "amount_fen": p.Amount, "refunded_fen": p.Refunded, "refund_state": p.RefundState,
-		"refunds": rs,
+		"refunds": rs, "has_more": more, "next_cursor": next,
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/workflows"
 )
@@ -24,6 +25,11 @@ type Orchestrator interface {
 	// StartRefund makes sure a workflow is working on a pending refund (joining a running
 	// one); a final refund needs none.
 	StartRefund(ctx context.Context, r payment.Refund) error
+	// CancelPayment asks the workflow of a pending payment to cancel it (close at Alipay,
+	// then locally, or paid if Alipay says so); it returns once the run has the request.
+	CancelPayment(ctx context.Context, p payment.Payment) error
+	// RedeliverEvent makes one delivery attempt of a tenant's outbox event now.
+	RedeliverEvent(ctx context.Context, tenantID, eventID string) (activities.RedeliverResult, error)
 	Ping(ctx context.Context) error
 }
 
@@ -65,6 +71,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// TenantCacheTTL is how long an authenticated API key is remembered in memory.
 	TenantCacheTTL time.Duration
+	// CancelWait is how long POST /v1/payments/{payment_no}/cancel waits for the payment
+	// to end before it answers 202 with the payment still pending.
+	CancelWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -85,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TenantCacheTTL <= 0 {
 		c.TenantCacheTTL = 30 * time.Second
+	}
+	if c.CancelWait <= 0 {
+		c.CancelWait = 10 * time.Second
 	}
 	return c
 }
@@ -118,6 +130,7 @@ func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orches
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
+	e.Pre(noStore)
 	e.Use(middleware.RequestID())
 	e.Use(s.recoverPanics)
 	e.Use(s.accessLog)
@@ -128,8 +141,9 @@ func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orches
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
 	e.POST("/callbacks/alipay", s.alipayCallback)
+	e.GET("/openapi.yaml", serveOpenAPI)
 
-	v1 := e.Group("/v1", s.authenticate, requireJSON)
+	v1 := perRoute(e.Group("/v1"), s.authenticate, requireJSON)
 	v1.POST("/checkout-tokens", s.createCheckoutToken)
 	v1.POST("/payments", s.createPayment)
 	v1.GET("/payments/:payment_no", s.getPayment)
@@ -137,6 +151,7 @@ func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orches
 	v1.POST("/payments/:payment_no/refunds", s.createRefund)
 	v1.GET("/payments/:payment_no/refunds", s.listPaymentRefunds)
 	v1.GET("/refunds/:refund_no", s.getRefund)
+	s.merchantRoutes(v1)
 	return s
 }
 

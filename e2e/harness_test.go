@@ -35,6 +35,7 @@ import (
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
+	whsig "github.com/paykit/paykit/webhook"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -99,6 +100,9 @@ func TestMain(m *testing.M) {
 		}
 		env = s
 		code = m.Run()
+		if reportDrift() && code == 0 {
+			code = 1
+		}
 		if code != 0 {
 			s.dumpLogs()
 		}
@@ -403,6 +407,7 @@ func startStack(name string, o stackOptions) (*stack, error) {
 	}
 	apiAddr, adminAddr := freeAddr(), freeAddr()
 	st := &stack{name: name, apiURL: "http://" + apiAddr, adminURL: "http://" + adminAddr, taskQueue: o.taskQueue}
+	apiHosts.Store(apiAddr, true)
 	st.env = append([]string{
 		"PAYKIT_MYSQL_DSN=" + env.dsn,
 		"PAYKIT_REDIS_ADDR=" + o.redisAddr,
@@ -488,7 +493,9 @@ func (r response) json(t *testing.T, v any) {
 	}
 }
 
-var httpClient = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+// httpClient's exchanges with the APIs are checked against the OpenAPI contract.
+var httpClient = &http.Client{Timeout: 60 * time.Second,
+	Transport: contractChecked(&http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256})}
 
 func do(t testing.TB, method, url string, headers map[string]string, body []byte) response {
 	t.Helper()
@@ -654,7 +661,7 @@ func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	m.mu.Lock()
 	secret := m.secrets[tenantID]
-	ok := activities.VerifyWebhook(secret, body, r.Header.Get(activities.SignatureHeader))
+	ok := whsig.Verify(r.Header.Get(activities.SignatureHeader), body, secret, whsig.DefaultTolerance) == nil
 	m.events[tenantID] = append(m.events[tenantID], webhook{
 		eventID: r.Header.Get(activities.EventIDHeader), typ: r.Header.Get(activities.EventTypeHeader), body: body, verified: ok,
 	})

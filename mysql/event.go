@@ -28,12 +28,12 @@ WHERE due.tenant_rank <= ?
 ORDER BY due.tenant_rank, next_attempt_at, id LIMIT ?`
 	// qClaimEvent compares next_attempt_at with the value read (<=> matches NULL too), so
 	// of two sweepers that read the same due event only the first one moves it.
-	qClaimEvent = `UPDATE payment_events SET next_attempt_at = ?
+	qClaimEvent = `UPDATE payment_events SET next_attempt_at = ?, claimed_until = ?
 WHERE event_id = ? AND delivered = 0 AND dead = 0 AND next_attempt_at <=> ?`
-	qEventFailed = `UPDATE payment_events SET attempts = ?, last_error = ?, next_attempt_at = ?, dead = ?
+	qEventFailed = `UPDATE payment_events SET attempts = ?, last_error = ?, next_attempt_at = ?, dead = ?, claimed_until = NULL
 WHERE id = ?`
 	qEventDelivered = `UPDATE payment_events SET delivered = 1, delivered_at = ?, attempts = attempts + 1, last_error = '',
-	next_attempt_at = NULL, dead = 0
+	next_attempt_at = NULL, dead = 0, claimed_until = NULL
 WHERE event_id = ? AND delivered = 0`
 )
 
@@ -79,7 +79,7 @@ func (st *Store) DueEvents(ctx context.Context, now, createdBefore time.Time, pe
 // ClaimEvent moves ev's next_attempt_at to until if it still holds the value ev was
 // read with and the event is undelivered and not dead.
 func (st *Store) ClaimEvent(ctx context.Context, ev payment.Event, until time.Time) (bool, error) {
-	res, err := st.exec(ctx, nil, qClaimEvent, dbTime(until), ev.EventID, nullTime(ev.NextAttemptAt))
+	res, err := st.exec(ctx, nil, qClaimEvent, dbTime(until), dbTime(until), ev.EventID, nullTime(ev.NextAttemptAt))
 	if err != nil {
 		return false, fmt.Errorf("mysql: claim event %s: %w", ev.EventID, err)
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 const tenantColumns = `id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id,
-	auto_refund_paid_after_close, created_at, COALESCE(alipay_credentials, '')`
+	auto_refund_paid_after_close, created_at, COALESCE(alipay_credentials, ''), previous_webhook_secret,
+	previous_secret_expires_at`
 
 const (
 	qTenantByID          = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ?`
@@ -115,9 +116,23 @@ func (st *Store) GetTenant(ctx context.Context, id string) (payment.Tenant, erro
 func (st *Store) getTenant(ctx context.Context, tx *sql.Tx, query string, arg string) (payment.Tenant, error) {
 	var t payment.Tenant
 	err := st.queryRow(ctx, tx, query, []any{arg}, func(row *sql.Row) error {
-		return row.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
-			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.AlipayCredentialsSealed)
+		var err error
+		t, err = scanTenant(row)
+		return err
 	})
+	return t, err
+}
+
+// scanTenant reads one row of tenantColumns.
+func scanTenant(row interface{ Scan(...any) error }) (payment.Tenant, error) {
+	var (
+		t              payment.Tenant
+		previousExpiry sql.NullTime
+	)
+	err := row.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
+		&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.AlipayCredentialsSealed,
+		&t.PreviousWebhookSecret, &previousExpiry)
+	t.PreviousSecretExpiresAt = previousExpiry.Time
 	return t, err
 }
 
@@ -172,9 +187,8 @@ func (st *Store) TenantsWithAlipayCredentials(ctx context.Context, afterID strin
 func (st *Store) listTenants(ctx context.Context, query, arg string) ([]payment.Tenant, error) {
 	var out []payment.Tenant
 	err := st.query(ctx, query, []any{arg}, func(rows *sql.Rows) error {
-		var t payment.Tenant
-		if err := rows.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
-			&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.AlipayCredentialsSealed); err != nil {
+		t, err := scanTenant(rows)
+		if err != nil {
 			return err
 		}
 		out = append(out, t)

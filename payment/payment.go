@@ -224,5 +224,19 @@ type Tenant struct {
 	// AutoRefundPaidAfterClose refunds the money of a paid_after_close anomaly as soon as
 	// it is recorded, instead of leaving it to an operator.
 	AutoRefundPaidAfterClose bool
-	CreatedAt                time.Time
+	// PreviousWebhookSecret is the secret a rotation replaced. Webhooks are signed with it
+	// too, besides WebhookSecret, until PreviousSecretExpiresAt.
+	PreviousWebhookSecret   string
+	PreviousSecretExpiresAt time.Time
+	CreatedAt               time.Time
+}
+
+// WebhookSecrets returns the secrets webhooks are signed with at now: the current one
+// and, during a rotation, the previous one.
+func (t Tenant) WebhookSecrets(now time.Time) []string {
+	secrets := []string{t.WebhookSecret}
+	if t.PreviousWebhookSecret != "" && now.Before(t.PreviousSecretExpiresAt) {
+		secrets = append(secrets, t.PreviousWebhookSecret)
+	}
+	return secrets
 }

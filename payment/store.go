@@ -12,6 +12,9 @@ import (
 // Event is a merchant-facing event in the outbox, written in the same transaction as the
 // state change it describes and delivered after the commit.
 type Event struct {
+	// Seq is the event's position in the outbox, increasing with each event written: the
+	// cursor of the merchant's event feed.
+	Seq         int64
 	EventID     string // globally unique; merchants dedupe on it
 	TenantID    string
 	PaymentNo   string
@@ -267,6 +270,19 @@ type Store interface {
 	// MarkEventDelivered records a successful delivery, even of a dead event (which is
 	// then no longer dead); repeating it changes nothing.
 	MarkEventDelivered(ctx context.Context, eventID string) error
+	// ListTenantEvents returns up to limit of a tenant's events with Seq above afterSeq,
+	// in Seq order: the merchant's event feed.
+	ListTenantEvents(ctx context.Context, tenantID string, afterSeq int64, limit int) ([]Event, error)
+	// GetTenantEvent returns a tenant's event by id; another tenant's is ErrNotFound.
+	GetTenantEvent(ctx context.Context, tenantID, eventID string) (Event, error)
+	// ClaimEventForRedelivery takes a tenant's event (delivered, dead or pending) for one
+	// delivery attempt until until, unless a sweeper's claim or another redelivery's
+	// holds it at now; it also keeps sweepers off it until then. claimed=false means it
+	// is held and the caller must not deliver it. Recording the attempt's outcome
+	// (MarkEventAttempt, MarkEventDelivered) ends the hold, and so does ReleaseEventClaim.
+	ClaimEventForRedelivery(ctx context.Context, tenantID, eventID string, now, until time.Time) (claimed bool, err error)
+	// ReleaseEventClaim ends the hold taken until until, if it is still that one.
+	ReleaseEventClaim(ctx context.Context, eventID string, until time.Time) error
 
 	// ReserveIdempotencyKey claims key for a request with the given fingerprint. A record
 	// whose lock has expired while in flight is taken over.
@@ -321,6 +337,11 @@ type Store interface {
 	TenantByAPIKeyHash(ctx context.Context, hash string) (Tenant, error)
 	// GetTenant returns a tenant by id, or ErrNotFound.
 	GetTenant(ctx context.Context, id string) (Tenant, error)
+	// RotateWebhookSecret makes secret the tenant's webhook secret and keeps the one it
+	// replaces valid until oldValidUntil.
+	RotateWebhookSecret(ctx context.Context, tenantID, secret string, oldValidUntil time.Time) error
+	// ExpirePreviousWebhookSecret ends a rotation: only the current secret signs.
+	ExpirePreviousWebhookSecret(ctx context.Context, tenantID string) error
 
 	// Ping checks the connection.
 	Ping(ctx context.Context) error

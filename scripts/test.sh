@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
 scripts/build-temporal.sh
+# The demo shop's browser test (e2e/shop_browser_test.go) drives Debian's chromium.
+if ! command -v chromium >/dev/null; then
+  echo "installing chromium from Debian packages" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
 export PAYKIT_TEMPORAL_CLI="$PWD/.bin/temporal"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
@@ -15,6 +21,8 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+# Lint the OpenAPI contract first (valid 3.1, every route and problem code in it, drift caught).
+go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
 go test -race -count=1 -timeout 25m ./...
 PAYKIT_E2E_TEMPORAL=postgres go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce)$' ./e2e

@@ -17,4 +17,5 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(RefundWorkflow, workflow.RegisterOptions{Name: RefundWorkflowName})
 	r.RegisterWorkflowWithOptions(AuditWorkflow, workflow.RegisterOptions{Name: AuditWorkflowName})
 	r.RegisterWorkflowWithOptions(StatementWorkflow, workflow.RegisterOptions{Name: StatementWorkflowName})
+	r.RegisterWorkflowWithOptions(RedeliverEventWorkflow, workflow.RegisterOptions{Name: RedeliverEventWorkflowName})
 }

@@ -32,6 +32,8 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/shop"
+	"github.com/paykit/paykit/webhook"
 	"github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
 )
@@ -47,6 +49,7 @@ type devOptions struct {
 	dir         string
 	simAddr     string
 	merchantAdr string
+	shopAddr    string
 	temporalCLI string
 	uiPort      int
 	cert        bool
@@ -61,6 +64,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	fs.StringVar(&o.dir, "dir", ".dev", "directory for keys, the Temporal database and logs")
 	fs.StringVar(&o.simAddr, "sim-addr", "127.0.0.1:8090", "Alipay simulator listen address")
 	fs.StringVar(&o.merchantAdr, "merchant-addr", "127.0.0.1:8081", "demo merchant webhook receiver address")
+	fs.StringVar(&o.shopAddr, "shop-addr", "127.0.0.1:8082", "demo shop (product page, Pay button, result page) address")
 	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, built from tools/go.mod if missing)")
 	fs.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
 	fs.BoolVar(&o.cert, "cert", false, "run the gateway and the simulator in certificate mode (公钥证书模式)")
@@ -161,6 +165,10 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	}
 	g.Go(func() error { return serve(gctx, o.merchantAdr, demoMerchant(logger, returns)) })
 	g.Go(func() error {
+		return serve(gctx, o.shopAddr, shop.New(shop.Config{APIURL: "http://" + cfg.HTTPAddr, APIKey: demoAPIKey,
+			PublicURL: "http://" + o.shopAddr, Logger: logger}))
+	})
+	g.Go(func() error {
 		return worker.Run(gctx, sys.tc, workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger)), acts, logger.With("component", "worker"))
 	})
 	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
@@ -215,7 +223,7 @@ func demoMerchant(logger *slog.Logger, returns returnVerifier) http.Handler {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		ok := activities.VerifyWebhook(demoWebhookSecret, body, r.Header.Get(activities.SignatureHeader))
+		ok := webhook.Verify(r.Header.Get(activities.SignatureHeader), body, demoWebhookSecret, webhook.DefaultTolerance) == nil
 		logger.Info("demo merchant received webhook", "component", "merchant", "event_id", r.Header.Get(activities.EventIDHeader),
 			"type", r.Header.Get(activities.EventTypeHeader), "signature_ok", ok, "body", string(body))
 		if !ok {
@@ -382,6 +390,7 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
    Demo merchant hooks  http://%[4]s/webhooks   (verified webhooks are logged here)
    Demo merchant return http://%[4]s/return     (verifies the cashier's signed return)
    Demo tenant API key  %[5]s
+   Demo shop            http://%[6]s   (a product, a Pay button, the result page)
 
  Walk-through (copy and paste):
 
@@ -404,7 +413,7 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
     PaymentStatus="PAID"; then
     curl -s %[1]s/v1/orders/1001/payments -H 'Authorization: Bearer %[5]s'
 ================================================================================
-`, api, o.uiPort, simURL, o.merchantAdr, demoAPIKey)
+`, api, o.uiPort, simURL, o.merchantAdr, demoAPIKey, o.shopAddr)
 }
 
 // devCerts loads the development certificates from keyDir, issuing them for keys the

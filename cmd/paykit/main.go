@@ -211,7 +211,23 @@ func runTenant(ctx context.Context, cfg Config, args []string) error {
 	fs.BoolVar(&f.clearKeys, "clear-alipay-keys", false, "remove the tenant's own app keys; its payments go through the default app")
 	fs.BoolVar(&f.reencrypt, "reencrypt", false, "seal every tenant's Alipay keys again under the first key of PAYKIT_SECRETS_KEYS (after a rotation), then exit")
 	fs.StringVar(&f.newKey, "new-secrets-key", "", "print a new random key for PAYKIT_SECRETS_KEYS with this id, then exit")
+	var rot secretRotation
+	fs.StringVar(&rot.newSecret, "rotate-webhook-secret", "", "make this the webhook secret, keeping the current one valid for -old-secret-valid-for (changes nothing else)")
+	fs.DurationVar(&rot.window, "old-secret-valid-for", defaultOldSecretWindow, "how long the rotated-out webhook secret still signs")
+	fs.BoolVar(&rot.expireOld, "expire-old-secret", false, "stop signing with the rotated-out webhook secret now (changes nothing else)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if rot.requested() {
+		store, err := openStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = store.Close(); _ = store.DB().Close() }()
+		msg, err := rotateSecret(ctx, store, f.id, rot, time.Now())
+		if err == nil {
+			fmt.Println(msg)
+		}
 		return err
 	}
 	if f.newKey != "" {

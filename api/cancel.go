@@ -1,0 +1,122 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// merchantRoutes adds the merchant's operations on payments and on its event feed.
+func (s *Server) merchantRoutes(v1 routeGroup) {
+	v1.POST("/payments/:payment_no/cancel", s.cancelPayment)
+	v1.GET("/events", s.listEvents)
+	v1.POST("/events/:event_id/redeliver", s.redeliverEvent)
+}
+
+// cancelPayment cancels a pending payment through its workflow, under the
+// Idempotency-Key protocol of payments. The body, if any, must be {}.
+func (s *Server) cancelPayment(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		var none struct{}
+		if err := decodeStrict(body, &none); err != nil {
+			return err
+		}
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key == "" {
+		status, resp, err := s.cancel(c)
+		if err != nil {
+			return err
+		}
+		return c.JSONBlob(status, resp)
+	}
+	return s.idempotent(c, key, body, func() (int, []byte, error) { return s.cancel(c) })
+}
+
+// cancel asks the payment's workflow to cancel it and waits up to CancelWait for the
+// outcome: 200 with the payment closed (or failed), 409 order_already_paid with the
+// payment if Alipay said it was paid (or it already was), and 202 with the payment still
+// pending if Alipay has not yet confirmed that the trade cannot be paid (a cashier link
+// handed out stays payable until its expiry, so the close waits for that). The workflow
+// keeps the cancel in every case; a later GET shows the outcome.
+func (s *Server) cancel(c echo.Context) (int, []byte, error) {
+	ctx := c.Request().Context()
+	tenantID := tenantIDOf(c)
+	no := c.Param("payment_no")
+	if err := payment.ValidatePaymentNo(no); err != nil {
+		return 0, nil, err
+	}
+	p, err := s.tenantPayment(c, tenantID, no)
+	if err != nil {
+		return 0, nil, err
+	}
+	if p.Status == payment.StatusPending {
+		if cerr := s.orch.CancelPayment(ctx, p); cerr != nil {
+			// It may have ended meanwhile, which is an answer too.
+			q, err := s.tenantPayment(c, tenantID, no)
+			if err != nil || !q.Status.Final() {
+				return 0, nil, cerr
+			}
+			p = q
+		} else if p, err = s.awaitFinal(c, p); err != nil {
+			return 0, nil, err
+		}
+	}
+	if p.Status == payment.StatusPaid {
+		return 0, nil, &problemError{
+			err:     payment.Errorf(payment.EORDERPAID, "payment %s is already paid; refund it instead", p.PaymentNo),
+			payment: p,
+		}
+	}
+	status := http.StatusOK
+	if p.Status == payment.StatusPending {
+		status = http.StatusAccepted
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return 0, nil, err
+	}
+	return status, out, nil
+}
+
+// awaitFinal polls the payment until it is final or CancelWait has passed.
+func (s *Server) awaitFinal(c echo.Context, p payment.Payment) (payment.Payment, error) {
+	deadline := time.Now().Add(s.cfg.CancelWait)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		if time.Now().Add(wait).After(deadline) {
+			return p, nil
+		}
+		if err := sleepCtx(c.Request().Context(), wait); err != nil {
+			return p, nil
+		}
+		q, err := s.tenantPayment(c, p.TenantID, p.PaymentNo)
+		if err != nil {
+			return payment.Payment{}, err
+		}
+		if p = q; p.Status.Final() {
+			return p, nil
+		}
+	}
+}
+
+// tenantPayment reads a tenant's payment: 404 for another tenant's, 503 if the store fails.
+func (s *Server) tenantPayment(c echo.Context, tenantID, no string) (payment.Payment, error) {
+	p, err := s.store.GetTenantPayment(c.Request().Context(), tenantID, no)
+	if errors.Is(err, payment.ErrNotFound) {
+		return payment.Payment{}, payment.Errorf(payment.ENOTFOUND, "no payment %s", no)
+	}
+	if err != nil {
+		return payment.Payment{}, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read the payment right now", Err: err}
+	}
+	return p, nil
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/webhook"
+)
+
+// A rotation keeps the old secret signing for its window, so a merchant still on the old
+// secret verifies webhooks until it switches; -expire-old-secret ends that at once.
+func TestRotateWebhookSecret(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	const oldSecret, newSecret = "whsec_old_0123456789", "whsec_new_0123456789"
+	if err := st.UpsertTenant(ctx, payment.Tenant{ID: "rot1", APIKeyHash: api.HashAPIKey("sk_test_rot1_0123456789"), WebhookSecret: oldSecret}); err != nil {
+		t.Fatal(err)
+	}
+	secrets := func(at time.Time) []string {
+		tn, err := st.GetTenant(ctx, "rot1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn.WebhookSecrets(at)
+	}
+	now := time.Now()
+	if _, err := rotateSecret(ctx, st, "rot1", secretRotation{newSecret: newSecret, window: time.Hour}, now); err != nil {
+		t.Fatal(err)
+	}
+	during := secrets(now.Add(time.Minute))
+	if !slices.Equal(during, []string{newSecret, oldSecret}) {
+		t.Fatalf("secrets during the rotation: %q", during)
+	}
+	body := []byte(`{"event_id":"evt_1"}`)
+	header := webhook.Sign(body, now, during...)
+	for _, s := range []string{oldSecret, newSecret} {
+		if err := webhook.VerifyAt(header, body, s, webhook.DefaultTolerance, now); err != nil {
+			t.Fatalf("merchant with %s: %v", s, err)
+		}
+	}
+	if after := secrets(now.Add(2 * time.Hour)); !slices.Equal(after, []string{newSecret}) {
+		t.Fatalf("secrets after the window: %q", after)
+	}
+	// Rotating to the secret in use changes nothing (a repeated command keeps the old one).
+	if _, err := rotateSecret(ctx, st, "rot1", secretRotation{newSecret: newSecret, window: time.Hour}, now); err != nil {
+		t.Fatal(err)
+	}
+	if again := secrets(now.Add(time.Minute)); !slices.Equal(again, []string{newSecret, oldSecret}) {
+		t.Fatalf("secrets after repeating the rotation: %q", again)
+	}
+	if _, err := rotateSecret(ctx, st, "rot1", secretRotation{expireOld: true}, now); err != nil {
+		t.Fatal(err)
+	}
+	if ended := secrets(now.Add(time.Minute)); !slices.Equal(ended, []string{newSecret}) {
+		t.Fatalf("secrets after -expire-old-secret: %q", ended)
+	}
+	if err := webhook.VerifyAt(webhook.Sign(body, now, newSecret), body, oldSecret, webhook.DefaultTolerance, now); !errors.Is(err, webhook.ErrSignature) {
+		t.Fatalf("old secret after expiry: %v", err)
+	}
+	if _, err := rotateSecret(ctx, st, "nobody", secretRotation{expireOld: true}, now); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("unknown tenant: %v", err)
+	}
+}

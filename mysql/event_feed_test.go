@@ -1,0 +1,101 @@
+package mysql_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/payment"
+)
+
+func TestTenantEventFeed(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	a1 := paidEvent(t, st, "t1", "p1")
+	paidEvent(t, st, "t2", "p2")
+	a3 := paidEvent(t, st, "t1", "p3")
+	page, err := st.ListTenantEvents(ctx, "t1", 0, 1)
+	if err != nil || len(page) != 1 || page[0].EventID != a1.EventID || page[0].Seq == 0 {
+		t.Fatalf("page 1: %+v %v", page, err)
+	}
+	page, err = st.ListTenantEvents(ctx, "t1", page[0].Seq, 10)
+	if err != nil || len(page) != 1 || page[0].EventID != a3.EventID {
+		t.Fatalf("page 2: %+v %v", page, err)
+	}
+	if _, err := st.GetTenantEvent(ctx, "t2", a1.EventID); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("another tenant's event: %v", err)
+	}
+}
+
+// A redelivery on request and the sweeper never hold one event at once, whoever comes
+// first, and concurrent redeliveries of one event hold it one at a time.
+func TestClaimEventForRedelivery(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	lease := now.Add(time.Minute)
+	retry := payment.EventRetry{Base: time.Minute, Max: time.Hour, MaxAttempts: 10}
+
+	t.Run("sweeper first", func(t *testing.T) {
+		ev := paidEvent(t, st, "t1", "s1")
+		if ok, err := st.ClaimEvent(ctx, ev, lease); !ok || err != nil {
+			t.Fatalf("sweeper claim: %v %v", ok, err)
+		}
+		if ok, err := st.ClaimEventForRedelivery(ctx, "t1", ev.EventID, now, lease); ok || err != nil {
+			t.Fatalf("redelivery while the sweeper holds it: %v %v, want false", ok, err)
+		}
+		// The sweeper's attempt is recorded: the hold ends and a redelivery may go.
+		if _, _, err := st.MarkEventAttempt(ctx, ev.EventID, "HTTP 500", now, retry); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.ClaimEventForRedelivery(ctx, "t1", ev.EventID, now, lease); !ok || err != nil {
+			t.Fatalf("redelivery after the sweeper's attempt: %v %v", ok, err)
+		}
+	})
+	t.Run("redelivery first", func(t *testing.T) {
+		ev := paidEvent(t, st, "t1", "r1")
+		read := ev // as a sweeper read it, due
+		if ok, err := st.ClaimEventForRedelivery(ctx, "t1", ev.EventID, now, lease); !ok || err != nil {
+			t.Fatalf("redelivery claim: %v %v", ok, err)
+		}
+		if ok, err := st.ClaimEvent(ctx, read, lease); ok || err != nil {
+			t.Fatalf("sweeper claim while a redelivery holds it: %v %v, want false", ok, err)
+		}
+		if evs, _ := st.DueEvents(ctx, now, now.Add(time.Second), 10, 10); len(evs) != 0 {
+			t.Fatalf("held event still due for the sweeper: %+v", evs)
+		}
+	})
+	t.Run("concurrent redeliveries, delivered event", func(t *testing.T) {
+		ev := paidEvent(t, st, "t1", "c1")
+		if err := st.MarkEventDelivered(ctx, ev.EventID); err != nil {
+			t.Fatal(err)
+		}
+		const n = 10
+		var won atomic.Int32
+		testenv.Parallel(n, func(i int) {
+			ok, err := st.ClaimEventForRedelivery(ctx, "t1", ev.EventID, now, lease)
+			if err != nil {
+				t.Errorf("claim %d: %v", i, err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		})
+		if won.Load() != 1 {
+			t.Fatalf("%d of %d claims won, want 1", won.Load(), n)
+		}
+		// Delivering a delivered event records nothing, so the release ends the hold.
+		if err := st.ReleaseEventClaim(ctx, ev.EventID, lease); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.ClaimEventForRedelivery(ctx, "t1", ev.EventID, now, lease); !ok || err != nil {
+			t.Fatalf("claim after release: %v %v", ok, err)
+		}
+		if ok, _ := st.ClaimEventForRedelivery(ctx, "t2", ev.EventID, lease.Add(time.Hour), lease.Add(2*time.Hour)); ok {
+			t.Fatal("another tenant claimed the event")
+		}
+	})
+}

@@ -1,0 +1,74 @@
+package webhook_test
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/webhook"
+)
+
+func TestVerify(t *testing.T) {
+	body := []byte(`{"event_id":"evt_1"}`)
+	now := time.Unix(1_800_000_000, 0)
+	tests := []struct {
+		name   string
+		header string
+		body   []byte
+		secret string
+		want   error
+	}{
+		{name: "fresh", header: webhook.Sign(body, now, "s1"), body: body, secret: "s1"},
+		{name: "within tolerance", header: webhook.Sign(body, now.Add(-4*time.Minute), "s1"), body: body, secret: "s1"},
+		{name: "replayed with an old timestamp", header: webhook.Sign(body, now.Add(-6*time.Minute), "s1"), body: body, secret: "s1", want: webhook.ErrTooOld},
+		{name: "from the future", header: webhook.Sign(body, now.Add(6*time.Minute), "s1"), body: body, secret: "s1", want: webhook.ErrTooOld},
+		{name: "tampered body", header: webhook.Sign(body, now, "s1"), body: []byte(`{"event_id":"evt_2"}`), secret: "s1", want: webhook.ErrSignature},
+		{name: "other secret", header: webhook.Sign(body, now, "s1"), body: body, secret: "s2", want: webhook.ErrSignature},
+		{name: "rotation: new secret", header: webhook.Sign(body, now, "new", "old"), body: body, secret: "new"},
+		{name: "rotation: old secret", header: webhook.Sign(body, now, "new", "old"), body: body, secret: "old"},
+		{name: "timestamp moved forward", header: strings.Replace(webhook.Sign(body, now.Add(-time.Hour), "s1"),
+			"t=1799996400", "t=1800000000", 1), body: body, secret: "s1", want: webhook.ErrSignature},
+		{name: "old sha256 format", header: "sha256=00", body: body, secret: "s1", want: webhook.ErrMalformed},
+		{name: "no signature", header: "t=1800000000", body: body, secret: "s1", want: webhook.ErrMalformed},
+		{name: "empty", header: "", body: body, secret: "s1", want: webhook.ErrMalformed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := webhook.VerifyAt(tc.header, tc.body, tc.secret, webhook.DefaultTolerance, now)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("VerifyAt(%q) = %v, want %v", tc.header, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSignCarriesOneV1PerSecret(t *testing.T) {
+	h := webhook.Sign([]byte("{}"), time.Unix(1_800_000_000, 0), "new", "", "old")
+	if !strings.HasPrefix(h, "t=1800000000,v1=") || strings.Count(h, ",v1=") != 2 {
+		t.Fatalf("header %q", h)
+	}
+}
+
+// The README's verification example is ExampleVerify, word for word, so the code a
+// merchant copies is the code this package's tests run.
+func TestREADMEQuotesTheExample(t *testing.T) {
+	src, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(src), "func ExampleVerify() {")
+	end := strings.Index(string(src)[start:], "\n}\n")
+	if start < 0 || end < 0 {
+		t.Fatal("ExampleVerify not found")
+	}
+	example := string(src)[start : start+end+2]
+	if !strings.Contains(string(readme), "```go\n"+example+"\n```") {
+		t.Fatalf("README.md does not quote ExampleVerify as it is in webhook/example_test.go:\n%s", example)
+	}
+}
