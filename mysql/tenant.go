@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -195,4 +196,26 @@ func (st *Store) listTenants(ctx context.Context, query, arg string) ([]payment.
 		return nil
 	})
 	return out, err
+}
+
+// qTenantOpenPayment finds one payment of a tenant that still depends on the tenant's
+// Alipay app: pending (the buyer can pay it there), or paid since a time (it can be
+// refunded there). It reads through idx_payments_tenant_order.
+const qTenantOpenPayment = `SELECT payment_no FROM payments
+WHERE tenant_id = ? AND (status = 0 OR (status = 1 AND paid_at >= ?)) LIMIT 1`
+
+// TenantOpenPayment returns the payment_no of one payment of the tenant that is pending
+// or was paid since paidSince, or "" if there is none.
+func (st *Store) TenantOpenPayment(ctx context.Context, tenantID string, paidSince time.Time) (string, error) {
+	var no string
+	err := st.queryRow(ctx, nil, qTenantOpenPayment, []any{tenantID, dbTime(paidSince)}, func(row *sql.Row) error {
+		return row.Scan(&no)
+	})
+	if errors.Is(err, payment.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("mysql: open payment of tenant %s: %w", tenantID, err)
+	}
+	return no, nil
 }

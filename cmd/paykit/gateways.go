@@ -58,8 +58,13 @@ func (g *gateways) For(ctx context.Context, tenantID string) (payment.Gateway, e
 	if err != nil {
 		return nil, fmt.Errorf("gateway of tenant %s: %w", tenantID, err)
 	}
+	if t.AlipayAppID == g.defApp {
+		// The default app's keys are the deployment's (ALIPAY_*), never a tenant's copy:
+		// keys a tenant supplies must not sign or verify for the default app's merchant.
+		return g.def, nil
+	}
 	if t.AlipayCredentialsSealed == "" {
-		if t.AlipayAppID != "" && t.AlipayAppID != g.defApp {
+		if t.AlipayAppID != "" {
 			// Its money must not go to the default app's merchant.
 			return nil, fmt.Errorf("tenant %s names alipay app %s but has no keys for it; set them with paykit tenant", t.ID, t.AlipayAppID)
 		}
@@ -75,6 +80,11 @@ func (g *gateways) For(ctx context.Context, tenantID string) (payment.Gateway, e
 // ForApp implements payment.Gateways. Tenants that share an app_id with keys of their own
 // must hold the same app; anything else is refused rather than guessed.
 func (g *gateways) ForApp(ctx context.Context, appID string) (payment.Gateway, error) {
+	if appID != "" && appID == g.defApp {
+		// A notification for the default app is verified with the deployment's Alipay
+		// key only, whatever keys a tenant may have stored for that app_id.
+		return g.def, nil
+	}
 	ts, err := g.store.TenantsByAlipayApp(ctx, appID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of app %s: %w", appID, err)
@@ -105,7 +115,7 @@ func (g *gateways) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 
 // AppID implements payment.Gateways.
 func (g *gateways) AppID(t payment.Tenant) string {
-	if t.AlipayCredentialsSealed != "" {
+	if t.AlipayCredentialsSealed != "" && t.AlipayAppID != "" {
 		return t.AlipayAppID
 	}
 	return g.defApp

@@ -226,3 +226,34 @@ func (m *memResealer) SwapTenantAlipayCredentials(_ context.Context, id, old, se
 	m.ts[id] = t
 	return true, nil
 }
+
+// Keys a tenant stored for the default app's app_id (planted in the database, since
+// `paykit tenant` refuses them) never sign its calls nor verify the default app's
+// notifications: a tenant that held the private half of a "public key" it supplied could
+// otherwise sign notifications for every other tenant on the default app.
+func TestGatewaysNeverLetATenantsKeysStandForTheDefaultApp(t *testing.T) {
+	ctx := context.Background()
+	kr := testKeyring(t)
+	store := &memTenants{ts: map[string]payment.Tenant{}}
+	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
+		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
+	}
+	def := namedGateway{app: "default"}
+	g := newGatewayResolver(store, kr, build, def, "2021default")
+	store.put(payment.Tenant{ID: "evil", AlipayAppID: "2021default", AlipaySeller: "2088default",
+		AlipayCredentialsSealed: sealFor(t, kr, "evil", "evil-key")})
+	store.put(payment.Tenant{ID: "victim", AlipayAppID: "2021default", AlipaySeller: "2088default"})
+	for _, id := range []string{"evil", "victim"} {
+		got, err := g.For(ctx, id)
+		if err != nil || got.(namedGateway).app != "default" {
+			t.Fatalf("For(%s) = %+v, %v; want the deployment's default gateway", id, got, err)
+		}
+	}
+	got, err := g.ForApp(ctx, "2021default")
+	if err != nil || got.(namedGateway).app != "default" {
+		t.Fatalf("ForApp(default) = %+v, %v; want the deployment's default gateway", got, err)
+	}
+	if app := g.AppID(store.ts["evil"]); app != "2021default" {
+		t.Fatalf("AppID = %s", app)
+	}
+}

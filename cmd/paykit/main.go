@@ -313,13 +313,29 @@ type tenantStore interface {
 	GetTenant(ctx context.Context, id string) (payment.Tenant, error)
 	UpsertTenant(ctx context.Context, t payment.Tenant) error
 	SetTenantAlipayCredentials(ctx context.Context, tenantID, sealed string) error
+	TenantsByAlipayApp(ctx context.Context, appID string) ([]payment.Tenant, error)
+	TenantOpenPayment(ctx context.Context, tenantID string, paidSince time.Time) (string, error)
 }
+
+// refundableFor is how long after payment Alipay still refunds a trade (12 months by
+// default; a contract can make it shorter, never longer). A tenant whose payments are
+// this recent keeps its Alipay app: their trades, refunds and notifications live there.
+const refundableFor = 366 * 24 * time.Hour
 
 // setTenant creates or updates the tenant and, if given, seals and stores its own app
 // keys. The keys are checked by building the app's gateway before anything is written.
 func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials, setKeys bool) error {
 	sealed := ""
+	if setKeys && f.appID == cfg.AlipayAppID {
+		return fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", f.appID)
+	}
+	if err := checkAppChange(ctx, cfg, store, f, time.Now()); err != nil {
+		return err
+	}
 	if setKeys {
+		if err := checkSharedApp(ctx, cfg, store, f, creds); err != nil {
+			return err
+		}
 		if _, err := newAppGateway(cfg, f.appID, f.seller, creds); err != nil {
 			if creds.CertMode() {
 				return errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
@@ -367,6 +383,79 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 		ID: f.id, Name: f.name, APIKeyHash: api.HashAPIKey(f.apiKey), NotifyURL: f.notifyURL, WebhookSecret: f.secret,
 		AlipayAppID: f.appID, AlipaySeller: f.seller, AutoRefundPaidAfterClose: f.autoRefund, AlipayCredentialsSealed: sealed,
 	})
+}
+
+// checkAppChange refuses to move a tenant to another Alipay app or seller (new keys for
+// another app_id, or -clear-alipay-keys) while it has a payment that still depends on
+// the old one: a pending payment can be paid there, and a paid one refunded there. Its
+// trade queries, closes, refunds and notifications would otherwise go to an app that
+// does not know the trade, and money at Alipay would be left without its record.
+func checkAppChange(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, now time.Time) error {
+	old, err := store.GetTenant(ctx, f.id)
+	if errors.Is(err, payment.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	oldApp, oldSeller := cfg.AlipayAppID, cfg.AlipaySellerID
+	if old.AlipayCredentialsSealed != "" || (old.AlipayAppID != "" && old.AlipayAppID != cfg.AlipayAppID) {
+		oldApp, oldSeller = old.AlipayAppID, old.AlipaySeller
+	}
+	newApp, newSeller := f.appID, f.seller
+	if f.clearKeys {
+		newApp, newSeller = cfg.AlipayAppID, cfg.AlipaySellerID
+	}
+	if oldApp == newApp && oldSeller == newSeller {
+		return nil
+	}
+	no, err := store.TenantOpenPayment(ctx, f.id, now.Add(-refundableFor))
+	if err != nil {
+		return err
+	}
+	if no != "" {
+		return fmt.Errorf("tenant: %s still has payments on Alipay app %s (seller %s), for example %s, pending or refundable: "+
+			"moving it to app %s (seller %s) would leave their trades, refunds and notifications with an app that does not know them; "+
+			"give the tenant a new id for the new app instead", f.id, oldApp, oldSeller, no, newApp, newSeller)
+	}
+	return nil
+}
+
+// checkSharedApp refuses keys for an app_id that another tenant holds with other keys or
+// another seller: notifications of that app could no longer be verified for either.
+func checkSharedApp(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials) error {
+	others, err := store.TenantsByAlipayApp(ctx, f.appID)
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if o.ID == f.id || o.AlipayCredentialsSealed == "" {
+			continue
+		}
+		same := o.AlipaySeller == f.seller
+		if same {
+			kr, err := cfg.secretsKeyring()
+			if err != nil {
+				return err
+			}
+			if kr == nil {
+				return errNoSecretsKey
+			}
+			plain, err := kr.Open(o.AlipayCredentialsSealed, payment.AlipayCredentialsAAD(o.ID))
+			if err != nil {
+				return fmt.Errorf("tenant: app %s is held by tenant %s, whose keys cannot be opened to compare: %w", f.appID, o.ID, err)
+			}
+			theirs, err := payment.DecodeAlipayCredentials(plain)
+			if err != nil {
+				return fmt.Errorf("tenant: app %s is held by tenant %s: %w", f.appID, o.ID, err)
+			}
+			same = theirs == creds
+		}
+		if !same {
+			return fmt.Errorf("tenant: app %s is already held by tenant %s with other keys or another seller; tenants share an app only with the same keys and seller", f.appID, o.ID)
+		}
+	}
+	return nil
 }
 
 // credentialResealer is what the re-encryption reads and writes; *mysql.Store implements it.

@@ -6,12 +6,30 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/secrets"
 )
 
-type memTenantStore struct{ ts map[string]payment.Tenant }
+type memTenantStore struct {
+	ts   map[string]payment.Tenant
+	open map[string]string // tenant id → a payment that still depends on its app
+}
+
+func (m *memTenantStore) TenantsByAlipayApp(_ context.Context, appID string) ([]payment.Tenant, error) {
+	var out []payment.Tenant
+	for _, t := range m.ts {
+		if t.AlipayAppID == appID && t.AlipayCredentialsSealed != "" {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (m *memTenantStore) TenantOpenPayment(_ context.Context, id string, _ time.Time) (string, error) {
+	return m.open[id], nil
+}
 
 func (m *memTenantStore) GetTenant(_ context.Context, id string) (payment.Tenant, error) {
 	t, ok := m.ts[id]
@@ -110,5 +128,70 @@ func TestSetTenantKeys(t *testing.T) {
 	cleared.appID, cleared.seller, cleared.clearKeys = cfg.AlipayAppID, cfg.AlipaySellerID, true
 	if err := setTenant(ctx, cfg, st, cleared, payment.AlipayCredentials{}, false); err != nil || st.ts["shop2"].AlipayCredentialsSealed != "" {
 		t.Fatalf("clear: %v, %q", err, st.ts["shop2"].AlipayCredentialsSealed)
+	}
+}
+
+// TestSetTenantGuardsTheAppItsPaymentsLiveOn: keys a tenant supplies never stand for the
+// default app; a tenant with pending or refundable payments is not moved to another app
+// (their trades, refunds and notifications live on the old one); and two tenants share an
+// app only with the same keys and seller.
+func TestSetTenantGuardsTheAppItsPaymentsLiveOn(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join("..", "..", "alipaysim", "simtest", "insecure-test-keys")
+	ring, _ := secrets.NewKey("k1")
+	cfg := Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
+		PublicURL: "http://127.0.0.1:2", SecretsKeys: ring}
+	st := &memTenantStore{ts: map[string]payment.Tenant{}, open: map[string]string{}}
+	withKeys := func(f tenantFlags) (tenantFlags, payment.AlipayCredentials) {
+		f.appPrivateKeyFile = filepath.Join(dir, "app_private_key.pem")
+		f.alipayPublicKeyFile = filepath.Join(dir, "alipay_public_key.pem")
+		creds, _, err := f.credentials()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, creds
+	}
+
+	// Key files for the default app (the flags' default app_id): refused.
+	f, creds := withKeys(tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: cfg.AlipayAppID, seller: cfg.AlipaySellerID})
+	if err := setTenant(ctx, cfg, st, f, creds, true); err == nil || !strings.Contains(err.Error(), "default app") {
+		t.Fatalf("keys for the default app: %v", err)
+	}
+
+	// shop1 on the default app with a pending payment is not moved to its own app.
+	if err := setTenant(ctx, cfg, st, tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: cfg.AlipayAppID, seller: cfg.AlipaySellerID}, payment.AlipayCredentials{}, false); err != nil {
+		t.Fatal(err)
+	}
+	st.open["shop1"] = "P-PENDING"
+	f, creds = withKeys(tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: "2021own", seller: "2088own"})
+	if err := setTenant(ctx, cfg, st, f, creds, true); err == nil || !strings.Contains(err.Error(), "P-PENDING") {
+		t.Fatalf("moved with an open payment: %v", err)
+	}
+	if got := st.ts["shop1"]; got.AlipayAppID != cfg.AlipayAppID || got.AlipayCredentialsSealed != "" {
+		t.Fatalf("tenant changed by a refused move: %+v", got)
+	}
+	// Without open payments the move is allowed; back to the default app the same rule holds.
+	delete(st.open, "shop1")
+	if err := setTenant(ctx, cfg, st, f, creds, true); err != nil {
+		t.Fatal(err)
+	}
+	st.open["shop1"] = "P-PAID"
+	cleared := tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: cfg.AlipayAppID, seller: cfg.AlipaySellerID, clearKeys: true}
+	if err := setTenant(ctx, cfg, st, cleared, payment.AlipayCredentials{}, false); err == nil || st.ts["shop1"].AlipayCredentialsSealed == "" {
+		t.Fatalf("keys cleared with a refundable payment: %v", err)
+	}
+	// New keys for the same app and seller (a key rotation at Alipay): allowed with open payments.
+	if err := setTenant(ctx, cfg, st, f, creds, true); err != nil {
+		t.Fatalf("same app, new keys: %v", err)
+	}
+
+	// shop2 on shop1's app: the same keys and seller are fine, another seller is not.
+	f2, creds2 := withKeys(tenantFlags{id: "shop2", apiKey: "sk_test_fedcba9876543210", appID: "2021own", seller: "2088own"})
+	if err := setTenant(ctx, cfg, st, f2, creds2, true); err != nil {
+		t.Fatalf("same app, same keys: %v", err)
+	}
+	f3, creds3 := withKeys(tenantFlags{id: "shop3", apiKey: "sk_test_aaaabbbbccccdddd", appID: "2021own", seller: "2088other"})
+	if err := setTenant(ctx, cfg, st, f3, creds3, true); err == nil || !strings.Contains(err.Error(), "already held") {
+		t.Fatalf("same app, other seller: %v", err)
 	}
 }
