@@ -86,16 +86,27 @@ func statementApps(ctx context.Context, cfg Config, store tenantAppLister, gws *
 			seen[t.AlipayAppID] = true
 			app := statement.App{ID: t.AlipayAppID}
 			if gws != nil {
-				gw, err := gws.ForApp(ctx, t.AlipayAppID)
-				if err != nil {
-					return nil, fmt.Errorf("statement apps: %w", err)
+				if gw, err := gws.ForApp(ctx, t.AlipayAppID); err != nil {
+					// One app whose keys do not load fails its own day, not every app's.
+					app.Bills = unavailableBills{app: t.AlipayAppID, err: err}
+				} else {
+					app.Bills, _ = gw.(payment.BillSource)
 				}
-				app.Bills, _ = gw.(payment.BillSource)
 			}
 			apps = append(apps, app)
 		}
 	}
 	return apps, nil
+}
+
+// unavailableBills is the bill source of an app whose gateway cannot be built.
+type unavailableBills struct {
+	app string
+	err error
+}
+
+func (u unavailableBills) BillDownloadURL(context.Context, string) (string, error) {
+	return "", fmt.Errorf("alipay app %s: %w", u.app, u.err)
 }
 
 func statementAppIDs(apps []statement.App) []string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/paykit/paykit/payment"
@@ -53,5 +54,33 @@ func TestStatementAppsListEveryTenantAppOnce(t *testing.T) {
 	}
 	if _, err := statementApps(context.Background(), cfg, pagedTenants{err: errors.New("db down")}, nil); err == nil {
 		t.Fatal("a failing tenant listing must be an error, not the default app alone")
+	}
+}
+
+// An app whose keys do not load fails its own day only: every other app keeps its bill
+// source.
+func TestStatementAppsKeepOtherAppsWhenOneIsBroken(t *testing.T) {
+	ctx := context.Background()
+	kr := testKeyring(t)
+	store := &memTenants{ts: map[string]payment.Tenant{}}
+	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
+		if c.AppPrivateKeyPEM == "unloadable" {
+			return nil, errors.New("bad key")
+		}
+		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
+	}
+	gws := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default")
+	store.put(payment.Tenant{ID: "good", AlipayAppID: "2021good", AlipaySeller: "2088good", AlipayCredentialsSealed: sealFor(t, kr, "good", "k")})
+	store.put(payment.Tenant{ID: "bad", AlipayAppID: "2021bad", AlipaySeller: "2088bad", AlipayCredentialsSealed: sealFor(t, kr, "bad", "unloadable")})
+	lister := pagedTenants{tenants: []payment.Tenant{store.ts["bad"], store.ts["good"]}}
+	apps, err := statementApps(ctx, Config{AlipayAppID: "2021default"}, lister, gws)
+	if err != nil {
+		t.Fatalf("one broken app failed the list: %v", err)
+	}
+	if got := statementAppIDs(apps); !reflect.DeepEqual(got, []string{"2021default", "2021bad", "2021good"}) {
+		t.Fatalf("apps %v", got)
+	}
+	if _, err := apps[1].Bills.BillDownloadURL(ctx, "2026-12-01"); err == nil || !strings.Contains(err.Error(), "2021bad") {
+		t.Fatalf("the broken app's bill source: %v", err)
 	}
 }
