@@ -3,6 +3,7 @@ package alipaysim
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -54,6 +55,16 @@ func (s *Simulator) appPay(orderString, buyerID string) (fields, *Trade, int) {
 	form, err := url.ParseQuery(strings.TrimSpace(orderString))
 	if err != nil || len(form) == 0 {
 		return invalidArgs("isv.invalid-parameter", "order_string is not a query string"), nil, http.StatusBadRequest
+	}
+	// As at the gateway: a parameter twice with different values is ambiguous (one of
+	// them was signed, the other would be acted on), so it is refused; the same value
+	// twice counts once.
+	for k, vs := range form {
+		uniq := slices.Compact(slices.Sorted(slices.Values(vs)))
+		if len(uniq) > 1 {
+			return invalidArgs("isv.invalid-parameter", "参数重复且取值不一致 (duplicate parameter "+k+" with different values)"), nil, http.StatusBadRequest
+		}
+		form[k] = uniq
 	}
 	if m := form.Get("method"); m != appPayMethod {
 		return invalidArgs("isv.invalid-method", "order_string method must be "+appPayMethod+", not "+m), nil, http.StatusBadRequest

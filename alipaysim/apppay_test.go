@@ -115,6 +115,9 @@ func TestAppPayRefusesBadOrderStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	expired := h.appOrderString(t, h.client, "APP_3", "1.00", time.Now().Add(-time.Minute))
+	// The signed order string with a second, unsigned notify_url appended: which one would
+	// be used is ambiguous, so it is refused.
+	duplicated := good + "&notify_url=" + url.QueryEscape("https://attacker.example/notify")
 
 	for _, tc := range []struct {
 		name, orderString, subCode string
@@ -124,6 +127,7 @@ func TestAppPayRefusesBadOrderStrings(t *testing.T) {
 		{"signed by another key", foreign, "isv.invalid-signature", http.StatusBadRequest},
 		{"not an app pay", page.RawQuery, "isv.invalid-method", http.StatusBadRequest},
 		{"empty", "", "isv.invalid-parameter", http.StatusBadRequest},
+		{"a parameter twice with different values", duplicated, "isv.invalid-parameter", http.StatusBadRequest},
 		{"past time_expire", expired, "ACQ.TRADE_HAS_CLOSE", http.StatusGone},
 	} {
 		status, res := h.appPay(t, tc.orderString)
