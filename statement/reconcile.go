@@ -98,7 +98,7 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 		if err != nil {
 			return payment.StatementReport{}, fmt.Errorf("statement: bill url of %s %s: %w", p.App.ID, p.BillDate, err)
 		}
-		if path, err = r.download(ctx, url); err != nil {
+		if path, err = r.download(ctx, url, everyFewSeconds(func() { p.progress(0) })); err != nil {
 			return payment.StatementReport{}, err
 		}
 		defer os.Remove(path)
@@ -113,6 +113,7 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 		AppID: p.App.ID, BillDate: p.BillDate, Status: payment.StatementReconciled, StartedAt: started,
 		ByKind: map[string]int{},
 	}}
+	run.beat = everyFewSeconds(func() { p.progress(run.rep.BillLines) })
 	if err := r.Store.ClearBillLines(ctx, p.App.ID, p.BillDate); err != nil {
 		return payment.StatementReport{}, err
 	}
@@ -141,7 +142,7 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 
 // download saves the bill to a temporary file: a zip is read by random access, and a
 // bill is never held in memory.
-func (r *Reconciler) download(ctx context.Context, url string) (string, error) {
+func (r *Reconciler) download(ctx context.Context, url string, beat func()) (string, error) {
 	hc := r.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 5 * time.Minute}
@@ -166,7 +167,7 @@ func (r *Reconciler) download(ctx context.Context, url string) (string, error) {
 	if limit <= 0 {
 		limit = DefaultMaxBillBytes
 	}
-	n, err := io.Copy(f, io.LimitReader(resp.Body, limit+1))
+	n, err := io.Copy(f, io.LimitReader(beatingReader{r: resp.Body, beat: beat}, limit+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -187,6 +188,40 @@ type run struct {
 	p     Params
 	rep   payment.StatementReport
 	batch []payment.BillLine
+	beat  func() // progress every few seconds while the local side is walked
+}
+
+// progress reports lines read so far, if the caller asked for progress (the activity
+// heartbeats with it).
+func (p Params) progress(lines int) {
+	if p.Progress != nil {
+		p.Progress(lines)
+	}
+}
+
+// everyFewSeconds returns fn throttled to one call per heartbeatEvery: a long download
+// or a day with many local-only payments still heartbeats well within its timeout.
+func everyFewSeconds(fn func()) func() {
+	var last time.Time
+	return func() {
+		if now := time.Now(); now.Sub(last) >= heartbeatEvery {
+			last = now
+			fn()
+		}
+	}
+}
+
+const heartbeatEvery = 5 * time.Second
+
+// beatingReader calls beat on every read (beat throttles itself).
+type beatingReader struct {
+	r    io.Reader
+	beat func()
+}
+
+func (b beatingReader) Read(p []byte) (int, error) {
+	b.beat()
+	return b.r.Read(p)
 }
 
 func (x *run) add(l payment.BillLine) error {
@@ -334,6 +369,9 @@ func (x *run) checkFooter(f Footer) error {
 
 // found records one discrepancy as an anomaly (once per kind and reference) and counts it.
 func (x *run) found(kind, tenantID, ref, tradeNo string, amount payment.Amount, detail string) error {
+	if x.beat != nil {
+		x.beat()
+	}
 	x.rep.Discrepancies++
 	x.rep.ByKind[kind]++
 	err := x.r.Store.RecordAnomaly(x.ctx, payment.Anomaly{
