@@ -629,7 +629,7 @@ func (f *faultRun) check() {
 
 // audit runs `paykit audit` over the run's window against the same database, Alipay and
 // Temporal; it must exit 0 with no findings.
-func (f *faultRun) audit() { auditClean(f.t, f.st, f.started) }
+func (f *faultRun) audit() { auditClean(f.t, f.st, f.started, f.tn.id) }
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,7 +195,7 @@ func TestTwoAPIsTwoWorkersExactlyOnce(t *testing.T) {
 		t.Errorf("worker %s ran workflow tasks of %d payments before it was killed, %d finished by %s; want a takeover",
 			victim.name, ranByVictim, takenOver, survivor.name)
 	}
-	auditClean(t, a, started)
+	auditClean(t, a, started, tn.id)
 	t.Logf("%d orders, %d checkouts per order over 2 APIs (checkouts %v, notifications %v per API); worker %s ran tasks of %d payments and was SIGKILLed "+
 		"with %d of %d PAID, worker %s finished %d of them: 1 payment, 1 trade, 1 PAID, 1 grant, 1 payment.paid event per order, audit clean, in %s",
 		orders, copies, checkouts, callbacks, victim.name, ranByVictim, paidAtKill, orders, survivor.name, takenOver, time.Since(started).Round(time.Second))
@@ -306,17 +308,50 @@ func newNamedStack(t *testing.T, suffix string, o stackOptions) *stack {
 
 // auditClean runs `paykit audit` over the test's window with the stack's settings; it
 // must exit 0 with no findings.
-func auditClean(t *testing.T, st *stack, since time.Time) {
+func auditClean(t *testing.T, st *stack, since time.Time, tenants ...string) {
 	t.Helper()
 	window := (time.Since(since) + time.Minute).Round(time.Second)
-	cmd := exec.Command(env.paykitBin, "audit", "-since", window.String())
-	cmd.Env = append(os.Environ(), st.env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Errorf("paykit audit: %v\n%s", err, out)
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(env.paykitBin, append([]string{"audit", "-since", window.String()}, args...)...)
+		cmd.Env = append(os.Environ(), st.env...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("paykit audit: %v", err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	out, code := run()
+	if code == 0 {
+		t.Logf("paykit audit: %s", strings.TrimSpace(lastLine(out)))
 		return
 	}
-	t.Logf("paykit audit: %s", strings.TrimSpace(lastLine(string(out))))
+	if code != 1 {
+		t.Errorf("paykit audit: exit %d\n%s", code, out)
+		return
+	}
+	// Other tests share the database: their tenants (with Alipay apps of their own, for
+	// one) are not this stack's to audit. Only this test's tenants must be clean.
+	jsonOut, _ := run("-json")
+	var mine, others int
+	for _, line := range strings.Split(strings.TrimSpace(jsonOut), "\n") {
+		var f struct {
+			TenantID string `json:"tenant_id"`
+		}
+		if json.Unmarshal([]byte(line), &f) != nil {
+			continue
+		}
+		if slices.Contains(tenants, f.TenantID) {
+			mine++
+		} else {
+			others++
+		}
+	}
+	if mine > 0 || others == 0 {
+		t.Errorf("paykit audit: exit 1, %d findings of this test's tenants %v\n%s", mine, tenants, out)
+		return
+	}
+	t.Logf("paykit audit: clean for tenants %v (%d findings of other tests' tenants left to them)", tenants, others)
 }
 
 // balancer is a round-robin HTTP load balancer in front of the APIs, counting by path
