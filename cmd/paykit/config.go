@@ -58,6 +58,8 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string // json or text
+	// PprofAddr, if set, serves net/http/pprof there (off by default).
+	PprofAddr string
 }
 
 type env struct {
@@ -147,6 +149,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		ActivityTaskPollers: e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
 		LogLevel:            e.str("PAYKIT_LOG_LEVEL", "info"),
 		LogFormat:           e.str("PAYKIT_LOG_FORMAT", "json"),
+		PprofAddr:           e.str("PAYKIT_PPROF_ADDR", ""),
 	}
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""

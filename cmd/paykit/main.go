@@ -117,6 +117,7 @@ func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer sys.close()
+	startPprof(ctx, cfg, logger)
 	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
 	return sys.apiServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
 }
@@ -128,6 +129,7 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer sys.close()
+	startPprof(ctx, cfg, logger)
 	acts := sys.activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
 	g, gctx := errgroup.WithContext(ctx)
