@@ -72,6 +72,9 @@ type system struct {
 	merchant     *merchant
 	mu           sync.Mutex
 	procs        []*proc
+
+	// temporalMetrics is the dev server's Prometheus endpoint (host:port).
+	temporalMetrics string
 }
 
 // stack is one API (and usually one worker) with its own settings.
@@ -156,10 +159,10 @@ func startSystem() (*system, error) {
 	}
 
 	// The real Temporal dev server, in memory, with the search attributes registered.
-	s.temporalAddr = freeAddr()
+	s.temporalAddr, s.temporalMetrics = freeAddr(), freeAddr()
 	host, port, _ := net.SplitHostPort(s.temporalAddr)
 	args := []string{"server", "start-dev", "--headless", "--ip", host, "--port", port,
-		"--http-port", portOf(freeAddr()), "--metrics-port", portOf(freeAddr()), "--log-level", "error"}
+		"--http-port", portOf(freeAddr()), "--metrics-port", portOf(s.temporalMetrics), "--log-level", "error"}
 	for name, typ := range workflows.SearchAttributeTypes() {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}
