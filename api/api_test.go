@@ -376,6 +376,10 @@ func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore,
 		idem:     map[string]payment.IdempotencyRecord{},
 	}
 	orch := &fakeOrch{}
+	if o.cfg.CallbackSignalWait == 0 {
+		// Every signal of these tests answers at once: wait for it, however slow the machine.
+		o.cfg.CallbackSignalWait = time.Minute
+	}
 	srv := httptest.NewServer(api.New(o.cfg, st, fakeGateway{}, orch, o.cache, o.logger, nil))
 	t.Cleanup(srv.Close)
 	return srv, st, orch

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -65,6 +66,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// TenantCacheTTL is how long an authenticated API key is remembered in memory.
 	TenantCacheTTL time.Duration
+	// CallbackSignalWait is how long Alipay's notification waits for its signal to reach
+	// the payment's workflow before it is acknowledged on its durable record, the signal
+	// going on in the background (signalPending).
+	CallbackSignalWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -86,6 +91,9 @@ func (c Config) withDefaults() Config {
 	if c.TenantCacheTTL <= 0 {
 		c.TenantCacheTTL = 30 * time.Second
 	}
+	if c.CallbackSignalWait <= 0 {
+		c.CallbackSignalWait = DefaultCallbackSignalWait
+	}
 	return c
 }
 
@@ -100,6 +108,8 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	tenants *tenantCache
+	// background counts signals still running after their notification was answered.
+	background sync.WaitGroup
 }
 
 // New builds the server and its routes. cache may be nil (no Redis).
@@ -166,10 +176,21 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return err
 	}
+	s.waitBackground(shutdownCtx)
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// waitBackground waits for the signals still running, or until ctx ends.
+func (s *Server) waitBackground(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.background.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func requestID(c echo.Context) string {
