@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -291,6 +292,9 @@ type perfSample struct {
 	elapsed  time.Duration
 	lat      []time.Duration
 	firstErr string
+	// MySQL statements (paykit's user: API and worker) and Redis commands per operation,
+	// for paykit's phases.
+	mysqlPerOp, redisPerOp float64
 }
 
 func (s perfSample) rate() float64 {
@@ -315,7 +319,11 @@ func (s perfSample) String() string {
 	if s.errs > 0 {
 		e = fmt.Sprintf(" (%d errors: %s)", s.errs, s.firstErr)
 	}
-	return fmt.Sprintf("%.1f/s p50 %s p99 %s%s", s.rate(), ms(s.pct(.5)), ms(s.pct(.99)), e)
+	io := ""
+	if s.mysqlPerOp > 0 || s.redisPerOp > 0 {
+		io = fmt.Sprintf(" [%.1f MySQL statements, %.1f Redis commands per op]", s.mysqlPerOp, s.redisPerOp)
+	}
+	return fmt.Sprintf("%.1f/s p50 %s p99 %s%s%s", s.rate(), ms(s.pct(.5)), ms(s.pct(.99)), e, io)
 }
 
 func ms(d time.Duration) string {
@@ -412,7 +420,7 @@ func (p *perf) perfCheckout(id string, key string) (checkoutResult, error) {
 	if key != "" {
 		h["Idempotency-Key"] = key
 	}
-	r, err := try(http.MethodPost, p.st.apiURL+"/v1/payments", h, b)
+	r, err := perfDo(http.MethodPost, p.st.apiURL+"/v1/payments", h, b)
 	if err != nil {
 		return checkoutResult{}, err
 	}
@@ -421,6 +429,25 @@ func (p *perf) perfCheckout(id string, key string) (checkoutResult, error) {
 	}
 	var res checkoutResult
 	return res, json.Unmarshal(r.body, &res)
+}
+
+// perfDo sends one request on the shared keep-alive client (try would open a connection
+// per request, which is the load generator's cost, not paykit's).
+func perfDo(method, url string, headers map[string]string, body []byte) (response, error) {
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 func (p *perf) nextOrder() string { return "pf" + strconv.FormatInt(p.seq.Add(1), 10) }
@@ -446,10 +473,10 @@ func (p *perf) payments(t *testing.T) perfSample {
 		if err != nil {
 			return err
 		}
-		if c, err := try(http.MethodGet, res.PayURL, nil, nil); err != nil || c.status != http.StatusOK {
+		if c, err := perfDo(http.MethodGet, res.PayURL, nil, nil); err != nil || c.status != http.StatusOK {
 			return fmt.Errorf("cashier: HTTP %d %v", c.status, err)
 		}
-		if r, err := try(http.MethodPost, env.simURL+"/_sim/trades/"+res.PaymentNo+"/pay", nil, []byte(`{}`)); err != nil || r.status != http.StatusOK {
+		if r, err := perfDo(http.MethodPost, env.simURL+"/_sim/trades/"+res.PaymentNo+"/pay", nil, []byte(`{}`)); err != nil || r.status != http.StatusOK {
 			return fmt.Errorf("pay: HTTP %d %v", r.status, err)
 		}
 		for {
@@ -511,7 +538,7 @@ func (p *perf) offer(t *testing.T, forms [][]byte) perfSample {
 		wg.Add(1)
 		go func(body []byte) {
 			defer wg.Done()
-			r, err := try(http.MethodPost, p.st.apiURL+"/callbacks/alipay", h, body)
+			r, err := perfDo(http.MethodPost, p.st.apiURL+"/callbacks/alipay", h, body)
 			d := time.Since(due)
 			mu.Lock()
 			defer mu.Unlock()
@@ -556,7 +583,7 @@ func (p *perf) drain(t *testing.T) {
 // the Temporal server's metrics around it.
 func (p *perf) withProfile(t *testing.T, on bool, name string, seconds int, fn func() perfSample) perfSample {
 	if !on {
-		return fn()
+		return p.counted(fn)
 	}
 	dir := p.cfg.profileDir
 	_ = os.MkdirAll(dir, 0o755)
@@ -582,12 +609,42 @@ func (p *perf) withProfile(t *testing.T, on bool, name string, seconds int, fn f
 			_, _ = io.Copy(f, resp.Body)
 		}()
 	}
-	s := fn()
+	// Where the API's goroutines wait, halfway through the phase (off-CPU time that a CPU
+	// profile does not show).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(min(time.Duration(seconds)*time.Second/2, 2*time.Second))
+		if resp, err := http.Get("http://" + p.apiPprof + "/debug/pprof/goroutine?debug=1"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			_ = os.WriteFile(filepath.Join(dir, name+"-api-goroutines.txt"), b, 0o644)
+		}
+	}()
+	s := p.counted(fn)
 	after := scrape("http://" + env.temporalMetrics + "/metrics")
 	wAfter := scrape(p.st.adminURL + "/metrics")
 	writeDelta(filepath.Join(dir, name+"-temporal-metrics.txt"), before, after, s.ok)
 	writeDelta(filepath.Join(dir, name+"-worker-metrics.txt"), wBefore, wAfter, s.ok)
 	wg.Wait()
+	return s
+}
+
+// counted runs fn and records the MySQL statements of paykit's user (API and worker) and
+// the Redis commands per completed operation.
+func (p *perf) counted(fn func() perfSample) perfSample {
+	u0, r0 := p.userStats(), p.redisCalls()
+	s := fn()
+	u1, r1 := p.userStats(), p.redisCalls()
+	ops := float64(max(s.ok, 1))
+	s.mysqlPerOp = (u1[0] + u1[1] - u0[0] - u0[1]) / ops
+	var calls float64
+	for cmd, v := range r1 {
+		if cmd != "info" {
+			calls += v - r0[cmd]
+		}
+	}
+	s.redisPerOp = calls / ops
 	return s
 }
 
