@@ -403,6 +403,10 @@ func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore,
 	if o.gateways == nil {
 		o.gateways = payment.SingleGateway{Gateway: fakeGateway{}}
 	}
+	if o.cfg.CallbackSignalWait == 0 {
+		// Every signal of these tests answers at once: wait for it, however slow the machine.
+		o.cfg.CallbackSignalWait = time.Minute
+	}
 	// Every exchange a test makes is checked against the OpenAPI contract.
 	srv := httptest.NewServer(checked(t, api.New(o.cfg, st, o.gateways, orch, o.cache, o.logger, nil)))
 	t.Cleanup(srv.Close)

@@ -30,6 +30,10 @@ const (
 	outcomeRefundUnknown = "refund_unknown"
 )
 
+// outcomeDeferred is never recorded: the notification stays received, answered failure
+// (Alipay redelivers), while its signal goes on in the background (signalPending).
+const outcomeDeferred = "deferred"
+
 // finalOutcome reports whether a recorded notification needs no more work, so a
 // redelivery can be acknowledged at once.
 func finalOutcome(o string) bool {
@@ -108,7 +112,13 @@ func (s *Server) alipayCallback(c echo.Context) error {
 		s.markDone(c, n.NotifyID)
 		return alipayReply(c, true)
 	}
-	outcome, ok := s.applyNotification(c, n)
+	outcome, ok := s.applyNotification(c, rec.ID, n)
+	if outcome == outcomeDeferred {
+		// Recorded as received and answered failure; the signal goes on in the background
+		// and records the outcome (and counts it) if it lands.
+		s.metrics.callbacks.WithLabelValues("deferred").Inc()
+		return alipayReply(c, false)
+	}
 	if err := s.store.SetNotificationOutcome(detached(c), rec.ID, outcome); err != nil {
 		s.log.ErrorContext(ctx, "record notification outcome", "notify_id", n.NotifyID, "err", err)
 	}
@@ -144,7 +154,7 @@ func (s *Server) markDone(c echo.Context, notifyID string) {
 
 // applyNotification checks a verified notification against our records and hands it to
 // the payment's workflow. It returns the outcome to record and whether to acknowledge.
-func (s *Server) applyNotification(c echo.Context, n payment.Notification) (string, bool) {
+func (s *Server) applyNotification(c echo.Context, recID int64, n payment.Notification) (string, bool) {
 	ctx := c.Request().Context()
 	p, err := s.store.GetPayment(ctx, n.PaymentNo)
 	if errors.Is(err, payment.ErrNotFound) {
@@ -187,22 +197,7 @@ func (s *Server) applyNotification(c echo.Context, n payment.Notification) (stri
 	case payment.StatusPaid:
 		return outcomeAlreadyPaid, true
 	case payment.StatusPending:
-		running, err := s.orch.Notify(ctx, p, sig)
-		if err != nil {
-			log.ErrorContext(ctx, "signal payment workflow failed; alipay will retry", "err", err)
-			return outcomeReceived, false
-		}
-		if running {
-			return outcomeSignalled, true
-		}
-		// The workflow is gone (terminated by an operator, say) but the payment is
-		// pending: start a run that adopts this payment and give it the notification.
-		if err := s.orch.NotifyOrRedrive(ctx, p, sig); err != nil {
-			log.ErrorContext(ctx, "re-drive payment workflow failed; alipay will retry", "err", err)
-			return outcomeReceived, false
-		}
-		log.WarnContext(ctx, "payment workflow was not running; re-driven by a notification")
-		return outcomeRedriven, true
+		return s.signalPending(c, log, recID, p, sig)
 	default:
 		// Money arrived for a payment we closed. Never lose it silently: record it for
 		// refund and alert.

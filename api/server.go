@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -74,6 +75,10 @@ type Config struct {
 	// CancelWait is how long POST /v1/payments/{payment_no}/cancel waits for the payment
 	// to end before it answers 202 with the payment still pending.
 	CancelWait time.Duration
+	// CallbackSignalWait is how long Alipay's notification waits for its signal to reach
+	// the payment's workflow before it is acknowledged on its durable record, the signal
+	// going on in the background (signalPending).
+	CallbackSignalWait time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -98,6 +103,9 @@ func (c Config) withDefaults() Config {
 	if c.CancelWait <= 0 {
 		c.CancelWait = 10 * time.Second
 	}
+	if c.CallbackSignalWait <= 0 {
+		c.CallbackSignalWait = DefaultCallbackSignalWait
+	}
 	return c
 }
 
@@ -112,6 +120,10 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	tenants  *tenantCache
+	// background counts signals still running after their notification was answered;
+	// signalSlots bounds them.
+	background  sync.WaitGroup
+	signalSlots chan struct{}
 }
 
 // New builds the server and its routes. cache may be nil (no Redis).
@@ -124,7 +136,7 @@ func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orches
 	}
 	s := &Server{
 		echo: echo.New(), cfg: cfg.withDefaults(), store: store, gateways: gateways, orch: orch, cache: cache,
-		log: logger, metrics: metrics,
+		log: logger, metrics: metrics, signalSlots: make(chan struct{}, maxBackgroundSignals),
 	}
 	s.tenants = newTenantCache(s.cfg.TenantCacheTTL)
 	e := s.echo
@@ -181,10 +193,21 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return err
 	}
+	s.waitBackground(shutdownCtx)
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// waitBackground waits for the signals still running, or until ctx ends.
+func (s *Server) waitBackground(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.background.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 func requestID(c echo.Context) string {

@@ -74,6 +74,9 @@ type system struct {
 	mu           sync.Mutex
 	procs        []*proc
 	atExit       []func() // after every process has stopped
+
+	// temporalMetrics is the dev server's Prometheus endpoint (host:port).
+	temporalMetrics string
 }
 
 // stack is one API (and usually one worker) with its own settings.

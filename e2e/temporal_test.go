@@ -32,10 +32,10 @@ func (s *system) startTemporal(cli string) error {
 // startDevServer runs the Temporal dev server, in memory, with the search attributes
 // registered.
 func (s *system) startDevServer(cli string) error {
-	s.temporalAddr = freeAddr()
+	s.temporalAddr, s.temporalMetrics = freeAddr(), freeAddr()
 	host, port, _ := net.SplitHostPort(s.temporalAddr)
 	args := []string{"server", "start-dev", "--headless", "--ip", host, "--port", port,
-		"--http-port", portOf(freeAddr()), "--metrics-port", portOf(freeAddr()), "--log-level", "error"}
+		"--http-port", portOf(freeAddr()), "--metrics-port", portOf(s.temporalMetrics), "--log-level", "error"}
 	for name, typ := range workflows.SearchAttributeTypes() {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}

@@ -662,6 +662,11 @@ func (r *paymentRun) afterFinal(ctx workflow.Context) {
 		return
 	}
 	ctx, r.cancelWebhook = workflow.WithCancel(ctx)
+	delivered, attempts := r.webhookFirstAttempt(ctx)
+	if delivered {
+		r.st.WebhookSent = true
+		return
+	}
 	webhookCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 15 * time.Second,
 		Summary:             "deliver merchant webhook",
@@ -669,7 +674,7 @@ func (r *paymentRun) afterFinal(ctx workflow.Context) {
 			InitialInterval:    r.timing.WebhookInitialInterval,
 			BackoffCoefficient: 2,
 			MaximumInterval:    r.timing.WebhookMaxInterval,
-			MaximumAttempts:    r.timing.WebhookMaxAttempts,
+			MaximumAttempts:    attempts,
 		},
 	})
 	if err := workflow.ExecuteActivity(webhookCtx, a.DeliverWebhook, r.st.EventID).Get(ctx, nil); err != nil {

@@ -67,6 +67,11 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string // json or text
+	// PprofAddr, if set, serves net/http/pprof there (off by default).
+	PprofAddr string
+	// CallbackSignalWait is how long an Alipay notification waits for its signal before
+	// it is acknowledged on its durable record (api.Config.CallbackSignalWait).
+	CallbackSignalWait time.Duration
 }
 
 type env struct {
@@ -152,6 +157,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		IdempotencyTTL:      e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
 		IdempotencyLock:     e.dur("PAYKIT_IDEMPOTENCY_LOCK", api.DefaultIdempotencyLock),
 		CheckoutTokenTTL:    e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
+		CallbackSignalWait:  e.dur("PAYKIT_CALLBACK_SIGNAL_WAIT", api.DefaultCallbackSignalWait),
 		SweepEvery:          e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
 		SweepStaleAfter:     e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
 		SweepGrantGrace:     e.dur("PAYKIT_SWEEP_GRANT_GRACE", activities.DefaultGrantGrace),
@@ -163,6 +169,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		ActivityTaskPollers: e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
 		LogLevel:            e.str("PAYKIT_LOG_LEVEL", "info"),
 		LogFormat:           e.str("PAYKIT_LOG_FORMAT", "json"),
+		PprofAddr:           e.str("PAYKIT_PPROF_ADDR", ""),
 	}
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""

@@ -139,6 +139,7 @@ func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer sys.close()
+	startPprof(ctx, cfg, logger)
 	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
 	return sys.apiServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
 }
@@ -150,6 +151,7 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer sys.close()
+	startPprof(ctx, cfg, logger)
 	acts := sys.activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
 	acts.StatementMetrics = activities.NewStatementMetrics(reg)

@@ -290,7 +290,8 @@ func (s *system) cache() api.Cache {
 }
 
 func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
-	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL},
+	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
+		CallbackSignalWait: cfg.CallbackSignalWait},
 		s.store, s.gws, s.orch, s.cache(), logger, metrics)
 }
 

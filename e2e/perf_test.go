@@ -1,0 +1,928 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// TestPerf is the benchmark: in one run, against one Temporal server, it measures
+// Temporal's own floors and paykit's paths side by side, each pair alternately for
+// several rounds, and prints the medians with their ratios to the floor and the targets.
+// It runs only when asked (scripts/bench.sh sets PAYKIT_PERF=1):
+//
+//	PAYKIT_PERF=1 go test ./e2e -run '^TestPerf$' -v -timeout 60m
+//
+// Knobs: PAYKIT_PERF_ROUNDS (3), PAYKIT_PERF_CHECKOUTS per round (300),
+// PAYKIT_PERF_PAYMENTS per round (150), PAYKIT_PERF_CALLBACK_RATE (200 per second),
+// PAYKIT_PERF_CALLBACK_SECONDS (3), PAYKIT_PERF_DUPLICATES (200),
+// PAYKIT_PERF_PROFILE_DIR (CPU profiles of the API and worker and Temporal's metrics,
+// taken in the last round).
+func TestPerf(t *testing.T) {
+	if os.Getenv("PAYKIT_PERF") == "" {
+		t.Skip("the benchmark runs with PAYKIT_PERF=1 (scripts/bench.sh)")
+	}
+	cfg := perfConfig{
+		rounds:      perfInt("PAYKIT_PERF_ROUNDS", 3),
+		checkouts:   perfInt("PAYKIT_PERF_CHECKOUTS", 300),
+		payments:    perfInt("PAYKIT_PERF_PAYMENTS", 150),
+		rate:        perfInt("PAYKIT_PERF_CALLBACK_RATE", 200),
+		seconds:     perfInt("PAYKIT_PERF_CALLBACK_SECONDS", 3),
+		duplicates:  perfInt("PAYKIT_PERF_DUPLICATES", 200),
+		profileDir:  os.Getenv("PAYKIT_PERF_PROFILE_DIR"),
+		checkoutCon: 32,
+		paymentCon:  16,
+	}
+	p := newPerf(t, cfg)
+	var res perfResults
+	res.dupKey, res.dupOrder = p.duplicateCosts(t)
+	for r := 0; r < cfg.rounds; r++ {
+		profile := cfg.profileDir != "" && r == cfg.rounds-1
+		// Each pair alternates which side runs first, so drift of the shared machine
+		// during a round does not favour one side.
+		pair := func(floor, sys func() perfSample, fs, ss *[]perfSample) {
+			if r%2 == 0 {
+				*fs = append(*fs, floor())
+				*ss = append(*ss, sys())
+			} else {
+				*ss = append(*ss, sys())
+				*fs = append(*fs, floor())
+			}
+		}
+		pair(func() perfSample {
+			return p.withProfile(t, profile, "floor-checkout", 20, func() perfSample { return p.floorCheckouts(t) })
+		},
+			func() perfSample {
+				return p.withProfile(t, profile, "checkout", 20, func() perfSample { return p.checkouts(t) })
+			},
+			&res.floorUWS, &res.checkout)
+		p.drain(t)
+		pair(func() perfSample {
+			return p.withProfile(t, profile, "floor-payment", 20, func() perfSample { return p.floorPayments(t) })
+		},
+			func() perfSample {
+				return p.withProfile(t, profile, "payment", 20, func() perfSample { return p.payments(t) })
+			},
+			&res.floorPay, &res.payment)
+		p.drain(t)
+		res.callback = append(res.callback, p.callbacks(t, profile))
+		p.drain(t)
+		t.Logf("round %d: floor UWS %s | checkout %s | floor payment %s | payment %s | callbacks %s", r+1,
+			res.floorUWS[r], res.checkout[r], res.floorPay[r], res.payment[r], res.callback[r])
+	}
+	table := res.table(cfg)
+	fmt.Println(table)
+	if out := os.Getenv("PAYKIT_PERF_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(table+"\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+type perfConfig struct {
+	rounds, checkouts, payments, rate, seconds, duplicates int
+	checkoutCon, paymentCon                                int
+	profileDir                                             string
+}
+
+func perfInt(k string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(k)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// perf is the benchmark's own stack: one API and one worker with production intervals,
+// a private Redis (so INFO commandstats counts only paykit's commands), a MySQL user of
+// its own (so USER_STATISTICS counts only paykit's statements), and the floor worker.
+type perf struct {
+	cfg       perfConfig
+	st        *stack
+	tn        tenant
+	rdb       *goredis.Client
+	dbUser    string
+	floorTQ   string
+	floorC    client.Client
+	seq       atomic.Int64
+	apiPprof  string
+	workPprof string
+	userstat  bool
+}
+
+const (
+	floorCheckoutWF = "PerfFloorCheckout"
+	floorPaymentWF  = "PerfFloorPayment"
+	floorUpdate     = "checkout"
+	floorSignal     = "paid"
+)
+
+func floorLocal(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+}
+
+func floorNoop(context.Context) error { return nil }
+
+// floorCheckout is the floor of a checkout: UpdateWithStart answered after one no-op
+// local activity.
+func floorCheckout(ctx workflow.Context) error {
+	ready := false
+	if err := workflow.SetUpdateHandler(ctx, floorUpdate, func(ctx workflow.Context) (string, error) {
+		err := workflow.Await(ctx, func() bool { return ready })
+		return "ok", err
+	}); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteLocalActivity(floorLocal(ctx), floorNoop).Get(ctx, nil); err != nil {
+		return err
+	}
+	ready = true
+	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// floorPayment is the minimal shape of a payment: the checkout floor, then one signal
+// and one local activity to finish.
+func floorPayment(ctx workflow.Context) error {
+	ready := false
+	if err := workflow.SetUpdateHandler(ctx, floorUpdate, func(ctx workflow.Context) (string, error) {
+		err := workflow.Await(ctx, func() bool { return ready })
+		return "ok", err
+	}); err != nil {
+		return err
+	}
+	if err := workflow.ExecuteLocalActivity(floorLocal(ctx), floorNoop).Get(ctx, nil); err != nil {
+		return err
+	}
+	ready = true
+	workflow.GetSignalChannel(ctx, floorSignal).Receive(ctx, nil)
+	if err := workflow.ExecuteLocalActivity(floorLocal(ctx), floorNoop).Get(ctx, nil); err != nil {
+		return err
+	}
+	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+func newPerf(t *testing.T, cfg perfConfig) *perf {
+	p := &perf{cfg: cfg, floorTQ: "perf-floor-" + randHex(4)}
+
+	// A Redis of its own, so that its command counts are paykit's alone.
+	redisAddr := envOr("PAYKIT_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		addr := freeAddr()
+		if _, err := env.start("perf-redis", bin, []string{"--bind", "127.0.0.1", "--port", portOf(addr), "--save", "", "--appendonly", "no"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitTCP(addr, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		redisAddr = addr
+	} else {
+		t.Log("no redis-server binary: Redis command counts are server-wide")
+	}
+	p.rdb = goredis.NewClient(&goredis.Options{Addr: redisAddr})
+	t.Cleanup(func() { _ = p.rdb.Close() })
+
+	// A MySQL user of its own, counted by USER_STATISTICS.
+	p.dbUser = "pkperf_" + randHex(3)
+	mustExec(t, "CREATE USER '"+p.dbUser+"'@'%'")
+	mustExec(t, "GRANT ALL ON "+env.dbName+".* TO '"+p.dbUser+"'@'%'")
+	t.Cleanup(func() { _, _ = env.db.Exec("DROP USER IF EXISTS '" + p.dbUser + "'@'%'") })
+	var was string
+	if err := env.db.QueryRow("SELECT @@GLOBAL.userstat").Scan(&was); err == nil {
+		if _, err := env.db.Exec("SET GLOBAL userstat = 1"); err == nil {
+			p.userstat = true
+			if was == "0" || strings.EqualFold(was, "OFF") {
+				t.Cleanup(func() { _, _ = env.db.Exec("SET GLOBAL userstat = 0") })
+			}
+		}
+	}
+	base := envOr("PAYKIT_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/")
+	_, hostPart, _ := strings.Cut(base, "@")
+	dsn := p.dbUser + "@" + strings.TrimSuffix(hostPart, "/") + "/" + env.dbName
+
+	p.apiPprof, p.workPprof = freeAddr(), freeAddr()
+	st, err := startStack("perf", stackOptions{paymentTTL: 2 * time.Hour, redisAddr: redisAddr, extraEnv: []string{
+		"PAYKIT_MYSQL_DSN=" + dsn,
+		// Production intervals: nothing in the background during a measurement.
+		"PAYKIT_RECONCILE_INTERVAL=1h", "PAYKIT_SWEEP_EVERY=30m", "PAYKIT_SWEEP_STALE_AFTER=3h",
+		"PAYKIT_LOG_LEVEL=warn",
+	}})
+	if st != nil {
+		t.Cleanup(func() {
+			st.api.stop()
+			st.worker.stop()
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each process again with a pprof port of its own.
+	for _, pr := range []struct {
+		proc       *proc
+		pprof, url string
+	}{{st.worker, p.workPprof, st.adminURL}, {st.api, p.apiPprof, st.apiURL}} {
+		pr.proc.stop()
+		pr.proc.envv = append(pr.proc.envv[:len(pr.proc.envv):len(pr.proc.envv)], "PAYKIT_PPROF_ADDR="+pr.pprof)
+		if err := pr.proc.run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitHTTP(pr.url+"/readyz", 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.st = st
+	p.tn = newTenant(t)
+
+	// The floor worker, in this process, with the pollers and slots paykit's worker has.
+	if p.floorC, err = client.Dial(client.Options{HostPort: env.temporalAddr, Logger: quietLogger{}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.floorC.Close)
+	w := sdkworker.New(p.floorC, p.floorTQ, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize: 200, MaxConcurrentLocalActivityExecutionSize: 200,
+		MaxConcurrentWorkflowTaskPollers: 16, MaxConcurrentActivityTaskPollers: 8,
+	})
+	w.RegisterWorkflowWithOptions(floorCheckout, workflow.RegisterOptions{Name: floorCheckoutWF})
+	w.RegisterWorkflowWithOptions(floorPayment, workflow.RegisterOptions{Name: floorPaymentWF})
+	w.RegisterActivity(floorNoop)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	// Warm up both sides so that the first round does not pay for connections and caches.
+	p.floor(t, floorCheckoutWF, 32, 64)
+	p.checkoutsN(t, 32, 64)
+	p.drain(t)
+	return p
+}
+
+func mustExec(t *testing.T, q string) {
+	t.Helper()
+	if _, err := env.db.Exec(q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// perfSample is one measurement: successes, errors, wall time and latencies.
+type perfSample struct {
+	ok, errs int
+	elapsed  time.Duration
+	lat      []time.Duration
+	firstErr string
+	// MySQL statements (paykit's user: API and worker) and Redis commands per operation,
+	// for paykit's phases.
+	mysqlPerOp, redisPerOp float64
+}
+
+func (s perfSample) rate() float64 {
+	if s.elapsed <= 0 {
+		return 0
+	}
+	return float64(s.ok) / s.elapsed.Seconds()
+}
+
+func (s perfSample) pct(q float64) time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	l := append([]time.Duration(nil), s.lat...)
+	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+	i := int(q*float64(len(l))+0.5) - 1
+	return l[min(max(i, 0), len(l)-1)]
+}
+
+func (s perfSample) String() string {
+	e := ""
+	if s.errs > 0 {
+		e = fmt.Sprintf(" (%d errors: %s)", s.errs, s.firstErr)
+	}
+	io := ""
+	if s.mysqlPerOp > 0 || s.redisPerOp > 0 {
+		io = fmt.Sprintf(" [%.1f MySQL statements, %.1f Redis commands per op]", s.mysqlPerOp, s.redisPerOp)
+	}
+	return fmt.Sprintf("%.1f/s p50 %s p99 %s%s%s", s.rate(), ms(s.pct(.5)), ms(s.pct(.99)), e, io)
+}
+
+func ms(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000)
+}
+
+// closedLoop runs n calls of fn, conc at a time.
+func closedLoop(n, conc int, fn func(i int) error) perfSample {
+	var (
+		mu  sync.Mutex
+		s   perfSample
+		wg  sync.WaitGroup
+		idx atomic.Int64
+	)
+	start := time.Now()
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(idx.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				err := fn(i)
+				d := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					s.errs++
+					if s.firstErr == "" {
+						s.firstErr = err.Error()
+					}
+				} else {
+					s.ok++
+					s.lat = append(s.lat, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	s.elapsed = time.Since(start)
+	return s
+}
+
+// floor runs n floor workflows of the given type, conc at a time: UpdateWithStart until
+// the update answers and, for the payment floor, the signal and the workflow's end.
+func (p *perf) floor(t *testing.T, wf string, conc, n int) perfSample {
+	prefix := "perf-" + randHex(4) + "-"
+	return closedLoop(n, conc, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		id := prefix + strconv.Itoa(i)
+		op := p.floorC.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: id, TaskQueue: p.floorTQ, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		}, wf)
+		h, err := p.floorC.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions:          client.UpdateWorkflowOptions{UpdateID: "u", UpdateName: floorUpdate, WaitForStage: client.WorkflowUpdateStageCompleted},
+		})
+		if err != nil {
+			return err
+		}
+		var out string
+		if err := h.Get(ctx, &out); err != nil {
+			return err
+		}
+		if wf != floorPaymentWF {
+			return nil
+		}
+		if err := p.floorC.SignalWorkflow(ctx, id, "", floorSignal, nil); err != nil {
+			return err
+		}
+		return p.floorC.GetWorkflow(ctx, id, "").Get(ctx, nil)
+	})
+}
+
+func (p *perf) floorCheckouts(t *testing.T) perfSample {
+	return p.floor(t, floorCheckoutWF, p.cfg.checkoutCon, p.cfg.checkouts)
+}
+
+func (p *perf) floorPayments(t *testing.T) perfSample {
+	return p.floor(t, floorPaymentWF, p.cfg.paymentCon, p.cfg.payments)
+}
+
+// perfCheckout posts one checkout for a new order and returns its answer.
+func (p *perf) perfCheckout(id string, key string) (checkoutResult, error) {
+	b, _ := json.Marshal(order(id, 990))
+	h := map[string]string{"Authorization": "Bearer " + p.tn.apiKey, "Content-Type": "application/json"}
+	if key != "" {
+		h["Idempotency-Key"] = key
+	}
+	r, err := perfDo(http.MethodPost, p.st.apiURL+"/v1/payments", h, b)
+	if err != nil {
+		return checkoutResult{}, err
+	}
+	if r.status != http.StatusCreated {
+		return checkoutResult{}, fmt.Errorf("checkout HTTP %d %s", r.status, r.body)
+	}
+	var res checkoutResult
+	return res, json.Unmarshal(r.body, &res)
+}
+
+// perfDo sends one request on the shared keep-alive client (try would open a connection
+// per request, which is the load generator's cost, not paykit's).
+func perfDo(method, url string, headers map[string]string, body []byte) (response, error) {
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+func (p *perf) nextOrder() string { return "pf" + strconv.FormatInt(p.seq.Add(1), 10) }
+
+func (p *perf) checkoutsN(t *testing.T, conc, n int) perfSample {
+	return closedLoop(n, conc, func(int) error {
+		id := p.nextOrder()
+		_, err := p.perfCheckout(id, "perf-"+id)
+		return err
+	})
+}
+
+func (p *perf) checkouts(t *testing.T) perfSample {
+	return p.checkoutsN(t, p.cfg.checkoutCon, p.cfg.checkouts)
+}
+
+// payments runs whole payments: checkout, the buyer opening the cashier and paying at
+// the simulator, Alipay's notification to the API, until MySQL says PAID.
+func (p *perf) payments(t *testing.T) perfSample {
+	return closedLoop(p.cfg.payments, p.cfg.paymentCon, func(int) error {
+		start := time.Now()
+		res, err := p.perfCheckout(p.nextOrder(), "")
+		if err != nil {
+			return err
+		}
+		if c, err := perfDo(http.MethodGet, res.PayURL, nil, nil); err != nil || c.status != http.StatusOK {
+			return fmt.Errorf("cashier: HTTP %d %v", c.status, err)
+		}
+		if r, err := perfDo(http.MethodPost, env.simURL+"/_sim/trades/"+res.PaymentNo+"/pay", nil, []byte(`{}`)); err != nil || r.status != http.StatusOK {
+			return fmt.Errorf("pay: HTTP %d %v", r.status, err)
+		}
+		for {
+			pm, err := env.store.GetPayment(context.Background(), res.PaymentNo)
+			if err == nil && pm.Status == payment.StatusPaid {
+				return nil
+			}
+			if time.Since(start) > 60*time.Second {
+				return fmt.Errorf("payment %s not paid after 60s", res.PaymentNo)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+}
+
+// callbacks offers signed TRADE_SUCCESS notifications for pending payments at a fixed
+// rate (open loop: each is sent at its scheduled time whatever the answers before it) and
+// measures, from the scheduled time, how long the API takes to answer "success".
+func (p *perf) callbacks(t *testing.T, profile bool) perfSample {
+	n := p.cfg.rate * p.cfg.seconds
+	forms := make([][]byte, n)
+	setup := closedLoop(n, p.cfg.checkoutCon, func(i int) error {
+		res, err := p.perfCheckout(p.nextOrder(), "")
+		if err != nil {
+			return err
+		}
+		now := time.Now().In(time.FixedZone("CST", 8*3600)).Format("2006-01-02 15:04:05")
+		f := url.Values{
+			"notify_time": {now}, "notify_type": {"trade_status_sync"}, "notify_id": {"perf" + randHex(12)},
+			"app_id": {appID}, "charset": {"utf-8"}, "version": {"1.0"}, "sign_type": {"RSA2"},
+			"trade_no": {"2026PERF" + randHex(8)}, "out_trade_no": {res.PaymentNo}, "seller_id": {sellerID},
+			"buyer_id": {"2088000000000009"}, "trade_status": {"TRADE_SUCCESS"}, "total_amount": {"9.90"},
+			"receipt_amount": {"9.90"}, "gmt_create": {now}, "gmt_payment": {now}, "subject": {"x"},
+		}
+		signForm(t, f, env.keys.AlipayPrivateKeyPEM)
+		forms[i] = []byte(f.Encode())
+		return nil
+	})
+	if setup.errs > 0 {
+		t.Fatalf("callback setup: %s", setup)
+	}
+	p.drain(t)
+	return p.withProfile(t, profile, "callback", p.cfg.seconds+1, func() perfSample { return p.offer(t, forms) })
+}
+
+// offer sends the notifications at the configured rate.
+func (p *perf) offer(t *testing.T, forms [][]byte) perfSample {
+	var (
+		mu sync.Mutex
+		s  perfSample
+		wg sync.WaitGroup
+	)
+	h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	interval := time.Second / time.Duration(p.cfg.rate)
+	start := time.Now()
+	for i := range forms {
+		due := start.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(due))
+		wg.Add(1)
+		go func(body []byte) {
+			defer wg.Done()
+			r, err := perfDo(http.MethodPost, p.st.apiURL+"/callbacks/alipay", h, body)
+			d := time.Since(due)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && strings.TrimSpace(string(r.body)) != "success" {
+				err = fmt.Errorf("answered %q", r.body)
+			}
+			if err != nil {
+				s.errs++
+				if s.firstErr == "" {
+					s.firstErr = err.Error()
+				}
+				return
+			}
+			s.ok++
+			s.lat = append(s.lat, d)
+		}(forms[i])
+	}
+	wg.Wait()
+	s.elapsed = time.Since(start)
+	return s
+}
+
+// drain waits until the worker has nothing left to do for the measurements so far: every
+// payment event delivered and no workflow task or activity in flight.
+func (p *perf) drain(t *testing.T) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		var undelivered, pendingPaid int
+		_ = env.db.QueryRow("SELECT COUNT(*) FROM payment_events WHERE delivered = 0").Scan(&undelivered)
+		_ = env.db.QueryRow(`SELECT COUNT(*) FROM channel_notifications n JOIN payments p ON p.payment_no = n.payment_no
+			WHERE p.status = 0 AND n.verified = 1`).Scan(&pendingPaid)
+		if undelivered == 0 && pendingPaid == 0 {
+			time.Sleep(500 * time.Millisecond)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Log("drain: the worker still had work after 5 minutes")
+}
+
+// withProfile runs fn and, when asked, takes CPU profiles of the API and the worker and
+// the Temporal server's metrics around it.
+func (p *perf) withProfile(t *testing.T, on bool, name string, seconds int, fn func() perfSample) perfSample {
+	if !on {
+		return p.counted(fn)
+	}
+	dir := p.cfg.profileDir
+	_ = os.MkdirAll(dir, 0o755)
+	before := scrape("http://" + env.temporalMetrics + "/metrics")
+	wBefore := scrape(p.st.adminURL + "/metrics")
+	var wg sync.WaitGroup
+	for who, addr := range map[string]string{"api": p.apiPprof, "worker": p.workPprof} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + strconv.Itoa(seconds))
+			if err != nil {
+				t.Logf("profile %s: %v", who, err)
+				return
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(dir, name+"-"+who+".pprof"))
+			if err != nil {
+				t.Log(err)
+				return
+			}
+			defer f.Close()
+			_, _ = io.Copy(f, resp.Body)
+		}()
+	}
+	// Where the API's goroutines wait, halfway through the phase (off-CPU time that a CPU
+	// profile does not show).
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(min(time.Duration(seconds)*time.Second/2, 2*time.Second))
+		if resp, err := http.Get("http://" + p.apiPprof + "/debug/pprof/goroutine?debug=1"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			_ = os.WriteFile(filepath.Join(dir, name+"-api-goroutines.txt"), b, 0o644)
+		}
+	}()
+	s := p.counted(fn)
+	after := scrape("http://" + env.temporalMetrics + "/metrics")
+	wAfter := scrape(p.st.adminURL + "/metrics")
+	writeDelta(filepath.Join(dir, name+"-temporal-metrics.txt"), before, after, s.ok)
+	writeDelta(filepath.Join(dir, name+"-worker-metrics.txt"), wBefore, wAfter, s.ok)
+	wg.Wait()
+	return s
+}
+
+// counted runs fn and records the MySQL statements of paykit's user (API and worker) and
+// the Redis commands per completed operation.
+func (p *perf) counted(fn func() perfSample) perfSample {
+	u0, r0 := p.userStats(), p.redisCalls()
+	s := fn()
+	u1, r1 := p.userStats(), p.redisCalls()
+	ops := float64(max(s.ok, 1))
+	s.mysqlPerOp = (u1[0] + u1[1] - u0[0] - u0[1]) / ops
+	var calls float64
+	for cmd, v := range r1 {
+		if cmd != "info" {
+			calls += v - r0[cmd]
+		}
+	}
+	s.redisPerOp = calls / ops
+	return s
+}
+
+// scrape reads a Prometheus text endpoint into series -> value (counters and histogram
+// counts and sums only).
+func scrape(u string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(u)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' || strings.Contains(line, "_bucket{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// writeDelta writes every series that changed during a phase, with its change per
+// operation, largest first.
+func writeDelta(path string, before, after map[string]float64, ops int) {
+	type row struct {
+		k string
+		d float64
+	}
+	var rows []row
+	for k, v := range after {
+		if d := v - before[k]; d > 0 && (strings.HasSuffix(strings.SplitN(k, "{", 2)[0], "_count") ||
+			strings.HasSuffix(strings.SplitN(k, "{", 2)[0], "_sum") || strings.HasSuffix(strings.SplitN(k, "{", 2)[0], "_total") ||
+			!strings.Contains(k, "latency")) {
+			rows = append(rows, row{k, d})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].d > rows[j].d })
+	var b strings.Builder
+	fmt.Fprintf(&b, "# change during the phase, and per completed operation (%d)\n", ops)
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%14.1f %10.2f %s\n", r.d, r.d/float64(max(ops, 1)), r.k)
+	}
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// dupCost is what one duplicate checkout costs, averaged over the requests.
+type dupCost struct {
+	requests           int
+	statements, writes float64 // paykit's own MySQL user: statements that write, rows written
+	selects            float64
+	global             float64 // server-wide Com_insert+Com_update+Com_delete+Com_replace, minus an idle window
+	handlerWrites      float64 // server-wide Handler_write+Handler_update+Handler_delete, minus an idle window
+	redis              float64
+	redisByCmd         string
+	userstat           bool
+}
+
+// duplicateCosts measures a checkout repeated with the same Idempotency-Key, and one
+// repeated for the same order without a key, after the first one has been answered.
+func (p *perf) duplicateCosts(t *testing.T) (byKey, byOrder dupCost) {
+	id := p.nextOrder()
+	if _, err := p.perfCheckout(id, "perf-dup-"+id); err != nil {
+		t.Fatal(err)
+	}
+	p.drain(t)
+	byKey = p.measureDup(t, func() error { _, err := p.perfCheckout(id, "perf-dup-"+id); return err })
+	id2 := p.nextOrder()
+	if _, err := p.perfCheckout(id2, ""); err != nil {
+		t.Fatal(err)
+	}
+	p.drain(t)
+	byOrder = p.measureDup(t, func() error { _, err := p.perfCheckout(id2, ""); return err })
+	return byKey, byOrder
+}
+
+func (p *perf) measureDup(t *testing.T, fn func() error) dupCost {
+	n := p.cfg.duplicates
+	// An idle window as long as the measured one, to subtract the server's background.
+	u0, g0, r0 := p.userStats(), globalWrites(), p.redisCalls()
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		if err := fn(); err != nil {
+			t.Fatalf("duplicate checkout: %v", err)
+		}
+	}
+	busy := time.Since(t0)
+	u1, g1, r1 := p.userStats(), globalWrites(), p.redisCalls()
+	time.Sleep(busy)
+	u2, g2, r2 := p.userStats(), globalWrites(), p.redisCalls()
+	per := func(d float64) float64 { return max(d, 0) / float64(n) }
+	c := dupCost{requests: n, userstat: p.userstat}
+	c.statements = per((u1[1] - u0[1]) - (u2[1] - u1[1]))
+	c.writes = per((u1[2] - u0[2]) - (u2[2] - u1[2]))
+	c.selects = per((u1[0] - u0[0]) - (u2[0] - u1[0]))
+	c.global = per((g1[0] - g0[0]) - (g2[0] - g1[0]))
+	c.handlerWrites = per((g1[1] - g0[1]) - (g2[1] - g1[1]))
+	var total float64
+	var parts []string
+	for cmd, v := range r1 {
+		d := (v - r0[cmd]) - (r2[cmd] - v)
+		if cmd == "info" || d <= 0 {
+			continue
+		}
+		total += d
+		parts = append(parts, fmt.Sprintf("%s %.2f", strings.ToUpper(cmd), d/float64(n)))
+	}
+	sort.Strings(parts)
+	c.redis, c.redisByCmd = total/float64(n), strings.Join(parts, ", ")
+	return c
+}
+
+// userStats returns SELECT_COMMANDS, UPDATE_COMMANDS and rows inserted+updated+deleted of
+// paykit's MySQL user.
+func (p *perf) userStats() [3]float64 {
+	var s [3]float64
+	_ = env.db.QueryRow(`SELECT SELECT_COMMANDS, UPDATE_COMMANDS, ROWS_INSERTED + ROWS_UPDATED + ROWS_DELETED
+		FROM information_schema.USER_STATISTICS WHERE USER = ?`, p.dbUser).Scan(&s[0], &s[1], &s[2])
+	return s
+}
+
+// globalWrites returns the server-wide write statements and handler writes.
+func globalWrites() [2]float64 {
+	var s [2]float64
+	rows, err := env.db.Query(`SHOW GLOBAL STATUS WHERE Variable_name IN
+		('Com_insert','Com_update','Com_delete','Com_replace','Com_insert_select','Handler_write','Handler_update','Handler_delete')`)
+	if err != nil {
+		return s
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var v float64
+		if rows.Scan(&k, &v) == nil {
+			if strings.HasPrefix(k, "Com_") {
+				s[0] += v
+			} else {
+				s[1] += v
+			}
+		}
+	}
+	return s
+}
+
+// redisCalls returns the calls of every command from INFO commandstats.
+func (p *perf) redisCalls() map[string]float64 {
+	out := map[string]float64{}
+	info, err := p.rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				out[strings.TrimPrefix(name, "cmdstat_")] = f
+			}
+		}
+	}
+	return out
+}
+
+type perfResults struct {
+	floorUWS, checkout, floorPay, payment, callback []perfSample
+	dupKey, dupOrder                                dupCost
+}
+
+// median of f over the samples.
+func median(ss []perfSample, f func(perfSample) float64) float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = f(s)
+	}
+	sort.Float64s(v)
+	if len(v) == 0 {
+		return 0
+	}
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func rateOf(s perfSample) float64 { return s.rate() }
+func p50Of(s perfSample) float64  { return s.pct(.5).Seconds() }
+func p99Of(s perfSample) float64  { return s.pct(.99).Seconds() }
+
+func secs(f float64) string { return ms(time.Duration(f * float64(time.Second))) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// table renders the medians, ratios and targets as a Markdown table.
+func (r perfResults) table(cfg perfConfig) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; Temporal dev server in memory; medians of %d rounds\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), cfg.rounds)
+	b.WriteString("| figure | median | ratio to floor | target | |\n|---|---|---|---|---|\n")
+	row := func(name string, ss []perfSample) (rate float64) {
+		rate = median(ss, rateOf)
+		errs := 0
+		for _, s := range ss {
+			errs += s.errs
+		}
+		e := ""
+		if errs > 0 {
+			e = fmt.Sprintf(", %d errors", errs)
+		}
+		fmt.Fprintf(&b, "| %s | %.1f/s, p50 %s, p99 %s%s |", name, rate, secs(median(ss, p50Of)), secs(median(ss, p99Of)), e)
+		return rate
+	}
+	fu := row(fmt.Sprintf("floor: UpdateWithStart answered after one no-op local activity, %d concurrent", cfg.checkoutCon), r.floorUWS)
+	b.WriteString(" 1 | | |\n")
+	co := row(fmt.Sprintf("checkout: POST /v1/payments, new orders, %d concurrent", cfg.checkoutCon), r.checkout)
+	coP99 := median(r.checkout, p99Of)
+	fmt.Fprintf(&b, " %.2f× | ≥ 1.4×, p99 ≤ 1 s | %s |\n", co/fu, verdict(co/fu >= 1.4 && coP99 <= 1))
+	fp := row(fmt.Sprintf("floor: minimal payment (UpdateWithStart + local activity, signal, local activity), %d concurrent", cfg.paymentCon), r.floorPay)
+	b.WriteString(" 1 | | |\n")
+	pa := row(fmt.Sprintf("whole payment: checkout, cashier, pay, notification, PAID, %d concurrent", cfg.paymentCon), r.payment)
+	fmt.Fprintf(&b, " %.2f× | ≥ 0.8× | %s |\n", pa/fp, verdict(pa/fp >= 0.8))
+	cbP99 := median(r.callback, p99Of)
+	errs := 0
+	for _, s := range r.callback {
+		errs += s.errs
+	}
+	fmt.Fprintf(&b, "| callback acknowledgement, open loop at %d/s for %d s | p50 %s, p99 %s, %d not answered success | | p99 ≤ 25 ms | %s |\n",
+		cfg.rate, cfg.seconds, secs(median(r.callback, p50Of)), secs(cbP99), errs, verdict(cbP99 <= 0.025 && errs == 0))
+	dup := func(name string, c dupCost) {
+		mysqlW := "n/a (userstat unavailable)"
+		met := c.redis <= 2
+		if c.userstat {
+			mysqlW = fmt.Sprintf("%.2f write statements, %.2f rows written, %.2f selects", c.statements, c.writes, c.selects)
+			met = met && c.statements == 0 && c.writes == 0
+		}
+		fmt.Fprintf(&b, "| %s, per request (%d) | MySQL: %s; server-wide Com_insert/update/delete/replace %.2f, Handler_write/update/delete %.2f; Redis: %.2f commands (%s) | | 0 MySQL writes, ≤ 2 Redis round trips | %s |\n",
+			name, c.requests, mysqlW, c.global, c.handlerWrites, c.redis, orNone(c.redisByCmd), verdict(met))
+	}
+	dup("duplicate checkout, same Idempotency-Key", r.dupKey)
+	dup("duplicate checkout, same order, no key", r.dupOrder)
+	b.WriteString("\nper round (floor | paykit):\n")
+	for i := range r.checkout {
+		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s; minimal %s | payment %s; callbacks %s\n", i+1,
+			r.floorUWS[i], r.checkout[i], r.floorPay[i], r.payment[i], r.callback[i])
+	}
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
