@@ -8,6 +8,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -83,6 +85,10 @@ type Activities struct {
 	// the sweeper alike, and says when the event is dead; zero fields take
 	// payment.DefaultEventRetry.
 	EventRetry payment.EventRetry
+
+	// paymentTenants caches payment_no → tenant id for tenantOf; knownPayments counts it.
+	paymentTenants sync.Map
+	knownPayments  atomic.Int64
 }
 
 func (a *Activities) now() time.Time {

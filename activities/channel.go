@@ -124,13 +124,34 @@ func (a *Activities) gatewayOf(ctx context.Context, paymentNo string) (payment.G
 	if a.Gateways == nil {
 		return a.Gateway, nil
 	}
-	p, err := a.Store.GetPayment(ctx, paymentNo)
+	tenantID, err := a.tenantOf(ctx, paymentNo)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of payment %s: %w", paymentNo, err)
 	}
-	gw, err := a.Gateways.For(ctx, p.TenantID)
+	gw, err := a.Gateways.For(ctx, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of payment %s: %w", paymentNo, err)
 	}
 	return gw, nil
 }
+
+// tenantOf returns the tenant of a payment. A payment's tenant never changes, so it is
+// read from MySQL once per process and payment (up to maxKnownPayments kept).
+func (a *Activities) tenantOf(ctx context.Context, paymentNo string) (string, error) {
+	if v, ok := a.paymentTenants.Load(paymentNo); ok {
+		return v.(string), nil
+	}
+	p, err := a.Store.GetPayment(ctx, paymentNo)
+	if err != nil {
+		return "", err
+	}
+	if a.knownPayments.Add(1) > maxKnownPayments {
+		a.paymentTenants.Clear()
+		a.knownPayments.Store(0)
+	}
+	a.paymentTenants.Store(paymentNo, p.TenantID)
+	return p.TenantID, nil
+}
+
+// maxKnownPayments bounds the payment → tenant entries kept by tenantOf.
+const maxKnownPayments = 100000

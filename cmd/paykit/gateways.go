@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/secrets"
@@ -32,8 +33,10 @@ type gateways struct {
 	def    payment.Gateway
 	defApp string
 
-	mu    sync.Mutex
-	cache map[string]cachedGateway // tenant id → its app's gateway
+	mu      sync.Mutex
+	cache   map[string]cachedGateway // tenant id → its app's gateway
+	tenants map[string]cachedTenant  // tenant id → its last read
+	ttl     time.Duration            // how long a tenant read is reused (tenantTTL)
 }
 
 type cachedGateway struct {
@@ -49,12 +52,13 @@ type cachedGateway struct {
 var _ payment.Gateways = (*gateways)(nil)
 
 func newGatewayResolver(store tenantApps, keys *secrets.Keyring, build buildGateway, def payment.Gateway, defApp string) *gateways {
-	return &gateways{store: store, keys: keys, build: build, def: def, defApp: defApp, cache: map[string]cachedGateway{}}
+	return &gateways{store: store, keys: keys, build: build, def: def, defApp: defApp,
+		cache: map[string]cachedGateway{}, tenants: map[string]cachedTenant{}, ttl: tenantTTL}
 }
 
 // For implements payment.Gateways.
 func (g *gateways) For(ctx context.Context, tenantID string) (payment.Gateway, error) {
-	t, err := g.store.GetTenant(ctx, tenantID)
+	t, err := g.tenant(ctx, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of tenant %s: %w", tenantID, err)
 	}
@@ -119,6 +123,41 @@ func (g *gateways) AppID(t payment.Tenant) string {
 		return t.AlipayAppID
 	}
 	return g.defApp
+}
+
+// tenantTTL is how long a tenant read for its gateway is reused: every Alipay call of a
+// payment resolves its tenant, and a change of a tenant's keys takes effect within it.
+// (Moving a tenant to another app is refused while it has open payments, see
+// checkAppChange, so a stale read never names another app for a live trade.)
+const tenantTTL = 5 * time.Second
+
+// tenant reads a tenant, reusing a read younger than tenantTTL.
+func (g *gateways) tenant(ctx context.Context, id string) (payment.Tenant, error) {
+	g.mu.Lock()
+	if c, ok := g.tenants[id]; ok && time.Since(c.at) < g.ttl {
+		g.mu.Unlock()
+		return c.t, nil
+	}
+	g.mu.Unlock()
+	t, err := g.store.GetTenant(ctx, id)
+	if err != nil {
+		return t, err
+	}
+	g.mu.Lock()
+	if len(g.tenants) >= maxCachedTenants {
+		clear(g.tenants)
+	}
+	g.tenants[id] = cachedTenant{t: t, at: time.Now()}
+	g.mu.Unlock()
+	return t, nil
+}
+
+// maxCachedTenants bounds the tenant reads kept; past it they are all dropped.
+const maxCachedTenants = 10000
+
+type cachedTenant struct {
+	t  payment.Tenant
+	at time.Time
 }
 
 func (g *gateways) tenantGateway(t payment.Tenant) (cachedGateway, error) {

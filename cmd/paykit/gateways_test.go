@@ -87,6 +87,7 @@ func TestGatewaysResolveEachTenantsApp(t *testing.T) {
 	}
 	def := namedGateway{app: "default"}
 	g := newGatewayResolver(store, kr, build, def, "2021default")
+	g.ttl = 0 // every call reads the tenant (TestGatewaysReuseATenantReadBriefly covers the reuse)
 
 	store.put(payment.Tenant{ID: "plain", AlipayAppID: "2021default", AlipaySeller: "2088"})
 	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a")})
@@ -255,5 +256,41 @@ func TestGatewaysNeverLetATenantsKeysStandForTheDefaultApp(t *testing.T) {
 	}
 	if app := g.AppID(store.ts["evil"]); app != "2021default" {
 		t.Fatalf("AppID = %s", app)
+	}
+}
+
+// A tenant read is reused for tenantTTL: every Alipay call of a payment resolves its
+// tenant, and new keys take effect within that time.
+func TestGatewaysReuseATenantReadBriefly(t *testing.T) {
+	ctx := context.Background()
+	kr := testKeyring(t)
+	store := &memTenants{ts: map[string]payment.Tenant{}}
+	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
+		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
+	}
+	g := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default")
+	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a")})
+	key := func() string {
+		t.Helper()
+		gw, err := g.For(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gw.(namedGateway).key
+	}
+	if k := key(); k != "key-a" {
+		t.Fatal(k)
+	}
+	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a2")})
+	if k := key(); k != "key-a" {
+		t.Fatalf("a read younger than the TTL was not reused: %s", k)
+	}
+	g.mu.Lock()
+	c := g.tenants["a"]
+	c.at = c.at.Add(-tenantTTL)
+	g.tenants["a"] = c
+	g.mu.Unlock()
+	if k := key(); k != "key-a2" {
+		t.Fatalf("after the TTL the new keys: %s", k)
 	}
 }
