@@ -252,6 +252,25 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 			t.Fatal(err)
 		}
 	}
+	// PAYKIT_PERF_WORKERS=2: a second paykit worker process on the same task queue and
+	// database, as in the production topology (its workflow tasks and activities share
+	// the load with the first).
+	if perfWorkers() > 1 {
+		extra, err := startStack("perf-worker2", stackOptions{paymentTTL: 2 * time.Hour, redisAddr: redisAddr, taskQueue: st.taskQueue,
+			// Its trades' notify_url is the first stack's API, as behind one balancer.
+			extraEnv: []string{"PAYKIT_MYSQL_DSN=" + dsn, "PAYKIT_PUBLIC_URL=" + st.apiURL, "PAYKIT_RECONCILE_INTERVAL=1h", "PAYKIT_SWEEP_EVERY=30m",
+				"PAYKIT_SWEEP_STALE_AFTER=3h", "PAYKIT_LOG_LEVEL=warn"}})
+		if extra != nil {
+			t.Cleanup(func() {
+				extra.api.stop()
+				extra.worker.stop()
+			})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra.api.stop() // only its worker is wanted
+	}
 	p.st = st
 	p.tn = newTenant(t)
 
@@ -868,8 +887,8 @@ func cpuModel() string {
 // table renders the medians, ratios and targets as a Markdown table.
 func (r perfResults) table(cfg perfConfig) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; Temporal dev server in memory; medians of %d rounds\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), cfg.rounds)
+	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; Temporal dev server in memory; %d paykit worker(s); medians of %d rounds\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), perfWorkers(), cfg.rounds)
 	b.WriteString("| figure | median | ratio to floor | target | |\n|---|---|---|---|---|\n")
 	row := func(name string, ss []perfSample) (rate float64) {
 		rate = median(ss, rateOf)
@@ -925,4 +944,13 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// perfWorkers is how many paykit worker processes the benchmark runs (PAYKIT_PERF_WORKERS,
+// 1 by default).
+func perfWorkers() int {
+	if n, err := strconv.Atoi(os.Getenv("PAYKIT_PERF_WORKERS")); err == nil && n > 1 {
+		return 2
+	}
+	return 1
 }
