@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -56,6 +58,35 @@ func (o *Orchestrator) startOptions(in workflows.PaymentInput) client.StartWorkf
 // updateID returns the original answer, even after the workflow has closed.
 func (o *Orchestrator) Checkout(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
 	in.Timing = o.timing
+	var (
+		res workflows.CheckoutResult
+		err error
+	)
+	for attempt := 0; ; attempt++ {
+		res, err = o.checkoutOnce(ctx, in, updateID)
+		if !updateAbortedByServer(err) || attempt >= abortedRetries {
+			break
+		}
+		// The server dropped the update from the run's registry (its workflow task failed
+		// or timed out, a worker died): the same update ID again recreates it, and one that
+		// had in fact been applied is answered with its result.
+		select {
+		case <-ctx.Done():
+			return res, checkoutError(err)
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return workflows.CheckoutResult{}, checkoutError(err)
+	}
+	return res, nil
+}
+
+// abortedRetries is how many times a checkout whose update the server aborted is sent
+// again within its request.
+const abortedRetries = 5
+
+func (o *Orchestrator) checkoutOnce(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
 	op := o.client.NewWithStartWorkflowOperation(o.startOptions(in), workflows.PaymentWorkflowName, in)
 	handle, err := o.client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
@@ -68,13 +99,21 @@ func (o *Orchestrator) Checkout(ctx context.Context, in workflows.PaymentInput, 
 		},
 	})
 	if err != nil {
-		return workflows.CheckoutResult{}, checkoutError(err)
+		return workflows.CheckoutResult{}, err
 	}
 	var res workflows.CheckoutResult
 	if err := handle.Get(ctx, &res); err != nil {
-		return workflows.CheckoutResult{}, checkoutError(err)
+		return workflows.CheckoutResult{}, err
 	}
 	return res, nil
+}
+
+// updateAbortedByServer reports Temporal's "workflow update was aborted": Unavailable,
+// which the server sends when it cleared the run's update registry (a failed or timed-out
+// workflow task, say) and which it documents as to be retried by the caller.
+func updateAbortedByServer(err error) bool {
+	var un *serviceerror.Unavailable
+	return errors.As(err, &un) && strings.Contains(un.Message, "update was aborted")
 }
 
 // checkoutError translates a checkout's error. NotFound means the update reached a run

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
 	"github.com/paykit/paykit/orchestrator"
@@ -61,5 +62,41 @@ func TestCheckoutOnARunThatJustCompletedIsRetryable(t *testing.T) {
 	_, err := o.Checkout(context.Background(), workflows.PaymentInput{TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY"}, "checkout-1")
 	if payment.ErrorCode(err) != payment.EFINISHING {
 		t.Fatalf("checkout error %v (code %q), want %s", err, payment.ErrorCode(err), payment.EFINISHING)
+	}
+}
+
+// A checkout whose update the server aborted (it cleared the run's update registry when
+// a worker died mid-task) is sent again with the same update ID inside the request, and
+// answers with the result; it is not a 503.
+func TestCheckoutAbortedByTheServerIsSentAgainWithTheSameUpdateID(t *testing.T) {
+	c := &mocks.Client{}
+	c.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	var ids []string
+	handle := &mocks.WorkflowUpdateHandle{}
+	handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		*(args.Get(1).(*workflows.CheckoutResult)) = workflows.CheckoutResult{PaymentNo: "P1"}
+	}).Return(nil)
+	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		ids = append(ids, args.Get(1).(client.UpdateWithStartWorkflowOptions).UpdateOptions.UpdateID)
+	}).Return(nil, serviceerror.NewUnavailable("workflow update was aborted")).Twice()
+	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		ids = append(ids, args.Get(1).(client.UpdateWithStartWorkflowOptions).UpdateOptions.UpdateID)
+	}).Return(handle, nil).Once()
+	o := orchestrator.New(c, "payments", workflows.DefaultTiming())
+	res, err := o.Checkout(context.Background(), workflows.PaymentInput{TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY"}, "checkout-1")
+	if err != nil || res.PaymentNo != "P1" {
+		t.Fatalf("checkout = %+v, %v; want P1", res, err)
+	}
+	if len(ids) != 3 || ids[0] != "checkout-1" || ids[1] != "checkout-1" || ids[2] != "checkout-1" {
+		t.Fatalf("update ids %v, want checkout-1 three times", ids)
+	}
+
+	// Any other Unavailable is not retried here: it is the caller's 503.
+	c2 := &mocks.Client{}
+	c2.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	c2.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(nil, serviceerror.NewUnavailable("frontend down")).Once()
+	o2 := orchestrator.New(c2, "payments", workflows.DefaultTiming())
+	if _, err := o2.Checkout(context.Background(), workflows.PaymentInput{TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY"}, "checkout-1"); payment.ErrorCode(err) != payment.EUNAVAILABLE {
+		t.Fatalf("error %v, want %s", err, payment.EUNAVAILABLE)
 	}
 }
