@@ -87,10 +87,12 @@ func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Tr
 			if gerr != nil {
 				return payment.Transition{}, fmt.Errorf("mark paid: re-read after lock contention: %w", gerr)
 			}
-			if p.Status != payment.StatusPending {
-				return payment.Transition{Payment: p}, nil
+			if p.Status == payment.StatusPending {
+				return payment.Transition{}, temporal.NewApplicationError("mark paid: order lock busy, payment still pending", ErrTypeLockBusy)
 			}
-			return payment.Transition{}, temporal.NewApplicationError("mark paid: order lock busy, payment still pending", ErrTypeLockBusy)
+			// No longer pending: the store's compare-and-set answers without writing, with
+			// the payment's outbox event, so the run still delivers the webhook (the
+			// holder may be a worker that died right after its commit).
 		default:
 			defer release(context.WithoutCancel(ctx))
 		}
