@@ -108,12 +108,16 @@ func (o *Orchestrator) checkoutOnce(ctx context.Context, in workflows.PaymentInp
 	return res, nil
 }
 
-// updateAbortedByServer reports Temporal's "workflow update was aborted": Unavailable,
-// which the server sends when it cleared the run's update registry (a failed or timed-out
-// workflow task, say) and which it documents as to be retried by the caller.
+// updateAbortedByServer reports an update the server dropped without running it, which
+// it documents as to be retried by the caller: "workflow update was aborted"
+// (Unavailable: it cleared the run's update registry) and "Unable to perform workflow
+// execution update due to unexpected workflow task failure" (WorkflowNotReady: the
+// workflow task that carried the update failed or timed out, as when its worker is
+// killed).
 func updateAbortedByServer(err error) bool {
 	var un *serviceerror.Unavailable
-	return errors.As(err, &un) && strings.Contains(un.Message, "update was aborted")
+	var nr *serviceerror.WorkflowNotReady
+	return (errors.As(err, &un) && strings.Contains(un.Message, "update was aborted")) || errors.As(err, &nr)
 }
 
 // checkoutError translates a checkout's error. NotFound means the update reached a run

@@ -65,9 +65,9 @@ func TestCheckoutOnARunThatJustCompletedIsRetryable(t *testing.T) {
 	}
 }
 
-// A checkout whose update the server aborted (it cleared the run's update registry when
-// a worker died mid-task) is sent again with the same update ID inside the request, and
-// answers with the result; it is not a 503.
+// A checkout whose update the server dropped (it cleared the run's update registry, or
+// the workflow task carrying it failed when its worker died) is sent again with the same
+// update ID inside the request, and answers with the result; it is not a 503.
 func TestCheckoutAbortedByTheServerIsSentAgainWithTheSameUpdateID(t *testing.T) {
 	c := &mocks.Client{}
 	c.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
@@ -78,7 +78,10 @@ func TestCheckoutAbortedByTheServerIsSentAgainWithTheSameUpdateID(t *testing.T) 
 	}).Return(nil)
 	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
 		ids = append(ids, args.Get(1).(client.UpdateWithStartWorkflowOptions).UpdateOptions.UpdateID)
-	}).Return(nil, serviceerror.NewUnavailable("workflow update was aborted")).Twice()
+	}).Return(nil, serviceerror.NewUnavailable("workflow update was aborted")).Once()
+	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		ids = append(ids, args.Get(1).(client.UpdateWithStartWorkflowOptions).UpdateOptions.UpdateID)
+	}).Return(nil, serviceerror.NewWorkflowNotReady("Unable to perform workflow execution update due to unexpected workflow task failure.")).Once()
 	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
 		ids = append(ids, args.Get(1).(client.UpdateWithStartWorkflowOptions).UpdateOptions.UpdateID)
 	}).Return(handle, nil).Once()
