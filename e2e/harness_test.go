@@ -380,7 +380,14 @@ type stackOptions struct {
 // when the test ends.
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
-	st, err := startStack(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()), o)
+	return startTestStack(t, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()), o)
+}
+
+// startTestStack starts a stack named name (its log files are named after it) and stops
+// its processes when the test ends.
+func startTestStack(t *testing.T, name string, o stackOptions) *stack {
+	t.Helper()
+	st, err := startStack(name, o)
 	if st != nil {
 		t.Cleanup(func() {
 			if st.api != nil {

@@ -293,21 +293,7 @@ func workflowTaskWorkers(t *testing.T, workflowID string) []int {
 // and so its own log files.
 func newNamedStack(t *testing.T, suffix string, o stackOptions) *stack {
 	t.Helper()
-	st, err := startStack(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-"+suffix, o)
-	if st != nil {
-		t.Cleanup(func() {
-			if st.api != nil {
-				st.api.stop()
-			}
-			if st.worker != nil {
-				st.worker.stop()
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return startTestStack(t, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-"+suffix, o)
 }
 
 // auditClean runs `paykit audit` over the test's window with the stack's settings; it
