@@ -3,7 +3,6 @@ package alipaysim
 import (
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 )
 
@@ -59,12 +58,9 @@ func (s *Simulator) appPay(orderString, buyerID string) (fields, *Trade, int) {
 	// As at the gateway: a parameter twice with different values is ambiguous (one of
 	// them was signed, the other would be acted on), so it is refused; the same value
 	// twice counts once.
-	for k, vs := range form {
-		uniq := slices.Compact(slices.Sorted(slices.Values(vs)))
-		if len(uniq) > 1 {
-			return invalidArgs("isv.invalid-parameter", "参数重复且取值不一致 (duplicate parameter "+k+" with different values)"), nil, http.StatusBadRequest
-		}
-		form[k] = uniq
+	form, dups := collapseParams(form)
+	if len(dups) > 0 {
+		return invalidArgs("isv.invalid-parameter", "参数重复且取值不一致 (duplicate parameter "+strings.Join(dups, ", ")+" with different values)"), nil, http.StatusBadRequest
 	}
 	if m := form.Get("method"); m != appPayMethod {
 		return invalidArgs("isv.invalid-method", "order_string method must be "+appPayMethod+", not "+m), nil, http.StatusBadRequest

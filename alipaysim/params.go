@@ -22,8 +22,16 @@ func gatewayParams(r *http.Request) (params url.Values, dups []string, err error
 	if err != nil {
 		return nil, nil, err
 	}
+	params, dups = collapseParams(query, r.PostForm)
+	return params, dups, nil
+}
+
+// collapseParams merges parameter lists, counting a value sent more than once as one,
+// and returns the keys left with different values, sorted: those are ambiguous and the
+// request must be refused.
+func collapseParams(lists ...url.Values) (params url.Values, dups []string) {
 	params = url.Values{}
-	add := func(from url.Values) {
+	for _, from := range lists {
 		for k, vs := range from {
 			for _, v := range vs {
 				if !slices.Contains(params[k], v) {
@@ -32,15 +40,13 @@ func gatewayParams(r *http.Request) (params url.Values, dups []string, err error
 			}
 		}
 	}
-	add(query)
-	add(r.PostForm)
 	for k, vs := range params {
 		if len(vs) > 1 {
 			dups = append(dups, k)
 		}
 	}
 	slices.Sort(dups)
-	return params, dups, nil
+	return params, dups
 }
 
 // refuseDuplicates answers a request with conflicting duplicate parameters. Alipay has no

@@ -149,6 +149,15 @@ func floorNoop(context.Context) error { return nil }
 // floorCheckout is the floor of a checkout: UpdateWithStart answered after one no-op
 // local activity.
 func floorCheckout(ctx workflow.Context) error {
+	if err := floorStart(ctx); err != nil {
+		return err
+	}
+	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+}
+
+// floorStart registers the checkout update, which answers once one no-op local activity
+// has run, and runs it.
+func floorStart(ctx workflow.Context) error {
 	ready := false
 	if err := workflow.SetUpdateHandler(ctx, floorUpdate, func(ctx workflow.Context) (string, error) {
 		err := workflow.Await(ctx, func() bool { return ready })
@@ -160,23 +169,15 @@ func floorCheckout(ctx workflow.Context) error {
 		return err
 	}
 	ready = true
-	return workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return nil
 }
 
 // floorPayment is the minimal shape of a payment: the checkout floor, then one signal
 // and one local activity to finish.
 func floorPayment(ctx workflow.Context) error {
-	ready := false
-	if err := workflow.SetUpdateHandler(ctx, floorUpdate, func(ctx workflow.Context) (string, error) {
-		err := workflow.Await(ctx, func() bool { return ready })
-		return "ok", err
-	}); err != nil {
+	if err := floorStart(ctx); err != nil {
 		return err
 	}
-	if err := workflow.ExecuteLocalActivity(floorLocal(ctx), floorNoop).Get(ctx, nil); err != nil {
-		return err
-	}
-	ready = true
 	workflow.GetSignalChannel(ctx, floorSignal).Receive(ctx, nil)
 	if err := workflow.ExecuteLocalActivity(floorLocal(ctx), floorNoop).Get(ctx, nil); err != nil {
 		return err
