@@ -307,6 +307,9 @@ func (r *paymentRun) details() string {
 	fmt.Fprintf(&b, "**%s** · payment `%s` · %s CNY · order `%s` · tenant `%s`\n\n",
 		r.st.Status, r.st.PaymentNo, r.st.Amount.Yuan(), r.st.OrderID, r.st.TenantID)
 	fmt.Fprintf(&b, "expires %s · reconciliations %d", r.st.ExpireAt.Format(time.RFC3339), r.st.Reconciliations)
+	if r.st.Status == payment.StatusPending && !r.st.NextReconcileAt.IsZero() {
+		fmt.Fprintf(&b, " · next %s", r.st.NextReconcileAt.UTC().Format(time.RFC3339))
+	}
 	if r.st.TradeNo != "" {
 		fmt.Fprintf(&b, " · alipay trade `%s`", r.st.TradeNo)
 	}
@@ -345,6 +348,15 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 		// Carried over continue-as-new: the cancel still holds.
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
 	}
+	backoff := !r.legacy && r.st.Status == payment.StatusPending &&
+		workflow.GetVersion(ctx, reconcileBackoff, workflow.DefaultVersion, 1) == 1
+	// closeRetry schedules the next try of a close path that left the payment pending.
+	closeRetry := func() {
+		if backoff && r.st.Status == payment.StatusPending {
+			r.st.CloseAttempts++
+			r.scheduleReconcile(workflow.Now(ctx), r.st.CloseAttempts-1)
+		}
+	}
 	for r.st.Status == payment.StatusPending {
 		if ctx.Err() != nil && r.legacy {
 			return r.legacyCancelled(ctx)
@@ -354,22 +366,40 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 			r.st.CancelRequested, expiry = true, nil
 			r.logger.Info("cancel requested; closing the payment", "payment_no", r.st.PaymentNo)
 			r.closePath(ctx, "cancelled")
+			closeRetry()
 			workflow.SetCurrentDetails(ctx, r.details())
 			continue
 		}
 		reconcileCtx, cancelReconcile := workflow.WithCancel(ctx)
-		reconcile := workflow.NewTimerWithOptions(reconcileCtx, r.timing.ReconcileInterval, workflow.TimerOptions{Summary: "reconcile with alipay"})
+		var reconcile workflow.Future
+		if backoff {
+			if r.st.NextReconcileAt.IsZero() {
+				r.scheduleReconcile(workflow.Now(ctx), r.st.Queries)
+			}
+			if !r.st.NextReconcileAt.IsZero() {
+				reconcile = workflow.NewTimerWithOptions(reconcileCtx, max(r.st.NextReconcileAt.Sub(workflow.Now(ctx)), 0),
+					workflow.TimerOptions{Summary: "reconcile with alipay"})
+			}
+		} else {
+			reconcile = workflow.NewTimerWithOptions(reconcileCtx, r.timing.ReconcileInterval, workflow.TimerOptions{Summary: "reconcile with alipay"})
+		}
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
 			var n NotificationPayload
 			c.Receive(ctx, &n)
 			r.onNotification(ctx, n)
 		})
-		sel.AddFuture(reconcile, func(f workflow.Future) {
-			if f.Get(ctx, nil) == nil || r.legacy {
-				r.reconcile(ctx)
-			}
-		})
+		if reconcile != nil {
+			sel.AddFuture(reconcile, func(f workflow.Future) {
+				switch {
+				case backoff && f.Get(ctx, nil) == nil:
+					r.backoffReconcile(ctx)
+				case backoff:
+				case f.Get(ctx, nil) == nil || r.legacy:
+					r.reconcile(ctx)
+				}
+			})
+		}
 		if expiry != nil {
 			sel.AddFuture(expiry, func(f workflow.Future) {
 				expiry = nil
@@ -378,6 +408,8 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 					r.legacyClosePath(ctx, "expired")
 				case f.Get(ctx, nil) == nil:
 					r.closePath(ctx, "expired")
+					closeRetry()
+					workflow.SetCurrentDetails(ctx, r.details())
 				}
 			})
 		}

@@ -20,6 +20,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}{
 		// Histories of the current code, one per path.
 		{filepath.Join("testdata", "histories"), 13},
+		// Histories recorded before reconcileBackoff: runs waiting on the fixed
+		// reconciliation tick must still replay (reconcile.go).
+		{filepath.Join("testdata", "histories", "v2"), 13},
 		// Histories recorded before webhookLocalFirst: runs that reached the webhook as a
 		// regular activity must still replay (webhook.go).
 		{filepath.Join("testdata", "histories", "v1"), 16},

@@ -158,9 +158,15 @@ type PaymentState struct {
 	// SeenNotifyIDs are the most recent notify_ids applied, for signal dedupe.
 	SeenNotifyIDs   []string `json:"seen_notify_ids,omitempty"`
 	Reconciliations int      `json:"reconciliations"`
-	BenefitGranted  bool     `json:"benefit_granted"`
-	EventID         string   `json:"event_id,omitempty"`
-	WebhookSent     bool     `json:"webhook_sent"`
+	// Queries and CloseAttempts count the backoff schedule's queries before expiry and its
+	// close paths that left the payment pending (reconcile.go); NextReconcileAt is when the
+	// schedule next wakes the run (zero: the expiry timer comes first).
+	Queries         int       `json:"queries,omitempty"`
+	CloseAttempts   int       `json:"close_attempts,omitempty"`
+	NextReconcileAt time.Time `json:"next_reconcile_at,omitzero"`
+	BenefitGranted  bool      `json:"benefit_granted"`
+	EventID         string    `json:"event_id,omitempty"`
+	WebhookSent     bool      `json:"webhook_sent"`
 	// Anomaly describes a case recorded for an operator (e.g. paid after close).
 	Anomaly string `json:"anomaly,omitempty"`
 }

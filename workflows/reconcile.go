@@ -1,0 +1,108 @@
+package workflows
+
+import (
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// reconcileBackoff is the change id of the version whose reconciliation queries Alipay on
+// a backoff (ReconcileInterval, then twice, four and eight times it, with jitter) instead
+// of on every ReconcileInterval, as a local activity in the woken workflow task instead of
+// a regular activity, and leaves the last query to the close path at expiry. Alipay's
+// notification is the primary signal and the query is the safety net, so an abandoned
+// checkout, the common case, costs three queries and the close instead of one per minute
+// of its TTL. Runs that reached their wait before it keep the fixed tick.
+const reconcileBackoff = "reconcile-backoff"
+
+// reconcileMaxShift caps the backoff at 2^3 = 8 times ReconcileInterval.
+const reconcileMaxShift = 3
+
+// reconcileJitter spreads the ticks of payments created together over ±20% of each
+// delay, so that a burst of checkouts does not wake (and query Alipay) together.
+const reconcileJitter = 0.2
+
+// reconcileDelay is the delay before the n-th query (0-based) of a payment: interval·2^n,
+// capped at interval·2^reconcileMaxShift, times a jitter in [1-j, 1+j) that is a
+// deterministic function of the payment and n, so replays and retries agree without a
+// side effect.
+func reconcileDelay(interval time.Duration, paymentNo string, n int) time.Duration {
+	shift := min(max(n, 0), reconcileMaxShift)
+	d := interval << shift
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(paymentNo))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(strconv.Itoa(n)))
+	f := float64(h.Sum32()%10000) / 10000 // [0, 1)
+	return time.Duration(float64(d) * (1 - reconcileJitter + 2*reconcileJitter*f))
+}
+
+// scheduleReconcile sets when the backoff schedule next wakes the run, or clears it when
+// the expiry timer comes first (the close path at expiry asks Alipay itself). attempts
+// is the number of queries (or, once closing, of close attempts) made so far.
+func (r *paymentRun) scheduleReconcile(now time.Time, attempts int) {
+	next := now.Add(reconcileDelay(r.timing.ReconcileInterval, r.st.PaymentNo, attempts))
+	closing := r.st.CancelRequested || !now.Before(r.st.ExpireAt)
+	switch {
+	case !closing && !next.Before(r.st.ExpireAt.Add(-r.timing.ReconcileInterval)):
+		// The expiry timer wakes the run first, or soon after: the close path at expiry
+		// asks Alipay itself.
+		next = time.Time{}
+	case r.st.CancelRequested && now.Before(r.st.ExpireAt) && next.After(r.st.ExpireAt):
+		// A cancel waiting for an unused pay link to expire closes right at expiry.
+		next = r.st.ExpireAt
+	}
+	r.st.NextReconcileAt = next
+}
+
+// reconcileQueryOptions run the reconciliation query as a local activity: a short call to
+// Alipay that costs no activity task and no second workflow task. A query that fails
+// waits for the next tick (and the close path at expiry queries again).
+func reconcileQueryOptions(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: 30 * time.Second,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+			MaximumAttempts:    3,
+		},
+	})
+}
+
+// backoffReconcile is one tick of the backoff schedule: past expiry or once cancelled, the
+// close path; before, a query that takes the success path when Alipay says paid.
+func (r *paymentRun) backoffReconcile(ctx workflow.Context) {
+	r.st.Reconciliations++
+	now := workflow.Now(ctx)
+	if r.st.CancelRequested || !now.Before(r.st.ExpireAt) {
+		reason := "expired"
+		if r.st.CancelRequested {
+			reason = "cancelled"
+		}
+		r.closePath(ctx, reason)
+		r.st.CloseAttempts++
+		r.scheduleReconcile(workflow.Now(ctx), r.st.CloseAttempts-1)
+		workflow.SetCurrentDetails(ctx, r.details())
+		return
+	}
+	var trade payment.Trade
+	err := workflow.ExecuteLocalActivity(reconcileQueryOptions(ctx), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)
+	r.st.Queries++
+	r.scheduleReconcile(workflow.Now(ctx), r.st.Queries)
+	if err != nil {
+		r.logger.Warn("reconciliation query failed; will retry on the next tick", "payment_no", r.st.PaymentNo, "err", err)
+		workflow.SetCurrentDetails(ctx, r.details())
+		return
+	}
+	if trade.State == payment.TradePaid {
+		r.paidAtAlipay(ctx, trade, "reconciliation")
+	}
+	workflow.SetCurrentDetails(ctx, r.details())
+}
