@@ -31,6 +31,8 @@ type paymentRun struct {
 	// makingWay and cancelWebhook let a checkout for a new payment end a finished run early.
 	makingWay     bool
 	cancelWebhook workflow.CancelFunc
+	// drainVersion caches readsSignalsToTheEnd: 0 not asked yet, 1 no, 2 yes.
+	drainVersion int
 	logger        interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
@@ -61,6 +63,16 @@ func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error
 				r.st.InitErrorType = appErr.Type()
 			}
 			workflow.SetCurrentDetails(ctx, r.details())
+			if r.readsSignalsToTheEnd(ctx) {
+				// A notification may be why this run exists (a SignalWithStart that adopts a
+				// pending payment): Alipay's word that it is paid holds even though the
+				// trade could not be opened again.
+				r.drainSignals(ctx)
+				if r.st.Status == payment.StatusPaid {
+					r.afterFinal(ctx)
+					return r.finish(ctx)
+				}
+			}
 			_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 			if r.st.InitErrorType == activities.ErrTypeOrderPaid {
 				// Not a failure: the order is paid and this checkout was answered so.
@@ -79,9 +91,60 @@ func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error
 	if r.st.Status.Final() {
 		r.afterFinal(ctx)
 	}
-	workflow.SetCurrentDetails(ctx, r.details())
-	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
-	return r.st, nil
+	return r.finish(ctx)
+}
+
+// signalsToTheEnd is the change id of the version that reads every notification signal
+// until the run returns: after the grant and the webhook (which can take an hour of
+// retries), after making way for a new checkout, and after an init error. Before it, a
+// signal that arrived on those paths was accepted by Temporal, acknowledged to Alipay and
+// never read.
+const signalsToTheEnd = "signals-to-the-end"
+
+// readsSignalsToTheEnd reports whether this run drains its signals on every way out; it is
+// asked once per run, at its first way out.
+func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
+	if r.legacy {
+		return false
+	}
+	if r.drainVersion == 0 {
+		r.drainVersion = 1
+		if workflow.GetVersion(ctx, signalsToTheEnd, workflow.DefaultVersion, 1) == 1 {
+			r.drainVersion = 2
+		}
+	}
+	return r.drainVersion == 2
+}
+
+// drainSignals handles every notification still in the channel: a paid one for this run's
+// closed or failed payment records paid_after_close, one for another payment of the
+// order is settled on that payment, one for a pending payment takes the success path.
+func (r *paymentRun) drainSignals(ctx workflow.Context) {
+	signals := workflow.GetSignalChannel(ctx, NotificationSignal)
+	for {
+		var n NotificationPayload
+		if !signals.ReceiveAsync(&n) {
+			return
+		}
+		r.onNotification(ctx, n)
+	}
+}
+
+// finish ends a run that got past its init: every handler done and, from
+// signalsToTheEnd on, every signal read, including those that arrive while the handlers
+// finish.
+func (r *paymentRun) finish(ctx workflow.Context) (PaymentState, error) {
+	drain := r.readsSignalsToTheEnd(ctx)
+	for {
+		if drain {
+			r.drainSignals(ctx)
+		}
+		workflow.SetCurrentDetails(ctx, r.details())
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+		if !drain || workflow.GetSignalChannel(ctx, NotificationSignal).Len() == 0 {
+			return r.st, nil
+		}
+	}
 }
 
 func (r *paymentRun) registerHandlers(ctx workflow.Context) error {
