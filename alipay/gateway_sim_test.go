@@ -542,7 +542,7 @@ func TestDecodeNotificationChecks(t *testing.T) {
 		{"amount tampered", func(v url.Values) { v.Set("total_amount", "0.01") }, testAppID, testSellerID, payment.EBADSIGNATURE},
 		{"status tampered", func(v url.Values) { v.Set("trade_status", "TRADE_FINISHED") }, testAppID, testSellerID, payment.EBADSIGNATURE},
 		{"field added", func(v url.Values) { v.Set("refund_fee", "12.34") }, testAppID, testSellerID, payment.EBADSIGNATURE},
-		{"value duplicated", func(v url.Values) { v.Add("out_trade_no", "P_other") }, testAppID, testSellerID, payment.EBADSIGNATURE},
+		{"value duplicated", func(v url.Values) { v.Add("out_trade_no", "P_other") }, testAppID, testSellerID, payment.EINVALID},
 		{"sign removed", func(v url.Values) { v.Del("sign") }, testAppID, testSellerID, payment.EBADSIGNATURE},
 		{"sign_type RSA", func(v url.Values) { v.Set("sign_type", "RSA") }, testAppID, testSellerID, payment.EBADSIGNATURE},
 		{"cert sn injected", func(v url.Values) { v.Set("alipay_cert_sn", "deadbeef") }, testAppID, testSellerID, payment.EBADSIGNATURE},

@@ -3,11 +3,37 @@ package alipay
 import (
 	"context"
 	"net/url"
+	"sort"
 	"time"
 
 	"github.com/paykit/paykit/payment"
 	"github.com/smartwalle/alipay/v3"
 )
+
+// ParseNotificationBody reads the body of an asynchronous notification as Alipay posts it
+// (application/x-www-form-urlencoded). Alipay never sends a parameter twice, and a form
+// that does is refused before any signature is checked: which of two values a verifier
+// signs and which one the code reads must never be a question.
+func ParseNotificationBody(raw []byte) (url.Values, error) {
+	form, err := url.ParseQuery(string(raw))
+	if err != nil {
+		return nil, &payment.Error{Code: payment.EINVALID, Message: "notification body is not a form", Err: err}
+	}
+	if len(form) == 0 {
+		return nil, payment.Errorf(payment.EINVALID, "notification body is empty")
+	}
+	var repeated []string
+	for k, vs := range form {
+		if len(vs) > 1 {
+			repeated = append(repeated, k)
+		}
+	}
+	if len(repeated) > 0 {
+		sort.Strings(repeated)
+		return nil, payment.Errorf(payment.EINVALID, "notification repeats parameter %q", repeated[0])
+	}
+	return form, nil
+}
 
 // DecodeNotification verifies an asynchronous notification form (signature over every
 // field but sign and sign_type) and checks that it is addressed to this app_id and
@@ -15,6 +41,11 @@ import (
 // malformed fields EINVALID. It does not check out_trade_no or the amount against a
 // payment: payment.CheckNotification does.
 func (g *Gateway) DecodeNotification(ctx context.Context, form url.Values) (payment.Notification, error) {
+	for k, vs := range form {
+		if len(vs) > 1 {
+			return payment.Notification{}, payment.Errorf(payment.EINVALID, "notification repeats parameter %q", k)
+		}
+	}
 	if len(form) == 0 || form.Get("sign") == "" {
 		return payment.Notification{}, payment.Errorf(payment.EBADSIGNATURE, "notification is not signed")
 	}

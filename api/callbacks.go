@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/workflows"
 )
@@ -64,10 +65,12 @@ func (s *Server) alipayCallback(c echo.Context) error {
 		s.metrics.callbacks.WithLabelValues("unreadable").Inc()
 		return alipayReply(c, false)
 	}
-	form, err := url.ParseQuery(string(raw))
-	if err != nil || len(form) == 0 {
+	form, err := alipay.ParseNotificationBody(raw)
+	if err != nil {
+		// Not a form, empty, or a parameter repeated (Alipay never sends one twice):
+		// refused before any signature is checked, and nothing is stored.
 		s.metrics.callbacks.WithLabelValues("malformed").Inc()
-		s.log.ErrorContext(ctx, "alipay notification is not a form", "request_id", requestID(c))
+		s.log.ErrorContext(ctx, "alipay notification refused before verifying", "request_id", requestID(c), "err", err)
 		return alipayReply(c, false)
 	}
 	n, err := s.decodeNotification(ctx, form)

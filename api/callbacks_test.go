@@ -54,3 +54,24 @@ func TestUnverifiedCallbackIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A body that repeats a parameter is something Alipay never sends: it is answered
+// failure before any signature is checked, and nothing is stored.
+func TestCallbackWithARepeatedParameterIsRefusedBeforeVerifying(t *testing.T) {
+	srv, st, _ := newServerWith(t, serverOptions{})
+	for _, raw := range []string{
+		"notify_id=%09&notify_id=n1&out_trade_no=P1&total_amount=9.90&sign=x",
+		"notify_id=n1&out_trade_no=P1&trade_no=%20&trade_no=2026&sign=x",
+		"",
+	} {
+		resp, b := post(t, srv.URL+"/callbacks/alipay", raw, map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
+		if resp.StatusCode != http.StatusOK || b != "failure" {
+			t.Fatalf("%q: HTTP %d %q, want failure", raw, resp.StatusCode, b)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.notes) != 0 {
+		t.Fatalf("stored %d notifications for bodies refused before verifying", len(st.notes))
+	}
+}
