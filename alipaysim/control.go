@@ -54,6 +54,9 @@ func (s *Simulator) routes() *http.ServeMux {
 	mux.HandleFunc("GET "+p+"/refunds", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Refunds())
 	})
+	mux.HandleFunc("GET "+p+"/calls", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Calls(r.URL.Query().Get("out_trade_no")))
+	})
 	mux.HandleFunc("GET "+p+"/notifications", s.handleNotifications)
 	mux.HandleFunc("POST "+p+"/notifications/release", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {

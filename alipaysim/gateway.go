@@ -123,6 +123,7 @@ func (s *Simulator) serveGateway(w http.ResponseWriter, r *http.Request) {
 		s.writeSignedFor(w, a, name, invalidArgs("isv.invalid-parameter", err.Error()))
 		return
 	}
+	s.countCall(method, biz["out_trade_no"])
 	fault, hasFault := s.takeGatewayFault(method)
 	if hasFault && !fault.AfterProcessing {
 		s.log.Info("gateway fault injected", "method", method, "mode", fault.Mode, "processed", false)

@@ -50,6 +50,7 @@ type Simulator struct {
 	notifyFaults  NotificationFaults
 	held          []*notification
 	payOnClose    map[string]string // out_trade_no → buyer_id
+	calls         callCounts        // authenticated gateway calls (calls.go)
 
 	bills *bills // publication and planted faults of daily bills (bill.go)
 }
@@ -148,6 +149,7 @@ func (s *Simulator) Reset() {
 	s.notifyFaults = NotificationFaults{Copies: 1}
 	s.held = nil
 	s.payOnClose = make(map[string]string)
+	s.calls = callCounts{}
 	s.bills.reset()
 }
 
