@@ -45,6 +45,8 @@ type OrderLocker interface {
 
 // Redriver starts a workflow for a pending payment whose workflow is not running.
 type Redriver interface {
+	// Running reports whether the workflow with this id has a running execution.
+	Running(ctx context.Context, workflowID string) (bool, error)
 	Redrive(ctx context.Context, p payment.Payment) (started bool, err error)
 }
 

@@ -75,7 +75,25 @@ func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Dur
 	for _, p := range pending {
 		heartbeat(ctx, res)
 		res.Checked++
-		started, err := a.Redriver.Redrive(ctx, p)
+		running, err := a.Redriver.Running(ctx, p.WorkflowID)
+		if err != nil {
+			a.log().ErrorContext(ctx, "sweep: workflow check failed", "payment_no", p.PaymentNo, "workflow_id", p.WorkflowID, "err", err)
+			continue
+		}
+		if running {
+			continue
+		}
+		// The run may have ended the payment after the list was read and before the check
+		// saw it closed: re-read, and re-drive only a payment still pending with no run.
+		cur, err := a.Store.GetPayment(ctx, p.PaymentNo)
+		if err != nil {
+			a.log().ErrorContext(ctx, "sweep: re-read pending payment failed", "payment_no", p.PaymentNo, "err", err)
+			continue
+		}
+		if cur.Status != payment.StatusPending {
+			continue
+		}
+		started, err := a.Redriver.Redrive(ctx, cur)
 		if err != nil {
 			a.log().ErrorContext(ctx, "sweep: re-drive failed", "payment_no", p.PaymentNo, "workflow_id", p.WorkflowID, "err", err)
 			continue

@@ -20,8 +20,18 @@ import (
 // redriveRecorder stands in for the orchestrator: it records which payments the sweeper
 // asked to re-drive and starts nothing.
 type redriveRecorder struct {
-	mu  sync.Mutex
-	got []string
+	mu      sync.Mutex
+	got     []string
+	onCheck func(ctx context.Context, workflowID string)
+}
+
+// Running reports no run, or runs onCheck first (a workflow that ends its payment just
+// before the sweeper looks).
+func (r *redriveRecorder) Running(ctx context.Context, workflowID string) (bool, error) {
+	if r.onCheck != nil {
+		r.onCheck(ctx, workflowID)
+	}
+	return false, nil
 }
 
 func (r *redriveRecorder) Redrive(_ context.Context, p payment.Payment) (bool, error) {
@@ -389,5 +399,30 @@ func TestSweep_StartsNoDeliveryItCannotFinish(t *testing.T) {
 		if ev, _ := f.store.GetEvent(context.Background(), id); !ev.NextAttemptAt.IsZero() {
 			t.Fatalf("event %s claimed by a sweep that did not deliver it: %+v", id, ev)
 		}
+	}
+}
+
+// A payment listed as pending whose run closes it and ends just before the sweeper checks
+// the run is not re-driven: the sweeper re-reads the payment after seeing no run.
+func TestSweep_DoesNotRedriveAPaymentItsRunEndedDuringTheSweep(t *testing.T) {
+	f := newFixture(t)
+	closing := f.payment(t, "sweep-race-closed", false, 2*time.Hour)
+	gone := f.payment(t, "sweep-race-gone", false, 2*time.Hour)
+	rec := &redriveRecorder{onCheck: func(ctx context.Context, workflowID string) {
+		if workflowID == closing.WorkflowID {
+			if _, err := f.store.ClosePayment(ctx, closing.PaymentNo, "expired"); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	f.acts.Redriver = rec
+	var res activities.SweepResult
+	if err := f.remote(t, &res, f.acts.SweepStalePayments, time.Hour, 100, activities.SweepOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.got) != 1 || rec.got[0] != gone.PaymentNo {
+		t.Fatalf("re-drove %v, want only %s (the payment whose run closed it must be left alone)", rec.got, gone.PaymentNo)
 	}
 }
