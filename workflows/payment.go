@@ -31,9 +31,11 @@ type paymentRun struct {
 	// makingWay and cancelWebhook let a checkout for a new payment end a finished run early.
 	makingWay     bool
 	cancelWebhook workflow.CancelFunc
-	// drainVersion caches readsSignalsToTheEnd: 0 not asked yet, 1 no, 2 yes.
+	// drainVersion caches readsSignalsToTheEnd and closeVersion closePathIsLocal: 0 not
+	// asked yet, 1 no, 2 yes.
 	drainVersion int
-	logger        interface {
+	closeVersion int
+	logger       interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 		Error(string, ...interface{})
@@ -597,7 +599,7 @@ func (r *paymentRun) closePath(ctx workflow.Context, reason string) {
 		return
 	}
 	var out payment.CloseOutcome
-	err := workflow.ExecuteActivity(channelOptions(ctx, 5, "close trade at alipay"), a.CloseTrade, r.st.PaymentNo).Get(ctx, &out)
+	err := r.closePathCall(ctx, "close trade at alipay", a.CloseTrade, &out)
 	if err == nil && out == payment.CloseDone {
 		r.closeLocally(ctx, reason)
 		return
@@ -606,7 +608,7 @@ func (r *paymentRun) closePath(ctx workflow.Context, reason string) {
 		r.logger.Warn("close at alipay failed; asking alipay for the trade's state", "payment_no", r.st.PaymentNo, "err", err)
 	}
 	var trade payment.Trade
-	err = workflow.ExecuteActivity(channelOptions(ctx, 5, "query trade before closing locally"), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)
+	err = r.closePathCall(ctx, "query trade before closing locally", a.QueryTrade, &trade)
 	if err != nil {
 		r.logger.Warn("query before local close failed; the payment stays pending and the next tick retries", "payment_no", r.st.PaymentNo, "err", err)
 		return

@@ -106,3 +106,41 @@ func (r *paymentRun) backoffReconcile(ctx workflow.Context) {
 	}
 	workflow.SetCurrentDetails(ctx, r.details())
 }
+
+// closePathLocal is the change id of the version whose close path calls Alipay (close,
+// then query) as local activities in the workflow task that expiry, a tick or a cancel
+// woke, instead of as regular activities: the close of an abandoned checkout, the most
+// common end of a payment, costs one workflow task instead of three and two activity
+// tasks. Runs that had reached a close path before it keep the regular activities.
+const closePathLocal = "close-path-local"
+
+// closePathIsLocal is asked once per run, at its first close path.
+func (r *paymentRun) closePathIsLocal(ctx workflow.Context) bool {
+	if r.closeVersion == 0 {
+		r.closeVersion = 1
+		if workflow.GetVersion(ctx, closePathLocal, workflow.DefaultVersion, 1) == 1 {
+			r.closeVersion = 2
+		}
+	}
+	return r.closeVersion == 2
+}
+
+// closePathCall runs one of the close path's Alipay calls about this payment (CloseTrade
+// or QueryTrade) with five attempts: a local activity from closePathLocal on, a regular
+// one before.
+func (r *paymentRun) closePathCall(ctx workflow.Context, summary string, fn, out any) error {
+	if !r.closePathIsLocal(ctx) {
+		return workflow.ExecuteActivity(channelOptions(ctx, 5, summary), fn, r.st.PaymentNo).Get(ctx, out)
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: time.Minute,
+		StartToCloseTimeout:    10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    5 * time.Second,
+			MaximumAttempts:    5,
+		},
+	})
+	return workflow.ExecuteLocalActivity(lctx, fn, r.st.PaymentNo).Get(ctx, out)
+}

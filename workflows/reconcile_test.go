@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
@@ -160,5 +161,25 @@ func TestPaymentWorkflow_BackoffCarriesOverContinueAsNew(t *testing.T) {
 	}
 	if next.State.Queries != 2 || next.State.NextReconcileAt.IsZero() {
 		t.Fatalf("carried queries %d next %v, want 2 and the third query's time", next.State.Queries, next.State.NextReconcileAt)
+	}
+}
+
+// An abandoned checkout's whole life, reconciliation and the close at expiry included,
+// runs in local activities: no activity task, so each wake-up is one workflow task.
+func TestPaymentWorkflow_AbandonedCheckoutCostsNoActivityTask(t *testing.T) {
+	env, fs := newEnv(t)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeNotExist}, nil)
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseNotExist, nil)
+	var regular []string
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		regular = append(regular, info.ActivityType.Name)
+	})
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || fs.closed != 1 {
+		t.Fatalf("status %s closed=%d", st.Status, fs.closed)
+	}
+	if len(regular) != 0 {
+		t.Fatalf("regular activities %v, want none", regular)
 	}
 }

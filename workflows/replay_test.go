@@ -20,6 +20,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}{
 		// Histories of the current code, one per path.
 		{filepath.Join("testdata", "histories"), 13},
+		// Histories recorded before signalsToTheEnd and closePathLocal: runs whose close
+		// path calls Alipay in regular activities must still replay (reconcile.go).
+		{filepath.Join("testdata", "histories", "v3"), 16},
 		// Histories recorded before reconcileBackoff: runs waiting on the fixed
 		// reconciliation tick must still replay (reconcile.go).
 		{filepath.Join("testdata", "histories", "v2"), 13},

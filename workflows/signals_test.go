@@ -80,4 +80,3 @@ func TestPaymentWorkflow_InitErrorStillReadsThePaidSignal(t *testing.T) {
 		t.Fatalf("status %s markPaid=%d grants=%d webhook=%v, want PAID with its grant and webhook", st.Status, fs.markPaid, fs.grants, st.WebhookSent)
 	}
 }
-
