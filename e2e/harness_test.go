@@ -387,6 +387,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 // its processes when the test ends.
 func startTestStack(t *testing.T, name string, o stackOptions) *stack {
 	t.Helper()
+	ownsQueue := o.taskQueue == ""
 	st, err := startStack(name, o)
 	if st != nil {
 		t.Cleanup(func() {
@@ -395,6 +396,9 @@ func startTestStack(t *testing.T, name string, o stackOptions) *stack {
 			}
 			if st.worker != nil {
 				st.worker.stop()
+			}
+			if ownsQueue {
+				deleteSchedules(st.taskQueue)
 			}
 		})
 	}
@@ -458,6 +462,32 @@ func startStack(name string, o stackOptions) (*stack, error) {
 		}
 	}
 	return st, nil
+}
+
+// deleteSchedules removes the schedules a stack's worker created for its task queue
+// (sweeper, purge, audit, statements), so that a stopped stack's schedules do not keep
+// starting workflows on the shared Temporal server for the rest of the run.
+func deleteSchedules(taskQueue string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sc := env.tc.ScheduleClient()
+	it, err := sc.List(ctx, client.ScheduleListOptions{PageSize: 1000})
+	if err != nil {
+		return
+	}
+	var ids []string
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			break
+		}
+		if strings.HasSuffix(e.ID, "-"+taskQueue) || strings.Contains(e.ID, "-"+taskQueue+"-") {
+			ids = append(ids, e.ID)
+		}
+	}
+	for _, id := range ids {
+		_ = sc.GetHandle(ctx, id).Delete(ctx)
+	}
 }
 
 // restartWorker starts the stack's worker again after kill or stop.
