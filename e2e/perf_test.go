@@ -481,7 +481,54 @@ func (p *perf) checkoutsN(t *testing.T, conc, n int) perfSample {
 }
 
 func (p *perf) checkouts(t *testing.T) perfSample {
+	stop := p.stallWatch(t, "checkout")
+	defer stop()
 	return p.checkoutsN(t, p.cfg.checkoutCon, p.cfg.checkouts)
+}
+
+// stallWatch captures, once, where the API and the worker wait when a phase runs past
+// PAYKIT_PERF_STALL_AFTER (10 s by default; a healthy phase takes a few seconds): full
+// goroutine dumps of both and every Temporal server and worker metric, in
+// PAYKIT_PERF_STALL_DIR (off when unset).
+func (p *perf) stallWatch(t *testing.T, phase string) (stop func()) {
+	dir := os.Getenv("PAYKIT_PERF_STALL_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	after := time.Duration(perfInt("PAYKIT_PERF_STALL_AFTER", 10)) * time.Second
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-time.After(after):
+		}
+		at := filepath.Join(dir, fmt.Sprintf("%s-%s", phase, time.Now().Format("150405")))
+		_ = os.MkdirAll(at, 0o755)
+		t.Logf("stall: %s phase still running after %v; capturing into %s", phase, after, at)
+		for i := 0; i < 3; i++ {
+			for who, addr := range map[string]string{"api": p.apiPprof, "worker": p.workPprof} {
+				if resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=2"); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					_ = os.WriteFile(filepath.Join(at, fmt.Sprintf("%s-goroutines-%d.txt", who, i)), b, 0o644)
+				}
+			}
+			for who, u := range map[string]string{"temporal": "http://" + env.temporalMetrics + "/metrics", "worker": p.st.adminURL + "/metrics"} {
+				if resp, err := http.Get(u); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					_ = os.WriteFile(filepath.Join(at, fmt.Sprintf("%s-metrics-%d.txt", who, i)), b, 0o644)
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // payments runs whole payments: checkout, the buyer opening the cashier and paying at
