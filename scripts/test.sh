@@ -24,6 +24,8 @@ go vet ./...
 # Lint the OpenAPI contract first (valid 3.1, every route and problem code in it, drift caught).
 go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
 go test -race -count=1 -timeout 25m ./...
+# The notification boundary, fuzzed from genuine signed bodies for a bounded time.
+go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
 PAYKIT_E2E_TEMPORAL=postgres go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce)$' ./e2e
 # An independent client (Alipay's official Node SDK) against the simulator.
