@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/paykit/paykit/payment"
@@ -17,8 +15,8 @@ type CreateRefundRequest struct {
 	AmountFen int64  `json:"amount_fen"`
 	Reason    string `json:"reason,omitempty"`
 	// RefundNo is the merchant's own id for the refund. Without it, one is derived from
-	// the Idempotency-Key (so that a retry lands on the same refund), or drawn at random
-	// when there is no key.
+	// the Idempotency-Key, so that a retry lands on the same refund. A request with
+	// neither is refused: its retry could not be told from a second refund.
 	RefundNo string `json:"refund_no,omitempty"`
 }
 
@@ -40,13 +38,16 @@ func (s *Server) createRefund(c echo.Context) error {
 	return s.idempotent(c, key, body, func() (int, []byte, error) { return s.refund(c, body, key) })
 }
 
-// refundNoFor derives a refund_no from (tenant, Idempotency-Key), or draws one.
+// refundNoFor derives a refund_no from (tenant, Idempotency-Key).
 func refundNoFor(tenantID, idemKey string) string {
-	if idemKey != "" {
-		return "k" + HashAPIKey("refund\x00" + tenantID + "\x00" + idemKey)[:40]
-	}
-	return "r" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	return "k" + HashAPIKey("refund\x00" + tenantID + "\x00" + idemKey)[:40]
 }
+
+// errRefundIdentity refuses a refund that has neither an Idempotency-Key nor a refund_no.
+// Money goes back only once per refund, and without one of them a client's retry after a
+// timeout or a double-clicked refund button would be a second refund.
+var errRefundIdentity = payment.Errorf(payment.EINVALID,
+	"a refund needs an Idempotency-Key header or a refund_no in the body, so that a retry is the same refund and never a second one")
 
 // refund does the work of a refund request: the store reserves the amount and inserts
 // the refund in one transaction (the database is what keeps the refunded total within
@@ -68,6 +69,9 @@ func (s *Server) refund(c echo.Context, body []byte, idemKey string) (int, []byt
 		return 0, nil, payment.Errorf(payment.EINVALID, "amount_fen must be a positive number of fen, got %d", req.AmountFen)
 	}
 	if req.RefundNo == "" {
+		if idemKey == "" {
+			return 0, nil, errRefundIdentity
+		}
 		req.RefundNo = refundNoFor(tenantID, idemKey)
 	}
 	nr := payment.NewRefund{RefundNo: req.RefundNo, TenantID: tenantID, PaymentNo: paymentNo,

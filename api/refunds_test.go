@@ -76,9 +76,10 @@ func TestRefundRequests(t *testing.T) {
 		{"zero amount", "/v1/payments/PPAID/refunds", `{"amount_fen":0}`, http.StatusBadRequest, payment.EINVALID},
 		{"negative amount", "/v1/payments/PPAID/refunds", `{"amount_fen":-1}`, http.StatusBadRequest, payment.EINVALID},
 		{"unknown field", "/v1/payments/PPAID/refunds", `{"amount":100}`, http.StatusBadRequest, payment.EINVALID},
-		{"not paid", "/v1/payments/P1/refunds", `{"amount_fen":100}`, http.StatusConflict, payment.ENOTPAID},
-		{"another tenant's payment", "/v1/payments/POTHER/refunds", `{"amount_fen":100}`, http.StatusNotFound, payment.ENOTFOUND},
-		{"above the amount", "/v1/payments/PPAID/refunds", `{"amount_fen":991}`, http.StatusConflict, payment.EREFUNDEXCEEDS},
+		{"not paid", "/v1/payments/P1/refunds", `{"amount_fen":100,"refund_no":"rn1"}`, http.StatusConflict, payment.ENOTPAID},
+		{"another tenant's payment", "/v1/payments/POTHER/refunds", `{"amount_fen":100,"refund_no":"rn2"}`, http.StatusNotFound, payment.ENOTFOUND},
+		{"above the amount", "/v1/payments/PPAID/refunds", `{"amount_fen":991,"refund_no":"rn3"}`, http.StatusConflict, payment.EREFUNDEXCEEDS},
+		{"neither key nor refund_no", "/v1/payments/PPAID/refunds", `{"amount_fen":100}`, http.StatusBadRequest, payment.EINVALID},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,5 +216,25 @@ func TestRefundOfAPaymentNotYetPaidIsNotStoredForTheKey(t *testing.T) {
 	st.mu.Unlock()
 	if resp, b := post(t, srv.URL+"/v1/payments/P1/refunds", `{"amount_fen":100}`, h); resp.StatusCode/100 != 2 {
 		t.Fatalf("retry once paid: HTTP %d %s", resp.StatusCode, b)
+	}
+}
+
+// A refund with neither an Idempotency-Key nor a refund_no is refused, and so is its
+// repeat: a client retrying after a timeout, or a double-clicked refund button, never
+// moves the money twice. Before, each request drew a new refund_no and both refunded.
+func TestRefundWithoutAnIdentityIsRefusedNotRepeated(t *testing.T) {
+	srv, st, orch := newServer(t)
+	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
+	h := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}
+	for range 2 {
+		resp, b := post(t, srv.URL+"/v1/payments/PPAID/refunds", `{"amount_fen":100}`, h)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "Idempotency-Key") {
+			t.Fatalf("keyless refund: HTTP %d %s, want 400 naming the Idempotency-Key", resp.StatusCode, b)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.refunds) != 0 || orch.refundStarts != 0 || st.payments["PPAID"].Refunded != 0 {
+		t.Fatalf("refunds %d, starts %d, refunded %d; want nothing", len(st.refunds), orch.refundStarts, st.payments["PPAID"].Refunded)
 	}
 }

@@ -180,7 +180,7 @@ func TestRefundConcurrentIdenticalRequests(t *testing.T) {
 	if g := do(t, http.MethodGet, st.apiURL+"/v1/refunds/"+r.RefundNo, map[string]string{"Authorization": "Bearer " + other.apiKey}, nil); g.status != http.StatusNotFound {
 		t.Fatalf("other tenant GET refund: HTTP %d %s", g.status, g.body)
 	}
-	if g := st.postRefund(t, other, no, "", map[string]any{"amount_fen": 100}); g.status != http.StatusNotFound {
+	if g := st.postRefund(t, other, no, "", map[string]any{"amount_fen": 100, "refund_no": "other-tenant"}); g.status != http.StatusNotFound {
 		t.Fatalf("other tenant refund: HTTP %d %s", g.status, g.body)
 	}
 	wf := waitRefundWorkflow(t, payment.RefundWorkflowID(tn.id, r.RefundNo))
@@ -351,7 +351,7 @@ func TestRefundFullRefundClosesTheTradeAndKeepsThePaymentPaid(t *testing.T) {
 		}
 		waitRefund(t, tn.id, fmt.Sprintf("full-%d", i), payment.RefundSucceeded, 60*time.Second)
 	}
-	if r := st.postRefund(t, tn, no, "", map[string]any{"amount_fen": 1}); r.status != http.StatusConflict {
+	if r := st.postRefund(t, tn, no, "", map[string]any{"amount_fen": 1, "refund_no": "one-fen-more"}); r.status != http.StatusConflict {
 		t.Fatalf("refund past the amount: HTTP %d %s", r.status, r.body)
 	}
 	tr := simTrade(t, no)

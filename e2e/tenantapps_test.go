@@ -106,7 +106,7 @@ func TestTenantsWithTheirOwnAlipayApps(t *testing.T) {
 		tn tenant
 		no string
 	}{{a, noA}, {b, noB}} {
-		r := st.postRefund(t, c.tn, c.no, "", map[string]any{"amount_fen": 100})
+		r := st.postRefund(t, c.tn, c.no, "tenant-apps-refund-"+c.no, map[string]any{"amount_fen": 100})
 		if r.status != http.StatusCreated && r.status != http.StatusAccepted && r.status != http.StatusOK {
 			t.Fatalf("refund of %s: HTTP %d %s", c.no, r.status, r.body)
 		}
@@ -121,7 +121,7 @@ func TestTenantsWithTheirOwnAlipayApps(t *testing.T) {
 					t.Fatalf("A's key GET %s: HTTP %d %s, want 404", path, g.status, g.body)
 				}
 			}
-			if g := st.postRefund(t, a, c.no, "", map[string]any{"amount_fen": 100}); g.status != http.StatusNotFound {
+			if g := st.postRefund(t, a, c.no, "", map[string]any{"amount_fen": 100, "refund_no": "cross-" + c.no}); g.status != http.StatusNotFound {
 				t.Fatalf("A's key refunds B's payment: HTTP %d %s, want 404", g.status, g.body)
 			}
 		}
