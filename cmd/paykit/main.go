@@ -192,14 +192,49 @@ type tenantFlags struct {
 	clearKeys                                                                         bool
 	reencrypt                                                                         bool
 	newKey                                                                            string
+	// given names the flags on the command line; nil (a flag set built in a test) counts
+	// every field as given. A field whose flag is not given keeps the stored value.
+	given map[string]bool
+}
+
+// has reports whether the flag name was on the command line.
+func (f tenantFlags) has(name string) bool { return f.given == nil || f.given[name] }
+
+// over fills the fields whose flags were not given from the stored tenant, so that a
+// re-run with fewer flags (a key rotation, say) changes only what it names.
+func (f tenantFlags) over(old payment.Tenant) tenantFlags {
+	keep := func(flag string, dst *string, v string) {
+		if !f.has(flag) {
+			*dst = v
+		}
+	}
+	keep("name", &f.name, old.Name)
+	keep("notify-url", &f.notifyURL, old.NotifyURL)
+	keep("webhook-secret", &f.secret, old.WebhookSecret)
+	keep("alipay-app-id", &f.appID, old.AlipayAppID)
+	keep("alipay-seller-id", &f.seller, old.AlipaySeller)
+	if !f.has("auto-refund-paid-after-close") {
+		f.autoRefund = old.AutoRefundPaidAfterClose
+	}
+	return f
 }
 
 func runTenant(ctx context.Context, cfg Config, args []string) error {
+	f, rot, err := parseTenantFlags(cfg, args)
+	if err != nil {
+		return err
+	}
+	return runTenantWith(ctx, cfg, f, rot)
+}
+
+// parseTenantFlags reads `paykit tenant`'s flags and records which were given.
+func parseTenantFlags(cfg Config, args []string) (tenantFlags, secretRotation, error) {
 	var f tenantFlags
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	fs.StringVar(&f.id, "id", "", "tenant id (A-Z a-z 0-9 _ -)")
 	fs.StringVar(&f.name, "name", "", "display name")
-	fs.StringVar(&f.apiKey, "api-key", "", "API key the tenant authenticates with (stored only as a hash)")
+	fs.StringVar(&f.apiKey, "api-key", "", "API key the tenant authenticates with (stored only as a hash); required for a new tenant. "+
+		"On an existing tenant every flag left out keeps its stored value")
 	fs.StringVar(&f.notifyURL, "notify-url", "", "merchant webhook URL")
 	fs.StringVar(&f.secret, "webhook-secret", "", "HMAC-SHA256 secret for webhook signatures")
 	fs.StringVar(&f.appID, "alipay-app-id", cfg.AlipayAppID, "Alipay app_id for this tenant (another app than ALIPAY_APP_ID needs its keys)")
@@ -218,8 +253,14 @@ func runTenant(ctx context.Context, cfg Config, args []string) error {
 	fs.DurationVar(&rot.window, "old-secret-valid-for", defaultOldSecretWindow, "how long the rotated-out webhook secret still signs")
 	fs.BoolVar(&rot.expireOld, "expire-old-secret", false, "stop signing with the rotated-out webhook secret now (changes nothing else)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return f, rot, err
 	}
+	f.given = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
+	return f, rot, nil
+}
+
+func runTenantWith(ctx context.Context, cfg Config, f tenantFlags, rot secretRotation) error {
 	if rot.requested() {
 		store, err := openStore(ctx, cfg)
 		if err != nil {
@@ -260,11 +301,8 @@ func runTenant(ctx context.Context, cfg Config, args []string) error {
 	if err := payment.ValidateTenantID(f.id); err != nil {
 		return err
 	}
-	if len(f.apiKey) < 16 {
+	if f.has("api-key") && len(f.apiKey) < 16 {
 		return errors.New("tenant: -api-key must be at least 16 characters")
-	}
-	if f.name == "" {
-		f.name = f.id
 	}
 	creds, setKeys, err := f.credentials()
 	if err != nil {
@@ -327,6 +365,24 @@ const refundableFor = 366 * 24 * time.Hour
 // setTenant creates or updates the tenant and, if given, seals and stores its own app
 // keys. The keys are checked by building the app's gateway before anything is written.
 func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials, setKeys bool) error {
+	stored, err := store.GetTenant(ctx, f.id)
+	exists := err == nil
+	if err != nil && !errors.Is(err, payment.ErrNotFound) {
+		return err
+	}
+	keyHash := stored.APIKeyHash
+	switch {
+	case exists:
+		f = f.over(stored)
+	case f.apiKey == "":
+		return fmt.Errorf("tenant: %s is new: give its -api-key (at least 16 characters)", f.id)
+	}
+	if f.apiKey != "" {
+		keyHash = api.HashAPIKey(f.apiKey)
+	}
+	if f.name == "" {
+		f.name = f.id
+	}
 	sealed := ""
 	if setKeys && f.appID == cfg.AlipayAppID {
 		return fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", f.appID)
@@ -382,7 +438,7 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 	}
 	// New keys go in with the app_id and seller, in one statement.
 	return store.UpsertTenant(ctx, payment.Tenant{
-		ID: f.id, Name: f.name, APIKeyHash: api.HashAPIKey(f.apiKey), NotifyURL: f.notifyURL, WebhookSecret: f.secret,
+		ID: f.id, Name: f.name, APIKeyHash: keyHash, NotifyURL: f.notifyURL, WebhookSecret: f.secret,
 		AlipayAppID: f.appID, AlipaySeller: f.seller, AutoRefundPaidAfterClose: f.autoRefund, AlipayCredentialsSealed: sealed,
 	})
 }
