@@ -490,6 +490,25 @@ func deleteSchedules(taskQueue string) {
 	}
 }
 
+// servePprof restarts the stack's worker and API with net/http/pprof served on the given
+// addresses (PAYKIT_PPROF_ADDR), for profiles and goroutine dumps during a run.
+func (st *stack) servePprof(t *testing.T, apiAddr, workerAddr string) {
+	t.Helper()
+	for _, pr := range []struct {
+		proc       *proc
+		pprof, url string
+	}{{st.worker, workerAddr, st.adminURL}, {st.api, apiAddr, st.apiURL}} {
+		pr.proc.stop()
+		pr.proc.envv = append(pr.proc.envv[:len(pr.proc.envv):len(pr.proc.envv)], "PAYKIT_PPROF_ADDR="+pr.pprof)
+		if err := pr.proc.run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitHTTP(pr.url+"/readyz", 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // restartWorker starts the stack's worker again after kill or stop.
 func (st *stack) restartWorker(t *testing.T) {
 	t.Helper()

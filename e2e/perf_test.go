@@ -239,20 +239,7 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each process again with a pprof port of its own.
-	for _, pr := range []struct {
-		proc       *proc
-		pprof, url string
-	}{{st.worker, p.workPprof, st.adminURL}, {st.api, p.apiPprof, st.apiURL}} {
-		pr.proc.stop()
-		pr.proc.envv = append(pr.proc.envv[:len(pr.proc.envv):len(pr.proc.envv)], "PAYKIT_PPROF_ADDR="+pr.pprof)
-		if err := pr.proc.run(); err != nil {
-			t.Fatal(err)
-		}
-		if err := waitHTTP(pr.url+"/readyz", 60*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st.servePprof(t, p.apiPprof, p.workPprof)
 	// PAYKIT_PERF_WORKERS=2: a second paykit worker process on the same task queue and
 	// database, as in the production topology (its workflow tasks and activities share
 	// the load with the first).

@@ -62,19 +62,7 @@ func TestSoak(t *testing.T) {
 	apiPprof, workerPprof := freeAddr(), freeAddr()
 	st := newStack(t, stackOptions{paymentTTL: cfg.ttl, extraEnv: extra})
 	if stallDir != "" {
-		for _, pr := range []struct {
-			proc       *proc
-			pprof, url string
-		}{{st.worker, workerPprof, st.adminURL}, {st.api, apiPprof, st.apiURL}} {
-			pr.proc.stop()
-			pr.proc.envv = append(pr.proc.envv[:len(pr.proc.envv):len(pr.proc.envv)], "PAYKIT_PPROF_ADDR="+pr.pprof)
-			if err := pr.proc.run(); err != nil {
-				t.Fatal(err)
-			}
-			if err := waitHTTP(pr.url+"/readyz", 60*time.Second); err != nil {
-				t.Fatal(err)
-			}
-		}
+		st.servePprof(t, apiPprof, workerPprof)
 	}
 	fast := newTenant(t)
 	slow := newTenant(t)

@@ -64,14 +64,20 @@ func (r *paymentRun) scheduleReconcile(now time.Time, attempts int) {
 // Alipay that costs no activity task and no second workflow task. A query that fails
 // waits for the next tick (and the close path at expiry queries again).
 func reconcileQueryOptions(ctx workflow.Context) workflow.Context {
+	return alipayLocalOptions(ctx, 30*time.Second, 3)
+}
+
+// alipayLocalOptions bound a local activity that calls Alipay: 10 s an attempt, retried
+// after 1, 2, 4 s (at most 5 s apart) for attempts tries within scheduleToClose.
+func alipayLocalOptions(ctx workflow.Context, scheduleToClose time.Duration, attempts int32) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		ScheduleToCloseTimeout: 30 * time.Second,
+		ScheduleToCloseTimeout: scheduleToClose,
 		StartToCloseTimeout:    10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:    time.Second,
 			BackoffCoefficient: 2,
 			MaximumInterval:    5 * time.Second,
-			MaximumAttempts:    3,
+			MaximumAttempts:    attempts,
 		},
 	})
 }
@@ -132,15 +138,5 @@ func (r *paymentRun) closePathCall(ctx workflow.Context, summary string, fn, out
 	if !r.closePathIsLocal(ctx) {
 		return workflow.ExecuteActivity(channelOptions(ctx, 5, summary), fn, r.st.PaymentNo).Get(ctx, out)
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		ScheduleToCloseTimeout: time.Minute,
-		StartToCloseTimeout:    10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumInterval:    5 * time.Second,
-			MaximumAttempts:    5,
-		},
-	})
-	return workflow.ExecuteLocalActivity(lctx, fn, r.st.PaymentNo).Get(ctx, out)
+	return workflow.ExecuteLocalActivity(alipayLocalOptions(ctx, time.Minute, 5), fn, r.st.PaymentNo).Get(ctx, out)
 }
