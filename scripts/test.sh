@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: unit and workflow tests, storage tests on the real MariaDB and Redis,
 # the Alipay simulator tests (also against Alipay's official Node SDK), and the end-to-end tests that run the Temporal dev server,
-# the simulator, the API and the worker as real processes talking real HTTP; then the e2e happy path, two storms and
-# the two-API two-worker topology again on the real Temporal server on PostgreSQL.
+# the simulator, the API and the worker as real processes talking real HTTP (the soak among them); a bounded fuzz of
+# the Alipay notification boundary; then the e2e happy path, two storms and the two-API two-worker topology again on
+# the real Temporal server on PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
