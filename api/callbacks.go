@@ -80,6 +80,15 @@ func (s *Server) alipayCallback(c echo.Context) error {
 		// the start of its body, with the hash and length of all of it.
 		s.metrics.callbacks.WithLabelValues("unverified").Inc()
 		s.metrics.unverifiedBytes.Add(float64(len(raw)))
+		keep, first := s.unverified.take(form.Get("app_id"), time.Now())
+		if !keep {
+			// Past the sample: counted in the metrics only, never a row or a line each.
+			if first {
+				s.log.WarnContext(ctx, "unverified alipay notifications beyond the sample are only counted this minute",
+					"per_app_per_minute", unverifiedPerAppPerMinute, "per_minute", unverifiedPerMinute)
+			}
+			return alipayReply(c, false)
+		}
 		s.log.ErrorContext(ctx, "alipay notification rejected", "request_id", requestID(c),
 			"notify_id", form.Get("notify_id"), "payment_no", form.Get("out_trade_no"), "raw_len", len(raw), "err", err)
 		rejected := payment.ChannelNotification{

@@ -1,10 +1,12 @@
 package api_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -73,5 +75,54 @@ func TestCallbackWithARepeatedParameterIsRefusedBeforeVerifying(t *testing.T) {
 	defer st.mu.Unlock()
 	if len(st.notes) != 0 {
 		t.Fatalf("stored %d notifications for bodies refused before verifying", len(st.notes))
+	}
+}
+
+// 10,000 unverified posts cost a bounded number of rows and error lines: each is counted,
+// but only a sample per app_id and per minute is kept. Before, each one was a row (up to
+// 2 KiB) and an error line.
+func TestTenThousandUnverifiedCallbacksStayBounded(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, st, _ := newServerWith(t, serverOptions{logger: logger})
+	h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	const n = 10000
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	for i := range n {
+		form := url.Values{"notify_id": {fmt.Sprintf("n%d", i)}, "out_trade_no": {"P1"}, "total_amount": {"9.90"},
+			"app_id": {fmt.Sprintf("2021%04d", i%50)}, "sign": {"forged"}}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/callbacks/alipay", strings.NewReader(form.Encode()))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "failure" {
+			t.Fatalf("post %d answered %q", i, b)
+		}
+	}
+	st.mu.Lock()
+	rows := len(st.notes)
+	st.mu.Unlock()
+	lines := strings.Count(logs.String(), "\n")
+	t.Logf("%d unverified posts: %d rows, %d log lines", n, rows, lines)
+	if rows == 0 || rows > 200 {
+		t.Errorf("%d rows kept for %d unverified posts, want a bounded sample (at most 200 for a run under two minutes)", rows, n)
+	}
+	if lines > 210 {
+		t.Errorf("%d log lines for %d unverified posts, want a bounded sample", lines, n)
+	}
+	m, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Body.Close()
+	text, _ := io.ReadAll(m.Body)
+	if want := fmt.Sprintf(`paykit_alipay_callbacks_total{outcome="unverified"} %d`, n); !strings.Contains(string(text), want+"\n") {
+		t.Errorf("metrics lack %q: every post is still counted", want)
 	}
 }

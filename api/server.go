@@ -124,6 +124,8 @@ type Server struct {
 	// signalSlots bounds them.
 	background  sync.WaitGroup
 	signalSlots chan struct{}
+	// unverified bounds the rows and error lines of unverified callbacks.
+	unverified unverifiedSampler
 }
 
 // New builds the server and its routes. cache may be nil (no Redis).
