@@ -2,11 +2,14 @@ package activities_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -424,5 +427,41 @@ func TestSweep_DoesNotRedriveAPaymentItsRunEndedDuringTheSweep(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.got) != 1 || rec.got[0] != gone.PaymentNo {
 		t.Fatalf("re-drove %v, want only %s (the payment whose run closed it must be left alone)", rec.got, gone.PaymentNo)
+	}
+}
+
+// A notify_url that answers with a redirect is a failed attempt: the signed event is never
+// sent on to where the redirect points (a 307 would re-post body and signature, to a host
+// inside paykit's network if the merchant says so).
+func TestDeliverWebhook_NeverFollowsARedirect(t *testing.T) {
+	f := newFixture(t)
+	var inside atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inside.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(target.Close)
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/_sim/trades/P_other/pay", code)
+		}))
+		t.Cleanup(redirector.Close)
+		id := "t_" + randomHex(4)
+		if err := f.store.UpsertTenant(context.Background(), payment.Tenant{
+			ID: id, Name: "redirect test", APIKeyHash: randomHex(32), NotifyURL: redirector.URL + "/webhooks",
+			WebhookSecret: testSecret, AlipayAppID: testAppID, AlipaySeller: testSellerID, CreatedAt: time.Now(),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ev := f.paidEvents(t, id, 1)[0]
+		if err := f.remote(t, nil, f.acts.DeliverWebhook, ev); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("HTTP %d", code)) {
+			t.Fatalf("notify_url answering %d: %v, want a failed attempt naming HTTP %d", code, err, code)
+		}
+		if got, _ := f.store.GetEvent(context.Background(), ev); got.Delivered {
+			t.Fatalf("event delivered through a %d redirect", code)
+		}
+	}
+	if n := inside.Load(); n != 0 {
+		t.Fatalf("the redirect target received %d requests, want none", n)
 	}
 }

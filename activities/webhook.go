@@ -82,11 +82,7 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 	now := time.Now()
 	req.Header.Set(SignatureHeader, webhook.Sign(ev.Payload, now, tenant.WebhookSecrets(now)...))
 	req.Header.Set(AttemptHeader, strconv.Itoa(ev.Attempts+1))
-	client := a.HTTP
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := a.webhookClient().Do(req)
 	if err != nil {
 		a.Metrics.webhook("unreachable")
 		return a.recordFailure(ctx, ev, err.Error(), fmt.Errorf("deliver webhook %s: %w", ev.EventID, err))
@@ -107,6 +103,20 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 	a.Metrics.webhook("delivered")
 	a.log().InfoContext(ctx, "webhook delivered", "event_id", ev.EventID, "tenant_id", ev.TenantID, "payment_no", ev.PaymentNo)
 	return nil
+}
+
+// webhookClient is a.HTTP (or the default client) that never follows a redirect: a
+// notify_url answering 3xx would otherwise send the signed event, and on 307/308 its
+// body, to wherever the merchant's server points, including hosts inside paykit's own
+// network. A redirect is a failed attempt ("merchant answered HTTP 307").
+func (a *Activities) webhookClient() *http.Client {
+	c := http.DefaultClient
+	if a.HTTP != nil {
+		c = a.HTTP
+	}
+	nc := *c
+	nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &nc
 }
 
 // errEventDead marks the failed attempt after which an event is dead.
