@@ -31,11 +31,10 @@ type paymentRun struct {
 	// makingWay and cancelWebhook let a checkout for a new payment end a finished run early.
 	makingWay     bool
 	cancelWebhook workflow.CancelFunc
-	// drainVersion caches readsSignalsToTheEnd and closeVersion closePathIsLocal: 0 not
-	// asked yet, 1 no, 2 yes.
-	drainVersion int
-	closeVersion int
-	logger       interface {
+	// drain and localClose remember whether this run has signalsToTheEnd and
+	// closePathLocal, asked once at their first use.
+	drain, localClose versionGate
+	logger            interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 		Error(string, ...interface{})
@@ -106,16 +105,19 @@ const signalsToTheEnd = "signals-to-the-end"
 // readsSignalsToTheEnd reports whether this run drains its signals on every way out; it is
 // asked once per run, at its first way out.
 func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
-	if r.legacy {
-		return false
+	return !r.legacy && r.drain.on(ctx, signalsToTheEnd)
+}
+
+// versionGate asks workflow.GetVersion for one change id once per run, at its first use,
+// and remembers the answer: the change's version 1 is on, DefaultVersion off.
+type versionGate struct{ asked, yes bool }
+
+func (g *versionGate) on(ctx workflow.Context, changeID string) bool {
+	if !g.asked {
+		g.asked = true
+		g.yes = workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1) == 1
 	}
-	if r.drainVersion == 0 {
-		r.drainVersion = 1
-		if workflow.GetVersion(ctx, signalsToTheEnd, workflow.DefaultVersion, 1) == 1 {
-			r.drainVersion = 2
-		}
-	}
-	return r.drainVersion == 2
+	return g.yes
 }
 
 // drainSignals handles every notification still in the channel: a paid one for this run's
@@ -415,11 +417,9 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 	}
 	backoff := !r.legacy && r.st.Status == payment.StatusPending &&
 		workflow.GetVersion(ctx, reconcileBackoff, workflow.DefaultVersion, 1) == 1
-	// closeRetry schedules the next try of a close path that left the payment pending.
 	closeRetry := func() {
-		if backoff && r.st.Status == payment.StatusPending {
-			r.st.CloseAttempts++
-			r.scheduleReconcile(workflow.Now(ctx), r.st.CloseAttempts-1)
+		if backoff {
+			r.retryCloseLater(ctx)
 		}
 	}
 	for r.st.Status == payment.StatusPending {
@@ -568,11 +568,7 @@ func (r *paymentRun) reconcile(ctx workflow.Context) {
 	if r.st.CancelRequested || !workflow.Now(ctx).Before(r.st.ExpireAt) {
 		// Past expiry or cancelled: the close path asks Alipay itself (close, then query),
 		// and a failure anywhere in it is retried on the next tick.
-		reason := "expired"
-		if r.st.CancelRequested {
-			reason = "cancelled"
-		}
-		r.closePath(ctx, reason)
+		r.closePath(ctx, r.closeReason())
 		workflow.SetCurrentDetails(ctx, r.details())
 		return
 	}

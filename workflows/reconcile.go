@@ -60,6 +60,24 @@ func (r *paymentRun) scheduleReconcile(now time.Time, attempts int) {
 	r.st.NextReconcileAt = next
 }
 
+// retryCloseLater schedules the next try of a close path that left the payment pending,
+// on the backoff from one interval again.
+func (r *paymentRun) retryCloseLater(ctx workflow.Context) {
+	if r.st.Status != payment.StatusPending {
+		return
+	}
+	r.st.CloseAttempts++
+	r.scheduleReconcile(workflow.Now(ctx), r.st.CloseAttempts-1)
+}
+
+// closeReason is why a tick closes the payment: an operator's cancel, or its expiry.
+func (r *paymentRun) closeReason() string {
+	if r.st.CancelRequested {
+		return "cancelled"
+	}
+	return "expired"
+}
+
 // reconcileQueryOptions run the reconciliation query as a local activity: a short call to
 // Alipay that costs no activity task and no second workflow task. A query that fails
 // waits for the next tick (and the close path at expiry queries again).
@@ -88,13 +106,8 @@ func (r *paymentRun) backoffReconcile(ctx workflow.Context) {
 	r.st.Reconciliations++
 	now := workflow.Now(ctx)
 	if r.st.CancelRequested || !now.Before(r.st.ExpireAt) {
-		reason := "expired"
-		if r.st.CancelRequested {
-			reason = "cancelled"
-		}
-		r.closePath(ctx, reason)
-		r.st.CloseAttempts++
-		r.scheduleReconcile(workflow.Now(ctx), r.st.CloseAttempts-1)
+		r.closePath(ctx, r.closeReason())
+		r.retryCloseLater(ctx)
 		workflow.SetCurrentDetails(ctx, r.details())
 		return
 	}
@@ -120,22 +133,11 @@ func (r *paymentRun) backoffReconcile(ctx workflow.Context) {
 // tasks. Runs that had reached a close path before it keep the regular activities.
 const closePathLocal = "close-path-local"
 
-// closePathIsLocal is asked once per run, at its first close path.
-func (r *paymentRun) closePathIsLocal(ctx workflow.Context) bool {
-	if r.closeVersion == 0 {
-		r.closeVersion = 1
-		if workflow.GetVersion(ctx, closePathLocal, workflow.DefaultVersion, 1) == 1 {
-			r.closeVersion = 2
-		}
-	}
-	return r.closeVersion == 2
-}
-
 // closePathCall runs one of the close path's Alipay calls about this payment (CloseTrade
 // or QueryTrade) with five attempts: a local activity from closePathLocal on, a regular
 // one before.
 func (r *paymentRun) closePathCall(ctx workflow.Context, summary string, fn, out any) error {
-	if !r.closePathIsLocal(ctx) {
+	if !r.localClose.on(ctx, closePathLocal) {
 		return workflow.ExecuteActivity(channelOptions(ctx, 5, summary), fn, r.st.PaymentNo).Get(ctx, out)
 	}
 	return workflow.ExecuteLocalActivity(alipayLocalOptions(ctx, time.Minute, 5), fn, r.st.PaymentNo).Get(ctx, out)
