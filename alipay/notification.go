@@ -22,17 +22,26 @@ func ParseNotificationBody(raw []byte) (url.Values, error) {
 	if len(form) == 0 {
 		return nil, payment.Errorf(payment.EINVALID, "notification body is empty")
 	}
+	if err := refuseRepeated(form); err != nil {
+		return nil, err
+	}
+	return form, nil
+}
+
+// refuseRepeated is EINVALID naming the first parameter (in sorted order) that form
+// carries more than once.
+func refuseRepeated(form url.Values) error {
 	var repeated []string
 	for k, vs := range form {
 		if len(vs) > 1 {
 			repeated = append(repeated, k)
 		}
 	}
-	if len(repeated) > 0 {
-		sort.Strings(repeated)
-		return nil, payment.Errorf(payment.EINVALID, "notification repeats parameter %q", repeated[0])
+	if len(repeated) == 0 {
+		return nil
 	}
-	return form, nil
+	sort.Strings(repeated)
+	return payment.Errorf(payment.EINVALID, "notification repeats parameter %q", repeated[0])
 }
 
 // DecodeNotification verifies an asynchronous notification form (signature over every
@@ -41,10 +50,8 @@ func ParseNotificationBody(raw []byte) (url.Values, error) {
 // malformed fields EINVALID. It does not check out_trade_no or the amount against a
 // payment: payment.CheckNotification does.
 func (g *Gateway) DecodeNotification(ctx context.Context, form url.Values) (payment.Notification, error) {
-	for k, vs := range form {
-		if len(vs) > 1 {
-			return payment.Notification{}, payment.Errorf(payment.EINVALID, "notification repeats parameter %q", k)
-		}
+	if err := refuseRepeated(form); err != nil {
+		return payment.Notification{}, err
 	}
 	if len(form) == 0 || form.Get("sign") == "" {
 		return payment.Notification{}, payment.Errorf(payment.EBADSIGNATURE, "notification is not signed")

@@ -70,7 +70,9 @@ func (s *Server) alipayCallback(c echo.Context) error {
 		// Not a form, empty, or a parameter repeated (Alipay never sends one twice):
 		// refused before any signature is checked, and nothing is stored.
 		s.metrics.callbacks.WithLabelValues("malformed").Inc()
-		s.log.ErrorContext(ctx, "alipay notification refused before verifying", "request_id", requestID(c), "err", err)
+		if keep, _ := s.unverified.take("", time.Now()); keep {
+			s.log.ErrorContext(ctx, "alipay notification refused before verifying", "request_id", requestID(c), "err", err)
+		}
 		return alipayReply(c, false)
 	}
 	n, err := s.decodeNotification(ctx, form)

@@ -126,3 +126,30 @@ func TestTenThousandUnverifiedCallbacksStayBounded(t *testing.T) {
 		t.Errorf("metrics lack %q: every post is still counted", want)
 	}
 }
+
+// Bodies refused before verifying (repeated parameters, not a form) are counted each, but
+// logged only within the same sample as unverified ones.
+func TestMalformedCallbacksAreLoggedOnlyInTheSample(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, st, _ := newServerWith(t, serverOptions{logger: logger})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	const n = 1000
+	for i := range n {
+		body := fmt.Sprintf("notify_id=n%d&notify_id=x&sign=forged", i)
+		resp, err := client.Post(srv.URL+"/callbacks/alipay", "application/x-www-form-urlencoded", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if lines := strings.Count(logs.String(), "\n"); lines > 101 {
+		t.Errorf("%d log lines for %d malformed posts, want at most the sample", lines, n)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.notes) != 0 {
+		t.Errorf("%d rows stored for bodies refused before verifying", len(st.notes))
+	}
+}
