@@ -3,7 +3,7 @@
 # production intervals: a 15-minute payment TTL, the 1-minute reconciliation backoff and
 # a sweep every minute. Most checkouts are abandoned, so thousands of payments are open
 # at once, their timers firing, while others are paid, notified, refunded, and one
-# tenant's merchant answers slowly or with 503. It fails on any 5xx, a checkout p99 above
+# tenant's merchant answers slowly (1.5 s). It fails on any 5xx, a checkout p99 above
 # PAYKIT_SOAK_CHECKOUT_P99, a payment not settled exactly once, an abandoned payment that
 # cost Alipay more than 5 queries, or goroutines or memory that grow in the last third.
 #
