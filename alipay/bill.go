@@ -23,10 +23,10 @@ func (g *Gateway) BillDownloadURL(ctx context.Context, billDate string) (string,
 	if _, err := time.ParseInLocation("2006-01-02", billDate, g.loc); err != nil {
 		return "", invalidRequest(opBillURL, payment.Errorf(payment.EINVALID, "bill_date %q is not yyyy-MM-dd", billDate))
 	}
-	start := time.Now()
+	ctx, call := g.begin(ctx, opBillURL, "")
 	rsp, err := g.client.BillDownloadURLQuery(ctx, alipay.BillDownloadURLQuery{BillType: "trade", BillDate: billDate})
 	url, err := billURLResult(rsp, err)
-	g.logCall(ctx, opBillURL, "", start, err, "bill_date", billDate)
+	call.end(err, "bill_date", billDate)
 	return url, err
 }
 

@@ -20,7 +20,7 @@ func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (paymen
 	if err := req.Amount.Validate(); err != nil {
 		return payment.RefundResult{}, invalidRequest(opRefund, err)
 	}
-	start := time.Now()
+	ctx, call := g.begin(ctx, opRefund, req.PaymentNo)
 	rsp, err := g.client.TradeRefund(ctx, alipay.TradeRefund{
 		OutTradeNo:   req.PaymentNo,
 		RefundAmount: req.Amount.Yuan(),
@@ -28,7 +28,7 @@ func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (paymen
 		OutRequestNo: req.OutRequestNo,
 	})
 	res, err := refundResult(req, rsp, err)
-	g.logCall(ctx, opRefund, req.PaymentNo, start, err, "out_request_no", req.OutRequestNo, "fund_change", res.FundChange)
+	call.end(err, "out_request_no", req.OutRequestNo, "fund_change", res.FundChange)
 	return res, err
 }
 
@@ -65,13 +65,13 @@ func (g *Gateway) QueryRefund(ctx context.Context, paymentNo, outRequestNo strin
 	if err := payment.ValidatePaymentNo(paymentNo); err != nil {
 		return RefundStatus{}, invalidRequest(opRefundQuery, err)
 	}
-	start := time.Now()
+	ctx, call := g.begin(ctx, opRefundQuery, paymentNo)
 	rsp, err := g.client.TradeFastPayRefundQuery(ctx, alipay.TradeFastPayRefundQuery{
 		OutTradeNo:   paymentNo,
 		OutRequestNo: outRequestNo,
 	})
 	st, err := refundQueryResult(paymentNo, outRequestNo, rsp, err, g.loc)
-	g.logCall(ctx, opRefundQuery, paymentNo, start, err, "out_request_no", outRequestNo, "found", st.Found)
+	call.end(err, "out_request_no", outRequestNo, "found", st.Found)
 	return st, err
 }
 

@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paykit/paykit/payment"
 	"github.com/smartwalle/alipay/v3"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/paykit/paykit/payment"
 )
 
 // Values returned alongside an error, so a caller that forgets to check the error does
@@ -72,10 +77,10 @@ func (g *Gateway) Precreate(ctx context.Context, req payment.TradeRequest) (stri
 	if err != nil {
 		return "", err
 	}
-	start := time.Now()
+	ctx, call := g.begin(ctx, opPrecreate, req.PaymentNo)
 	rsp, err := g.client.TradePreCreate(ctx, alipay.TradePreCreate{Trade: t})
 	qr, err := precreateResult(rsp, err)
-	g.logCall(ctx, opPrecreate, req.PaymentNo, start, err)
+	call.end(err)
 	return qr, err
 }
 
@@ -98,10 +103,10 @@ func (g *Gateway) Query(ctx context.Context, paymentNo string) (payment.Trade, e
 	if err := payment.ValidatePaymentNo(paymentNo); err != nil {
 		return payment.Trade{State: stateUnknown}, invalidRequest(opQuery, err)
 	}
-	start := time.Now()
+	ctx, call := g.begin(ctx, opQuery, paymentNo)
 	rsp, err := g.client.TradeQuery(ctx, alipay.TradeQuery{OutTradeNo: paymentNo})
 	tr, err := queryResult(paymentNo, rsp, err, g.loc)
-	g.logCall(ctx, opQuery, paymentNo, start, err, "trade_state", tr.State.String())
+	call.end(err, "trade_state", tr.State.String())
 	return tr, err
 }
 
@@ -168,10 +173,10 @@ func (g *Gateway) Close(ctx context.Context, paymentNo string) (payment.CloseOut
 	if err := payment.ValidatePaymentNo(paymentNo); err != nil {
 		return closeUnknown, invalidRequest(opClose, err)
 	}
-	start := time.Now()
+	ctx, call := g.begin(ctx, opClose, paymentNo)
 	rsp, err := g.client.TradeClose(ctx, alipay.TradeClose{OutTradeNo: paymentNo})
 	out, err := closeResult(rsp, err)
-	g.logCall(ctx, opClose, paymentNo, start, err, "close_outcome", out.String())
+	call.end(err, "close_outcome", out.String())
 	return out, err
 }
 
@@ -191,15 +196,37 @@ func closeResult(rsp *alipay.TradeCloseRsp, err error) (payment.CloseOutcome, er
 	return closeUnknown, businessError(opClose, rsp.Error, nil)
 }
 
-func (g *Gateway) logCall(ctx context.Context, op, paymentNo string, start time.Time, err error, attrs ...any) {
-	args := append([]any{"op", op, "payment_no", paymentNo, "duration", time.Since(start)}, attrs...)
+// call is one Alipay API call in flight: its span, and what its log line reports.
+type call struct {
+	g         *Gateway
+	ctx       context.Context
+	op        string
+	paymentNo string
+	start     time.Time
+	span      trace.Span
+}
+
+// begin starts the span of one call, named after its Alipay method, under ctx's span.
+func (g *Gateway) begin(ctx context.Context, op, paymentNo string) (context.Context, *call) {
+	ctx, span := otel.Tracer("paykit/alipay").Start(ctx, op, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("alipay.method", op), attribute.String("paykit.payment_no", paymentNo)))
+	return ctx, &call{g: g, ctx: ctx, op: op, paymentNo: paymentNo, start: time.Now(), span: span}
+}
+
+// end logs the call at debug level with attrs, and ends its span, as an error if err is
+// one (with Alipay's sub_code when it gave one).
+func (c *call) end(err error, attrs ...any) {
+	defer c.span.End()
+	args := append([]any{"op", c.op, "payment_no", c.paymentNo, "duration", time.Since(c.start)}, attrs...)
 	if err != nil {
 		var ce *payment.ChannelError
 		if errors.As(err, &ce) {
 			args = append(args, "sub_code", ce.SubCode, "retryable", ce.Retryable)
+			c.span.SetAttributes(attribute.String("alipay.sub_code", ce.SubCode), attribute.Bool("alipay.retryable", ce.Retryable))
 		}
-		g.log.DebugContext(ctx, "alipay call failed", append(args, "err", err)...)
+		c.span.SetStatus(codes.Error, err.Error())
+		c.g.log.DebugContext(c.ctx, "alipay call failed", append(args, "err", err)...)
 		return
 	}
-	g.log.DebugContext(ctx, "alipay call", args...)
+	c.g.log.DebugContext(c.ctx, "alipay call", args...)
 }

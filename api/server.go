@@ -146,6 +146,7 @@ func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orches
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(noStore)
 	e.Use(middleware.RequestID())
+	e.Use(s.traceRequests)
 	e.Use(s.recoverPanics)
 	e.Use(s.accessLog)
 	e.Use(middleware.BodyLimit(s.cfg.BodyLimit))

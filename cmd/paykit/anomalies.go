@@ -98,7 +98,7 @@ func resolveByRefund(ctx context.Context, cfg Config, paymentNo string, out io.W
 		return err
 	}
 	defer func() { _ = store.Close(); _ = store.DB().Close() }()
-	tc, err := dialTemporal(ctx, cfg, slog.New(slog.DiscardHandler), newRegistry())
+	tc, err := dialTemporal(ctx, cfg, slog.New(slog.DiscardHandler), newRegistry(), nil)
 	if err != nil {
 		return err
 	}

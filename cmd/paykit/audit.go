@@ -111,7 +111,7 @@ func openAuditor(ctx context.Context, cfg Config, logger *slog.Logger) (*audit.A
 		closeStore()
 		return nil, nil, err
 	}
-	tc, err := dialTemporal(ctx, cfg, logger, newRegistry())
+	tc, err := dialTemporal(ctx, cfg, logger, newRegistry(), nil)
 	if err != nil {
 		closeStore()
 		return nil, nil, err

@@ -15,7 +15,9 @@ import (
 )
 
 // Config is every setting of the paykit binary, read from the environment with defaults.
-// Nothing else in the program reads the environment.
+// Nothing else in the program reads the environment, except OpenTelemetry's exporter and
+// SDK, which read their standard OTEL_* variables (endpoint, headers, sampler, batching)
+// once tracing is on.
 type Config struct {
 	MySQLDSN          string
 	RedisAddr         string // empty disables Redis (the system stays exactly-once, only slower)
@@ -72,6 +74,12 @@ type Config struct {
 	// CallbackSignalWait is how long an Alipay notification waits for its signal before
 	// it is acknowledged on its durable record (api.Config.CallbackSignalWait).
 	CallbackSignalWait time.Duration
+	// TraceOTLP exports spans over OTLP/HTTP: on when OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set.
+	TraceOTLP bool
+	// TraceFile, if set (PAYKIT_TRACE_FILE), appends every span to this file as JSON
+	// lines, which `paykit trace` prints as a tree.
+	TraceFile string
 }
 
 type env struct {
@@ -170,6 +178,8 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		LogLevel:            e.str("PAYKIT_LOG_LEVEL", "info"),
 		LogFormat:           e.str("PAYKIT_LOG_FORMAT", "json"),
 		PprofAddr:           e.str("PAYKIT_PPROF_ADDR", ""),
+		TraceOTLP:           e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
+		TraceFile:           e.str("PAYKIT_TRACE_FILE", ""),
 	}
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""

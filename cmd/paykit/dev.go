@@ -30,6 +30,7 @@ import (
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/shop"
@@ -53,6 +54,27 @@ type devOptions struct {
 	temporalCLI string
 	uiPort      int
 	cert        bool
+	traces      string
+}
+
+// devTracing writes the spans of `paykit dev` to a file (emptied first), unless -traces
+// is "off", so that `paykit trace -tenant demo -order 1001` shows a payment's trace with
+// no collector to run. An OTLP endpoint in the environment is used as well.
+func devTracing(ctx context.Context, cfg *Config, o devOptions, logger *slog.Logger) (*tracing.Tracing, error) {
+	switch o.traces {
+	case "off":
+		cfg.TraceFile = ""
+	case "":
+		cfg.TraceFile = filepath.Join(o.dir, "traces.jsonl")
+	default:
+		cfg.TraceFile = o.traces
+	}
+	if cfg.TraceFile != "" {
+		if err := os.WriteFile(cfg.TraceFile, nil, 0o644); err != nil {
+			return nil, fmt.Errorf("dev: span file: %w", err)
+		}
+	}
+	return setupTracing(ctx, *cfg, "paykit-dev", logger)
 }
 
 // runDev runs the whole system locally: it starts (or reuses) a Temporal dev server with
@@ -68,6 +90,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, built from tools/go.mod if missing)")
 	fs.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
 	fs.BoolVar(&o.cert, "cert", false, "run the gateway and the simulator in certificate mode (公钥证书模式)")
+	fs.StringVar(&o.traces, "traces", "", "span file, emptied at start, that `paykit trace` reads (default: <dir>/traces.jsonl; \"off\" disables)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -120,9 +143,14 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 		}()
 	}
 
+	tr, err := devTracing(ctx, &cfg, o, logger)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tr, logger)
 	// One registry: the API's /metrics also shows the worker's counters in dev.
 	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg)
+	sys, err := openSystem(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}
@@ -412,6 +440,9 @@ func printWalkthrough(cfg Config, o devOptions, simURL string) {
  3. Watch it complete: Temporal UI → Workflows → payment:demo:1001, or filter with
     PaymentStatus="PAID"; then
     curl -s %[1]s/v1/orders/1001/payments -H 'Authorization: Bearer %[5]s'
+
+ 4. Follow it as one trace, from the checkout to the webhook (spans of this run):
+    go run ./cmd/paykit trace -file .dev/traces.jsonl -tenant demo -order 1001
 ================================================================================
 `, api, o.uiPort, simURL, o.merchantAdr, demoAPIKey, o.shopAddr)
 }

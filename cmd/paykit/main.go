@@ -44,6 +44,7 @@ commands:
             exits 1 on findings, 2 if it cannot audit (see: paykit audit -h)
   statement show (with -run: reconcile) a day's Alipay bill against the local records;
             exits 1 on discrepancies, 2 if there is no report (see: paykit statement -h)
+  trace     print a payment's spans as a tree from a PAYKIT_TRACE_FILE (see: paykit trace -h)
 
 Configuration comes from the environment; see README.md.`
 
@@ -86,6 +87,8 @@ func main() {
 		os.Exit(code)
 	case "dev":
 		err = runDev(ctx, cfg, args)
+	case "trace":
+		err = runTrace(cfg, args, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Println(usage)
 		return
@@ -133,8 +136,13 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 }
 
 func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	tr, err := setupTracing(ctx, cfg, "paykit-api", logger)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tr, logger)
 	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg)
+	sys, err := openSystem(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}
@@ -145,8 +153,13 @@ func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
 }
 
 func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	tr, err := setupTracing(ctx, cfg, "paykit-worker", logger)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tr, logger)
 	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg)
+	sys, err := openSystem(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}

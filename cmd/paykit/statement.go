@@ -273,7 +273,7 @@ func runStatementDay(ctx context.Context, cfg Config, f statementFlags, apps []s
 		}
 		return statementClean, nil
 	}
-	tc, err := dialTemporal(ctx, cfg, logger, newRegistry())
+	tc, err := dialTemporal(ctx, cfg, logger, newRegistry(), nil)
 	if err != nil {
 		return statementFailed, err
 	}

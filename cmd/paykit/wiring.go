@@ -12,8 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	goredis "github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/paykit/paykit/activities"
@@ -21,6 +23,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/internal/temporalmetrics"
+	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
@@ -33,14 +36,26 @@ func newLogger(cfg Config) *slog.Logger {
 		level = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewJSONHandler(os.Stderr, opts)
 	if strings.EqualFold(cfg.LogFormat, "text") {
-		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+		h = slog.NewTextHandler(os.Stderr, opts)
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	// A record logged with the context of a traced request or activity carries its
+	// trace_id and span_id.
+	return slog.New(tracing.LogHandler(h))
 }
 
 func openStore(ctx context.Context, cfg Config) (*mysql.Store, error) {
-	db, err := mysql.Open(ctx, cfg.MySQLDSN)
+	return openTracedStore(ctx, cfg, nil)
+}
+
+// openTracedStore is openStore with a span per SQL call when tr is enabled.
+func openTracedStore(ctx context.Context, cfg Config, tr *tracing.Tracing) (*mysql.Store, error) {
+	var opts []mysql.OpenOption
+	if tr.Enabled() {
+		opts = append(opts, mysql.WithTracing())
+	}
+	db, err := mysql.Open(ctx, cfg.MySQLDSN, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql at %s (is MariaDB running? start it with `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`; a missing database is created by `paykit migrate`): %w", redactDSN(cfg.MySQLDSN), err)
 	}
@@ -58,7 +73,7 @@ func redactDSN(dsn string) string {
 
 // openRedis returns the Redis fast path, or nil if disabled. Redis being down at start is
 // not fatal: the client reconnects, and until then MySQL answers alone.
-func openRedis(cfg Config, logger *slog.Logger) (*redis.Client, error) {
+func openRedis(cfg Config, logger *slog.Logger, tr *tracing.Tracing) (*redis.Client, error) {
 	if cfg.RedisAddr == "" {
 		logger.Warn("redis disabled: checkout tokens are unavailable and every check goes to MySQL")
 		return nil, nil
@@ -67,7 +82,13 @@ func openRedis(cfg Config, logger *slog.Logger) (*redis.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc := redis.New(goredis.NewClient(opt), "paykit:")
+	gc := goredis.NewClient(opt)
+	if tr.Enabled() {
+		if err := redisotel.InstrumentTracing(gc); err != nil {
+			return nil, fmt.Errorf("redis tracing: %w", err)
+		}
+	}
+	rc := redis.New(gc, "paykit:")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := rc.Ping(ctx); err != nil {
@@ -76,17 +97,25 @@ func openRedis(cfg Config, logger *slog.Logger) (*redis.Client, error) {
 	return rc, nil
 }
 
-func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry) (client.Client, error) {
+// dialTemporal connects the client; with tr enabled, its calls, and the workflows and
+// activities of any worker made from it, are traced.
+func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (client.Client, error) {
 	mh, err := temporalmetrics.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("temporal metrics: %w", err)
 	}
-	c, err := client.DialContext(ctx, client.Options{
+	opts := client.Options{
 		HostPort:       cfg.TemporalAddr,
 		Namespace:      cfg.TemporalNamespace,
 		Logger:         tlog.NewStructuredLogger(logger.With("component", "temporal")),
 		MetricsHandler: mh,
-	})
+	}
+	if ti, err := tr.TemporalInterceptor(); err != nil {
+		return nil, fmt.Errorf("temporal tracing: %w", err)
+	} else if ti != nil {
+		opts.Interceptors = []interceptor.ClientInterceptor{ti}
+	}
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("temporal at %s (start it with `go run ./cmd/paykit dev` or `go -C tools tool temporal server start-dev`): %w", cfg.TemporalAddr, err)
 	}
@@ -210,9 +239,9 @@ func (r redisCache) MarkNotificationDone(ctx context.Context, notifyID string, t
 
 func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
 
-func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger) *activities.Activities {
+func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
 	acts := &activities.Activities{
-		Store: store, Gateway: gw, HTTP: &http.Client{Timeout: 10 * time.Second},
+		Store: store, Gateway: gw, HTTP: &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport("webhook", nil)},
 		Temporal: tc, Redriver: orch, RefundRedriver: orch, Logger: logger, Benefit: cfg.Benefit, EventRetry: cfg.EventRetry,
 	}
 	if rc != nil {
@@ -228,6 +257,7 @@ type system struct {
 	tc    client.Client
 	gws   *gateways
 	orch  *orchestrator.Orchestrator
+	trace *tracing.Tracing // disabled unless an exporter is configured
 }
 
 // newRegistry is the Prometheus registry of one process: Go runtime and process
@@ -238,18 +268,19 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// openSystem opens every dependency. The Temporal client reports its metrics to reg.
-func openSystem(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*system, error) {
-	s := &system{}
+// openSystem opens every dependency. The Temporal client reports its metrics to reg;
+// with tr enabled, MySQL, Redis and Temporal calls are traced.
+func openSystem(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (*system, error) {
+	s := &system{trace: tr}
 	var err error
-	if s.store, err = openStore(ctx, cfg); err != nil {
+	if s.store, err = openTracedStore(ctx, cfg, tr); err != nil {
 		return nil, err
 	}
-	if s.redis, err = openRedis(cfg, logger); err != nil {
+	if s.redis, err = openRedis(cfg, logger, tr); err != nil {
 		s.close()
 		return nil, err
 	}
-	if s.tc, err = dialTemporal(ctx, cfg, logger, reg); err != nil {
+	if s.tc, err = dialTemporal(ctx, cfg, logger, reg, tr); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -296,7 +327,7 @@ func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics
 }
 
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
-	acts := newActivities(cfg, s.store, s.gws.def, s.redis, s.tc, s.orch, logger)
+	acts := newActivities(cfg, s.store, s.gws.def, s.redis, s.tc, s.orch, logger, s.trace)
 	acts.Gateways = s.gws
 	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
 	s.withStatements(acts, cfg, logger)

@@ -1,0 +1,172 @@
+package tracing
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Span is one exported span as the file exporter writes it.
+type Span struct {
+	TraceID  string            `json:"trace_id"`
+	SpanID   string            `json:"span_id"`
+	ParentID string            `json:"parent_span_id,omitempty"`
+	Service  string            `json:"service"`
+	Name     string            `json:"name"`
+	Kind     string            `json:"kind"`
+	Start    time.Time         `json:"start"`
+	End      time.Time         `json:"end"`
+	Error    string            `json:"error,omitempty"`
+	Attrs    map[string]string `json:"attrs,omitempty"`
+}
+
+// FromReadOnly converts an SDK span.
+func FromReadOnly(s sdktrace.ReadOnlySpan) Span {
+	sp := Span{
+		TraceID: s.SpanContext().TraceID().String(), SpanID: s.SpanContext().SpanID().String(),
+		Name: s.Name(), Kind: s.SpanKind().String(), Start: s.StartTime().UTC(), End: s.EndTime().UTC(),
+		Attrs: map[string]string{},
+	}
+	if p := s.Parent(); p.IsValid() {
+		sp.ParentID = p.SpanID().String()
+	}
+	if v, ok := s.Resource().Set().Value("service.name"); ok {
+		sp.Service = v.Emit()
+	}
+	if st := s.Status(); st.Code.String() == "Error" {
+		sp.Error = st.Description
+		if sp.Error == "" {
+			sp.Error = "error"
+		}
+	}
+	for _, kv := range s.Attributes() {
+		sp.Attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	return sp
+}
+
+// fileExporter appends spans to a file, one JSON object per line. Several processes
+// may append to the same file: each line is written with one write call.
+type fileExporter struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func newFileExporter(path string) (*fileExporter, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: span file: %w", err)
+	}
+	return &fileExporter{f: f}, nil
+}
+
+func (e *fileExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range spans {
+		line, err := json.Marshal(FromReadOnly(s))
+		if err != nil {
+			return err
+		}
+		if _, err := e.f.Write(append(line, '\n')); err != nil {
+			return fmt.Errorf("tracing: span file: %w", err)
+		}
+	}
+	return nil
+}
+
+func (e *fileExporter) Shutdown(context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.f.Close()
+}
+
+// ReadSpans reads a span file. A line that does not parse (one cut short by a crash) is
+// skipped.
+func ReadSpans(r io.Reader) ([]Span, error) {
+	var out []Span
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4<<20)
+	for sc.Scan() {
+		var s Span
+		if json.Unmarshal(sc.Bytes(), &s) == nil && s.TraceID != "" {
+			out = append(out, s)
+		}
+	}
+	return out, sc.Err()
+}
+
+// workflowIDKey is the attribute the Temporal interceptor puts on its spans.
+const workflowIDKey = "temporalWorkflowID"
+
+// TracesOf returns the ids of the traces that touch the workflow workflowID (a
+// payment's is payment:<tenant>:<order>), oldest first.
+func TracesOf(spans []Span, workflowID string) []string {
+	first := map[string]time.Time{}
+	for _, s := range spans {
+		if s.Attrs[workflowIDKey] != workflowID {
+			continue
+		}
+		if t, ok := first[s.TraceID]; !ok || s.Start.Before(t) {
+			first[s.TraceID] = s.Start
+		}
+	}
+	ids := make([]string, 0, len(first))
+	for id := range first {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return first[ids[i]].Before(first[ids[j]]) })
+	return ids
+}
+
+// WriteTree prints the spans of traceID as an indented tree, each span with its
+// service, its offset from the trace's start, its duration and its error.
+func WriteTree(w io.Writer, spans []Span, traceID string) {
+	var mine []Span
+	ids := map[string]bool{}
+	for _, s := range spans {
+		if s.TraceID == traceID {
+			mine = append(mine, s)
+			ids[s.SpanID] = true
+		}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	sort.Slice(mine, func(i, j int) bool { return mine[i].Start.Before(mine[j].Start) })
+	children := map[string][]Span{}
+	var roots []Span
+	for _, s := range mine {
+		if s.ParentID == "" || !ids[s.ParentID] {
+			roots = append(roots, s)
+		} else {
+			children[s.ParentID] = append(children[s.ParentID], s)
+		}
+	}
+	t0 := mine[0].Start
+	fmt.Fprintf(w, "trace %s\n", traceID)
+	var walk func(s Span, depth int)
+	walk = func(s Span, depth int) {
+		line := fmt.Sprintf("%s%s  [%s] +%s %s", strings.Repeat("  ", depth+1), s.Name, s.Service,
+			s.Start.Sub(t0).Round(time.Millisecond), s.End.Sub(s.Start).Round(time.Microsecond*100))
+		if s.Error != "" {
+			line += "  ERROR: " + s.Error
+		}
+		fmt.Fprintln(w, line)
+		for _, c := range children[s.SpanID] {
+			walk(c, depth+1)
+		}
+	}
+	for _, r := range roots {
+		walk(r, 0)
+	}
+}
