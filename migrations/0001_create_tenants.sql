@@ -18,4 +18,6 @@ CREATE TABLE tenants (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- +goose Down
+-- Dropping these records is refused while there are any (migrations.Options.Force overrides).
+-- +paykit down-guard: SELECT 1 FROM tenants LIMIT 1
 DROP TABLE tenants;

@@ -22,4 +22,6 @@ CREATE TABLE channel_notifications (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- +goose Down
+-- Dropping these records is refused while there are any (migrations.Options.Force overrides).
+-- +paykit down-guard: SELECT 1 FROM channel_notifications LIMIT 1
 DROP TABLE channel_notifications;

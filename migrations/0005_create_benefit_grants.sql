@@ -13,4 +13,6 @@ CREATE TABLE benefit_grants (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- +goose Down
+-- Dropping these records is refused while there are any (migrations.Options.Force overrides).
+-- +paykit down-guard: SELECT 1 FROM benefit_grants LIMIT 1
 DROP TABLE benefit_grants;

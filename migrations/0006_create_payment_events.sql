@@ -23,4 +23,6 @@ CREATE TABLE payment_events (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- +goose Down
+-- Dropping these records is refused while there are any (migrations.Options.Force overrides).
+-- +paykit down-guard: SELECT 1 FROM payment_events LIMIT 1
 DROP TABLE payment_events;

@@ -10,6 +10,9 @@
 -- Alipay's idempotency key for it, derived from (tenant_id, refund_no) and unique
 -- everywhere. status: 0 pending, 1 succeeded, 2 failed.
 
+-- Several statements: this file adds a column to payments and creates refunds. It was applied as one
+-- migration before the rule of one DDL statement per file; splitting it would renumber
+-- applied versions. The runner makes it safe to re-run after an interruption.
 -- +goose Up
 ALTER TABLE payments
     ADD COLUMN refunded_fen BIGINT NOT NULL DEFAULT 0 AFTER amount_fen;
@@ -38,5 +41,7 @@ CREATE TABLE refunds (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- +goose Down
+-- Dropping these records is refused while there are any (migrations.Options.Force overrides).
+-- +paykit down-guard: SELECT 1 FROM refunds LIMIT 1
 DROP TABLE refunds;
 ALTER TABLE payments DROP COLUMN refunded_fen;

@@ -12,4 +12,6 @@ ALTER TABLE tenants
     ADD KEY idx_tenants_alipay_app (alipay_app_id, alipay_credentials(8));
 
 -- +goose Down
+-- Dropping these records is refused while there are any (migrations.Options.Force overrides).
+-- +paykit down-guard: SELECT 1 FROM tenants WHERE alipay_credentials IS NOT NULL LIMIT 1
 ALTER TABLE tenants DROP KEY idx_tenants_alipay_app, DROP COLUMN alipay_credentials;

@@ -12,6 +12,9 @@
 -- previous_webhook_secret is the secret a rotation replaced: webhooks carry a signature
 -- with it too until previous_secret_expires_at, so merchants can switch over.
 
+-- Several statements: this file alters payment_events and tenants. It was applied as one
+-- migration before the rule of one DDL statement per file; splitting it would renumber
+-- applied versions. The runner makes it safe to re-run after an interruption.
 -- +goose Up
 ALTER TABLE payment_events
     ADD COLUMN claimed_until DATETIME(6) NULL AFTER dead,

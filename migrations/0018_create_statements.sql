@@ -11,6 +11,9 @@
 --
 -- The paid_at and refunded_at indexes serve the "local side of a day" queries.
 
+-- Several statements: this file creates the two statement tables and adds two indexes. It was applied as one
+-- migration before the rule of one DDL statement per file; splitting it would renumber
+-- applied versions. The runner makes it safe to re-run after an interruption.
 -- +goose Up
 CREATE TABLE statement_reports (
     app_id             VARCHAR(64)  NOT NULL,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/workflows"
@@ -74,6 +75,9 @@ type Config struct {
 	// CallbackSignalWait is how long an Alipay notification waits for its signal before
 	// it is acknowledged on its durable record (api.Config.CallbackSignalWait).
 	CallbackSignalWait time.Duration
+	// MigrateLockWait bounds how long one migration statement waits for its table's
+	// metadata lock before it is retried (migrations.Options.LockWait).
+	MigrateLockWait time.Duration
 	// TraceOTLP exports spans over OTLP/HTTP: on when OTEL_EXPORTER_OTLP_ENDPOINT or
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set.
 	TraceOTLP bool
@@ -180,6 +184,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		PprofAddr:           e.str("PAYKIT_PPROF_ADDR", ""),
 		TraceOTLP:           e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
 		TraceFile:           e.str("PAYKIT_TRACE_FILE", ""),
+		MigrateLockWait:     e.dur("PAYKIT_MIGRATE_LOCK_WAIT", migrations.DefaultLockWait),
 	}
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""

@@ -34,7 +34,7 @@ commands:
             the Alipay simulator, the worker and the API
   api       run the HTTP API
   worker    run the Temporal worker (workflows, activities, schedules)
-  migrate   create the database if missing and apply the migrations
+  migrate   create the database if missing and apply the migrations (-down-to N [-force]: roll back)
   temporal-setup
             create the Temporal namespace if missing and register the payment search
             attributes (a real Temporal server; the dev server does it itself)
@@ -70,7 +70,7 @@ func main() {
 	case "worker":
 		err = runWorker(ctx, cfg, logger)
 	case "migrate":
-		err = runMigrate(ctx, cfg, logger)
+		err = runMigrateCmd(ctx, cfg, args, logger)
 	case "temporal-setup":
 		err = runTemporalSetup(ctx, cfg, args, logger)
 	case "tenant":
@@ -124,7 +124,7 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer func() { _ = store.Close(); _ = store.DB().Close() }()
-	if err := migrations.Up(ctx, store.DB()); err != nil {
+	if err := migrations.UpWith(ctx, store.DB(), migrateOptions(cfg, logger)); err != nil {
 		return err
 	}
 	v, err := migrations.Version(ctx, store.DB())
@@ -132,6 +132,40 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	logger.Info("migrations applied", "version", v)
+	return nil
+}
+
+func migrateOptions(cfg Config, logger *slog.Logger) migrations.Options {
+	return migrations.Options{LockWait: cfg.MigrateLockWait, Logger: logger}
+}
+
+// runMigrateCmd is `paykit migrate`: up to the latest version, or with -down-to back to
+// a version, which refuses to drop tables holding payments, refunds or credentials
+// unless -force.
+func runMigrateCmd(ctx context.Context, cfg Config, args []string, logger *slog.Logger) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	downTo := fs.Int64("down-to", -1, "roll back to this version (0: an empty schema) instead of migrating up")
+	force := fs.Bool("force", false, "with -down-to: drop tables and columns even if they hold records")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *downTo < 0 {
+		if *force {
+			return errors.New("migrate: -force goes with -down-to")
+		}
+		return runMigrate(ctx, cfg, logger)
+	}
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = store.Close(); _ = store.DB().Close() }()
+	o := migrateOptions(cfg, logger)
+	o.Force = *force
+	if err := migrations.DownTo(ctx, store.DB(), *downTo, o); err != nil {
+		return err
+	}
+	logger.Info("migrations rolled back", "version", *downTo)
 	return nil
 }
 

@@ -1,0 +1,252 @@
+package migrations
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/pressly/goose/v3"
+)
+
+// Options tunes how migrations run against a live database.
+type Options struct {
+	// LockWait bounds how long one DDL statement waits for its table's metadata lock
+	// (SET SESSION lock_wait_timeout). While a DDL waits, every new query on that table
+	// waits behind it, so this is the longest a migration stalls the application's
+	// writes. Zero means DefaultLockWait.
+	LockWait time.Duration
+	// RetryFor is how long a statement that timed out on its lock is retried (with
+	// backoff, the application's queries running in between) before the migration fails.
+	// Zero means DefaultRetryFor.
+	RetryFor time.Duration
+	// Force lets a Down run whose guard finds data it would destroy.
+	Force bool
+	// Logger reports retries and statements found already applied; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultLockWait and DefaultRetryFor are the defaults of Options.
+const (
+	DefaultLockWait = 2 * time.Second
+	DefaultRetryFor = 10 * time.Minute
+)
+
+func (o Options) withDefaults() Options {
+	if o.LockWait <= 0 {
+		o.LockWait = DefaultLockWait
+	}
+	if o.RetryFor <= 0 {
+		o.RetryFor = DefaultRetryFor
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// file is one parsed migration file.
+type file struct {
+	version int64
+	name    string
+	up      []string
+	down    []string
+	// guards are queries run before Down: if one returns a row, Down refuses unless
+	// forced ("-- +paykit down-guard: SELECT 1 FROM refunds LIMIT 1").
+	guards []string
+}
+
+const guardPrefix = "-- +paykit down-guard:"
+
+// parseFile splits a goose-format file into its Up and Down statements. A statement
+// ends with a semicolon at the end of a line; comment lines are dropped. The files hold
+// no procedures or string literals spanning lines, which TestEveryFileParses keeps true.
+func parseFile(name, text string) (file, error) {
+	f := file{name: name}
+	n, err := strconv.ParseInt(strings.SplitN(name, "_", 2)[0], 10, 64)
+	if err != nil {
+		return f, fmt.Errorf("migrations: %s is not numbered", name)
+	}
+	f.version = n
+	var section *[]string
+	var stmt strings.Builder
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), " \t\r")
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "-- +goose Up":
+			section = &f.up
+			continue
+		case trimmed == "-- +goose Down":
+			section = &f.down
+			continue
+		case strings.HasPrefix(trimmed, guardPrefix):
+			f.guards = append(f.guards, strings.TrimSpace(strings.TrimPrefix(trimmed, guardPrefix)))
+			continue
+		case strings.HasPrefix(trimmed, "-- +goose"):
+			return f, fmt.Errorf("migrations: %s: annotation %q is not supported", name, trimmed)
+		case strings.HasPrefix(trimmed, "--"), trimmed == "":
+			continue
+		}
+		if section == nil {
+			return f, fmt.Errorf("migrations: %s: SQL before -- +goose Up", name)
+		}
+		stmt.WriteString(line)
+		stmt.WriteByte('\n')
+		if strings.HasSuffix(trimmed, ";") {
+			*section = append(*section, strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";"))
+			stmt.Reset()
+		}
+	}
+	if strings.TrimSpace(stmt.String()) != "" {
+		return f, fmt.Errorf("migrations: %s: last statement has no semicolon", name)
+	}
+	if len(f.up) == 0 {
+		return f, fmt.Errorf("migrations: %s: no Up statement", name)
+	}
+	return f, nil
+}
+
+// files parses every migration file of FS, in order.
+func files() ([]file, error) {
+	names, err := fs.Glob(FS, "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]file, 0, len(names))
+	for _, name := range names {
+		b, err := fs.ReadFile(FS, name)
+		if err != nil {
+			return nil, err
+		}
+		f, err := parseFile(name, string(b))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// MySQL error numbers the runner reacts to.
+const (
+	errLockWait       = 1205 // ER_LOCK_WAIT_TIMEOUT: also a metadata lock not granted in lock_wait_timeout
+	errTableExists    = 1050 // ER_TABLE_EXISTS_ERROR
+	errUnknownTable   = 1051 // ER_BAD_TABLE_ERROR
+	errDupColumn      = 1060 // ER_DUP_FIELDNAME
+	errDupKey         = 1061 // ER_DUP_KEYNAME
+	errCantDropColKey = 1091 // ER_CANT_DROP_FIELD_OR_KEY
+)
+
+// alreadyApplied reports whether err says the statement's effect is already there: a
+// statement of a migration interrupted after it ran (each DDL statement is atomic), run
+// again.
+func alreadyApplied(err error, up bool) bool {
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	if up {
+		return me.Number == errTableExists || me.Number == errDupColumn || me.Number == errDupKey
+	}
+	return me.Number == errUnknownTable || me.Number == errCantDropColKey
+}
+
+func isLockWait(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == errLockWait
+}
+
+// run executes stmts one by one on one connection with lock_wait_timeout set. A
+// statement whose lock wait timed out is retried with backoff; one whose effect is
+// already there (an earlier, interrupted run got that far) is skipped. So a migration
+// stopped at any point completes when run again.
+func (f file) run(ctx context.Context, db *sql.DB, stmts []string, up bool, o Options) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// The connection goes back to db's pool: leave it as it was found.
+	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = DEFAULT") }()
+	secs := int(math.Ceil(o.LockWait.Seconds()))
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
+		return fmt.Errorf("%s: set lock_wait_timeout: %w", f.name, err)
+	}
+	for i, stmt := range stmts {
+		deadline := time.Now().Add(o.RetryFor)
+		backoff := 100 * time.Millisecond
+		for attempt := 1; ; attempt++ {
+			_, err := conn.ExecContext(ctx, stmt)
+			if err == nil {
+				break
+			}
+			if alreadyApplied(err, up) {
+				o.Logger.Warn("migration statement already applied; going on", "file", f.name, "statement", i+1, "err", err)
+				break
+			}
+			if !isLockWait(err) || time.Now().After(deadline) {
+				return fmt.Errorf("%s: statement %d: %w", f.name, i+1, err)
+			}
+			o.Logger.Warn("migration waited too long for a table lock; retrying", "file", f.name, "statement", i+1,
+				"attempt", attempt, "lock_wait", o.LockWait, "backoff", backoff)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}
+	return nil
+}
+
+// ErrDestroysData is returned by a Down whose guard found data it would destroy.
+var ErrDestroysData = errors.New("migrations: down would destroy data")
+
+func (f file) checkGuards(ctx context.Context, db *sql.DB, o Options) error {
+	for _, q := range f.guards {
+		var one int
+		err := db.QueryRowContext(ctx, q).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: guard %q: %w", f.name, q, err)
+		}
+		if !o.Force {
+			return fmt.Errorf("%w: %s (%s finds rows); force it (paykit migrate -down-to N -force) to drop them", ErrDestroysData, f.name, q)
+		}
+		o.Logger.Warn("down migration destroys data (forced)", "file", f.name, "guard", q)
+	}
+	return nil
+}
+
+// goMigrations turns the files into goose migrations run by the runner.
+func goMigrations(o Options) ([]*goose.Migration, error) {
+	fs, err := files()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*goose.Migration, 0, len(fs))
+	for _, f := range fs {
+		up := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error { return f.run(ctx, db, f.up, true, o) }}
+		down := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
+			if err := f.checkGuards(ctx, db, o); err != nil {
+				return err
+			}
+			return f.run(ctx, db, f.down, false, o)
+		}}
+		out = append(out, goose.NewGoMigration(f.version, up, down))
+	}
+	return out, nil
+}
