@@ -3,11 +3,14 @@ package mysql_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -98,4 +101,113 @@ func TestClaimEventForRedelivery(t *testing.T) {
 			t.Fatal("another tenant claimed the event")
 		}
 	})
+}
+
+// TestFeedNeverPassesAnEventNotYetCommitted: payment A's transaction writes its event
+// and has not committed when payment B's commits. A poller must not be handed B (and
+// move its cursor past A's id) before A is visible: A would then never be listed. Each
+// event is listed exactly once however the two commit.
+func TestFeedNeverPassesAnEventNotYetCommitted(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	a := createPending(t, st, "t1", "oa", "PA")
+	b := createPending(t, st, "t1", "ob", "PB")
+	held, release := make(chan struct{}), make(chan struct{})
+	mysql.SetAfterEventInsert(st, func(no string) {
+		if no == a.PaymentNo {
+			close(held)
+			<-release
+		}
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := st.MarkPaid(ctx, a.PaymentNo, "TA", time.Time{}); err != nil {
+			t.Errorf("mark A paid: %v", err)
+		}
+	})
+	<-held // A's event is written, its transaction open
+	wg.Go(func() {
+		if _, err := st.MarkPaid(ctx, b.PaymentNo, "TB", time.Time{}); err != nil {
+			t.Errorf("mark B paid: %v", err)
+		}
+	})
+	listed := map[string]int{}
+	var cursor int64
+	poll := func() {
+		evs, err := st.ListTenantEvents(ctx, "t1", cursor, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			listed[ev.PaymentNo]++
+			cursor = ev.Seq
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // B has had time to commit, were it free to
+	poll()
+	close(release)
+	wg.Wait()
+	poll()
+	if listed["PA"] != 1 || listed["PB"] != 1 {
+		t.Fatalf("events listed to the poller: %v, want PA and PB once each", listed)
+	}
+}
+
+// TestFeedUnderConcurrentPayments: 50 payments of one tenant are marked paid at once
+// while a poller follows the feed in a tight loop; it sees every event exactly once.
+func TestFeedUnderConcurrentPayments(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	const n = 50
+	for i := range n {
+		createPending(t, st, "t1", fmt.Sprintf("o%d", i), fmt.Sprintf("P%03d", i))
+	}
+	done := make(chan struct{})
+	listed := map[string]int{}
+	var pollErr error
+	var pw sync.WaitGroup
+	pw.Go(func() {
+		var cursor int64
+		for {
+			select {
+			case <-done:
+			default:
+			}
+			evs, err := st.ListTenantEvents(ctx, "t1", cursor, 7)
+			if err != nil {
+				pollErr = err
+				return
+			}
+			for _, ev := range evs {
+				listed[ev.PaymentNo]++
+				cursor = ev.Seq
+			}
+			if len(evs) == 0 {
+				select {
+				case <-done:
+					return
+				default:
+				}
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := st.MarkPaid(ctx, fmt.Sprintf("P%03d", i), fmt.Sprintf("T%03d", i), time.Time{}); err != nil {
+				t.Errorf("mark paid %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	pw.Wait()
+	if pollErr != nil {
+		t.Fatal(pollErr)
+	}
+	for i := range n {
+		if no := fmt.Sprintf("P%03d", i); listed[no] != 1 {
+			t.Errorf("%s listed %d times, want once", no, listed[no])
+		}
+	}
 }

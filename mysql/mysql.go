@@ -131,6 +131,9 @@ func ParseDSN(dsn string) (*gomysql.Config, error) {
 type Store struct {
 	db    *sql.DB
 	stmts stmtCache
+	// afterEventInsert, when a test sets it, runs inside the transaction right after it
+	// wrote an outbox event, before the commit.
+	afterEventInsert func(paymentNo string)
 }
 
 var _ payment.Store = (*Store)(nil)
@@ -212,7 +215,7 @@ func (st *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 func txQueries() []string {
 	return []string{
 		qUpsertOrder, qOrderState, qInsertPayment, qPaymentByNoForUpdate, qMarkPaid, qClose, qFail, qOrderPaid,
-		qOrderCancelled, qInsertEvent, qTenantByIDForUpdate, qUpdateTenant, qInsertTenant,
+		qOrderCancelled, qLockTenantFeed, qInsertEvent, qTenantByIDForUpdate, qUpdateTenant, qInsertTenant,
 		qEventByIDForUpdate, qEventFailed,
 		qRefundByNo, qRefundByNoForUpdate, qTenantPaymentForUpdate, qReserveRefund, qReserveClosedRefund, qReleaseRefund, qInsertRefund,
 		qRefundSucceeded, qRefundFailed,

@@ -73,6 +73,11 @@ WHERE tenant_id = ? AND order_id = ?`
 	qOrderCancelled = `UPDATE orders SET status = 2, updated_at = ?
 WHERE tenant_id = ? AND order_id = ? AND status = 0`
 
+	// qLockTenantFeed takes the tenant's feed lock (migration 0020) for the rest of the
+	// transaction. Every outbox INSERT runs right after it, so a tenant's events commit in
+	// the order of their ids and the events feed's cursor never passes one still to come.
+	qLockTenantFeed = `INSERT INTO tenant_feed_locks (tenant_id, events) VALUES (?, 1)
+ON DUPLICATE KEY UPDATE events = events + 1`
 	qInsertEvent = `INSERT INTO payment_events (event_id, tenant_id, payment_no, type, payload, created_at)
 VALUES (?, ?, ?, ?, ?, ?)`
 )
@@ -357,6 +362,9 @@ func (st *Store) leavePending(ctx context.Context, paymentNo, eventType, reason 
 		if err != nil {
 			return err
 		}
+		if st.afterEventInsert != nil {
+			st.afterEventInsert(p.PaymentNo)
+		}
 		tr = payment.Transition{Payment: p, Changed: true, EventID: eventID}
 		return nil
 	})
@@ -414,11 +422,23 @@ func (st *Store) insertEvent(ctx context.Context, tx *sql.Tx, eventType string, 
 	if err != nil {
 		return "", fmt.Errorf("encode event: %w", err)
 	}
+	if err := st.lockTenantFeed(ctx, tx, p.TenantID); err != nil {
+		return "", err
+	}
 	if _, err := st.exec(ctx, tx, qInsertEvent,
 		ev.EventID, p.TenantID, p.PaymentNo, eventType, string(body), now); err != nil {
 		return "", fmt.Errorf("insert event: %w", err)
 	}
 	return ev.EventID, nil
+}
+
+// lockTenantFeed takes the tenant's feed lock in tx: it is the statement right before
+// every outbox INSERT, and the last lock a transaction takes, so it adds no lock cycle.
+func (st *Store) lockTenantFeed(ctx context.Context, tx *sql.Tx, tenantID string) error {
+	if _, err := st.exec(ctx, tx, qLockTenantFeed, tenantID); err != nil {
+		return fmt.Errorf("lock the events feed of %s: %w", tenantID, err)
+	}
+	return nil
 }
 
 // GetPayment returns a payment by payment_no, or an error wrapping payment.ErrNotFound.

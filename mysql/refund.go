@@ -339,6 +339,9 @@ func (st *Store) insertRefundEvent(ctx context.Context, tx *sql.Tx, eventType st
 	if err != nil {
 		return "", fmt.Errorf("encode event: %w", err)
 	}
+	if err := st.lockTenantFeed(ctx, tx, r.TenantID); err != nil {
+		return "", err
+	}
 	if _, err := st.exec(ctx, tx, qInsertEvent, ev.EventID, r.TenantID, r.PaymentNo, eventType, string(body), now); err != nil {
 		return "", fmt.Errorf("insert event: %w", err)
 	}
