@@ -720,9 +720,14 @@ func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	m.mu.Lock()
 	secret := m.secrets[tenantID]
-	ok := whsig.Verify(r.Header.Get(activities.SignatureHeader), body, secret, whsig.DefaultTolerance) == nil
+	// As the README tells merchants: the event id is the signed body's.
+	id, err := whsig.VerifyEvent(r.Header.Get(activities.SignatureHeader), r.Header.Get(activities.EventIDHeader), body, secret, whsig.DefaultTolerance)
+	ok := err == nil
+	if !ok {
+		id = r.Header.Get(activities.EventIDHeader)
+	}
 	m.events[tenantID] = append(m.events[tenantID], webhook{
-		eventID: r.Header.Get(activities.EventIDHeader), typ: r.Header.Get(activities.EventTypeHeader), body: body, verified: ok,
+		eventID: id, typ: r.Header.Get(activities.EventTypeHeader), body: body, verified: ok,
 	})
 	m.mu.Unlock()
 	if !ok {

@@ -6,12 +6,18 @@
 // secret is being rotated the header carries one v1 per valid secret. Because the
 // timestamp is signed, a verifier that refuses old timestamps refuses a captured
 // webhook replayed later.
+//
+// Dedupe on the event id of the signed body (VerifyEvent returns it), not on the
+// Paykit-Event-Id header, which the signature does not cover: a captured webhook
+// replayed within the tolerance under a new header value would pass a dedupe on the
+// header. VerifyEvent refuses a header that differs from the body's id.
 package webhook
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -26,7 +32,33 @@ var (
 	ErrMalformed = errors.New("webhook: malformed signature header")
 	ErrTooOld    = errors.New("webhook: timestamp outside the tolerance window")
 	ErrSignature = errors.New("webhook: no signature matches")
+	ErrEventID   = errors.New("webhook: the event id is not the signed body's")
 )
+
+// VerifyEvent is Verify, then returns the event id of the signed body (its top-level
+// "event_id"), the one to dedupe on. eventIDHeader is the request's Paykit-Event-Id:
+// if it is not empty it must equal the body's id (ErrEventID otherwise), so a replay
+// under a new header value is refused rather than taken for a new event.
+func VerifyEvent(header, eventIDHeader string, body []byte, secret string, tolerance time.Duration) (string, error) {
+	return VerifyEventAt(header, eventIDHeader, body, secret, tolerance, time.Now())
+}
+
+// VerifyEventAt is VerifyEvent with the verifier's clock given.
+func VerifyEventAt(header, eventIDHeader string, body []byte, secret string, tolerance time.Duration, now time.Time) (string, error) {
+	if err := VerifyAt(header, body, secret, tolerance, now); err != nil {
+		return "", err
+	}
+	var ev struct {
+		EventID string `json:"event_id"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil || ev.EventID == "" {
+		return "", ErrEventID
+	}
+	if eventIDHeader != "" && eventIDHeader != ev.EventID {
+		return "", ErrEventID
+	}
+	return ev.EventID, nil
+}
 
 // Sign returns the signature header for body sent at t, with one v1 per secret (the
 // current secret first). Empty secrets are skipped.

@@ -72,3 +72,29 @@ func TestREADMEQuotesTheExample(t *testing.T) {
 		t.Fatalf("README.md does not quote ExampleVerify as it is in webhook/example_test.go:\n%s", example)
 	}
 }
+
+// TestVerifyEventDedupesOnTheSignedID: the id to dedupe on is the signed body's; a
+// replay under another Paykit-Event-Id, and a body with no event_id, are refused.
+func TestVerifyEventDedupesOnTheSignedID(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	body := []byte(`{"event_id":"evt_P1_paid","type":"payment.paid"}`)
+	sig := webhook.Sign(body, now, "s1")
+	for _, tc := range []struct {
+		name, header string
+		body         []byte
+		sig          string
+		wantID       string
+		want         error
+	}{
+		{name: "header matches", header: "evt_P1_paid", body: body, sig: sig, wantID: "evt_P1_paid"},
+		{name: "no header", body: body, sig: sig, wantID: "evt_P1_paid"},
+		{name: "replayed under a new id", header: "evt_P1_paid_again", body: body, sig: sig, want: webhook.ErrEventID},
+		{name: "signed body without an id", body: []byte(`{"type":"payment.paid"}`), sig: webhook.Sign([]byte(`{"type":"payment.paid"}`), now, "s1"), want: webhook.ErrEventID},
+		{name: "bad signature first", header: "evt_P1_paid", body: body, sig: webhook.Sign(body, now, "s2"), want: webhook.ErrSignature},
+	} {
+		id, err := webhook.VerifyEventAt(tc.sig, tc.header, tc.body, "s1", webhook.DefaultTolerance, now)
+		if !errors.Is(err, tc.want) || id != tc.wantID {
+			t.Errorf("%s: id %q err %v, want %q %v", tc.name, id, err, tc.wantID, tc.want)
+		}
+	}
+}

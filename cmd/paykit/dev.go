@@ -251,8 +251,10 @@ func demoMerchant(logger *slog.Logger, returns returnVerifier) http.Handler {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		ok := webhook.Verify(r.Header.Get(activities.SignatureHeader), body, demoWebhookSecret, webhook.DefaultTolerance) == nil
-		logger.Info("demo merchant received webhook", "component", "merchant", "event_id", r.Header.Get(activities.EventIDHeader),
+		id, err := webhook.VerifyEvent(r.Header.Get(activities.SignatureHeader), r.Header.Get(activities.EventIDHeader),
+			body, demoWebhookSecret, webhook.DefaultTolerance)
+		ok := err == nil
+		logger.Info("demo merchant received webhook", "component", "merchant", "event_id", id,
 			"type", r.Header.Get(activities.EventTypeHeader), "signature_ok", ok, "body", string(body))
 		if !ok {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
