@@ -47,8 +47,8 @@ type RefundChannelInput struct {
 	Reason       string         `json:"reason,omitempty"`
 }
 
-// RefundAtChannel asks Alipay for the refund. A replay answers FundChange=false and is
-// a success like the first answer. ACQ.SYSTEM_ERROR, a timeout or a 5xx leave the outcome
+// RefundAtChannel asks Alipay for the refund. A replay, or a refund Alipay is still
+// processing, answers FundChange=false, which the workflow confirms by the refund query. ACQ.SYSTEM_ERROR, a timeout or a 5xx leave the outcome
 // unknown and are retried with the same out_request_no; a balance shortfall is a
 // non-retryable ErrTypeBalanceShortfall, any other refusal a non-retryable
 // ErrTypeChannelRefused.

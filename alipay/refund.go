@@ -9,7 +9,9 @@ import (
 )
 
 // Refund refunds part or all of a paid trade. Alipay is idempotent on OutRequestNo: a
-// replay answers fund_change "N" (FundChange false) and moves no money again.
+// replay answers fund_change "N" (FundChange false) and moves no money again. "N" also
+// answers a refund Alipay accepted but has not carried out, so only the refund query
+// confirms a FundChange=false answer (workflows.RefundWorkflow).
 func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (payment.RefundResult, error) {
 	if err := payment.ValidatePaymentNo(req.PaymentNo); err != nil {
 		return payment.RefundResult{}, invalidRequest(opRefund, err)

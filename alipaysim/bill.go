@@ -269,9 +269,9 @@ func (s *Simulator) billRows(a *app, day time.Time) []BillRow {
 		}
 	}
 	for _, r := range s.refunds {
-		if r.t.app == a && r.createdAt.In(s.loc).Format(billDateLayout) == date {
+		if r.state == RefundSucceeded && r.t.app == a && r.refundedAt.In(s.loc).Format(billDateLayout) == date {
 			rows = append(rows, refundRow(r.t.tradeNo, r.t.outTradeNo, r.t.subject, r.outRequestNo,
-				r.t.createdAt.In(s.loc), r.createdAt.In(s.loc), maskedLogon(r.t.buyerID), r.amount))
+				r.t.createdAt.In(s.loc), r.refundedAt.In(s.loc), maskedLogon(r.t.buyerID), r.amount))
 		}
 	}
 	s.mu.Unlock()

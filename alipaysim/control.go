@@ -91,6 +91,17 @@ func (s *Simulator) routes() *http.ServeMux {
 		writeJSON(w, http.StatusOK, s.Faults())
 	})
 	mux.HandleFunc("POST "+p+"/faults/notifications", s.handleNotificationFaults)
+	mux.HandleFunc("POST "+p+"/faults/refunds", func(w http.ResponseWriter, r *http.Request) {
+		var f RefundFaults
+		if !decodeBody(w, r, &f) {
+			return
+		}
+		if err := s.SetRefundFaults(f); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.Faults())
+	})
 	s.billRoutes(mux)
 	mux.HandleFunc("POST "+p+"/reset", func(w http.ResponseWriter, _ *http.Request) {
 		s.Reset()

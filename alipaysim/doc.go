@@ -88,6 +88,10 @@ Faults
                                              "method":"alipay.trade.query"?,"status":502?,
                                              "after_processing":false}
   POST   /_sim/faults/notifications         any of {"drop_next":N,"copies":K,"delay_ms":D,"hold":true}
+  POST   /_sim/faults/refunds               {"processing_next":N,"settle_ms":D,"fail":false,"query_lag_ms":L}:
+                                             the next N new refunds answer fund_change "N" while processing,
+                                             then succeed (or fail) after D ms; the refund query is blind
+                                             to a refund for L ms after it succeeded
 
 Other
   GET  /_sim/healthz                        {"status":"ok"}

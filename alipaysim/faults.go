@@ -40,11 +40,38 @@ type NotificationFaults struct {
 	Hold bool `json:"hold"`
 }
 
+// RefundFaults changes how new refunds are carried out, as Alipay sometimes does.
+type RefundFaults struct {
+	// ProcessingNext answers the next N new refund requests success with fund_change "N"
+	// while the refund is still processing: no money has moved yet, a replay answers "N"
+	// too, and the refund query does not know it. After SettleMS (real milliseconds) it
+	// succeeds (the money moves, the refund notification goes out), or with Fail it fails:
+	// it is forgotten, and a later request with its out_request_no is a new refund.
+	ProcessingNext int   `json:"processing_next"`
+	SettleMS       int64 `json:"settle_ms"`
+	Fail           bool  `json:"fail"`
+	// QueryLagMS makes alipay.trade.fastpay.refund.query blind to a refund for this long
+	// (real milliseconds) after it succeeded, as Alipay's query lags the refund itself.
+	QueryLagMS int64 `json:"query_lag_ms"`
+}
+
 // FaultState is the current fault configuration, as returned by GET /_sim/faults.
 type FaultState struct {
 	Gateway       []GatewayFault     `json:"gateway"`
 	Notifications NotificationFaults `json:"notifications"`
+	Refunds       RefundFaults       `json:"refunds"`
 	Held          int                `json:"held"`
+}
+
+// SetRefundFaults replaces the refund fault settings.
+func (s *Simulator) SetRefundFaults(f RefundFaults) error {
+	if f.ProcessingNext < 0 || f.SettleMS < 0 || f.QueryLagMS < 0 {
+		return fmt.Errorf("alipaysim: refund faults must not be negative")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refundFaults = f
+	return nil
 }
 
 // InjectGatewayFault queues a gateway fault. Faults are consumed in the order injected.
@@ -87,6 +114,7 @@ func (s *Simulator) Faults() FaultState {
 	return FaultState{
 		Gateway:       append([]GatewayFault{}, s.gatewayFaults...),
 		Notifications: s.notifyFaults,
+		Refunds:       s.refundFaults,
 		Held:          len(s.held),
 	}
 }
@@ -97,6 +125,7 @@ func (s *Simulator) ResetFaults() {
 	defer s.mu.Unlock()
 	s.gatewayFaults = nil
 	s.notifyFaults = NotificationFaults{Copies: 1}
+	s.refundFaults = RefundFaults{}
 	s.payOnClose = make(map[string]string)
 }
 

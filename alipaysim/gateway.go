@@ -407,24 +407,64 @@ func (s *Simulator) apiRefund(_ *http.Request, a *app, biz bizContent, _ url.Val
 	case StatusFinished:
 		return bizFailure("ACQ.TRADE_HAS_FINISHED", "交易已完结")
 	}
-	if t.refunded+amount > t.total {
+	if t.refunded+t.processing+amount > t.total {
 		return bizFailure("ACQ.REFUND_AMT_NOT_EQUAL_TOTAL", "退款金额超限")
 	}
-	r := &refund{t: t, outRequestNo: reqNo, amount: amount, reason: biz["refund_reason"], createdAt: now}
+	r := &refund{t: t, outRequestNo: reqNo, amount: amount, reason: biz["refund_reason"], createdAt: now, state: RefundSucceeded}
 	t.refunds[reqNo] = r
-	t.refunded += amount
 	s.refunds = append(s.refunds, r)
+	if f := &s.refundFaults; f.ProcessingNext > 0 {
+		// Accepted but not carried out yet: no money moves in this call.
+		f.ProcessingNext--
+		r.state = RefundProcessing
+		t.processing += amount
+		s.log.Info("refund processing", "app_id", a.id, "out_trade_no", t.outTradeNo, "out_request_no", reqNo,
+			"refund_amount", formatYuan(amount), "settle_ms", f.SettleMS, "fail", f.Fail)
+		fail, gen := f.Fail, s.gen
+		time.AfterFunc(time.Duration(f.SettleMS)*time.Millisecond, func() { s.settleRefund(r, fail, gen) })
+		return s.refundResponse(t, r, "N")
+	}
+	s.refundLocked(a, t, r)
+	return s.refundResponse(t, r, "Y")
+}
+
+// refundLocked moves the money of refund r: the trade's refunded total, its close when
+// fully refunded, the query's view of it and the refund notification.
+func (s *Simulator) refundLocked(a *app, t *trade, r *refund) {
+	now := s.now()
+	r.state = RefundSucceeded
+	r.refundedAt = now
+	r.visibleAt = time.Now().Add(time.Duration(s.refundFaults.QueryLagMS) * time.Millisecond)
+	t.refunded += r.amount
 	if t.refunded == t.total {
 		t.status = StatusClosed
 		t.closedAt = now
 		t.closeReason = CloseReasonRefunded
 	}
-	s.log.Info("refund", "app_id", a.id, "out_trade_no", t.outTradeNo, "out_request_no", reqNo,
-		"refund_amount", formatYuan(amount), "refunded_total", formatYuan(t.refunded), "trade_status", t.status)
+	s.log.Info("refund", "app_id", a.id, "out_trade_no", t.outTradeNo, "out_request_no", r.outRequestNo,
+		"refund_amount", formatYuan(r.amount), "refunded_total", formatYuan(t.refunded), "trade_status", t.status)
 	if !s.cfg.PaymentNotificationsOnly {
 		s.notifyLocked(t, notifyRefund, r)
 	}
-	return s.refundResponse(t, r, "Y")
+}
+
+// settleRefund ends a processing refund: it succeeds, or fails and is forgotten (a later
+// request with its out_request_no is a new refund). A Reset since it began cancels it.
+func (s *Simulator) settleRefund(r *refund, fail bool, gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gen != gen || r.state != RefundProcessing {
+		return
+	}
+	t := r.t
+	t.processing -= r.amount
+	if fail {
+		r.state = RefundFailed
+		delete(t.refunds, r.outRequestNo)
+		s.log.Info("refund failed", "app_id", t.app.id, "out_trade_no", t.outTradeNo, "out_request_no", r.outRequestNo)
+		return
+	}
+	s.refundLocked(t.app, t, r)
 }
 
 func (s *Simulator) refundResponse(t *trade, r *refund, fundChange string) fields {
@@ -451,12 +491,13 @@ func (s *Simulator) apiRefundQuery(_ *http.Request, a *app, biz bizContent, _ ur
 		reqNo = t.outTradeNo
 	}
 	r := t.refunds[reqNo]
-	if r == nil {
-		// Alipay answers success without refund_status when it has no such refund.
+	if r == nil || r.state != RefundSucceeded || time.Now().Before(r.visibleAt) {
+		// Alipay answers success without refund_status when it has no such refund, while
+		// the refund is processing, and (its query lagging) for a while after it succeeded.
 		return success().add("out_request_no", reqNo).add("out_trade_no", t.outTradeNo).add("trade_no", t.tradeNo)
 	}
 	return success().
-		add("gmt_refund_pay", r.createdAt.In(s.loc).Format(timeLayout)).
+		add("gmt_refund_pay", r.refundedAt.In(s.loc).Format(timeLayout)).
 		add("out_request_no", r.outRequestNo).
 		add("out_trade_no", t.outTradeNo).
 		add("refund_amount", formatYuan(r.amount)).

@@ -134,7 +134,7 @@ func (s *Simulator) notificationFormLocked(t *trade, r *refund, now time.Time) u
 	if r != nil {
 		v.Set("out_biz_no", r.outRequestNo)
 		v.Set("refund_fee", formatYuan(t.refunded))
-		v.Set("gmt_refund", r.createdAt.In(s.loc).Format(refundLayout))
+		v.Set("gmt_refund", r.refundedAt.In(s.loc).Format(refundLayout))
 	}
 	return v
 }

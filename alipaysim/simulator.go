@@ -48,6 +48,8 @@ type Simulator struct {
 	attempts      []NotificationAttempt
 	gatewayFaults []GatewayFault
 	notifyFaults  NotificationFaults
+	refundFaults  RefundFaults
+	gen           uint64 // bumped by Reset, so that timers of forgotten refunds do nothing
 	held          []*notification
 	payOnClose    map[string]string // out_trade_no → buyer_id
 	calls         callCounts        // authenticated gateway calls (calls.go)
@@ -140,6 +142,7 @@ func (s *Simulator) Reset() {
 	for _, t := range s.order {
 		t.stopTimer()
 	}
+	s.gen++
 	s.trades = make(map[string]map[string]*trade)
 	s.byTradeNo = make(map[string]*trade)
 	s.order = nil
@@ -147,6 +150,7 @@ func (s *Simulator) Reset() {
 	s.attempts = nil
 	s.gatewayFaults = nil
 	s.notifyFaults = NotificationFaults{Copies: 1}
+	s.refundFaults = RefundFaults{}
 	s.held = nil
 	s.payOnClose = make(map[string]string)
 	s.calls = callCounts{}

@@ -57,6 +57,7 @@ type Refund struct {
 	RefundFen    int64     `json:"refund_fen"`
 	Reason       string    `json:"reason,omitempty"`
 	Replays      int       `json:"replays"`
+	State        string    `json:"state"`
 	CreatedAt    time.Time `json:"created_at"`
 }
 
@@ -69,6 +70,7 @@ type trade struct {
 	subject     string
 	total       int64
 	refunded    int64
+	processing  int64 // refunds answered fund_change "N" that have not settled yet
 	status      string
 	buyerID     string
 	notifyURL   string
@@ -91,7 +93,21 @@ type refund struct {
 	reason       string
 	replays      int
 	createdAt    time.Time
+	// state is RefundSucceeded, or RefundProcessing until settleRefund, or RefundFailed.
+	state string
+	// refundedAt is when the money moved (createdAt, or when a processing refund settled).
+	refundedAt time.Time
+	// visibleAt is when the refund query first sees the refund (its success plus the
+	// query lag), in real time.
+	visibleAt time.Time
 }
+
+// Refund states, as GET /_sim/refunds shows them.
+const (
+	RefundSucceeded  = "succeeded"
+	RefundProcessing = "processing"
+	RefundFailed     = "failed"
+)
 
 func (t *trade) snapshot() Trade {
 	return Trade{
@@ -128,6 +144,7 @@ func (r *refund) snapshot() Refund {
 		RefundFen:    r.amount,
 		Reason:       r.reason,
 		Replays:      r.replays,
+		State:        r.state,
 		CreatedAt:    r.createdAt,
 	}
 }

@@ -64,6 +64,7 @@ type simRefund struct {
 	OutRequestNo string `json:"out_request_no"`
 	RefundFen    int64  `json:"refund_fen"`
 	Replays      int    `json:"replays"`
+	State        string `json:"state"`
 }
 
 // simRefunds returns the simulator's refunds (fund changes) of one trade.
@@ -279,8 +280,8 @@ func TestRefundThroughAlipayFaults(t *testing.T) {
 		t.Fatalf("simulator refunds = %+v, want one fund change of 450 fen, replayed", sim)
 	}
 	p, _ := env.store.GetPayment(context.Background(), no)
-	if p.Refunded != 450 || wf.Status != payment.RefundSucceeded || wf.FundChange {
-		t.Fatalf("refunded %d, workflow %+v; want 450 and success confirmed by a fund_change N replay", p.Refunded, wf)
+	if p.Refunded != 450 || wf.Status != payment.RefundSucceeded || wf.FundChange || wf.ConfirmedBy != "query" {
+		t.Fatalf("refunded %d, workflow %+v; want 450, and success from a fund_change N replay", p.Refunded, wf)
 	}
 	var left struct {
 		Gateway []map[string]any `json:"gateway"`
@@ -289,7 +290,7 @@ func TestRefundThroughAlipayFaults(t *testing.T) {
 	if len(left.Gateway) != 0 {
 		t.Fatalf("injected faults not all hit: %+v", left.Gateway)
 	}
-	t.Logf("refund through 3 ACQ.SYSTEM_ERROR, a hang after processing and a 502: 1 fund change at the simulator (%d replays), confirmed with fund_change N in round %d",
+	t.Logf("refund through 3 ACQ.SYSTEM_ERROR, a hang after processing and a 502: 1 fund change at the simulator (%d replays), answered fund_change N and confirmed by the refund query in round %d",
 		sim[0].Replays, wf.Rounds)
 }
 
@@ -496,4 +497,82 @@ func TestRefundResolvesPaidAfterCloseOnceHoweverOftenAsked(t *testing.T) {
 		t.Fatalf("simulator trade %v", tr["trade_status"])
 	}
 	t.Logf("paid_after_close on %s resolved by refund three times: 1 refund of 990 fen at the simulator", no)
+}
+
+// TestRefundRefusedByAlipayFails: Alipay refuses a refund of a finished trade
+// (ACQ.TRADE_HAS_FINISHED); the refund fails, its reservation is released, and no money
+// moves.
+func TestRefundRefusedByAlipayFails(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	no := paidPayment(t, st, tn, "r7001", 990)
+	if r := do(t, http.MethodPost, env.simURL+"/_sim/trades/"+no+"/finish", nil, nil); r.status != http.StatusOK {
+		t.Fatalf("finish the trade: HTTP %d %s", r.status, r.body)
+	}
+	r := st.postRefund(t, tn, no, "refund-refused-"+randHex(4), map[string]any{"amount_fen": 300, "refund_no": "refused-1"})
+	if r.status != http.StatusCreated {
+		t.Fatalf("refund: HTTP %d %s", r.status, r.body)
+	}
+	got := waitRefund(t, tn.id, "refused-1", payment.RefundFailed, 90*time.Second)
+	if !strings.Contains(got.FailReason, "TRADE_HAS_FINISHED") {
+		t.Fatalf("fail reason %q, want Alipay's refusal", got.FailReason)
+	}
+	if sim := simRefunds(t, no); len(sim) != 0 {
+		t.Fatalf("simulator refunds = %+v, want none", sim)
+	}
+	if p, _ := env.store.GetPayment(context.Background(), no); p.Refunded != 0 {
+		t.Fatalf("refunded_fen = %d after a refused refund, want 0", p.Refunded)
+	}
+}
+
+// TestRefundFundChangeNWhileProcessing: Alipay answers the first refund call success
+// with fund_change "N" while it is still processing the refund, and its query lags.
+// paykit does not take "N" as success: it confirms by the refund query once Alipay has
+// settled, and only then marks the refund succeeded. When the processing refund fails
+// instead, the query finds nothing, the request is sent again with the same
+// out_request_no, and that one moves the money: one refund at Alipay either way.
+func TestRefundFundChangeNWhileProcessing(t *testing.T) {
+	resetFaults(t)
+	st := shared(t)
+	tn := newTenant(t)
+	for _, tc := range []struct {
+		refundNo string
+		fail     bool
+	}{{"processing-1", false}, {"processing-fail-1", true}} {
+		no := paidPayment(t, st, tn, "r8001-"+tc.refundNo, 990)
+		simFault(t, "/refunds", map[string]any{"processing_next": 1, "settle_ms": 2000, "fail": tc.fail, "query_lag_ms": 500})
+		r := st.postRefund(t, tn, no, "refund-n-"+randHex(4), map[string]any{"amount_fen": 400, "refund_no": tc.refundNo})
+		if r.status != http.StatusCreated {
+			t.Fatalf("%s: HTTP %d %s", tc.refundNo, r.status, r.body)
+		}
+		// Still processing at Alipay: the refund must not be succeeded yet.
+		time.Sleep(time.Second)
+		if got, err := env.store.GetRefund(context.Background(), tn.id, tc.refundNo); err != nil || got.Status != payment.RefundPending {
+			t.Fatalf("%s while Alipay processes it: %+v %v, want PENDING", tc.refundNo, got.Status, err)
+		}
+		waitRefund(t, tn.id, tc.refundNo, payment.RefundSucceeded, 150*time.Second)
+		wf := waitRefundWorkflow(t, payment.RefundWorkflowID(tn.id, tc.refundNo))
+		sim := simRefunds(t, no)
+		var moved []simRefund
+		for _, s := range sim {
+			if s.State == "succeeded" {
+				moved = append(moved, s)
+			}
+		}
+		if len(moved) != 1 || moved[0].RefundFen != 400 {
+			t.Fatalf("%s: simulator refunds %+v, want one of 400 fen that moved money", tc.refundNo, sim)
+		}
+		if p, _ := env.store.GetPayment(context.Background(), no); p.Refunded != 400 {
+			t.Fatalf("%s: refunded_fen %d, want 400", tc.refundNo, p.Refunded)
+		}
+		wantBy := "query"
+		if tc.fail {
+			wantBy = "refund" // the request sent again moved the money (fund_change Y)
+		}
+		if wf.ConfirmedBy != wantBy {
+			t.Fatalf("%s: confirmed by %q, want %q (workflow %+v)", tc.refundNo, wf.ConfirmedBy, wantBy, wf)
+		}
+		t.Logf("%s: fund_change N answered while processing (fail=%v); succeeded after %d rounds and %d queries, confirmed by %s",
+			tc.refundNo, tc.fail, wf.Rounds, wf.Queries, wf.ConfirmedBy)
+	}
 }

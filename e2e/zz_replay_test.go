@@ -39,6 +39,19 @@ var historyNames = map[string]string{
 	"wap2":  "redriven_wap_after_terminate",
 }
 
+// refundHistoryNames maps the refund_nos of the refund tests to the path each history
+// records. With PAYKIT_RECORD_REFUND_HISTORIES=1 they are written to
+// workflows/testdata/histories/refunds.
+var refundHistoryNames = map[string]string{
+	"faulty-1":          "refund_through_faults",
+	"kill-1":            "refund_worker_killed",
+	"notified-1":        "refund_notified_before_answer",
+	"full-0":            "refund_partial",
+	"refused-1":         "refund_refused_by_alipay",
+	"processing-1":      "refund_fund_change_n_processing",
+	"processing-fail-1": "refund_fund_change_n_failed_then_sent_again",
+}
+
 // TestZZReplayRecordedHistories replays every payment workflow history this run produced
 // against the current workflow code, so a non-deterministic change fails here.
 func TestZZReplayRecordedHistories(t *testing.T) {
@@ -87,6 +100,67 @@ func TestZZReplayRecordedHistories(t *testing.T) {
 	t.Logf("replayed %d completed payment workflow histories", replayed)
 }
 
+// TestZZReplayRefundHistories replays every refund workflow history this run produced
+// against the current code.
+func TestZZReplayRefundHistories(t *testing.T) {
+	replayer := worker.NewWorkflowReplayer()
+	workflows.Register(replayer)
+	recordRefunds := os.Getenv("PAYKIT_RECORD_REFUND_HISTORIES") != ""
+	refunds := 0
+	for _, ex := range listCompletedOf(t, "RefundWorkflow") {
+		hist := history(t, ex)
+		if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
+			t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
+		}
+		refunds++
+		if name, ok := refundHistoryNames[keywordOf(ex, "RefundNo")]; ok && recordRefunds {
+			writeHistory(t, filepath.Join("refunds", name), hist)
+		}
+	}
+	t.Logf("replayed %d completed refund workflow histories", refunds)
+}
+
+func history(t *testing.T, ex *workflowpb.WorkflowExecutionInfo) *historypb.History {
+	t.Helper()
+	hist := &historypb.History{}
+	it := env.tc.GetWorkflowHistory(context.Background(), ex.Execution.WorkflowId, ex.Execution.RunId, false, 0)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	return hist
+}
+
+func listCompletedOf(t *testing.T, workflowType string) []*workflowpb.WorkflowExecutionInfo {
+	t.Helper()
+	var all []*workflowpb.WorkflowExecutionInfo
+	var token []byte
+	for {
+		resp, err := env.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query:         `WorkflowType = "` + workflowType + `" AND ExecutionStatus = "Completed"`,
+			NextPageToken: token,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, resp.Executions...)
+		if token = resp.NextPageToken; len(token) == 0 {
+			return all
+		}
+	}
+}
+
+func keywordOf(ex *workflowpb.WorkflowExecutionInfo, name string) string {
+	var v string
+	if p := ex.GetSearchAttributes().GetIndexedFields()[name]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &v)
+	}
+	return v
+}
+
 func listCompleted(t *testing.T) []*workflowpb.WorkflowExecutionInfo {
 	t.Helper()
 	var all []*workflowpb.WorkflowExecutionInfo
@@ -120,15 +194,21 @@ func recordHistory(t *testing.T, ex *workflowpb.WorkflowExecutionInfo, hist *his
 	if !ok {
 		return
 	}
+	writeHistory(t, name, hist)
+}
+
+// writeHistory writes hist to workflows/testdata/histories/<name>.json.
+func writeHistory(t *testing.T, name string, hist *historypb.History) {
+	t.Helper()
 	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(repoRoot(), "workflows", "testdata", "histories")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	path := filepath.Join(repoRoot(), "workflows", "testdata", "histories", name+".json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -25,6 +25,10 @@ type RefundTiming struct {
 	// MaxRounds is how many rounds may end with Alipay knowing no such refund before the
 	// refund is failed and its reservation released.
 	MaxRounds int `json:"max_rounds"`
+	// ConfirmDelay is how long Alipay is given to settle a refund before its query is
+	// believed: before the query that confirms a fund_change "N" answer, and before the
+	// query that decides a refusal (refundConfirmN).
+	ConfirmDelay time.Duration `json:"confirm_delay"`
 	// BalanceRetryInterval and BalanceRetryFor space and bound the retries of a refund
 	// that Alipay refused for want of balance (ACQ.SELLER_BALANCE_NOT_ENOUGH).
 	BalanceRetryInterval time.Duration `json:"balance_retry_interval"`
@@ -42,6 +46,7 @@ func DefaultRefundTiming() RefundTiming {
 		AttemptsPerRound:       6,
 		RoundInterval:          time.Minute,
 		MaxRounds:              10,
+		ConfirmDelay:           10 * time.Second,
 		BalanceRetryInterval:   30 * time.Minute,
 		BalanceRetryFor:        72 * time.Hour,
 		WebhookInitialInterval: time.Second,
@@ -55,6 +60,7 @@ func (t RefundTiming) withDefaults() RefundTiming {
 	t.AttemptsPerRound = positiveOr(t.AttemptsPerRound, d.AttemptsPerRound)
 	t.RoundInterval = positiveOr(t.RoundInterval, d.RoundInterval)
 	t.MaxRounds = positiveOr(t.MaxRounds, d.MaxRounds)
+	t.ConfirmDelay = positiveOr(t.ConfirmDelay, d.ConfirmDelay)
 	t.BalanceRetryInterval = positiveOr(t.BalanceRetryInterval, d.BalanceRetryInterval)
 	t.BalanceRetryFor = positiveOr(t.BalanceRetryFor, d.BalanceRetryFor)
 	t.WebhookInitialInterval = positiveOr(t.WebhookInitialInterval, d.WebhookInitialInterval)
@@ -111,14 +117,26 @@ type refundRun struct {
 	timing RefundTiming
 	st     RefundState
 	logger log.Logger
+	// confirmN is on for runs that started after refundConfirmN.
+	confirmN versionGate
 }
+
+// refundConfirmN: a success answer with fund_change "N" is not a success by itself.
+// Alipay answers "N" to a replay of a refund that moved money, but also to a refund it
+// accepted and has not carried out yet, which may still fail; only its refund query
+// (refund_status REFUND_SUCCESS) confirms the refund. And a refusal is decided by a
+// query only after ConfirmDelay: an earlier attempt of the same round (retried inside
+// one activity) may have been lost, and Alipay's query lags the refund. Runs recorded
+// before the change took "N" as success and queried a first-round refusal at once.
+const refundConfirmN = "refund-confirm-fund-change-n"
 
 // RefundWorkflow carries out one refund exactly once. It asks Alipay with the refund's
 // fixed out_request_no until Alipay answers: an unknown outcome (ACQ.SYSTEM_ERROR, a
 // timeout, a 5xx) is retried with the same out_request_no and then checked with a refund
-// query; a replay's fund_change "N" is success. A refusal fails the refund and releases
-// its reservation, after a balance shortfall has been retried for a while. A succeeded
-// or failed refund's outbox event is then delivered as the merchant webhook.
+// query; a fund_change "N" answer is confirmed by the refund query (refundConfirmN). A
+// refusal fails the refund and releases its reservation, after a balance shortfall has
+// been retried for a while. A succeeded or failed refund's outbox event is then
+// delivered as the merchant webhook.
 func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundState, error) {
 	r := &refundRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
 	r.st = RefundState{TenantID: in.TenantID, RefundNo: in.RefundNo}
@@ -152,9 +170,34 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 				PaymentNo: ref.PaymentNo, OutRequestNo: ref.OutRequestNo, Amount: ref.Amount, Reason: ref.Reason,
 			}).Get(ctx, &res)
 		if err == nil {
-			r.st.FundChange, r.st.ConfirmedBy = res.FundChange, "refund"
-			r.succeed(ctx, res.TradeNo, time.Time{})
-			return
+			if res.FundChange || !r.confirmN.on(ctx, refundConfirmN) {
+				r.st.FundChange, r.st.ConfirmedBy = res.FundChange, "refund"
+				r.succeed(ctx, res.TradeNo, time.Time{})
+				return
+			}
+			// fund_change "N": no money moved in this call. A replay of a refund that
+			// moved it, or a refund still processing: the query tells, once Alipay has had
+			// time to settle it. Not found, the request is sent again (same
+			// out_request_no, so never a second refund) until MaxRounds such rounds.
+			r.st.FundChange, r.st.LastError = false, "alipay answered fund_change N: waiting for its refund query to confirm"
+			workflow.SetCurrentDetails(ctx, r.details())
+			wait := r.timing.ConfirmDelay
+			if r.st.NotFoundRounds > 0 {
+				wait = r.timing.RoundInterval
+			}
+			_ = workflow.Sleep(ctx, wait)
+			found, known := r.query(ctx, ref)
+			switch {
+			case found:
+				return
+			case known:
+				r.st.NotFoundRounds++
+				if r.st.NotFoundRounds >= r.timing.MaxRounds {
+					r.fail(ctx, fmt.Sprintf("alipay answered fund_change N and its refund query found no refund after %d rounds", r.st.NotFoundRounds))
+					return
+				}
+			}
+			continue
 		}
 		var appErr *temporal.ApplicationError
 		refused := errors.As(err, &appErr) && appErr.NonRetryable()
@@ -197,6 +240,8 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 		// had time to settle that attempt.
 		if r.st.Rounds > 1 || r.st.Queries > 0 {
 			_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+		} else if r.confirmN.on(ctx, refundConfirmN) {
+			_ = workflow.Sleep(ctx, r.timing.ConfirmDelay)
 		}
 		found, known := r.query(ctx, ref)
 		switch {

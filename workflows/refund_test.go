@@ -119,9 +119,24 @@ func TestRefundWorkflow(t *testing.T) {
 	}{
 		{name: "first answer moves the money", fake: refundFake{refundAnswers: []error{nil}, fundChange: true},
 			wantStatus: payment.RefundSucceeded, wantCalls: 1, wantFund: true, wantBy: "refund", wantEvent: "_refund_succeeded"},
-		{name: "system errors then a replay with fund_change N is success",
-			fake:       refundFake{refundAnswers: []error{errSystem, errSystem, nil}, fundChange: false},
-			wantStatus: payment.RefundSucceeded, wantCalls: 3, wantBy: "refund", wantEvent: "_refund_succeeded"},
+		{name: "system errors then a replay with fund_change N, confirmed by the query",
+			fake:       refundFake{refundAnswers: []error{errSystem, errSystem, nil}, fundChange: false, found: true},
+			wantStatus: payment.RefundSucceeded, wantCalls: 3, wantQueries: 1, wantBy: "query", wantEvent: "_refund_succeeded"},
+		// Alipay answers fund_change N to a refund it has accepted but not carried out: it
+		// is not a success until the query says so. Before, N was success at once.
+		{name: "fund_change N while Alipay is still processing: confirmed once it settles",
+			fake:       refundFake{refundAnswers: []error{nil}, fundChange: false, settle: 30 * time.Second},
+			wantStatus: payment.RefundSucceeded, wantCalls: 2, wantQueries: 2, wantBy: "query", wantEvent: "_refund_succeeded"},
+		{name: "fund_change N that the query never confirms fails after the last round",
+			fake:       refundFake{refundAnswers: []error{nil}, fundChange: false},
+			wantStatus: payment.RefundFailed, wantCalls: 3, wantQueries: 3, wantEvent: "_refund_failed"},
+		// The lost answer and the refusal fall in one round (one activity, retried): the
+		// deciding query waits for Alipay to settle the lost attempt. Before, it was asked
+		// at once, found nothing, and failed a refund whose money had moved.
+		{name: "refusal in the round of a lost answer: the query waits for Alipay to settle",
+			fake: refundFake{refundAnswers: []error{errSystem, refusal("ACQ.TRADE_HAS_CLOSE", activities.ErrTypeChannelRefused)},
+				settle: 5 * time.Second},
+			wantStatus: payment.RefundSucceeded, wantCalls: 2, wantQueries: 1, wantBy: "query", wantEvent: "_refund_succeeded"},
 		{name: "unknown outcome confirmed by the refund query",
 			fake:       refundFake{refundAnswers: []error{errSystem}, found: true},
 			wantStatus: payment.RefundSucceeded, wantCalls: 3, wantQueries: 1, wantBy: "query", wantEvent: "_refund_succeeded"},

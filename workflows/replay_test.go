@@ -20,6 +20,11 @@ func TestReplayRecordedHistories(t *testing.T) {
 	}{
 		// Histories of the current code, one per path.
 		{filepath.Join("testdata", "histories"), 13},
+		// Refund histories of the current code, one per path.
+		{filepath.Join("testdata", "histories", "refunds"), 7},
+		// Refund histories recorded before refundConfirmN: runs that took fund_change N as
+		// success must still replay (refund.go).
+		{filepath.Join("testdata", "histories", "refunds", "v0"), 5},
 		// Histories recorded before signalsToTheEnd and closePathLocal: runs whose close
 		// path calls Alipay in regular activities must still replay (reconcile.go).
 		{filepath.Join("testdata", "histories", "v3"), 16},
