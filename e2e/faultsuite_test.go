@@ -24,7 +24,9 @@ import (
 // wrong at once: duplicate checkouts (same key, other keys, tokens), pays at the
 // simulator, dropped, duplicated, delayed and reordered notifications, Alipay gateway
 // faults, terminated and cancelled workflows, SIGKILLed workers and APIs, Redis outages,
-// races with expiry, and duplicated partial refunds of paid payments. Then it heals the
+// races with expiry, duplicated partial refunds of paid payments (keyless ones too, which
+// must be refused), and refunds Alipay answers fund_change "N" while processing them,
+// with a lagging refund query. Then it heals the
 // system, waits for every payment and refund to settle and checks the promise: the
 // simulator's ledger and MySQL agree (refunds to the fen), no order is charged twice and
 // no payment refunded above its amount, every PAID payment has one grant and a delivered
@@ -159,10 +161,16 @@ func (f *faultRun) next() func() {
 				f.control(http.MethodPost, "/_sim/notifications/release", map[string]any{"order": "lifo"})
 			}
 		}
-	case r < 64:
+	case r < 61:
 		modes := []string{"system_error", "http_error", "hang"}
 		body := map[string]any{"mode": modes[f.rng.IntN(len(modes))], "count": 1 + f.rng.IntN(3)}
 		return func() { f.count("gateway_fault"); f.control(http.MethodPost, "/_sim/faults/gateway", body) }
+	case r < 64:
+		// Alipay answers the next refunds fund_change "N" while it processes them (they
+		// then succeed or fail), and its refund query lags.
+		body := map[string]any{"processing_next": 1 + f.rng.IntN(2), "settle_ms": 200 + f.rng.IntN(2800),
+			"fail": f.rng.IntN(2) == 0, "query_lag_ms": f.rng.IntN(1500)}
+		return func() { f.count("refund_fault"); f.control(http.MethodPost, "/_sim/faults/refunds", body) }
 	case r < 70:
 		terminate := f.rng.IntN(2) == 0
 		return func() { f.disturbWorkflow(o, terminate) }
@@ -588,10 +596,15 @@ func (f *faultRun) check() {
 		refundedFen += tr.RefundedFen
 	}
 	var simRefundRows []simRefund
+	failedAtAlipay := 0 // processing refunds that failed at Alipay (refund faults)
 	do(t, http.MethodGet, env.simURL+"/_sim/refunds", nil, nil).json(t, &simRefundRows)
 	for _, sr := range simRefundRows {
-		if _, ours := ps[sr.OutTradeNo]; ours {
+		if _, ours := ps[sr.OutTradeNo]; ours && sr.State == "succeeded" {
 			refunds++
+		} else if ours && sr.State == "failed" {
+			failedAtAlipay++
+		} else if ours {
+			t.Errorf("refund %s of %s is %q at Alipay after the run settled", sr.OutRequestNo, sr.OutTradeNo, sr.State)
 		}
 	}
 	if n := count(t, "SELECT COUNT(*) FROM refunds WHERE tenant_id = ? AND status = 1", f.tn.id); n != refunds {
@@ -606,7 +619,7 @@ func (f *faultRun) check() {
 	if len(seenRefunds) != refunds {
 		t.Errorf("merchant received %d distinct refund.succeeded events for %d refunds", len(seenRefunds), refunds)
 	}
-	t.Logf("%d refunds, %d fen refunded, each once at Alipay and locally", refunds, refundedFen)
+	t.Logf("%d refunds, %d fen refunded, each once at Alipay and locally (%d more answered fund_change N and then failed at Alipay)", refunds, refundedFen, failedAtAlipay)
 	if n := count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE tenant_id = ?", f.tn.id); n != 0 {
 		t.Errorf("%d anomalies recorded", n)
 	}
