@@ -63,7 +63,12 @@ type Activities struct {
 	// or the default one); Gateway is then unused.
 	Gateways payment.Gateways
 	Locker   OrderLocker // optional; nil or failing means "no lock", the database still holds
-	HTTP     *http.Client
+	// HTTP posts merchant webhooks; its transport should be NewWebhookTransport's, which
+	// applies WebhookPolicy on connect.
+	HTTP *http.Client
+	// WebhookPolicy says which notify_urls webhooks may be posted to; the zero value
+	// allows any.
+	WebhookPolicy WebhookPolicy
 	// Temporal is used by the sweeper to see whether a payment's workflow is running.
 	Temporal client.Client
 	Redriver Redriver

@@ -66,6 +66,12 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 		// Nothing to deliver to; the event stays in the outbox for the merchant to poll.
 		return a.Store.MarkEventDelivered(ctx, ev.EventID)
 	}
+	if err := a.WebhookPolicy.CheckURL(tenant.NotifyURL); err != nil {
+		// Counted as an attempt, so that the event dies in the end.
+		a.Metrics.webhook("refused")
+		return a.recordFailure(ctx, ev, err.Error(),
+			temporal.NewNonRetryableApplicationError("deliver webhook: "+err.Error(), ErrTypeInvalid, err))
+	}
 	reqCtx, cancel := context.WithTimeout(ctx, a.webhookTimeout())
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, tenant.NotifyURL, bytes.NewReader(ev.Payload))
@@ -85,7 +91,11 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 	resp, err := a.webhookClient().Do(req)
 	if err != nil {
 		a.Metrics.webhook("unreachable")
-		return a.recordFailure(ctx, ev, err.Error(), fmt.Errorf("deliver webhook %s: %w", ev.EventID, err))
+		// The tenant sees the class of the failure; the operator's log has the error.
+		class := failureClass(err)
+		a.log().WarnContext(ctx, "webhook delivery failed", "event_id", ev.EventID, "tenant_id", ev.TenantID,
+			"payment_no", ev.PaymentNo, "class", class, "err", err)
+		return a.recordFailure(ctx, ev, class, fmt.Errorf("deliver webhook %s: %w", ev.EventID, err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()

@@ -443,6 +443,9 @@ func startStack(name string, o stackOptions) (*stack, error) {
 		"PAYKIT_SWEEP_EVERY=2s",
 		"PAYKIT_SWEEP_STALE_AFTER=1s",
 		"PAYKIT_LOG_LEVEL=info",
+		// The test merchant listens on plain http on loopback.
+		"PAYKIT_WEBHOOK_ALLOW_HTTP=true",
+		"PAYKIT_WEBHOOK_ALLOW_PRIVATE=true",
 	}, o.extraEnv...)
 	var err error
 	if !o.noWorker {

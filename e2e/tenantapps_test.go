@@ -217,7 +217,8 @@ func TestTenantsWithTheirOwnAlipayApps(t *testing.T) {
 func paykitCmd(t *testing.T, extraEnv []string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(env.paykitBin, args...)
-	cmd.Env = append(os.Environ(), append([]string{"PAYKIT_MYSQL_DSN=" + env.dsn, "ALIPAY_APP_ID=" + appID, "ALIPAY_SELLER_ID=" + sellerID}, extraEnv...)...)
+	cmd.Env = append(os.Environ(), append([]string{"PAYKIT_MYSQL_DSN=" + env.dsn, "ALIPAY_APP_ID=" + appID, "ALIPAY_SELLER_ID=" + sellerID,
+		"PAYKIT_WEBHOOK_ALLOW_HTTP=true", "PAYKIT_WEBHOOK_ALLOW_PRIVATE=true"}, extraEnv...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("paykit %s: %v\n%s", args[0], err, out)

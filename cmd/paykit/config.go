@@ -75,6 +75,9 @@ type Config struct {
 	// CallbackSignalWait is how long an Alipay notification waits for its signal before
 	// it is acknowledged on its durable record (api.Config.CallbackSignalWait).
 	CallbackSignalWait time.Duration
+	// WebhookPolicy is where merchant webhooks may go: https to public addresses unless
+	// PAYKIT_WEBHOOK_ALLOW_HTTP or PAYKIT_WEBHOOK_ALLOW_PRIVATE (dev and tests) say so.
+	WebhookPolicy activities.WebhookPolicy
 	// MigrateLockWait bounds how long one migration statement waits for its table's
 	// metadata lock before it is retried (migrations.Options.LockWait).
 	MigrateLockWait time.Duration
@@ -109,6 +112,19 @@ func (e *env) dur(key string, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+func (e *env) bool(key string, def bool) bool {
+	v, ok := e.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not true or false", key, v))
+		return def
+	}
+	return b
 }
 
 func (e *env) int(key string, def int) int {
@@ -185,6 +201,10 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		TraceOTLP:           e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
 		TraceFile:           e.str("PAYKIT_TRACE_FILE", ""),
 		MigrateLockWait:     e.dur("PAYKIT_MIGRATE_LOCK_WAIT", migrations.DefaultLockWait),
+		WebhookPolicy: activities.WebhookPolicy{
+			RequireHTTPS:  !e.bool("PAYKIT_WEBHOOK_ALLOW_HTTP", false),
+			RefusePrivate: !e.bool("PAYKIT_WEBHOOK_ALLOW_PRIVATE", false),
+		},
 	}
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""

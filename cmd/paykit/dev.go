@@ -122,6 +122,8 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	}
 	simURL := "http://" + o.simAddr
 	cfg.AlipayGatewayURL = simURL + alipaysim.GatewayPath
+	// The demo merchant listens on plain http on this machine.
+	cfg.WebhookPolicy = activities.WebhookPolicy{}
 
 	if err := ensureDatabase(ctx, cfg.MySQLDSN); err != nil {
 		return err

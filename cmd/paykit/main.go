@@ -483,6 +483,11 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 			return err
 		}
 	}
+	if f.notifyURL != "" {
+		if err := cfg.WebhookPolicy.CheckURL(f.notifyURL); err != nil {
+			return fmt.Errorf("tenant: -notify-url %q: %w (PAYKIT_WEBHOOK_ALLOW_HTTP and PAYKIT_WEBHOOK_ALLOW_PRIVATE allow http and internal hosts, for development)", f.notifyURL, err)
+		}
+	}
 	// New keys go in with the app_id and seller, in one statement.
 	return store.UpsertTenant(ctx, payment.Tenant{
 		ID: f.id, Name: f.name, APIKeyHash: keyHash, NotifyURL: f.notifyURL, WebhookSecret: f.secret,

@@ -241,7 +241,8 @@ func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
 
 func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
 	acts := &activities.Activities{
-		Store: store, Gateway: gw, HTTP: &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport("webhook", nil)},
+		Store: store, Gateway: gw, WebhookPolicy: cfg.WebhookPolicy,
+		HTTP:     &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport("webhook", activities.NewWebhookTransport(cfg.WebhookPolicy))},
 		Temporal: tc, Redriver: orch, RefundRedriver: orch, Logger: logger, Benefit: cfg.Benefit, EventRetry: cfg.EventRetry,
 	}
 	if rc != nil {
