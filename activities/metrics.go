@@ -2,6 +2,9 @@ package activities
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/payment"
 )
 
 // Metrics are the business counters the activities keep. A nil *Metrics counts nothing.
@@ -49,7 +52,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit)
+	// The label values alerts and dashboards read exist from the start at 0, so a rate
+	// over them counts the first one too.
+	for _, s := range []payment.Status{payment.StatusPaid, payment.StatusClosed, payment.StatusFailed} {
+		m.transitions.WithLabelValues(s.String())
+	}
+	for _, o := range []string{"delivered", "rejected", "unreachable"} {
+		m.webhooks.WithLabelValues(o)
+	}
+	for _, k := range AnomalyKinds() {
+		m.anomalies.WithLabelValues(k)
+	}
+	for _, k := range audit.Kinds() {
+		m.audit.WithLabelValues(k)
+	}
 	return m
+}
+
+// AnomalyKinds are the kinds of anomaly a worker records: the payment and refund
+// workflows', the audit's (audit_<kind>) and the statement reconciliation's.
+func AnomalyKinds() []string {
+	kinds := []string{payment.AnomalyPaidAfterClose, "amount_mismatch", "refund_amount_mismatch", "refund_succeeded_after_fail"}
+	for _, k := range audit.Kinds() {
+		kinds = append(kinds, audit.AnomalyPrefix+k)
+	}
+	return append(kinds, statementKinds...)
 }
 
 func (m *Metrics) transition(status string) {
@@ -64,9 +91,11 @@ func (m *Metrics) webhook(outcome string) {
 	}
 }
 
-func (m *Metrics) anomaly(kind string) {
-	if m != nil {
-		m.anomalies.WithLabelValues(kind).Inc()
+func (m *Metrics) anomaly(kind string) { m.anomalyN(kind, 1) }
+
+func (m *Metrics) anomalyN(kind string, n int) {
+	if m != nil && n > 0 {
+		m.anomalies.WithLabelValues(kind).Add(float64(n))
 	}
 }
 
