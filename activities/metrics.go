@@ -10,6 +10,7 @@ import (
 // Metrics are the business counters the activities keep. A nil *Metrics counts nothing.
 type Metrics struct {
 	transitions *prometheus.CounterVec
+	refunds     *prometheus.CounterVec
 	webhooks    *prometheus.CounterVec
 	anomalies   *prometheus.CounterVec
 	redriven    prometheus.Counter
@@ -25,6 +26,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_payment_transitions_total",
 			Help: "Payment state changes committed, by new status (only the compare-and-set winner counts).",
+		}, []string{"status"}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_refund_transitions_total",
+			Help: "Refunds that ended, by final status (only the compare-and-set winner counts).",
 		}, []string{"status"}),
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_webhook_deliveries_total", Help: "Merchant webhook delivery attempts by outcome.",
@@ -51,11 +56,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Outbox events given up on after their last allowed delivery attempt; each needs an operator.",
 		}),
 	}
-	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit)
+	reg.MustRegister(m.transitions, m.refunds, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit)
 	// The label values alerts and dashboards read exist from the start at 0, so a rate
 	// over them counts the first one too.
 	for _, s := range []payment.Status{payment.StatusPaid, payment.StatusClosed, payment.StatusFailed} {
 		m.transitions.WithLabelValues(s.String())
+	}
+	for _, s := range []payment.RefundStatus{payment.RefundSucceeded, payment.RefundFailed} {
+		m.refunds.WithLabelValues(s.String())
 	}
 	for _, o := range []string{"delivered", "rejected", "unreachable"} {
 		m.webhooks.WithLabelValues(o)
@@ -82,6 +90,12 @@ func AnomalyKinds() []string {
 func (m *Metrics) transition(status string) {
 	if m != nil {
 		m.transitions.WithLabelValues(status).Inc()
+	}
+}
+
+func (m *Metrics) refund(status payment.RefundStatus) {
+	if m != nil {
+		m.refunds.WithLabelValues(status.String()).Inc()
 	}
 }
 
