@@ -54,6 +54,7 @@ func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, 
 	}
 	for _, f := range rep.Findings {
 		a.Metrics.auditFinding(f.Kind)
+		a.Metrics.anomaly(audit.AnomalyPrefix + f.Kind)
 		a.log().ErrorContext(ctx, "audit finding: operator action required", "kind", f.Kind, "tenant_id", f.TenantID,
 			"order_id", f.OrderID, "payment_no", f.PaymentNo, "status", f.Status.String(), "trade_no", f.TradeNo,
 			"amount_fen", int64(f.AmountFen), "alipay_amount_fen", int64(f.AlipayAmountFen), "detail", f.Detail)

@@ -113,21 +113,26 @@ func TestAudit_RunTwiceRecordsEachAnomalyOnce(t *testing.T) {
 	if n := strings.Count(logs.String(), "level=ERROR msg=\"audit finding: operator action required\""); n != 4 {
 		t.Errorf("logged %d findings at error level over two runs, want 4:\n%s", n, logs.String())
 	}
-	counted := map[string]float64{}
+	// Every kind is there from the start; only the ones found are above 0.
+	counted := map[string]map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "paykit_audit_findings_total" {
-			continue
-		}
+		counted[mf.GetName()] = map[string]float64{}
 		for _, m := range mf.GetMetric() {
-			counted[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			if len(m.GetLabel()) == 1 && m.GetCounter().GetValue() > 0 {
+				counted[mf.GetName()][m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			}
 		}
 	}
-	if counted[audit.KindLost] != 2 || counted[audit.KindMissingGrant] != 2 || len(counted) != 2 {
-		t.Errorf("paykit_audit_findings_total %v, want lost and missing_grant counted once per run", counted)
+	if c := counted["paykit_audit_findings_total"]; c[audit.KindLost] != 2 || c[audit.KindMissingGrant] != 2 || len(c) != 2 {
+		t.Errorf("paykit_audit_findings_total %v, want lost and missing_grant counted once per run", c)
+	}
+	lostKind, missingKind := audit.AnomalyPrefix+audit.KindLost, audit.AnomalyPrefix+audit.KindMissingGrant
+	if c := counted["paykit_payment_anomalies_recorded_total"]; c[lostKind] != 2 || c[missingKind] != 2 || len(c) != 2 {
+		t.Errorf("paykit_payment_anomalies_recorded_total %v, want %s and %s counted once per run", c, lostKind, missingKind)
 	}
 }
 

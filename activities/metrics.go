@@ -2,11 +2,15 @@ package activities
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/payment"
 )
 
 // Metrics are the business counters the activities keep. A nil *Metrics counts nothing.
 type Metrics struct {
 	transitions *prometheus.CounterVec
+	refunds     *prometheus.CounterVec
 	webhooks    *prometheus.CounterVec
 	anomalies   *prometheus.CounterVec
 	redriven    prometheus.Counter
@@ -22,6 +26,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_payment_transitions_total",
 			Help: "Payment state changes committed, by new status (only the compare-and-set winner counts).",
+		}, []string{"status"}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_refund_transitions_total",
+			Help: "Refunds that ended, by final status (only the compare-and-set winner counts).",
 		}, []string{"status"}),
 		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_webhook_deliveries_total", Help: "Merchant webhook delivery attempts by outcome.",
@@ -48,13 +56,46 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Outbox events given up on after their last allowed delivery attempt; each needs an operator.",
 		}),
 	}
-	reg.MustRegister(m.transitions, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit)
+	reg.MustRegister(m.transitions, m.refunds, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit)
+	// The label values alerts and dashboards read exist from the start at 0, so a rate
+	// over them counts the first one too.
+	for _, s := range []payment.Status{payment.StatusPaid, payment.StatusClosed, payment.StatusFailed} {
+		m.transitions.WithLabelValues(s.String())
+	}
+	for _, s := range []payment.RefundStatus{payment.RefundSucceeded, payment.RefundFailed} {
+		m.refunds.WithLabelValues(s.String())
+	}
+	for _, o := range []string{"delivered", "rejected", "unreachable"} {
+		m.webhooks.WithLabelValues(o)
+	}
+	for _, k := range AnomalyKinds() {
+		m.anomalies.WithLabelValues(k)
+	}
+	for _, k := range audit.Kinds() {
+		m.audit.WithLabelValues(k)
+	}
 	return m
+}
+
+// AnomalyKinds are the kinds of anomaly a worker records: the payment and refund
+// workflows', the audit's (audit_<kind>) and the statement reconciliation's.
+func AnomalyKinds() []string {
+	kinds := []string{payment.AnomalyPaidAfterClose, "amount_mismatch", "refund_amount_mismatch", "refund_succeeded_after_fail"}
+	for _, k := range audit.Kinds() {
+		kinds = append(kinds, audit.AnomalyPrefix+k)
+	}
+	return append(kinds, statementKinds...)
 }
 
 func (m *Metrics) transition(status string) {
 	if m != nil {
 		m.transitions.WithLabelValues(status).Inc()
+	}
+}
+
+func (m *Metrics) refund(status payment.RefundStatus) {
+	if m != nil {
+		m.refunds.WithLabelValues(status.String()).Inc()
 	}
 }
 
@@ -64,9 +105,11 @@ func (m *Metrics) webhook(outcome string) {
 	}
 }
 
-func (m *Metrics) anomaly(kind string) {
-	if m != nil {
-		m.anomalies.WithLabelValues(kind).Inc()
+func (m *Metrics) anomaly(kind string) { m.anomalyN(kind, 1) }
+
+func (m *Metrics) anomalyN(kind string, n int) {
+	if m != nil && n > 0 {
+		m.anomalies.WithLabelValues(kind).Add(float64(n))
 	}
 }
 

@@ -113,6 +113,7 @@ func (a *Activities) MarkRefundSucceeded(ctx context.Context, in MarkRefundSucce
 		return payment.RefundTransition{}, classify("mark refund succeeded", err)
 	}
 	if tr.Changed {
+		a.Metrics.refund(payment.RefundSucceeded)
 		a.log().InfoContext(ctx, "refund succeeded", "tenant_id", in.TenantID, "refund_no", in.RefundNo,
 			"payment_no", tr.Refund.PaymentNo, "amount_fen", int64(tr.Refund.Amount))
 	}
@@ -135,6 +136,7 @@ func (a *Activities) FailRefund(ctx context.Context, in FailRefundInput) (paymen
 		return payment.RefundTransition{}, classify("fail refund", err)
 	}
 	if tr.Changed {
+		a.Metrics.refund(payment.RefundFailed)
 		a.log().WarnContext(ctx, "refund failed", "tenant_id", in.TenantID, "refund_no", in.RefundNo,
 			"payment_no", tr.Refund.PaymentNo, "reason", in.Reason)
 	}

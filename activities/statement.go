@@ -61,6 +61,9 @@ func (a *Activities) ReconcileStatement(ctx context.Context, req StatementReques
 		return payment.StatementReport{}, classify("statement", err)
 	}
 	a.StatementMetrics.observe(rep)
+	for kind, n := range rep.ByKind {
+		a.Metrics.anomalyN(kind, n)
+	}
 	lvl := a.log().InfoContext
 	if rep.Discrepancies > 0 {
 		lvl = a.log().ErrorContext
@@ -91,7 +94,7 @@ type StatementMetrics struct {
 func NewStatementMetrics(reg prometheus.Registerer) *StatementMetrics {
 	m := &StatementMetrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "paykit_statement_runs_total", Help: "Statement reconciliation attempts by app and outcome (reconciled, not_available, error).",
+			Name: "paykit_statement_runs_total", Help: "Statement reconciliation attempts by app and outcome (reconciled, no_bill, not_available, error).",
 		}, []string{"app_id", "outcome"}),
 		discrepancies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "paykit_statement_discrepancies", Help: "Discrepancies of the app's latest reconciled day, by kind.",
@@ -116,11 +119,32 @@ func (m *StatementMetrics) run(appID, outcome string) {
 	}
 }
 
+// statementOutcomes are the outcomes of paykit_statement_runs_total: a bill reconciled,
+// a day reconciled as having no bill once the run gave up waiting, no bill yet, a failure.
+var statementOutcomes = []string{"reconciled", "no_bill", "not_available", "error"}
+
+// Expect makes every outcome of each app's runs exist from the start at 0, so that a
+// rate over them counts the first one too.
+func (m *StatementMetrics) Expect(appIDs []string) {
+	if m == nil {
+		return
+	}
+	for _, app := range appIDs {
+		for _, o := range statementOutcomes {
+			m.runs.WithLabelValues(app, o)
+		}
+	}
+}
+
 func (m *StatementMetrics) observe(rep payment.StatementReport) {
 	if m == nil {
 		return
 	}
-	m.run(rep.AppID, "reconciled")
+	if rep.Status == payment.StatementNoBill {
+		m.run(rep.AppID, "no_bill")
+	} else {
+		m.run(rep.AppID, "reconciled")
+	}
 	for _, k := range statementKinds {
 		m.discrepancies.WithLabelValues(rep.AppID, k).Set(float64(rep.ByKind[k]))
 	}

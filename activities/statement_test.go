@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/statement"
 )
@@ -52,5 +56,60 @@ func TestReconcileStatementErrors(t *testing.T) {
 				t.Fatalf("err %v, want non-retryable %s", err, tc.wantType)
 			}
 		})
+	}
+}
+
+// TestReconcileStatementCountsOutcomes: every outcome of an expected app is there at 0
+// before any run; a failure counts as error, and a day reconciled without a bill as
+// no_bill, not reconciled.
+func TestReconcileStatementCountsOutcomes(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	reg := prometheus.NewRegistry()
+	bills := &billsAnswer{err: errors.New("refused")}
+	acts := &activities.Activities{
+		Store: st, Statements: &statement.Reconciler{Store: st},
+		StatementApps: func(context.Context) ([]statement.App, error) {
+			return []statement.App{{ID: "a1", Default: true, Bills: bills}}, nil
+		},
+		Metrics: activities.NewMetrics(reg), StatementMetrics: activities.NewStatementMetrics(reg),
+	}
+	acts.StatementMetrics.Expect([]string{"a1"})
+	runs := func() map[string]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "paykit_statement_runs_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				got[labels["app_id"]+" "+labels["outcome"]] = m.GetCounter().GetValue()
+			}
+		}
+		return got
+	}
+	want := map[string]float64{"a1 reconciled": 0, "a1 no_bill": 0, "a1 not_available": 0, "a1 error": 0}
+	if got := runs(); !maps.Equal(got, want) {
+		t.Fatalf("before any run: %v, want %v", got, want)
+	}
+	ctx := context.Background()
+	if _, err := acts.ReconcileStatement(ctx, activities.StatementRequest{AppID: "a1", BillDate: "2026-12-01"}); err == nil {
+		t.Fatal("a refused download reconciled")
+	}
+	rep, err := acts.ReconcileStatement(ctx, activities.StatementRequest{AppID: "a1", BillDate: "2026-12-01", NoBill: true})
+	if err != nil || rep.Status != payment.StatementNoBill {
+		t.Fatalf("no-bill day: %+v %v", rep, err)
+	}
+	want["a1 error"], want["a1 no_bill"] = 1, 1
+	if got := runs(); !maps.Equal(got, want) {
+		t.Fatalf("after a failure and a no-bill day: %v, want %v", got, want)
 	}
 }

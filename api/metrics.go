@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/paykit/paykit/payment"
 )
 
 // Metrics are the API's Prometheus collectors.
@@ -57,7 +59,30 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.checkouts, m.callbacks, m.unverifiedBytes, m.idem, m.anomalies)
+	// The outcomes alerts and dashboards read exist from the start at 0, so a rate over
+	// them counts the first one too.
+	for _, o := range checkoutOutcomes {
+		m.checkouts.WithLabelValues(o)
+	}
+	for _, o := range callbackOutcomes {
+		m.callbacks.WithLabelValues(o)
+	}
 	return m
+}
+
+// checkoutOutcomes are the outcomes of paykit_checkouts_total: "ok", the refusals before
+// the workflow, and the error codes a checkout through it can end with.
+var checkoutOutcomes = []string{
+	"ok", "token_reused", payment.EORDERPAID, payment.ECONFLICT, payment.ECHANNEL, payment.EFINISHING,
+	payment.EINVALID, payment.EUNAVAILABLE, payment.EINTERNAL,
+}
+
+// callbackOutcomes are the outcomes of paykit_alipay_callbacks_total: those answered
+// failure before or while recording, then how a recorded notification was handled.
+var callbackOutcomes = []string{
+	"unreadable", "malformed", "unverified", "store_unavailable", "duplicate_cached", "duplicate", outcomeDeferred,
+	outcomeReceived, outcomeSignalled, outcomeRedriven, outcomeAlreadyPaid, outcomeIgnored, outcomeAnomaly, "rejected",
+	outcomeRefundFinal, outcomeRefundStarted, outcomeRefundUnknown,
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: unit and workflow tests, storage tests on the real MariaDB and Redis,
+# Runs every test: unit and workflow tests, the Prometheus alert rules' unit tests (promtool),
+# storage tests on the real MariaDB and Redis,
 # the Alipay simulator tests (also against Alipay's official Node SDK), and the end-to-end tests that run the Temporal dev server,
 # the simulator, the API and the worker as real processes talking real HTTP (the soak among them); a bounded fuzz of
 # the Alipay notification boundary; then the e2e happy path, two storms and the two-API two-worker topology again on
@@ -22,6 +23,8 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+# The Prometheus scrape config, the alert rules and their unit tests (promtool).
+scripts/promtool.sh
 # Lint the OpenAPI contract first (valid 3.1, every route and problem code in it, drift caught).
 go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
 go test -race -count=1 -timeout 25m ./...

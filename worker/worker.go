@@ -65,6 +65,7 @@ func Run(ctx context.Context, c client.Client, cfg Config, acts *activities.Acti
 		logger = slog.Default()
 	}
 	w := New(c, cfg, acts)
+	acts.StatementMetrics.Expect(cfg.Statements.Apps)
 	if err := EnsureSchedules(ctx, c, cfg); err != nil {
 		return err
 	}

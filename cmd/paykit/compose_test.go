@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
+	"net/url"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,6 +21,208 @@ type composeService struct {
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	DependsOn   map[string]any    `yaml:"depends_on"`
+	Volumes     []string          `yaml:"volumes"`
+	Ports       []string          `yaml:"ports"`
+}
+
+// readCompose reads docker-compose.yml's services.
+func readCompose(tb testing.TB) map[string]composeService {
+	tb.Helper()
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var doc struct {
+		Services map[string]composeService `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		tb.Fatalf("docker-compose.yml: %v", err)
+	}
+	return doc.Services
+}
+
+// TestComposeMonitoring keeps the production profile's Prometheus and Grafana consistent
+// with the files they mount and the processes they watch: pinned images, every mounted
+// file present, the rule files next to the mounted config, every target a paykit process
+// of the profile on the port it listens on (and every such process scraped), Grafana's
+// data source the Prometheus service, its dashboard provider reading the mounted
+// dashboards, and each dashboard's panels on that data source.
+func TestComposeMonitoring(t *testing.T) {
+	services := readCompose(t)
+	mounts := func(name string) map[string]string { // container path -> host path
+		m := map[string]string{}
+		for _, v := range services[name].Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) < 2 || !strings.HasPrefix(parts[0], "./") {
+				continue
+			}
+			if _, err := os.Stat("../../" + parts[0]); err != nil {
+				t.Errorf("%s mounts %s, which is missing: %v", name, parts[0], err)
+			}
+			m[parts[1]] = "../../" + parts[0]
+		}
+		return m
+	}
+	for _, name := range []string{"prometheus", "grafana"} {
+		s, ok := services[name]
+		if !ok {
+			t.Fatalf("docker-compose.yml has no %s service", name)
+		}
+		if len(s.Profiles) != 1 || s.Profiles[0] != "production" {
+			t.Errorf("%s: profiles %v, want [production]", name, s.Profiles)
+		}
+		if !regexp.MustCompile(`^[a-z0-9/._-]+:v?[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(s.Image) {
+			t.Errorf("%s: image %q is not pinned to a version", name, s.Image)
+		}
+	}
+
+	// Prometheus: its config, and the rule files it names, mounted side by side.
+	pm := mounts("prometheus")
+	cfgPath := ""
+	for _, arg := range services["prometheus"].Command {
+		if v, ok := strings.CutPrefix(arg, "--config.file="); ok {
+			cfgPath = v
+		}
+	}
+	hostCfg, ok := pm[cfgPath]
+	if !ok {
+		t.Fatalf("prometheus: --config.file=%q is not a mounted file (mounts %v)", cfgPath, pm)
+	}
+	raw, err := os.ReadFile(hostCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prom struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	if err := yaml.Unmarshal(raw, &prom); err != nil {
+		t.Fatalf("%s: %v", hostCfg, err)
+	}
+	if len(prom.RuleFiles) == 0 {
+		t.Errorf("%s loads no rule files", hostCfg)
+	}
+	for _, rf := range prom.RuleFiles {
+		if _, ok := pm[path.Join(path.Dir(cfgPath), rf)]; !ok {
+			t.Errorf("prometheus: rule file %s is not mounted next to %s", rf, cfgPath)
+		}
+	}
+	scraped := map[string]bool{}
+	jobCommand := map[string]string{"paykit-api": "api", "paykit-worker": "worker"}
+	for _, sc := range prom.ScrapeConfigs {
+		cmd, ok := jobCommand[sc.JobName]
+		if !ok {
+			t.Errorf("scrape job %s: want one of paykit-api, paykit-worker (the alerts name them)", sc.JobName)
+			continue
+		}
+		for _, st := range sc.StaticConfigs {
+			for _, target := range st.Targets {
+				host, port, _ := net.SplitHostPort(target)
+				s, ok := services[host]
+				if !ok || profileOf(s) != "production" || len(s.Command) == 0 || s.Command[0] != cmd {
+					t.Errorf("scrape job %s: target %s is not a production `paykit %s`", sc.JobName, target, cmd)
+					continue
+				}
+				listen := s.Environment["PAYKIT_HTTP_ADDR"]
+				if cmd == "worker" {
+					listen = s.Environment["PAYKIT_WORKER_ADMIN_ADDR"]
+				}
+				if _, p, _ := net.SplitHostPort(listen); p != port {
+					t.Errorf("scrape job %s: target %s, but %s listens on %s", sc.JobName, target, host, listen)
+				}
+				scraped[host] = true
+			}
+		}
+	}
+	for name, s := range services {
+		if profileOf(s) == "production" && s.Build == "." && len(s.Command) > 0 && (s.Command[0] == "api" || s.Command[0] == "worker") && !scraped[name] {
+			t.Errorf("prometheus does not scrape %s", name)
+		}
+	}
+
+	// Grafana: the data source is the Prometheus service, the provider reads the mounted
+	// dashboards, and their panels use the data source.
+	gm := mounts("grafana")
+	var dsFile struct {
+		Datasources []struct {
+			UID  string `yaml:"uid"`
+			Type string `yaml:"type"`
+			URL  string `yaml:"url"`
+		} `yaml:"datasources"`
+	}
+	readYAML(t, gm["/etc/grafana/provisioning/datasources"]+"/prometheus.yml", &dsFile)
+	if len(dsFile.Datasources) != 1 || dsFile.Datasources[0].Type != "prometheus" {
+		t.Fatalf("grafana data sources %+v, want one prometheus", dsFile.Datasources)
+	}
+	ds := dsFile.Datasources[0]
+	if u, err := url.Parse(ds.URL); err != nil || u.Hostname() != "prometheus" || !slices.Contains(services["prometheus"].Ports, "9090:"+u.Port()) {
+		t.Errorf("grafana data source %s is not the prometheus service's port 9090", ds.URL)
+	}
+	var provFile struct {
+		Providers []struct {
+			Options struct {
+				Path string `yaml:"path"`
+			} `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	readYAML(t, gm["/etc/grafana/provisioning/dashboards"]+"/paykit.yml", &provFile)
+	if len(provFile.Providers) != 1 {
+		t.Fatalf("grafana dashboard providers %+v, want one", provFile.Providers)
+	}
+	dashDir, ok := gm[provFile.Providers[0].Options.Path]
+	if !ok {
+		t.Fatalf("grafana: the provider reads %s, which is not mounted", provFile.Providers[0].Options.Path)
+	}
+	dashes, err := os.ReadDir(dashDir)
+	if err != nil || len(dashes) == 0 {
+		t.Fatalf("grafana: no dashboards in %s: %v", dashDir, err)
+	}
+	for _, d := range dashes {
+		raw, err := os.ReadFile(dashDir + "/" + d.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dash struct {
+			Panels []struct {
+				Title      string `json:"title"`
+				Type       string `json:"type"`
+				Datasource struct {
+					UID string `json:"uid"`
+				} `json:"datasource"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(raw, &dash); err != nil {
+			t.Fatalf("%s: %v", d.Name(), err)
+		}
+		for _, p := range dash.Panels {
+			if p.Type != "row" && p.Datasource.UID != ds.UID {
+				t.Errorf("%s: panel %q uses data source %q, want %q", d.Name(), p.Title, p.Datasource.UID, ds.UID)
+			}
+		}
+	}
+}
+
+func readYAML(tb testing.TB, file string, v any) {
+	tb.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, v); err != nil {
+		tb.Fatalf("%s: %v", file, err)
+	}
+}
+
+func profileOf(s composeService) string {
+	if len(s.Profiles) == 0 {
+		return ""
+	}
+	return s.Profiles[0]
 }
 
 // TestDockerCompose keeps docker-compose.yml consistent with the code, since no Docker runs

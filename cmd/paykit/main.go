@@ -202,10 +202,10 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	acts := sys.activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
 	acts.StatementMetrics = activities.NewStatementMetrics(reg)
+	wcfg := workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger))
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return worker.Run(gctx, sys.tc, workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger)), acts, logger)
-	})
+	g.Go(func() error { return worker.Run(gctx, sys.tc, wcfg, acts, logger) })
+	g.Go(func() error { return runGauges(gctx, sys, wcfg, reg, logger) })
 	g.Go(func() error {
 		logger.Info("worker admin listening", "addr", cfg.WorkerAdminAddr, "endpoints", "/healthz /readyz /metrics")
 		return serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.ping, logger))
