@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, s := range []payment.RefundStatus{payment.RefundSucceeded, payment.RefundFailed} {
 		m.refunds.WithLabelValues(s.String())
 	}
-	for _, o := range []string{"delivered", "rejected", "unreachable"} {
+	for _, o := range []string{"delivered", "rejected", "unreachable", "refused"} {
 		m.webhooks.WithLabelValues(o)
 	}
 	for _, k := range AnomalyKinds() {
