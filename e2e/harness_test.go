@@ -691,6 +691,7 @@ type merchant struct {
 	mu      sync.Mutex
 	secrets map[string]string
 	events  map[string][]webhook // by tenant
+	delays  map[string]time.Duration
 }
 
 type webhook struct {
@@ -701,7 +702,7 @@ type webhook struct {
 }
 
 func newMerchant() *merchant {
-	m := &merchant{secrets: map[string]string{}, events: map[string][]webhook{}}
+	m := &merchant{secrets: map[string]string{}, events: map[string][]webhook{}, delays: map[string]time.Duration{}}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
@@ -718,6 +719,14 @@ func (m *merchant) setSecret(tenantID, secret string) {
 	m.secrets[tenantID] = secret
 }
 
+// setDelay makes the merchant answer the tenant's webhooks only after d (0: at once),
+// as a slow merchant does; each is recorded as received when it arrives.
+func (m *merchant) setDelay(tenantID string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.delays[tenantID] = d
+}
+
 func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
 	tenantID := strings.TrimPrefix(r.URL.Path, "/webhooks/")
 	body, _ := io.ReadAll(r.Body)
@@ -732,7 +741,14 @@ func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
 	m.events[tenantID] = append(m.events[tenantID], webhook{
 		eventID: id, typ: r.Header.Get(activities.EventTypeHeader), body: body, verified: ok,
 	})
+	delay := m.delays[tenantID]
 	m.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+		}
+	}
 	if !ok {
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return

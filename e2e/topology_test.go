@@ -77,8 +77,11 @@ func TestTwoAPIsTwoWorkersExactlyOnce(t *testing.T) {
 	}
 
 	// The buyers pay; one worker dies while the first half is being settled, and the rest
-	// is paid (and checked out again) with one worker left.
+	// is paid (and checked out again) with one worker left. The merchant answers webhooks
+	// slowly meanwhile, so that the payments the victim holds are still in flight (between
+	// MarkPaid and their delivered webhook) when it dies, however fast the machine.
 	half := orders / 2
+	env.merchant.setDelay(tn.id, 3*time.Second)
 	for i := range half {
 		wg.Go(func() { simPay(t, nos[i]) })
 	}
@@ -104,6 +107,7 @@ func TestTwoAPIsTwoWorkersExactlyOnce(t *testing.T) {
 	}
 	pidVictim, pidSurvivor := victim.worker.cmd.Process.Pid, survivor.worker.cmd.Process.Pid
 	victim.worker.kill()
+	env.merchant.setDelay(tn.id, 0)
 	paidAtKill := count(t, "SELECT COUNT(*) FROM payments WHERE tenant_id = ? AND status = 1", tn.id)
 	for i := half; i < orders; i++ {
 		wg.Go(func() {
