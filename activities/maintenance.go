@@ -25,7 +25,7 @@ const (
 type SweepOptions struct {
 	// GrantGrace is how long after MarkPaid a payment without its grant is repaired.
 	GrantGrace time.Duration `json:"grant_grace"`
-	// GrantLookback is how old (by creation) a paid payment may be and still be repaired.
+	// GrantLookback is how long ago a payment may have been paid and still be repaired.
 	GrantLookback time.Duration `json:"grant_lookback"`
 }
 
@@ -295,7 +295,7 @@ func timeLeft(ctx context.Context, timeout time.Duration) bool {
 // the grant. It goes through GrantBenefit, whose unique row makes a race with a late
 // workflow harmless; only grants this sweep created are counted.
 func (a *Activities) repairGrants(ctx context.Context, now time.Time, opts SweepOptions, limit int, res *SweepResult) error {
-	lost, err := a.Store.PaidWithoutGrant(ctx, a.benefit(), now.Add(-opts.GrantLookback), now.Add(-opts.GrantGrace), limit)
+	lost, err := a.Store.PaidWithoutGrant(ctx, now.Add(-opts.GrantLookback), now.Add(-opts.GrantGrace), limit)
 	if err != nil {
 		return fmt.Errorf("sweep: list paid payments without grant: %w", err)
 	}

@@ -126,6 +126,34 @@ func TestSweep_RepairsMissingGrants(t *testing.T) {
 	}
 }
 
+// TestSweep_RenamedBenefitGrantsNothingAgain: payments granted under one benefit name,
+// then PAYKIT_BENEFIT renamed before the next sweep: the sweep grants none of them again.
+// Before, the repair joined on the current name and granted every recent paid payment a
+// second time.
+func TestSweep_RenamedBenefitGrantsNothingAgain(t *testing.T) {
+	f := newFixture(t)
+	f.acts.Redriver = &redriveRecorder{}
+	f.acts.Benefit = "order_fulfilment"
+	var nos []string
+	for range 3 {
+		p := f.payment(t, "order-rename-"+randomHex(4), true, 10*time.Minute)
+		in := activities.GrantBenefitInput{TenantID: f.tenantID, PaymentNo: p.PaymentNo, OrderID: p.OrderID}
+		if err := f.local(t, nil, f.acts.GrantBenefit, in); err != nil {
+			t.Fatal(err)
+		}
+		nos = append(nos, p.PaymentNo)
+	}
+	f.acts.Benefit = "vip_30d"
+	if res := f.sweep(t); res.GrantsRepaired != 0 {
+		t.Fatalf("after the rename the sweep repaired %d grants, want 0", res.GrantsRepaired)
+	}
+	for _, no := range nos {
+		if n := f.count(t, "SELECT COUNT(*) FROM benefit_grants WHERE tenant_id = ? AND payment_no = ?", f.tenantID, no); n != 1 {
+			t.Fatalf("payment %s has %d grants, want 1", no, n)
+		}
+	}
+}
+
 // endpoint is a merchant webhook endpoint that counts deliveries per event id. With
 // hang set it never answers in time: it holds each request until the client gives up.
 type endpoint struct {

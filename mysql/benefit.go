@@ -18,26 +18,28 @@ VALUES (?, ?, ?, ?, ?)
 ON DUPLICATE KEY UPDATE id = id`
 	qListGrants = `SELECT tenant_id, payment_no, order_id, benefit, created_at FROM benefit_grants
 WHERE tenant_id = ? AND payment_no = ? ORDER BY created_at, id`
-	// qPaidWithoutGrant walks idx_payments_status_created over the paid payments of the
-	// look-back window and probes uk_benefit_grants once per payment (an anti-join; with
-	// NOT EXISTS MariaDB reads the whole grants index into a temporary table instead),
-	// then reads the rows of the ones it chose. updated_at of a paid payment is the
-	// moment MarkPaid committed (nothing updates a final payment), so the grace counts
-	// from when the workflow would have granted, not from paid_at, which Alipay may
-	// report long before.
+	// qPaidWithoutGrant walks idx_payments_paid_at (forced: on status = 1 alone the
+	// optimizer may pick a status index and read every paid payment) over the payments paid in the
+	// look-back window (by when they were paid, not created: a payment paid long after
+	// its creation is still repaired) and probes uk_benefit_grants_payment once per
+	// payment (an anti-join; with NOT EXISTS MariaDB reads the whole grants index into a
+	// temporary table instead), then reads the rows of the ones it chose. A grant of any
+	// benefit counts: the grant's identity is the payment. updated_at of a paid payment
+	// is the moment MarkPaid committed, so the grace counts from when the workflow would
+	// have granted, not from paid_at, which Alipay may report long before.
 	qPaidWithoutGrant = `SELECT ` + paymentColumns + ` FROM payments JOIN (
-	SELECT p.id AS lost_id FROM payments p
-	LEFT JOIN benefit_grants g ON g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no AND g.benefit = ?
-	WHERE p.status = 1 AND p.created_at >= ? AND p.updated_at < ? AND g.id IS NULL
-	ORDER BY p.created_at, p.id LIMIT ?
+	SELECT p.id AS lost_id FROM payments p FORCE INDEX (idx_payments_paid_at)
+	LEFT JOIN benefit_grants g ON g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no
+	WHERE p.paid_at >= ? AND p.status = 1 AND p.updated_at < ? AND g.id IS NULL
+	ORDER BY p.paid_at, p.id LIMIT ?
 ) lost ON lost.lost_id = payments.id
-ORDER BY created_at, id`
+ORDER BY paid_at, id`
 )
 
 const maxBenefit = 128
 
-// GrantBenefit inserts a grant; created=false if (tenant, payment_no, benefit) was
-// granted before. A zero CreatedAt means now.
+// GrantBenefit inserts a grant; created=false if the payment was granted before, under
+// any benefit name (uk_benefit_grants_payment). A zero CreatedAt means now.
 func (st *Store) GrantBenefit(ctx context.Context, g payment.BenefitGrant) (bool, error) {
 	if g.TenantID == "" || g.PaymentNo == "" || g.Benefit == "" || len(g.Benefit) > maxBenefit {
 		return false, payment.Errorf(payment.EINVALID, "a grant needs a tenant, a payment_no and a benefit of 1-%d bytes", maxBenefit)
@@ -72,19 +74,19 @@ func (st *Store) ListGrants(ctx context.Context, tenantID, paymentNo string) ([]
 	return gs, nil
 }
 
-// PaidWithoutGrant returns up to limit (default 100, at most 1000) paid payments created
-// at or after createdAfter, marked paid before paidBefore, that have no grant of benefit,
-// oldest first.
-func (st *Store) PaidWithoutGrant(ctx context.Context, benefit string, createdAfter, paidBefore time.Time, limit int) ([]payment.Payment, error) {
+// PaidWithoutGrant returns up to limit (default 100, at most 1000) payments paid at or
+// after paidAfter, marked paid before markedBefore, that have no grant at all, by
+// paid_at.
+func (st *Store) PaidWithoutGrant(ctx context.Context, paidAfter, markedBefore time.Time, limit int) ([]payment.Payment, error) {
 	ps := []payment.Payment{}
-	args := []any{benefit, dbTime(createdAfter), dbTime(paidBefore), clampLimit(limit)}
+	args := []any{dbTime(paidAfter), dbTime(markedBefore), clampLimit(limit)}
 	err := st.query(ctx, qPaidWithoutGrant, args, func(rows *sql.Rows) error {
 		p, err := scanPayment(rows)
 		ps = append(ps, p)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mysql: paid without %s grant: %w", benefit, err)
+		return nil, fmt.Errorf("mysql: paid without a grant: %w", err)
 	}
 	return ps, nil
 }

@@ -3,3 +3,6 @@ package mysql
 // SetAfterEventInsert makes st call f inside each transition's transaction right after
 // it wrote the outbox event, before the commit: a test holds a transaction open there.
 func SetAfterEventInsert(st *Store, f func(paymentNo string)) { st.afterEventInsert = f }
+
+// QPaidWithoutGrant is the grant repair's query, for its EXPLAIN.
+const QPaidWithoutGrant = qPaidWithoutGrant

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -522,16 +523,22 @@ func TestPaidWithoutGrant(t *testing.T) {
 	tests := []struct {
 		name    string
 		paid    bool
-		age     time.Duration // created, paid and updated this long ago
+		age     time.Duration // paid and updated this long ago
+		created time.Duration // created this long ago, if not age
 		benefit string        // already granted, if set
 		want    bool
 	}{
-		{"paid, no grant, past the grace", true, 10 * time.Minute, "", true},
-		{"paid, only another benefit granted", true, 10 * time.Minute, "coupon", true},
-		{"paid and granted", true, 10 * time.Minute, "vip_30d", false},
-		{"paid within the grace", true, time.Minute, "", false},
-		{"paid before the look-back", true, 48 * time.Hour, "", false},
-		{"pending", false, 10 * time.Minute, "", false},
+		{"paid, no grant, past the grace", true, 10 * time.Minute, 0, "", true},
+		// The grant is the payment's, whatever its name: before, a payment granted under
+		// an older PAYKIT_BENEFIT was listed, and granted again under the new one.
+		{"paid, granted under another benefit name", true, 10 * time.Minute, 0, "coupon", false},
+		{"paid and granted", true, 10 * time.Minute, 0, "vip_30d", false},
+		{"paid within the grace", true, time.Minute, 0, "", false},
+		{"paid before the look-back", true, 48 * time.Hour, 0, "", false},
+		// By paid_at, not creation: before, a payment paid more than the look-back after
+		// it was created was never repaired.
+		{"created before the look-back, paid within it", true, 10 * time.Minute, 30 * 24 * time.Hour, "", true},
+		{"pending", false, 10 * time.Minute, 0, "", false},
 	}
 	want := map[string]bool{}
 	for i, tc := range tests {
@@ -542,8 +549,12 @@ func TestPaidWithoutGrant(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		at := now.Add(-tc.age)
-		if _, err := db.ExecContext(ctx, "UPDATE payments SET created_at = ?, updated_at = ? WHERE payment_no = ?", at, at, no); err != nil {
+		at, created := now.Add(-tc.age), now.Add(-tc.age)
+		if tc.created > 0 {
+			created = now.Add(-tc.created)
+		}
+		if _, err := db.ExecContext(ctx, "UPDATE payments SET created_at = ?, updated_at = ?, paid_at = IF(paid_at IS NULL, NULL, ?) WHERE payment_no = ?",
+			created, at, at, no); err != nil {
 			t.Fatal(err)
 		}
 		if tc.benefit != "" {
@@ -555,7 +566,7 @@ func TestPaidWithoutGrant(t *testing.T) {
 			want[no] = true
 		}
 	}
-	got, err := st.PaidWithoutGrant(ctx, "vip_30d", now.Add(-24*time.Hour), now.Add(-2*time.Minute), 10)
+	got, err := st.PaidWithoutGrant(ctx, now.Add(-24*time.Hour), now.Add(-2*time.Minute), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +587,69 @@ func TestPaidWithoutGrant(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("listed %d payments, want %d", len(got), len(want))
 	}
-	if one, err := st.PaidWithoutGrant(ctx, "vip_30d", now.Add(-24*time.Hour), now.Add(-2*time.Minute), 1); err != nil || len(one) != 1 || one[0].PaymentNo != "p0" {
-		t.Fatalf("limit 1: %+v %v, want the oldest (p0)", one, err)
+	if one, err := st.PaidWithoutGrant(ctx, now.Add(-24*time.Hour), now.Add(-2*time.Minute), 1); err != nil || len(one) != 1 || one[0].PaymentNo != "p0" {
+		t.Fatalf("limit 1: %+v %v, want the oldest paid (p0)", one, err)
+	}
+	// The repair reads the payments paid in its window by their paid_at index, and
+	// probes the grants by the payment's key, once per payment.
+	// Times as the store sends them, in microseconds: a parameter with nanoseconds is not
+	// a DATETIME(6) to MariaDB, which then scans the whole index instead of a range.
+	keys := explainKeys(t, db, mysql.QPaidWithoutGrant, now.Add(-24*time.Hour).Truncate(time.Microsecond), now.Add(-2*time.Minute).Truncate(time.Microsecond), 100)
+	if keys["p"] != "idx_payments_paid_at" || keys["g"] != "uk_benefit_grants_payment" {
+		t.Errorf("grant repair reads payments by %q and grants by %q, want idx_payments_paid_at and uk_benefit_grants_payment", keys["p"], keys["g"])
+	}
+}
+
+// explainKeys returns the index MariaDB chooses for each table (by alias) of query.
+func explainKeys(tb testing.TB, db *sql.DB, query string, args ...any) map[string]string {
+	tb.Helper()
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN "+query, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	out := map[string]string{}
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			tb.Fatal(err)
+		}
+		var table, key string
+		for i, c := range cols {
+			switch c {
+			case "table":
+				table = vals[i].String
+			case "key":
+				key = vals[i].String
+			}
+		}
+		out[table] = key
+	}
+	return out
+}
+
+// TestGrantIsThePaymentsWhateverItsName: a payment granted under one benefit name is not
+// granted again under another (PAYKIT_BENEFIT renamed between two sweeps). Before, the
+// grant's key held the name, and a rename granted every recent paid payment twice.
+func TestGrantIsThePaymentsWhateverItsName(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	p := createPending(t, st, "t1", "o1", "P1")
+	if _, err := st.MarkPaid(ctx, p.PaymentNo, "T1", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"order_fulfilment", "vip_30d", "order_fulfilment"} {
+		created, err := st.GrantBenefit(ctx, payment.BenefitGrant{TenantID: "t1", PaymentNo: "P1", OrderID: "o1", Benefit: name})
+		if err != nil || created != (i == 0) {
+			t.Fatalf("grant %d (%s): created=%v err=%v, want created only the first time", i, name, created, err)
+		}
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = 'P1'"); n != 1 {
+		t.Fatalf("%d grants for one payment, want 1", n)
 	}
 }

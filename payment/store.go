@@ -240,14 +240,15 @@ type Store interface {
 	// SetNotificationOutcome records what was done with a notification.
 	SetNotificationOutcome(ctx context.Context, id int64, outcome string) error
 
-	// GrantBenefit inserts a grant; created=false if it was granted before.
+	// GrantBenefit inserts a grant; created=false if the payment was granted before,
+	// under any benefit name: a payment is granted once.
 	GrantBenefit(ctx context.Context, g BenefitGrant) (created bool, err error)
 	// ListGrants returns the grants of a payment.
 	ListGrants(ctx context.Context, tenantID, paymentNo string) ([]BenefitGrant, error)
-	// PaidWithoutGrant returns up to limit paid payments, created at or after
-	// createdAfter and marked paid before paidBefore, that have no grant of benefit,
-	// oldest first: the grants a workflow lost, for the sweeper to repair.
-	PaidWithoutGrant(ctx context.Context, benefit string, createdAfter, paidBefore time.Time, limit int) ([]Payment, error)
+	// PaidWithoutGrant returns up to limit payments paid at or after paidAfter and
+	// marked paid before markedBefore that have no grant at all, oldest paid first: the
+	// grants a workflow lost, for the sweeper to repair.
+	PaidWithoutGrant(ctx context.Context, paidAfter, markedBefore time.Time, limit int) ([]Payment, error)
 
 	// GetEvent returns an outbox event by id.
 	GetEvent(ctx context.Context, eventID string) (Event, error)

@@ -220,7 +220,7 @@ type SweepInput struct {
 	// GrantGrace is how long after MarkPaid a payment still without its benefit grant is
 	// granted by the sweeper (default activities.DefaultGrantGrace).
 	GrantGrace time.Duration `json:"grant_grace"`
-	// GrantLookback is how far back, by creation, lost grants are looked for (default
+	// GrantLookback is how far back, by paid_at, lost grants are looked for (default
 	// activities.DefaultGrantLookback).
 	GrantLookback time.Duration `json:"grant_lookback"`
 }
