@@ -189,12 +189,27 @@ func TestRefundResultMapping(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := refundResult(req, tc.rsp, nil)
+			got, err := refundResult(req, tc.rsp, "", nil, cst)
 			checkErr(t, err, tc.wantE)
 			if got != tc.want {
 				t.Fatalf("result = %+v; want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRefundResultTakesAlipaysTime: a refund's time is Alipay's gmt_refund_pay, in China
+// time, when the answer carries it; before, the local clock stood in for it, and a refund
+// confirmed just after midnight landed on the wrong statement day.
+func TestRefundResultTakesAlipaysTime(t *testing.T) {
+	req := payment.RefundRequest{PaymentNo: "P1", OutRequestNo: "R1", Amount: 300}
+	rsp := &alipay.TradeRefundRsp{Error: answer("10000", ""), TradeNo: "T1", FundChange: "Y", RefundFee: "3.00"}
+	got, err := refundResult(req, rsp, "2026-12-01 23:59:58", nil, cst)
+	if err != nil || !got.RefundedAt.Equal(time.Date(2026, 12, 1, 23, 59, 58, 0, cst)) {
+		t.Fatalf("refunded_at = %v, %v; want 2026-12-01 23:59:58 China time", got.RefundedAt, err)
+	}
+	if _, err := refundResult(req, rsp, "yesterday", nil, cst); err == nil {
+		t.Fatal("a malformed gmt_refund_pay was accepted")
 	}
 }
 

@@ -23,18 +23,26 @@ func (g *Gateway) Refund(ctx context.Context, req payment.RefundRequest) (paymen
 		return payment.RefundResult{}, invalidRequest(opRefund, err)
 	}
 	ctx, call := g.begin(ctx, opRefund, req.PaymentNo)
-	rsp, err := g.client.TradeRefund(ctx, alipay.TradeRefund{
+	var rsp tradeRefundRsp
+	err := g.client.Request(ctx, alipay.TradeRefund{
 		OutTradeNo:   req.PaymentNo,
 		RefundAmount: req.Amount.Yuan(),
 		RefundReason: req.Reason,
 		OutRequestNo: req.OutRequestNo,
-	})
-	res, err := refundResult(req, rsp, err)
+	}, &rsp)
+	res, err := refundResult(req, &rsp.TradeRefundRsp, rsp.GMTRefundPay, err, g.loc)
 	call.end(err, "out_request_no", req.OutRequestNo, "fund_change", res.FundChange)
 	return res, err
 }
 
-func refundResult(req payment.RefundRequest, rsp *alipay.TradeRefundRsp, err error) (payment.RefundResult, error) {
+// tradeRefundRsp is smartwalle's answer of alipay.trade.refund with the field it leaves
+// out: gmt_refund_pay, when the money moved, in China time.
+type tradeRefundRsp struct {
+	alipay.TradeRefundRsp
+	GMTRefundPay string `json:"gmt_refund_pay"`
+}
+
+func refundResult(req payment.RefundRequest, rsp *alipay.TradeRefundRsp, gmtRefundPay string, err error, loc *time.Location) (payment.RefundResult, error) {
 	if err != nil {
 		return payment.RefundResult{}, callError(opRefund, err)
 	}
@@ -48,12 +56,18 @@ func refundResult(req payment.RefundRequest, rsp *alipay.TradeRefundRsp, err err
 	if rsp.FundChange != "Y" && rsp.FundChange != "N" {
 		return payment.RefundResult{}, badAnswer(opRefund, "unknown fund_change "+rsp.FundChange, nil)
 	}
-	return payment.RefundResult{
+	res := payment.RefundResult{
 		TradeNo:       rsp.TradeNo,
 		FundChange:    rsp.FundChange == "Y",
 		RefundAmount:  req.Amount,
 		RefundedTotal: total,
-	}, nil
+	}
+	if gmtRefundPay != "" {
+		if res.RefundedAt, perr = time.ParseInLocation(timeLayout, gmtRefundPay, loc); perr != nil {
+			return payment.RefundResult{}, badAnswer(opRefund, "malformed gmt_refund_pay", perr)
+		}
+	}
+	return res, nil
 }
 
 // RefundStatus is the answer of alipay.trade.fastpay.refund.query. Alipay answers

@@ -60,11 +60,12 @@ func waitRefund(t *testing.T, tenantID, refundNo string, want payment.RefundStat
 
 // simRefund is one refund in the simulator's ledger.
 type simRefund struct {
-	OutTradeNo   string `json:"out_trade_no"`
-	OutRequestNo string `json:"out_request_no"`
-	RefundFen    int64  `json:"refund_fen"`
-	Replays      int    `json:"replays"`
-	State        string `json:"state"`
+	OutTradeNo   string    `json:"out_trade_no"`
+	OutRequestNo string    `json:"out_request_no"`
+	RefundFen    int64     `json:"refund_fen"`
+	Replays      int       `json:"replays"`
+	State        string    `json:"state"`
+	CreatedAt    time.Time `json:"created_at"`
 }
 
 // simRefunds returns the simulator's refunds (fund changes) of one trade.
@@ -375,8 +376,16 @@ func TestRefundFullRefundClosesTheTradeAndKeepsThePaymentPaid(t *testing.T) {
 	if got.Status != payment.StatusPaid || got.Refunded != 990 || got.RefundState != "full" {
 		t.Fatalf("GET payment %+v", got)
 	}
-	if n := len(simRefunds(t, no)); n != 3 {
-		t.Fatalf("simulator refunds = %d, want 3", n)
+	sim := simRefunds(t, no)
+	if len(sim) != 3 {
+		t.Fatalf("simulator refunds = %d, want 3", len(sim))
+	}
+	// Each refund's time is Alipay's gmt_refund_pay (to the second), not the local clock.
+	for i, sr := range sim {
+		r, err := env.store.GetRefund(context.Background(), tn.id, fmt.Sprintf("full-%d", i))
+		if err != nil || !r.RefundedAt.Equal(sr.CreatedAt.Truncate(time.Second)) {
+			t.Fatalf("refund full-%d: refunded_at %v (%v), want Alipay's %v", i, r.RefundedAt, err, sr.CreatedAt.Truncate(time.Second))
+		}
 	}
 	if hooks := waitRefundWebhooks(t, tn.id, payment.EventRefundSucceeded, 3, 20*time.Second); len(hooks) != 3 {
 		t.Fatalf("refund webhooks = %d, want 3", len(hooks))

@@ -96,6 +96,8 @@ type RefundResult struct {
 	RefundAmount Amount
 	// RefundedTotal is the trade's cumulative refunded amount after this request.
 	RefundedTotal Amount
+	// RefundedAt is Alipay's gmt_refund_pay, when it gave one: when the money moved.
+	RefundedAt time.Time
 }
 
 // Notification is a verified Alipay asynchronous notification.

@@ -172,7 +172,9 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 		if err == nil {
 			if res.FundChange || !r.confirmN.on(ctx, refundConfirmN) {
 				r.st.FundChange, r.st.ConfirmedBy = res.FundChange, "refund"
-				r.succeed(ctx, res.TradeNo, time.Time{})
+				// Alipay's time of the refund when it gave one (zero in runs recorded
+				// before the field existed: the database then takes its own clock).
+				r.succeed(ctx, res.TradeNo, res.RefundedAt)
 				return
 			}
 			// fund_change "N": no money moved in this call. A replay of a refund that
