@@ -23,6 +23,7 @@ import (
 
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/worker"
+	"github.com/paykit/paykit/workflows"
 )
 
 var (
@@ -684,6 +685,18 @@ func TestSchedulesExistAndPurgeExpiredKeys(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Log("purge schedule triggered: 3 expired idempotency keys deleted")
+
+	// The audit schedule runs its workflow to the end too (its history is replayed by
+	// TestZZReplayOtherHistories).
+	before := len(listCompletedOf(t, workflows.AuditWorkflowName))
+	if err := sc.GetHandle(ctx, worker.AuditScheduleID(st.taskQueue)).Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(listCompletedOf(t, workflows.AuditWorkflowName)) <= before; time.Sleep(250 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the triggered audit schedule completed no audit workflow")
+		}
+	}
 }
 
 func TestQRPaymentThroughAlipayOutages(t *testing.T) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -118,6 +119,40 @@ func TestZZReplayRefundHistories(t *testing.T) {
 		}
 	}
 	t.Logf("replayed %d completed refund workflow histories", refunds)
+}
+
+// otherWorkflowTypes are the long-lived workflows other than payments and refunds whose
+// histories this run replays (statements have their own, TestStatementDay).
+var otherWorkflowTypes = []string{workflows.SweeperWorkflowName, workflows.PurgeWorkflowName,
+	workflows.AuditWorkflowName, workflows.RedeliverEventWorkflowName}
+
+// TestZZReplayOtherHistories replays every completed sweeper, purge, audit and
+// redelivery workflow of this run against the current code; each must have run. With
+// PAYKIT_RECORD_OTHER_HISTORIES=1 the first two of each type are written to
+// workflows/testdata/histories/others, which the workflows package replays.
+func TestZZReplayOtherHistories(t *testing.T) {
+	replayer := worker.NewWorkflowReplayer()
+	workflows.Register(replayer)
+	record := os.Getenv("PAYKIT_RECORD_OTHER_HISTORIES") != ""
+	for _, typ := range otherWorkflowTypes {
+		exs := listCompletedOf(t, typ)
+		if len(exs) == 0 {
+			t.Errorf("no completed %s in this run: nothing to replay", typ)
+		}
+		// The sweeper runs every few seconds on every stack: a sample of 50 of each type
+		// covers its paths.
+		exs = exs[:min(len(exs), 50)]
+		for i, ex := range exs {
+			hist := history(t, ex)
+			if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
+				t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
+			}
+			if record && i < 2 {
+				writeHistory(t, filepath.Join("others", fmt.Sprintf("%s_%d", typ, i+1)), hist)
+			}
+		}
+		t.Logf("replayed %d completed %s histories", len(exs), typ)
+	}
 }
 
 func history(t *testing.T, ex *workflowpb.WorkflowExecutionInfo) *historypb.History {

@@ -29,6 +29,10 @@ type RefundTiming struct {
 	// believed: before the query that confirms a fund_change "N" answer, and before the
 	// query that decides a refusal (refundConfirmN).
 	ConfirmDelay time.Duration `json:"confirm_delay"`
+	// MaxHistoryEvents is the history length past which a refund still retrying
+	// continues as new (as does Temporal's suggestion), so that a refund retried for days
+	// never grows a large history (refundContinueAsNew).
+	MaxHistoryEvents int `json:"max_history_events"`
 	// BalanceRetryInterval and BalanceRetryFor space and bound the retries of a refund
 	// that Alipay refused for want of balance (ACQ.SELLER_BALANCE_NOT_ENOUGH).
 	BalanceRetryInterval time.Duration `json:"balance_retry_interval"`
@@ -47,6 +51,7 @@ func DefaultRefundTiming() RefundTiming {
 		RoundInterval:          time.Minute,
 		MaxRounds:              10,
 		ConfirmDelay:           10 * time.Second,
+		MaxHistoryEvents:       2000,
 		BalanceRetryInterval:   30 * time.Minute,
 		BalanceRetryFor:        72 * time.Hour,
 		WebhookInitialInterval: time.Second,
@@ -61,6 +66,7 @@ func (t RefundTiming) withDefaults() RefundTiming {
 	t.RoundInterval = positiveOr(t.RoundInterval, d.RoundInterval)
 	t.MaxRounds = positiveOr(t.MaxRounds, d.MaxRounds)
 	t.ConfirmDelay = positiveOr(t.ConfirmDelay, d.ConfirmDelay)
+	t.MaxHistoryEvents = positiveOr(t.MaxHistoryEvents, d.MaxHistoryEvents)
 	t.BalanceRetryInterval = positiveOr(t.BalanceRetryInterval, d.BalanceRetryInterval)
 	t.BalanceRetryFor = positiveOr(t.BalanceRetryFor, d.BalanceRetryFor)
 	t.WebhookInitialInterval = positiveOr(t.WebhookInitialInterval, d.WebhookInitialInterval)
@@ -76,6 +82,9 @@ type RefundInput struct {
 	TenantID string       `json:"tenant_id"`
 	RefundNo string       `json:"refund_no"`
 	Timing   RefundTiming `json:"timing"`
+	// State is the previous run's, when this run continues it as new: its rounds,
+	// queries and balance shortfall carry on.
+	State *RefundState `json:"state,omitempty"`
 }
 
 // RefundState is the workflow's view of the refund, returned by the refund-state query
@@ -117,9 +126,16 @@ type refundRun struct {
 	timing RefundTiming
 	st     RefundState
 	logger log.Logger
-	// confirmN is on for runs that started after refundConfirmN.
-	confirmN versionGate
+	// confirmN is on for runs that started after refundConfirmN, canContinue after
+	// refundContinueAsNew.
+	confirmN, canContinue versionGate
 }
+
+// refundContinueAsNew: a refund still retrying continues as new once its history is
+// long (Temporal suggests it, or MaxHistoryEvents), carrying its counters and its
+// balance shortfall; the new run reads the refund back as any run does. Runs recorded
+// before the change never continued.
+const refundContinueAsNew = "refund-continue-as-new"
 
 // refundConfirmN: a success answer with fund_change "N" is not a success by itself.
 // Alipay answers "N" to a replay of a refund that moved money, but also to a refund it
@@ -150,18 +166,33 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundState, error) {
 		return r.st, fmt.Errorf("get refund: %w", err)
 	}
 	r.st.PaymentNo, r.st.OutRequestNo, r.st.Amount, r.st.Status = ref.PaymentNo, ref.OutRequestNo, ref.Amount, ref.Status
+	if prev := in.State; prev != nil {
+		r.st.Rounds, r.st.Queries, r.st.NotFoundRounds = prev.Rounds, prev.Queries, prev.NotFoundRounds
+		r.st.ShortfallSince, r.st.LastError, r.st.FundChange = prev.ShortfallSince, prev.LastError, prev.FundChange
+	}
 	r.upsertSearchAttributes(ctx)
 	if !ref.Status.Final() {
-		r.refund(ctx, ref)
+		if err := r.refund(ctx, ref); err != nil {
+			return r.st, err // continued as new
+		}
 	}
 	r.deliverWebhook(ctx)
 	workflow.SetCurrentDetails(ctx, r.details())
 	return r.st, nil
 }
 
-// refund is the loop that asks Alipay until the refund is succeeded or failed.
-func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
+// refund is the loop that asks Alipay until the refund is succeeded or failed. It
+// returns a ContinueAsNewError when the run's history has grown long.
+func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) error {
 	for {
+		if r.canContinue.on(ctx, refundContinueAsNew) && r.historyLong(ctx) {
+			st := r.st
+			next := r.in
+			next.State = &st
+			r.logger.Info("refund continues as new", "refund_no", ref.RefundNo, "rounds", st.Rounds,
+				"history_length", workflow.GetInfo(ctx).GetCurrentHistoryLength())
+			return workflow.NewContinueAsNewError(ctx, RefundWorkflowName, next)
+		}
 		r.st.Rounds++
 		workflow.SetCurrentDetails(ctx, r.details())
 		var res payment.RefundResult
@@ -175,7 +206,7 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 				// Alipay's time of the refund when it gave one (zero in runs recorded
 				// before the field existed: the database then takes its own clock).
 				r.succeed(ctx, res.TradeNo, res.RefundedAt)
-				return
+				return nil
 			}
 			// fund_change "N": no money moved in this call. A replay of a refund that
 			// moved it, or a refund still processing: the query tells, once Alipay has had
@@ -191,12 +222,12 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 			found, known := r.query(ctx, ref)
 			switch {
 			case found:
-				return
+				return nil
 			case known:
 				r.st.NotFoundRounds++
 				if r.st.NotFoundRounds >= r.timing.MaxRounds {
 					r.fail(ctx, fmt.Sprintf("alipay answered fund_change N and its refund query found no refund after %d rounds", r.st.NotFoundRounds))
-					return
+					return nil
 				}
 			}
 			continue
@@ -213,12 +244,12 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 			found, known := r.query(ctx, ref)
 			switch {
 			case found:
-				return
+				return nil
 			case known:
 				r.st.NotFoundRounds++
 				if r.st.NotFoundRounds >= r.timing.MaxRounds {
 					r.fail(ctx, fmt.Sprintf("no answer from alipay after %d rounds and alipay has no such refund: %s", r.st.NotFoundRounds, r.st.LastError))
-					return
+					return nil
 				}
 			}
 			continue
@@ -248,13 +279,19 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) {
 		found, known := r.query(ctx, ref)
 		switch {
 		case found:
-			return
+			return nil
 		case known:
 			r.fail(ctx, appErr.Message())
-			return
+			return nil
 		}
 		_ = workflow.Sleep(ctx, r.timing.RoundInterval)
 	}
+}
+
+// historyLong reports whether the run should continue as new.
+func (r *refundRun) historyLong(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= r.timing.MaxHistoryEvents
 }
 
 // query asks Alipay whether the refund took effect, and marks it succeeded if so. known

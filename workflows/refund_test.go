@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
@@ -276,5 +278,54 @@ func TestRefundWorkflow_ShortfallRoundsDoNotCountTowardsGivingUp(t *testing.T) {
 	}
 	if f.r.Status != payment.RefundSucceeded || f.failed != 0 || f.refundCalls != 7 {
 		t.Fatalf("status = %s, failed = %d, calls = %d", f.r.Status, f.failed, f.refundCalls)
+	}
+}
+
+// TestRefundWorkflow_ContinuesAsNewWhenItsHistoryIsLong: a refund retried for want of
+// balance continues as new once its history passes MaxHistoryEvents, carrying its rounds
+// and the start of its shortfall, so that the 72 h balance window is not restarted and
+// the history never grows large. Before, one run looped for the whole window.
+func TestRefundWorkflow_ContinuesAsNewWhenItsHistoryIsLong(t *testing.T) {
+	short := refusal(activities.SubCodeSellerBalanceNotEnough, activities.ErrTypeBalanceShortfall)
+	f := refundFake{refundAnswers: []error{short}}
+	env := newRefundEnv(t, &f)
+	// Five hours of retries in, the history has grown past the bound.
+	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(41) }, 5*time.Hour)
+	env.ExecuteWorkflow(workflows.RefundWorkflow, workflows.RefundInput{TenantID: "t1", RefundNo: "rf1",
+		Timing: workflows.RefundTiming{BalanceRetryInterval: 30 * time.Minute, BalanceRetryFor: 72 * time.Hour, MaxHistoryEvents: 40}})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error %v, want it to continue as new", err)
+	}
+	var next workflows.RefundInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.State == nil || next.State.ShortfallSince.IsZero() || next.State.Rounds < 2 || next.RefundNo != "rf1" || next.Timing.MaxHistoryEvents != 40 {
+		t.Fatalf("continued with %+v (state %+v), want the shortfall's start and the rounds carried", next, next.State)
+	}
+	if f.r.Status != payment.RefundPending || f.failed+f.succeeded != 0 {
+		t.Fatalf("refund %s after continuing, want still pending", f.r.Status)
+	}
+
+	// The next run carries on from there, at the time the first one ended: its shortfall
+	// window is the first run's.
+	f2 := refundFake{refundAnswers: []error{short}}
+	env2 := newRefundEnv(t, &f2)
+	env2.SetStartTime(env.Now())
+	next.Timing.MaxHistoryEvents = 100000
+	env2.ExecuteWorkflow(workflows.RefundWorkflow, next)
+	if err := env2.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.RefundState
+	if err := env2.GetWorkflowResult(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != payment.RefundFailed || st.Rounds <= next.State.Rounds {
+		t.Fatalf("second run: %+v, want failed once the carried 72 h window ended, rounds counted on", st)
+	}
+	if calls := f.refundCalls + f2.refundCalls; calls > 72*2+3 {
+		t.Fatalf("%d refund calls over both runs, want one per 30 min of the 72 h window", calls)
 	}
 }

@@ -22,6 +22,12 @@ func TestReplayRecordedHistories(t *testing.T) {
 		{filepath.Join("testdata", "histories"), 13},
 		// Refund histories of the current code, one per path.
 		{filepath.Join("testdata", "histories", "refunds"), 7},
+		// Refund histories recorded before refundContinueAsNew: runs that never continued
+		// as new must still replay (refund.go).
+		{filepath.Join("testdata", "histories", "refunds", "v1"), 7},
+		// The sweeper, purge, audit and redelivery workflows, recorded by
+		// e2e/TestZZReplayOtherHistories (PAYKIT_RECORD_OTHER_HISTORIES=1).
+		{filepath.Join("testdata", "histories", "others"), 5},
 		// Refund histories recorded before refundConfirmN: runs that took fund_change N as
 		// success must still replay (refund.go).
 		{filepath.Join("testdata", "histories", "refunds", "v0"), 5},
