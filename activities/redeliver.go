@@ -69,11 +69,16 @@ func (a *Activities) RedeliverEvent(ctx context.Context, in RedeliverInput) (Red
 		a.log().WarnContext(ctx, "redeliver: release claim", "event_id", in.EventID, "tenant_id", in.TenantID, "err", err)
 	}
 	res := RedeliverResult{Delivered: derr == nil}
-	if derr != nil {
-		res.Error = derr.Error()
-	}
 	if res.Event, err = a.Store.GetTenantEvent(bctx, in.TenantID, in.EventID); err != nil {
 		return RedeliverResult{}, fmt.Errorf("redeliver: read back: %w", err)
+	}
+	if derr != nil {
+		// The tenant is shown what the attempt recorded: the failure's class, never the
+		// dialer's text with internal names and addresses (that is in the log below).
+		res.Error = res.Event.LastError
+		if res.Error == "" {
+			res.Error = failureClass(derr)
+		}
 	}
 	a.log().InfoContext(ctx, "webhook redelivered on request", "event_id", in.EventID, "tenant_id", in.TenantID,
 		"delivered", res.Delivered, "err", derr)

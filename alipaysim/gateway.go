@@ -468,11 +468,15 @@ func (s *Simulator) settleRefund(r *refund, fail bool, gen uint64) {
 }
 
 func (s *Simulator) refundResponse(t *trade, r *refund, fundChange string) fields {
+	at := r.refundedAt // when the money moved; a refund still processing has not
+	if at.IsZero() {
+		at = r.createdAt
+	}
 	return success().
 		addIf("buyer_logon_id", maskedLogon(t.buyerID)).
 		addIf("buyer_user_id", t.buyerID).
 		add("fund_change", fundChange).
-		add("gmt_refund_pay", r.createdAt.In(s.loc).Format(timeLayout)).
+		add("gmt_refund_pay", at.In(s.loc).Format(timeLayout)).
 		add("out_trade_no", t.outTradeNo).
 		add("refund_fee", formatYuan(t.refunded)).
 		add("send_back_fee", formatYuan(r.amount)).

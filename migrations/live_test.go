@@ -282,3 +282,37 @@ func TestDownRefusesToDestroyRecords(t *testing.T) {
 		t.Fatalf("version %d after the forced down, want 12", v)
 	}
 }
+
+// TestInterruptedDropCompletesWhenRunAgain: a DROP that committed before its version was
+// recorded is found done when run again, on the way up (0022 drops a key) and on the way
+// down (0013's down drops refunds, then a column; its guard finds no table to protect).
+func TestInterruptedDropCompletesWhenRunAgain(t *testing.T) {
+	ctx := context.Background()
+	up, _ := testenv.EmptyMySQL(t)
+	if err := migrations.UpTo(ctx, up, 21, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.ExecContext(ctx, "ALTER TABLE benefit_grants DROP KEY uk_benefit_grants"); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Up(ctx, up); err != nil {
+		t.Fatalf("Up after 0022's drop ran by itself: %v", err)
+	}
+	if v, _ := migrations.Version(ctx, up); v != lastVersion(t) {
+		t.Fatalf("version %d, want %d", v, lastVersion(t))
+	}
+
+	down, _ := testenv.MySQL(t)
+	if err := migrations.DownTo(ctx, down, 13, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := down.ExecContext(ctx, "DROP TABLE refunds"); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.DownTo(ctx, down, 12, migrations.Options{}); err != nil {
+		t.Fatalf("DownTo(12) after 0013's first down statement ran by itself: %v", err)
+	}
+	if v, _ := migrations.Version(ctx, down); v != 12 {
+		t.Fatalf("version %d, want 12", v)
+	}
+}

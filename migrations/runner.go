@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -145,20 +146,27 @@ const (
 	errDupColumn      = 1060 // ER_DUP_FIELDNAME
 	errDupKey         = 1061 // ER_DUP_KEYNAME
 	errCantDropColKey = 1091 // ER_CANT_DROP_FIELD_OR_KEY
+	errNoSuchTable    = 1146 // ER_NO_SUCH_TABLE
+	errBadField       = 1054 // ER_BAD_FIELD_ERROR
 )
 
 // alreadyApplied reports whether err says the statement's effect is already there: a
 // statement of a migration interrupted after it ran (each DDL statement is atomic), run
-// again.
-func alreadyApplied(err error, up bool) bool {
+// again. What counts depends on what the statement does, in either direction: a CREATE
+// or ADD finding its table, column or key there, a DROP finding it gone.
+func alreadyApplied(err error, stmt string) bool {
 	var me *gomysql.MySQLError
 	if !errors.As(err, &me) {
 		return false
 	}
-	if up {
-		return me.Number == errTableExists || me.Number == errDupColumn || me.Number == errDupKey
+	upper := strings.ToUpper(stmt)
+	switch me.Number {
+	case errTableExists, errDupColumn, errDupKey:
+		return strings.Contains(upper, "CREATE ") || strings.Contains(upper, "ADD ")
+	case errUnknownTable, errCantDropColKey:
+		return strings.Contains(upper, "DROP ")
 	}
-	return me.Number == errUnknownTable || me.Number == errCantDropColKey
+	return false
 }
 
 func isLockWait(err error) bool {
@@ -170,14 +178,23 @@ func isLockWait(err error) bool {
 // statement whose lock wait timed out is retried with backoff; one whose effect is
 // already there (an earlier, interrupted run got that far) is skipped. So a migration
 // stopped at any point completes when run again.
-func (f file) run(ctx context.Context, db *sql.DB, stmts []string, up bool, o Options) error {
+func (f file) run(ctx context.Context, db *sql.DB, stmts []string, o Options) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	// The connection goes back to db's pool: leave it as it was found.
-	defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = DEFAULT") }()
+	// The connection goes back to db's pool: leave it as it was found, or, if that
+	// fails, do not give it back with a short lock wait.
+	var before int64
+	if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.lock_wait_timeout").Scan(&before); err != nil {
+		return fmt.Errorf("%s: read lock_wait_timeout: %w", f.name, err)
+	}
+	defer func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = "+strconv.FormatInt(before, 10)); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	secs := int(math.Ceil(o.LockWait.Seconds()))
 	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
 		return fmt.Errorf("%s: set lock_wait_timeout: %w", f.name, err)
@@ -190,7 +207,7 @@ func (f file) run(ctx context.Context, db *sql.DB, stmts []string, up bool, o Op
 			if err == nil {
 				break
 			}
-			if alreadyApplied(err, up) {
+			if alreadyApplied(err, stmt) {
 				o.Logger.Warn("migration statement already applied; going on", "file", f.name, "statement", i+1, "err", err)
 				break
 			}
@@ -217,7 +234,10 @@ func (f file) checkGuards(ctx context.Context, db *sql.DB, o Options) error {
 	for _, q := range f.guards {
 		var one int
 		err := db.QueryRowContext(ctx, q).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
+		var me *gomysql.MySQLError
+		if errors.Is(err, sql.ErrNoRows) || (errors.As(err, &me) && (me.Number == errNoSuchTable || me.Number == errBadField)) {
+			// No rows, or the table or column is gone already (an interrupted down run
+			// again): nothing to destroy.
 			continue
 		}
 		if err != nil {
@@ -239,12 +259,12 @@ func goMigrations(o Options) ([]*goose.Migration, error) {
 	}
 	out := make([]*goose.Migration, 0, len(fs))
 	for _, f := range fs {
-		up := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error { return f.run(ctx, db, f.up, true, o) }}
+		up := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error { return f.run(ctx, db, f.up, o) }}
 		down := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
 			if err := f.checkGuards(ctx, db, o); err != nil {
 				return err
 			}
-			return f.run(ctx, db, f.down, false, o)
+			return f.run(ctx, db, f.down, o)
 		}}
 		out = append(out, goose.NewGoMigration(f.version, up, down))
 	}

@@ -107,6 +107,9 @@ type RefundState struct {
 	Rounds         int `json:"rounds"`
 	Queries        int `json:"queries"`
 	NotFoundRounds int `json:"not_found_rounds"`
+	// UnconfirmedRounds counts the rounds answered fund_change "N" whose query has not
+	// confirmed the refund yet (refundConfirmN); they never fail it.
+	UnconfirmedRounds int `json:"unconfirmed_rounds,omitempty"`
 	// ShortfallSince is when Alipay first refused the refund for want of balance.
 	ShortfallSince time.Time `json:"shortfall_since,omitzero"`
 	FailReason     string    `json:"fail_reason,omitempty"`
@@ -167,7 +170,7 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundState, error) {
 	}
 	r.st.PaymentNo, r.st.OutRequestNo, r.st.Amount, r.st.Status = ref.PaymentNo, ref.OutRequestNo, ref.Amount, ref.Status
 	if prev := in.State; prev != nil {
-		r.st.Rounds, r.st.Queries, r.st.NotFoundRounds = prev.Rounds, prev.Queries, prev.NotFoundRounds
+		r.st.Rounds, r.st.Queries, r.st.NotFoundRounds, r.st.UnconfirmedRounds = prev.Rounds, prev.Queries, prev.NotFoundRounds, prev.UnconfirmedRounds
 		r.st.ShortfallSince, r.st.LastError, r.st.FundChange = prev.ShortfallSince, prev.LastError, prev.FundChange
 	}
 	r.upsertSearchAttributes(ctx)
@@ -209,26 +212,27 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) error {
 				return nil
 			}
 			// fund_change "N": no money moved in this call. A replay of a refund that
-			// moved it, or a refund still processing: the query tells, once Alipay has had
-			// time to settle it. Not found, the request is sent again (same
-			// out_request_no, so never a second refund) until MaxRounds such rounds.
+			// moved it, or a refund Alipay knows and is still processing: the query tells,
+			// once Alipay has had time to settle it. Not found yet, the request is sent
+			// again (same out_request_no, so never a second refund), a round apart. Since
+			// Alipay holds the request, the refund is never failed here (money could still
+			// move after a FAILED); after MaxRounds such rounds an operator is told once,
+			// and the run goes on (continuing as new keeps its history short).
 			r.st.FundChange, r.st.LastError = false, "alipay answered fund_change N: waiting for its refund query to confirm"
 			workflow.SetCurrentDetails(ctx, r.details())
 			wait := r.timing.ConfirmDelay
-			if r.st.NotFoundRounds > 0 {
+			if r.st.UnconfirmedRounds > 0 {
 				wait = r.timing.RoundInterval
 			}
 			_ = workflow.Sleep(ctx, wait)
-			found, known := r.query(ctx, ref)
-			switch {
-			case found:
+			if found, _ := r.query(ctx, ref); found {
 				return nil
-			case known:
-				r.st.NotFoundRounds++
-				if r.st.NotFoundRounds >= r.timing.MaxRounds {
-					r.fail(ctx, fmt.Sprintf("alipay answered fund_change N and its refund query found no refund after %d rounds", r.st.NotFoundRounds))
-					return nil
-				}
+			}
+			r.st.UnconfirmedRounds++
+			if r.st.UnconfirmedRounds == r.timing.MaxRounds {
+				r.recordAnomaly(ctx, "refund_unconfirmed", "", fmt.Sprintf(
+					"refund %s (out_request_no %s, %d fen): alipay answered fund_change N %d rounds running and its refund query has not confirmed it; still asking",
+					r.st.RefundNo, r.st.OutRequestNo, r.st.Amount, r.st.UnconfirmedRounds))
 			}
 			continue
 		}

@@ -51,7 +51,9 @@ type Tracing struct {
 // Setup installs the propagator and, if o names an exporter, a tracer provider as the
 // process's global one. Shutdown flushes it.
 func Setup(ctx context.Context, o Options) (*Tracing, error) {
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	// Trace context only: a caller's baggage header is not carried into every workflow,
+	// activity, Alipay call and merchant webhook.
+	otel.SetTextMapPropagator(propagation.TraceContext{})
 	if !o.OTLP && o.File == "" {
 		return &Tracing{}, nil
 	}
@@ -113,7 +115,7 @@ func (t *Tracing) TemporalInterceptor() (interceptor.Interceptor, error) {
 	if !t.Enabled() {
 		return nil, nil
 	}
-	return temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{Tracer: t.tp.Tracer("paykit/temporal")})
+	return temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{Tracer: t.tp.Tracer("paykit/temporal"), DisableBaggage: true})
 }
 
 // LogHandler adds the trace_id and span_id of the record's context, when it carries a
