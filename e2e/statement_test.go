@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	historypb "go.temporal.io/api/history/v1"
 	sdkworker "go.temporal.io/sdk/worker"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/api"
@@ -246,28 +244,13 @@ func TestStatementDay(t *testing.T) {
 // with PAYKIT_RECORD_HISTORIES=1, records it where the workflows package replays it.
 func replayStatementHistory(t *testing.T, workflowID, name string) {
 	t.Helper()
-	hist := &historypb.History{}
-	it := env.tc.GetWorkflowHistory(context.Background(), workflowID, "", false, 0)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hist.Events = append(hist.Events, ev)
-	}
+	hist := history(t, workflowID, "")
 	replayer := sdkworker.NewWorkflowReplayer()
 	workflows.Register(replayer)
 	if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
 		t.Fatalf("replay %s: %v", workflowID, err)
 	}
-	if os.Getenv("PAYKIT_RECORD_HISTORIES") == "" {
-		return
-	}
-	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(repoRoot(), "workflows", "testdata", "histories", name+".json"), b, 0o644); err != nil {
-		t.Fatal(err)
+	if os.Getenv("PAYKIT_RECORD_HISTORIES") != "" {
+		writeHistory(t, name, hist)
 	}
 }

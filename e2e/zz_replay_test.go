@@ -56,17 +56,16 @@ var refundHistoryNames = map[string]string{
 // TestZZReplayRecordedHistories replays every payment workflow history this run produced
 // against the current workflow code, so a non-deterministic change fails here.
 func TestZZReplayRecordedHistories(t *testing.T) {
-	ctx := context.Background()
 	replayer := worker.NewWorkflowReplayer()
 	workflows.Register(replayer)
 	// Visibility is eventually consistent: wait until every path's run is listed.
 	var executions []*workflowpb.WorkflowExecutionInfo
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		executions = listCompleted(t)
+		executions = listCompletedOf(t, workflows.PaymentWorkflowName)
 		paths := map[string]bool{}
 		for _, ex := range executions {
-			if name, ok := historyNames[orderIDOf(ex)]; ok {
+			if name, ok := historyNames[keywordOf(ex, "OrderId")]; ok {
 				paths[name] = true
 			}
 		}
@@ -78,15 +77,7 @@ func TestZZReplayRecordedHistories(t *testing.T) {
 	replayed := 0
 	record := os.Getenv("PAYKIT_RECORD_HISTORIES") != ""
 	for _, ex := range executions {
-		hist := &historypb.History{}
-		it := env.tc.GetWorkflowHistory(ctx, ex.Execution.WorkflowId, ex.Execution.RunId, false, 0)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			hist.Events = append(hist.Events, ev)
-		}
+		hist := history(t, ex.Execution.WorkflowId, ex.Execution.RunId)
 		if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
 			t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
 		}
@@ -109,7 +100,7 @@ func TestZZReplayRefundHistories(t *testing.T) {
 	recordRefunds := os.Getenv("PAYKIT_RECORD_REFUND_HISTORIES") != ""
 	refunds := 0
 	for _, ex := range listCompletedOf(t, "RefundWorkflow") {
-		hist := history(t, ex)
+		hist := history(t, ex.Execution.WorkflowId, ex.Execution.RunId)
 		if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
 			t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
 		}
@@ -143,7 +134,7 @@ func TestZZReplayOtherHistories(t *testing.T) {
 		// covers its paths.
 		exs = exs[:min(len(exs), 50)]
 		for i, ex := range exs {
-			hist := history(t, ex)
+			hist := history(t, ex.Execution.WorkflowId, ex.Execution.RunId)
 			if err := replayer.ReplayWorkflowHistory(nil, hist); err != nil {
 				t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
 			}
@@ -155,10 +146,11 @@ func TestZZReplayOtherHistories(t *testing.T) {
 	}
 }
 
-func history(t *testing.T, ex *workflowpb.WorkflowExecutionInfo) *historypb.History {
+// history returns the whole history of a run ("" for the latest run of workflowID).
+func history(t *testing.T, workflowID, runID string) *historypb.History {
 	t.Helper()
 	hist := &historypb.History{}
-	it := env.tc.GetWorkflowHistory(context.Background(), ex.Execution.WorkflowId, ex.Execution.RunId, false, 0)
+	it := env.tc.GetWorkflowHistory(context.Background(), workflowID, runID, false, 0)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
@@ -196,36 +188,9 @@ func keywordOf(ex *workflowpb.WorkflowExecutionInfo, name string) string {
 	return v
 }
 
-func listCompleted(t *testing.T) []*workflowpb.WorkflowExecutionInfo {
-	t.Helper()
-	var all []*workflowpb.WorkflowExecutionInfo
-	var token []byte
-	for {
-		resp, err := env.tc.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
-			Query:         `WorkflowType = "PaymentWorkflow" AND ExecutionStatus = "Completed"`,
-			NextPageToken: token,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, resp.Executions...)
-		if token = resp.NextPageToken; len(token) == 0 {
-			return all
-		}
-	}
-}
-
-func orderIDOf(ex *workflowpb.WorkflowExecutionInfo) string {
-	var orderID string
-	if p := ex.GetSearchAttributes().GetIndexedFields()["OrderId"]; p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &orderID)
-	}
-	return orderID
-}
-
 func recordHistory(t *testing.T, ex *workflowpb.WorkflowExecutionInfo, hist *historypb.History) {
 	t.Helper()
-	name, ok := historyNames[orderIDOf(ex)]
+	name, ok := historyNames[keywordOf(ex, "OrderId")]
 	if !ok {
 		return
 	}
