@@ -31,13 +31,9 @@ const (
 	outcomeRefundUnknown = "refund_unknown"
 )
 
-// outcomeDeferred is never recorded: the notification stays received, answered failure
-// (Alipay redelivers), while its signal goes on in the background (signalPending).
-const outcomeDeferred = "deferred"
-
-// finalOutcome reports whether a recorded notification needs no more work, so a
-// redelivery can be acknowledged at once.
-func finalOutcome(o string) bool {
+// legacyFinal reports whether a notification recorded before the inbox (no hand-over due,
+// never settled) was handled then: it was answered failure until it was.
+func legacyFinal(o string) bool {
 	switch o {
 	case outcomeSignalled, outcomeRedriven, outcomeAlreadyPaid, outcomeIgnored, outcomeAnomaly,
 		outcomeRefundFinal, outcomeRefundStarted, outcomeRefundUnknown:
@@ -46,8 +42,6 @@ func finalOutcome(o string) bool {
 	return false
 }
 
-const notificationDoneTTL = 48 * time.Hour // longer than Alipay's 25 h redelivery window
-
 func alipayReply(c echo.Context, ok bool) error {
 	if ok {
 		return c.String(http.StatusOK, "success")
@@ -55,9 +49,11 @@ func alipayReply(c echo.Context, ok bool) error {
 	return c.String(http.StatusOK, "failure")
 }
 
-// alipayCallback handles Alipay's asynchronous notification. It answers "success" only
-// once the notification is durably handled (signalled to the workflow, or an equivalent
-// record); anything else makes Alipay deliver it again.
+// alipayCallback handles Alipay's asynchronous notification. A verified notification is
+// answered success as soon as it is recorded in MySQL (one INSERT, whose unique notify_id
+// also dedupes Alipay's redeliveries): from then on paykit owns it, hands it to its
+// payment in the background and again until its effect is seen (inbox.go). Anything
+// refused or not recorded is answered failure, so that Alipay delivers it again.
 func (s *Server) alipayCallback(c echo.Context) error {
 	ctx := c.Request().Context()
 	raw, err := readBody(c)
@@ -104,47 +100,34 @@ func (s *Server) alipayCallback(c echo.Context) error {
 		}
 		return alipayReply(c, false)
 	}
-	if s.cache != nil {
-		if done, err := s.cache.NotificationDone(ctx, n.NotifyID); err == nil && done {
-			s.metrics.callbacks.WithLabelValues("duplicate_cached").Inc()
-			return alipayReply(c, true)
-		}
-	}
+	now := time.Now().UTC()
 	verified := payment.ChannelNotification{
 		Channel: "alipay", NotifyID: n.NotifyID, PaymentNo: n.PaymentNo, TradeNo: n.TradeNo,
-		Verified: true, Outcome: outcomeReceived, ReceivedAt: time.Now().UTC(),
+		Verified: true, Outcome: outcomeReceived, ReceivedAt: now, DispatchDueAt: now.Add(s.cfg.InboxSettleBound),
 	}
 	verified.KeepRaw(string(raw))
-	rec, inserted, err := s.store.RecordNotification(ctx, verified)
+	rec, inserted, err := s.store.RecordNotification(detached(c), verified)
 	if err != nil {
 		s.metrics.callbacks.WithLabelValues("store_unavailable").Inc()
 		s.log.ErrorContext(ctx, "record notification failed; alipay will retry", "notify_id", n.NotifyID, "err", err)
 		return alipayReply(c, false)
 	}
-	if !inserted && finalOutcome(rec.Outcome) {
+	if !inserted {
+		// Alipay did not get our success (or delivers twice): the notification is ours
+		// already. One recorded before the inbox and never handled is put in it now.
 		s.metrics.callbacks.WithLabelValues("duplicate").Inc()
-		s.markDone(c, n.NotifyID)
+		if rec.DispatchDueAt.IsZero() && rec.SettledAt.IsZero() && !legacyFinal(rec.Outcome) {
+			if err := s.store.ArmNotification(detached(c), rec.ID, now.Add(s.cfg.InboxSettleBound)); err != nil {
+				s.log.ErrorContext(ctx, "put a notification recorded before the inbox in it; alipay will retry", "notify_id", n.NotifyID, "err", err)
+				return alipayReply(c, false)
+			}
+			s.enqueue(rec, n)
+		}
 		return alipayReply(c, true)
 	}
-	outcome, ok := s.applyNotification(c, rec.ID, n)
-	if outcome == outcomeDeferred {
-		// Recorded as received and answered failure; the signal goes on in the background
-		// and records the outcome (and counts it) if it lands.
-		s.metrics.callbacks.WithLabelValues("deferred").Inc()
-		return alipayReply(c, false)
-	}
-	if err := s.store.SetNotificationOutcome(detached(c), rec.ID, outcome); err != nil {
-		s.log.ErrorContext(ctx, "record notification outcome", "notify_id", n.NotifyID, "err", err)
-	}
-	label := outcome
-	if len(label) > len(outcomeRejectPrefix) && label[:len(outcomeRejectPrefix)] == outcomeRejectPrefix {
-		label = "rejected"
-	}
-	s.metrics.callbacks.WithLabelValues(label).Inc()
-	if ok && finalOutcome(outcome) {
-		s.markDone(c, n.NotifyID)
-	}
-	return alipayReply(c, ok)
+	s.metrics.callbacks.WithLabelValues("accepted").Inc()
+	s.enqueue(rec, n)
+	return alipayReply(c, true)
 }
 
 // decodeNotification verifies a notification with the key of the app it names, and only
@@ -157,47 +140,38 @@ func (s *Server) decodeNotification(ctx context.Context, form url.Values) (payme
 	return gw.DecodeNotification(ctx, form)
 }
 
-func (s *Server) markDone(c echo.Context, notifyID string) {
-	if s.cache == nil {
-		return
-	}
-	if err := s.cache.MarkNotificationDone(detached(c), notifyID, notificationDoneTTL); err != nil {
-		s.log.DebugContext(c.Request().Context(), "notification cache write skipped", "err", err)
-	}
-}
-
-// applyNotification checks a verified notification against our records and hands it to
-// the payment's workflow. It returns the outcome to record and whether to acknowledge.
-func (s *Server) applyNotification(c echo.Context, recID int64, n payment.Notification) (string, bool) {
-	ctx := c.Request().Context()
+// applyNotification checks a verified, recorded notification against our records and
+// hands it to the payment's workflow. It returns the outcome to record, and ok=false when
+// MySQL or Temporal failed (the inbox hands it over again).
+func (s *Server) applyNotification(ctx context.Context, n payment.Notification) (string, bool) {
 	p, err := s.store.GetPayment(ctx, n.PaymentNo)
 	if errors.Is(err, payment.ErrNotFound) {
 		s.log.ErrorContext(ctx, "alipay notification for an unknown out_trade_no", "notify_id", n.NotifyID, "payment_no", n.PaymentNo, "trade_no", n.TradeNo)
-		return outcomeRejectPrefix + "unknown out_trade_no", false
+		return s.reject(ctx, s.log, payment.Payment{PaymentNo: n.PaymentNo}, n, "unknown out_trade_no")
 	}
 	if err != nil {
-		s.log.ErrorContext(ctx, "read payment for notification; alipay will retry", "notify_id", n.NotifyID, "err", err)
+		s.log.ErrorContext(ctx, "read payment for notification; handed over again later", "notify_id", n.NotifyID, "err", err)
 		return outcomeReceived, false
 	}
 	log := s.log.With("notify_id", n.NotifyID, "payment_no", p.PaymentNo, "tenant_id", p.TenantID, "order_id", p.OrderID, "trade_no", n.TradeNo)
 	tenant, err := s.store.GetTenant(ctx, p.TenantID)
 	if err != nil {
-		log.ErrorContext(ctx, "read tenant for notification; alipay will retry", "err", err)
+		log.ErrorContext(ctx, "read tenant for notification; handed over again later", "err", err)
 		return outcomeReceived, false
 	}
 	// Verified for the app it names, the notification must also be about a payment of
 	// that app: app B's valid signature never settles tenant A's payment.
 	if app := s.gateways.AppID(tenant); (app != "" && n.AppID != app) || (tenant.AlipaySeller != "" && n.SellerID != tenant.AlipaySeller) {
 		log.ErrorContext(ctx, "alipay notification for another app or seller", "app_id", n.AppID, "seller_id", n.SellerID)
-		return outcomeRejectPrefix + "app_id or seller_id mismatch", false
+		return s.reject(ctx, log, p, n, "app_id or seller_id mismatch")
 	}
 	if err := payment.CheckNotification(n, p); err != nil {
 		log.ErrorContext(ctx, "alipay notification does not match the payment", "err", err,
 			"notified_fen", int64(n.TotalAmount), "amount_fen", int64(p.Amount))
-		return outcomeRejectPrefix + payment.ErrorMessage(err), false
+		return s.reject(ctx, log, p, n, payment.ErrorMessage(err))
 	}
 	if n.IsRefund() {
-		return s.applyRefundNotification(c, log, p, n)
+		return s.applyRefundNotification(ctx, log, p, n)
 	}
 	if n.State != payment.TradePaid {
 		log.InfoContext(ctx, "alipay notification does not advance the payment", "trade_status", n.TradeStatus)
@@ -211,7 +185,7 @@ func (s *Server) applyNotification(c echo.Context, recID int64, n payment.Notifi
 	case payment.StatusPaid:
 		return outcomeAlreadyPaid, true
 	case payment.StatusPending:
-		return s.signalPending(c, log, recID, p, sig)
+		return s.deliverSignal(ctx, log, p, sig)
 	default:
 		// Money arrived for a payment we closed. Never lose it silently: record it for
 		// refund and alert.
@@ -222,7 +196,7 @@ func (s *Server) applyNotification(c echo.Context, recID int64, n payment.Notifi
 			CreatedAt: time.Now().UTC(),
 		}
 		if err := s.store.RecordAnomaly(ctx, anomaly); err != nil {
-			log.ErrorContext(ctx, "record anomaly failed; alipay will retry", "err", err)
+			log.ErrorContext(ctx, "record anomaly failed; handed over again later", "err", err)
 			return outcomeReceived, false
 		}
 		if tenant.AutoRefundPaidAfterClose {
@@ -233,7 +207,7 @@ func (s *Server) applyNotification(c echo.Context, recID int64, n payment.Notifi
 				err = s.orch.StartRefund(ctx, r)
 			}
 			if err != nil {
-				log.ErrorContext(ctx, "automatic refund of paid_after_close failed; alipay will retry", "err", err)
+				log.ErrorContext(ctx, "automatic refund of paid_after_close failed; handed over again later", "err", err)
 				return outcomeReceived, false
 			}
 			log.WarnContext(ctx, "paid_after_close: refunding automatically", "refund_no", r.RefundNo)
@@ -248,8 +222,7 @@ func (s *Server) applyNotification(c echo.Context, recID int64, n payment.Notifi
 // close a PAID payment. A refund still pending here has its workflow started again if it
 // is gone (a running one is joined), and that run confirms it with Alipay's refund query;
 // the notification itself is only evidence, never the confirmation.
-func (s *Server) applyRefundNotification(c echo.Context, log *slog.Logger, p payment.Payment, n payment.Notification) (string, bool) {
-	ctx := c.Request().Context()
+func (s *Server) applyRefundNotification(ctx context.Context, log *slog.Logger, p payment.Payment, n payment.Notification) (string, bool) {
 	log = log.With("out_biz_no", n.OutBizNo, "refund_fee_fen", int64(n.RefundFee), "trade_status", n.TradeStatus)
 	if n.OutBizNo == "" {
 		log.WarnContext(ctx, "alipay refund notification without out_biz_no; nothing to confirm")
@@ -262,7 +235,7 @@ func (s *Server) applyRefundNotification(c echo.Context, log *slog.Logger, p pay
 		return outcomeRefundUnknown, true
 	}
 	if err != nil {
-		log.ErrorContext(ctx, "read refund for notification; alipay will retry", "err", err)
+		log.ErrorContext(ctx, "read refund for notification; handed over again later", "err", err)
 		return outcomeReceived, false
 	}
 	if r.Status == payment.RefundFailed {
@@ -276,7 +249,7 @@ func (s *Server) applyRefundNotification(c echo.Context, log *slog.Logger, p pay
 			CreatedAt: time.Now().UTC(),
 		})
 		if err != nil {
-			log.ErrorContext(ctx, "record anomaly failed; alipay will retry", "err", err)
+			log.ErrorContext(ctx, "record anomaly failed; handed over again later", "err", err)
 			return outcomeReceived, false
 		}
 		log.ErrorContext(ctx, "refund anomaly: alipay notified a refund that failed locally", "refund_no", r.RefundNo)
@@ -286,8 +259,46 @@ func (s *Server) applyRefundNotification(c echo.Context, log *slog.Logger, p pay
 		return outcomeRefundFinal, true
 	}
 	if err := s.orch.StartRefund(ctx, r); err != nil {
-		log.ErrorContext(ctx, "start refund workflow for notification; alipay will retry", "refund_no", r.RefundNo, "err", err)
+		log.ErrorContext(ctx, "start refund workflow for notification; handed over again later", "refund_no", r.RefundNo, "err", err)
 		return outcomeReceived, false
 	}
 	return outcomeRefundStarted, true
+}
+
+// reject records an anomaly for a verified notification paykit cannot act on (it names no
+// payment, or another app's, or disagrees with it): Alipay delivering it again would not
+// change that, so it is settled on the anomaly an operator sees.
+func (s *Server) reject(ctx context.Context, log *slog.Logger, p payment.Payment, n payment.Notification, why string) (string, bool) {
+	s.metrics.anomalies.Inc()
+	err := s.store.RecordAnomaly(ctx, payment.Anomaly{
+		Kind: AnomalyNotificationRejected, TenantID: p.TenantID, PaymentNo: n.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
+		Detail: fmt.Sprintf("alipay notification %s (%s, app_id %s, seller_id %s, total_amount %s) refused: %s",
+			n.NotifyID, n.TradeStatus, n.AppID, n.SellerID, n.TotalAmount.Yuan(), why),
+		CreatedAt: time.Now().UTC(),
+	})
+	if err != nil {
+		log.ErrorContext(ctx, "record anomaly failed; handed over again later", "err", err)
+		return outcomeReceived, false
+	}
+	return outcomeRejectPrefix + why, true
+}
+
+// deliverSignal signals the payment's workflow, re-driving it if it is not running.
+func (s *Server) deliverSignal(ctx context.Context, log *slog.Logger, p payment.Payment, sig workflows.NotificationPayload) (string, bool) {
+	running, err := s.orch.Notify(ctx, p, sig)
+	if err != nil {
+		log.ErrorContext(ctx, "signal payment workflow failed; handed over again later", "err", err)
+		return outcomeReceived, false
+	}
+	if running {
+		return outcomeSignalled, true
+	}
+	// The workflow is gone (terminated by an operator, say) but the payment is
+	// pending: start a run that adopts this payment and give it the notification.
+	if err := s.orch.NotifyOrRedrive(ctx, p, sig); err != nil {
+		log.ErrorContext(ctx, "re-drive payment workflow failed; handed over again later", "err", err)
+		return outcomeReceived, false
+	}
+	log.WarnContext(ctx, "payment workflow was not running; re-driven by a notification")
+	return outcomeRedriven, true
 }

@@ -24,6 +24,10 @@ type Metrics struct {
 	unverifiedBytes prometheus.Counter
 	idem            *prometheus.CounterVec
 	anomalies       prometheus.Counter
+	// dispatches counts the inbox's hand-overs of notifications by outcome, settled the
+	// notifications the sweep saw settled by their payment being PAID.
+	dispatches *prometheus.CounterVec
+	settled    prometheus.Counter
 }
 
 // NewMetrics registers the collectors on reg, or on a new registry if reg is nil.
@@ -58,7 +62,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "paykit_payment_anomalies_total", Help: "Cases recorded for an operator, such as money received for a closed payment.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.checkouts, m.callbacks, m.unverifiedBytes, m.idem, m.anomalies)
+	m.dispatches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "paykit_notification_dispatches_total",
+		Help: "Hand-overs of acknowledged Alipay notifications to their payments, by outcome (retry: MySQL or Temporal failed, handed over again later).",
+	}, []string{"outcome"})
+	m.settled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "paykit_notifications_settled_paid_total", Help: "Acknowledged Alipay notifications the inbox sweep saw settled by their payment being PAID.",
+	})
+	reg.MustRegister(m.requests, m.latency, m.checkouts, m.callbacks, m.unverifiedBytes, m.idem, m.anomalies, m.dispatches, m.settled)
 	// The outcomes alerts and dashboards read exist from the start at 0, so a rate over
 	// them counts the first one too.
 	for _, o := range checkoutOutcomes {
@@ -66,6 +77,9 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	for _, o := range callbackOutcomes {
 		m.callbacks.WithLabelValues(o)
+	}
+	for _, o := range dispatchOutcomes {
+		m.dispatches.WithLabelValues(o)
 	}
 	return m
 }
@@ -77,11 +91,14 @@ var checkoutOutcomes = []string{
 	payment.EINVALID, payment.EUNAVAILABLE, payment.EINTERNAL,
 }
 
-// callbackOutcomes are the outcomes of paykit_alipay_callbacks_total: those answered
-// failure before or while recording, then how a recorded notification was handled.
-var callbackOutcomes = []string{
-	"unreadable", "malformed", "unverified", "store_unavailable", "duplicate_cached", "duplicate", outcomeDeferred,
-	outcomeReceived, outcomeSignalled, outcomeRedriven, outcomeAlreadyPaid, outcomeIgnored, outcomeAnomaly, "rejected",
+// callbackOutcomes are the outcomes of paykit_alipay_callbacks_total, the answers to
+// Alipay: those answered failure before or while recording, then accepted (recorded and
+// answered success) and duplicate (recorded before, answered success).
+var callbackOutcomes = []string{"unreadable", "malformed", "unverified", "store_unavailable", "accepted", "duplicate"}
+
+// dispatchOutcomes are the outcomes of paykit_notification_dispatches_total.
+var dispatchOutcomes = []string{
+	"retry", "queue_full", outcomeSignalled, outcomeRedriven, outcomeAlreadyPaid, outcomeIgnored, outcomeAnomaly, "rejected",
 	outcomeRefundFinal, outcomeRefundStarted, outcomeRefundUnknown,
 }
 

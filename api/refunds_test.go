@@ -163,16 +163,23 @@ func TestRefundNotificationsNeverPayOrClose(t *testing.T) {
 	if got := cb("PPAID", "n-r2", payment.OutRequestNo("t1", "rf1")); got != "success" {
 		t.Fatalf("reply %q", got)
 	}
-	if orch.signals != 0 || orch.refundStarts != 1 {
-		t.Fatalf("payment signals = %d, refund starts = %d; want 0 and 1", orch.signals, orch.refundStarts)
+	st.note(t, 0, func(n payment.ChannelNotification) bool { return !n.SettledAt.IsZero() })
+	st.note(t, 1, func(n payment.ChannelNotification) bool { return n.Outcome == "refund_workflow_started" })
+	orch.mu.Lock()
+	signals, starts := orch.signals, orch.refundStarts
+	orch.mu.Unlock()
+	if signals != 0 || starts != 1 {
+		t.Fatalf("payment signals = %d, refund starts = %d; want 0 and 1", signals, starts)
 	}
 	if st.payments["P1"].Status != payment.StatusPending || st.payments["PPAID"].Status != payment.StatusPaid {
 		t.Fatalf("payments changed: %+v", st.payments)
 	}
 	outcomes := map[string]bool{}
+	st.mu.Lock()
 	for _, n := range st.notes {
 		outcomes[n.Outcome] = true
 	}
+	st.mu.Unlock()
 	if !outcomes["refund_unknown"] || !outcomes["refund_workflow_started"] {
 		t.Fatalf("outcomes = %v", outcomes)
 	}
@@ -195,8 +202,11 @@ func TestRefundNotificationForAFailedRefundIsAnAnomaly(t *testing.T) {
 	f := url.Values{"notify_id": {"n-f1"}, "out_trade_no": {"PPAID"}, "total_amount": {"9.90"}, "sign": {"good"},
 		"out_biz_no": {payment.OutRequestNo("t1", "rf9")}, "refund_fee": {"3.00"}}
 	_, b := post(t, srv.URL+"/callbacks/alipay", f.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
-	if b != "success" || len(st.anomalies) != 1 || st.anomalies[0].Kind != "refund_succeeded_after_fail" {
-		t.Fatalf("reply %q, anomalies %+v", b, st.anomalies)
+	n := st.note(t, 0, func(n payment.ChannelNotification) bool { return !n.SettledAt.IsZero() })
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if b != "success" || n.Outcome != "anomaly_recorded" || len(st.anomalies) != 1 || st.anomalies[0].Kind != "refund_succeeded_after_fail" {
+		t.Fatalf("reply %q, %+v, anomalies %+v", b, n, st.anomalies)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -48,8 +47,6 @@ type Cache interface {
 	ReleaseToken(ctx context.Context, tenantID, token, binder string) error
 	CachedResponse(ctx context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error)
 	CacheResponse(ctx context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error
-	NotificationDone(ctx context.Context, notifyID string) (bool, error)
-	MarkNotificationDone(ctx context.Context, notifyID string, ttl time.Duration) error
 	Ping(ctx context.Context) error
 }
 
@@ -75,10 +72,14 @@ type Config struct {
 	// CancelWait is how long POST /v1/payments/{payment_no}/cancel waits for the payment
 	// to end before it answers 202 with the payment still pending.
 	CancelWait time.Duration
-	// CallbackSignalWait is how long Alipay's notification waits for its signal to reach
-	// the payment's workflow before it is acknowledged on its durable record, the signal
-	// going on in the background (signalPending).
-	CallbackSignalWait time.Duration
+	// InboxSettleBound is how long an acknowledged Alipay notification may go without
+	// its effect being seen before it is handed to its payment again (then with backoff).
+	InboxSettleBound time.Duration
+	// InboxSweepInterval is how often the inbox is swept (RunInbox).
+	InboxSweepInterval time.Duration
+	// NotificationRetention is how long a notification that needs nothing more is kept;
+	// it must be longer than Alipay's 25 h of redeliveries, which it dedupes.
+	NotificationRetention time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -103,8 +104,14 @@ func (c Config) withDefaults() Config {
 	if c.CancelWait <= 0 {
 		c.CancelWait = 10 * time.Second
 	}
-	if c.CallbackSignalWait <= 0 {
-		c.CallbackSignalWait = DefaultCallbackSignalWait
+	if c.InboxSettleBound <= 0 {
+		c.InboxSettleBound = DefaultInboxSettleBound
+	}
+	if c.InboxSweepInterval <= 0 {
+		c.InboxSweepInterval = DefaultInboxSweepInterval
+	}
+	if c.NotificationRetention <= 0 {
+		c.NotificationRetention = DefaultNotificationRetention
 	}
 	return c
 }
@@ -120,10 +127,8 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	tenants  *tenantCache
-	// background counts signals still running after their notification was answered;
-	// signalSlots bounds them.
-	background  sync.WaitGroup
-	signalSlots chan struct{}
+	// inbox hands acknowledged notifications to their payments (inbox.go).
+	inbox *inbox
 	// unverified bounds the rows and error lines of unverified callbacks.
 	unverified unverifiedSampler
 }
@@ -138,8 +143,9 @@ func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orches
 	}
 	s := &Server{
 		echo: echo.New(), cfg: cfg.withDefaults(), store: store, gateways: gateways, orch: orch, cache: cache,
-		log: logger, metrics: metrics, signalSlots: make(chan struct{}, maxBackgroundSignals),
+		log: logger, metrics: metrics, inbox: newInbox(),
 	}
+	s.startInbox()
 	s.tenants = newTenantCache(s.cfg.TenantCacheTTL)
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
@@ -173,8 +179,9 @@ func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orches
 // ServeHTTP makes the server an http.Handler (used by tests and by http.Server).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// ListenAndServe serves on addr until ctx is cancelled, then shuts down gracefully,
-// letting in-flight requests finish within grace.
+// ListenAndServe serves on addr and sweeps the inbox (RunInbox) until ctx is cancelled,
+// then shuts down gracefully, letting in-flight requests and the queued hand-overs of
+// notifications finish within grace (any left are due in MySQL for the next sweep).
 func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration) error {
 	srv := &http.Server{
 		Addr:              addr,
@@ -186,6 +193,10 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	swept := make(chan struct{})
+	go func() { defer close(swept); s.RunInbox(sweepCtx) }()
+	defer func() { stopSweep(); <-swept; s.closeInbox() }()
 	select {
 	case err := <-errc:
 		return err
@@ -203,10 +214,10 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	return nil
 }
 
-// waitBackground waits for the signals still running, or until ctx ends.
+// waitBackground waits for the queued hand-overs of notifications, or until ctx ends.
 func (s *Server) waitBackground(ctx context.Context) {
 	done := make(chan struct{})
-	go func() { s.background.Wait(); close(done) }()
+	go func() { s.inbox.active.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -50,20 +50,20 @@ func (twoApps) ForApp(_ context.Context, appID string) (payment.Gateway, error) 
 func (twoApps) AppID(payment.Tenant) string { return "app" }
 
 // TestNotificationIsRoutedByAppID: a notification is verified with the key of the app it
-// names only; an unknown app, a signature of another app, and app B's valid notification
-// naming tenant A's payment are refused (not "success") and recorded, and reach no
-// workflow.
+// names only; an unknown app and a signature of another app are refused (not "success")
+// and recorded; app B's valid notification naming tenant A's payment is Alipay's own word,
+// acknowledged on its record and settled on an anomaly. None of them reaches a workflow.
 func TestNotificationIsRoutedByAppID(t *testing.T) {
 	cases := []struct {
 		name, appID, sign string
-		ok                bool
+		ok, signalled     bool
 		outcome           string
 		verified          bool
 	}{
-		{"unknown app_id", "2021999", "key-a", false, "rejected: app_id", false},
-		{"A's app_id signed with B's key", "app", "key-b", false, "rejected: bad_signature", false},
-		{"B's valid notification naming A's payment", "appB", "key-b", false, "rejected: app_id or seller_id mismatch", true},
-		{"A's own", "app", "key-a", true, "signalled", true},
+		{"unknown app_id", "2021999", "key-a", false, false, "rejected: app_id", false},
+		{"A's app_id signed with B's key", "app", "key-b", false, false, "rejected: bad_signature", false},
+		{"B's valid notification naming A's payment", "appB", "key-b", true, false, "rejected: app_id or seller_id mismatch", true},
+		{"A's own", "app", "key-a", true, true, "signalled", true},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -74,18 +74,21 @@ func TestNotificationIsRoutedByAppID(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || (body == "success") != c.ok {
 				t.Fatalf("answer HTTP %d %q, want success=%v", resp.StatusCode, body, c.ok)
 			}
+			n := st.note(t, 0, func(n payment.ChannelNotification) bool { return !n.Verified || n.Outcome != "received" })
 			st.mu.Lock()
 			defer st.mu.Unlock()
 			if len(st.notes) != 1 {
 				t.Fatalf("recorded %d notifications, want 1", len(st.notes))
 			}
-			n := st.notes[0]
 			if n.Verified != c.verified || !strings.HasPrefix(n.Outcome, c.outcome) || n.PaymentNo != "P1" {
 				t.Fatalf("recorded %+v, want verified=%v outcome %q…", n, c.verified, c.outcome)
 			}
 			orch.mu.Lock()
 			defer orch.mu.Unlock()
-			if want := map[bool]int{true: 1, false: 0}[c.ok]; orch.signals != want {
+			if c.verified && !c.signalled && (n.SettledAt.IsZero() || len(st.anomalies) != 1) {
+				t.Fatalf("B's notification: %+v, anomalies %+v; want it settled on an anomaly", n, st.anomalies)
+			}
+			if want := map[bool]int{true: 1, false: 0}[c.signalled]; orch.signals != want {
 				t.Fatalf("%d signals to the workflow, want %d", orch.signals, want)
 			}
 		})

@@ -37,6 +37,9 @@ const (
 	KindAmountMismatch = "amount_mismatch"
 	// KindNotPaidAtAlipay is a PAID payment whose trade Alipay does not report paid.
 	KindNotPaidAtAlipay = "not_paid_at_alipay"
+	// KindUnsettledNotification is a payment with a verified Alipay notification that was
+	// acknowledged and whose effect is still not seen past the notification SLA.
+	KindUnsettledNotification = "unsettled_notification"
 	// KindUnverifiable is a payment the audit could not check because Alipay or
 	// Temporal did not answer.
 	KindUnverifiable = "unverifiable"
@@ -46,7 +49,7 @@ const (
 func Kinds() []string {
 	return []string{KindLost, KindDouble, KindMissingGrant, KindUndeliveredEvent, KindStuckPending,
 		KindAmountMismatch, KindNotPaidAtAlipay, KindRefundNotSucceeded, KindRefundNotAtAlipay, KindRefundExceedsPaid,
-		KindUnverifiable}
+		KindUnsettledNotification, KindUnverifiable}
 }
 
 // AnomalyPrefix starts the kind of every anomaly the scheduled audit records, so that
@@ -58,6 +61,9 @@ const (
 	DefaultGrantSLA     = 10 * time.Minute
 	DefaultWebhookSLA   = time.Hour
 	DefaultPendingGrace = 5 * time.Minute
+	// DefaultNotificationSLA is how long an acknowledged notification may stay unsettled:
+	// the inbox hands it over again after 30 s, then with backoff.
+	DefaultNotificationSLA = 10 * time.Minute
 	// DefaultConcurrency bounds the Alipay queries and workflow checks in flight.
 	DefaultConcurrency = 8
 	// DefaultPageSize is how many payments are read at once.
@@ -95,6 +101,9 @@ type Record struct {
 	// EarlierPaid is the payment_no of an earlier PAID payment of the same order. It is
 	// set only for a PAID payment without the re-purchase opt-in.
 	EarlierPaid string
+	// UnsettledNotificationSince is when the oldest verified notification of the payment
+	// that is not settled yet was received; zero if there is none.
+	UnsettledNotificationSince time.Time
 }
 
 // Store is what the audit reads from MySQL; *mysql.Store implements it.
@@ -152,6 +161,8 @@ type Params struct {
 	GrantSLA     time.Duration
 	WebhookSLA   time.Duration
 	PendingGrace time.Duration
+	// NotificationSLA bounds how long an acknowledged notification may stay unsettled.
+	NotificationSLA time.Duration
 	// Progress, if set, is called from the goroutine running Run after each page and
 	// each check started.
 	Progress func(Progress)
@@ -166,6 +177,9 @@ func (p Params) withDefaults() Params {
 	}
 	if p.PendingGrace <= 0 {
 		p.PendingGrace = DefaultPendingGrace
+	}
+	if p.NotificationSLA <= 0 {
+		p.NotificationSLA = DefaultNotificationSLA
 	}
 	return p
 }
@@ -481,6 +495,12 @@ func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, 
 	}
 
 	out = append(out, refundFindings(pay, r.refunds, newFinding)...)
+
+	if since := rec.UnsettledNotificationSince; !since.IsZero() && now.Sub(since) > p.NotificationSLA {
+		out = append(out, newFinding(KindUnsettledNotification, fmt.Sprintf(
+			"a verified alipay notification acknowledged %s ago (notification SLA %s) is not settled: the payment is %s and no anomaly names it",
+			now.Sub(since).Truncate(time.Second), p.NotificationSLA, pay.Status)))
+	}
 
 	// One unverifiable finding per payment, whatever failed: the anomaly it becomes is
 	// unique per (kind, payment_no).

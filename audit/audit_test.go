@@ -263,6 +263,29 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// (g) A verified notification acknowledged 20 min ago and still unsettled, on a payment
+	// in flight; one acknowledged a minute ago (within the SLA); and one settled long ago.
+	e.create(t, "inbox", "PINBOX", false)
+	e.create(t, "inboxsoon", "PINBOXSOON", false)
+	for _, n := range []struct {
+		no  string
+		ago time.Duration
+	}{{"PINBOX", 20 * time.Minute}, {"PINBOXSOON", time.Minute}, {"PREP1", 3 * time.Hour}} {
+		at := time.Now().Add(-n.ago).UTC()
+		rec := payment.ChannelNotification{Channel: "alipay", NotifyID: "N" + n.no, PaymentNo: n.no, TradeNo: "T" + n.no,
+			Verified: true, ReceivedAt: at, DispatchDueAt: at.Add(30 * time.Second)}
+		rec.KeepRaw("notify_id=N" + n.no)
+		stored, _, err := e.st.RecordNotification(ctx, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.no == "PREP1" {
+			if err := e.st.SettleNotification(ctx, stored.ID, "already_paid"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
 	// Outside the window: PAID with nothing else, created three days ago.
 	e.create(t, "old", "POLD", false)
 	e.markPaid(t, "POLD", "")
@@ -270,12 +293,13 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 
 	rep := e.run(t)
 	want := map[string][]string{
-		audit.KindDouble:           {"PDUP2"},
-		audit.KindLost:             {"PLOST", "PLOST2"},
-		audit.KindMissingGrant:     {"PNOGRANT"},
-		audit.KindUndeliveredEvent: {"PNOEVENT", "PUNDELIVERED"},
-		audit.KindStuckPending:     {"PSTUCK"},
-		audit.KindAmountMismatch:   {"PAMOUNT"},
+		audit.KindDouble:                {"PDUP2"},
+		audit.KindLost:                  {"PLOST", "PLOST2"},
+		audit.KindMissingGrant:          {"PNOGRANT"},
+		audit.KindUndeliveredEvent:      {"PNOEVENT", "PUNDELIVERED"},
+		audit.KindStuckPending:          {"PSTUCK"},
+		audit.KindAmountMismatch:        {"PAMOUNT"},
+		audit.KindUnsettledNotification: {"PINBOX"},
 	}
 	got := byKind(rep)
 	if len(got) != len(want) {
@@ -291,8 +315,8 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 			t.Errorf("finding lacks its identity or amount: %+v", f)
 		}
 	}
-	if rep.Payments != 17 || rep.InFlight != 1 || rep.Queried != 16 {
-		t.Errorf("report counted %d payments, %d in flight, %d queried; want 17, 1 and 16 (POLD is outside the window)",
+	if rep.Payments != 19 || rep.InFlight != 3 || rep.Queried != 16 {
+		t.Errorf("report counted %d payments, %d in flight, %d queried; want 19, 3 and 16 (POLD is outside the window)",
 			rep.Payments, rep.InFlight, rep.Queried)
 	}
 
@@ -314,6 +338,9 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 	}
 	if f := finding(t, rep, audit.KindAmountMismatch, "PAMOUNT"); f.AlipayAmountFen != 1990 || !strings.Contains(f.Detail, "19.90") {
 		t.Errorf("amount mismatch finding: %+v", f)
+	}
+	if f := finding(t, rep, audit.KindUnsettledNotification, "PINBOX"); !strings.Contains(f.Detail, "20m") || f.Status != payment.StatusPending {
+		t.Errorf("unsettled notification finding: %+v", f)
 	}
 	if f := finding(t, rep, audit.KindStuckPending, "PSTUCK"); !strings.Contains(f.Detail, payment.WorkflowID(tenantID, "stuck")) {
 		t.Errorf("stuck detail does not name the workflow: %q", f.Detail)

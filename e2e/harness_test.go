@@ -442,6 +442,9 @@ func startStack(name string, o stackOptions) (*stack, error) {
 		"PAYKIT_WEBHOOK_MAX_ATTEMPTS=5",
 		"PAYKIT_SWEEP_EVERY=2s",
 		"PAYKIT_SWEEP_STALE_AFTER=1s",
+		// The inbox hands an unsettled notification over again after 3 s, swept every 500 ms.
+		"PAYKIT_INBOX_SETTLE_BOUND=3s",
+		"PAYKIT_INBOX_SWEEP_INTERVAL=500ms",
 		"PAYKIT_LOG_LEVEL=info",
 		// The test merchant listens on plain http on loopback.
 		"PAYKIT_WEBHOOK_ALLOW_HTTP=true",
@@ -768,3 +771,15 @@ func (quietLogger) Debug(string, ...interface{}) {}
 func (quietLogger) Info(string, ...interface{})  {}
 func (quietLogger) Warn(string, ...interface{})  {}
 func (quietLogger) Error(string, ...interface{}) {}
+
+// waitFor polls cond every 20 ms until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -89,10 +89,11 @@ func TestPerf(t *testing.T) {
 			},
 			&res.floorPay, &res.payment)
 		p.drain(t)
-		res.callback = append(res.callback, p.callbacks(t, profile))
+		ack, toPaid := p.callbacks(t, profile)
+		res.callback, res.toPaid = append(res.callback, ack), append(res.toPaid, toPaid)
 		p.drain(t)
-		t.Logf("round %d: floor UWS %s | checkout %s | floor payment %s | payment %s | callbacks %s", r+1,
-			res.floorUWS[r], res.checkout[r], res.floorPay[r], res.payment[r], res.callback[r])
+		t.Logf("round %d: floor UWS %s | checkout %s | floor payment %s | payment %s | callbacks %s, to PAID %s", r+1,
+			res.floorUWS[r], res.checkout[r], res.floorPay[r], res.payment[r], res.callback[r], res.toPaid[r])
 	}
 	table := res.table(cfg)
 	fmt.Println(table)
@@ -228,6 +229,7 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 		"PAYKIT_MYSQL_DSN=" + dsn,
 		// Production intervals: nothing in the background during a measurement.
 		"PAYKIT_RECONCILE_INTERVAL=1h", "PAYKIT_SWEEP_EVERY=30m", "PAYKIT_SWEEP_STALE_AFTER=3h",
+		"PAYKIT_INBOX_SETTLE_BOUND=30s", "PAYKIT_INBOX_SWEEP_INTERVAL=5s",
 		"PAYKIT_LOG_LEVEL=warn",
 	}})
 	if st != nil {
@@ -548,10 +550,13 @@ func (p *perf) payments(t *testing.T) perfSample {
 
 // callbacks offers signed TRADE_SUCCESS notifications for pending payments at a fixed
 // rate (open loop: each is sent at its scheduled time whatever the answers before it) and
-// measures, from the scheduled time, how long the API takes to answer "success".
-func (p *perf) callbacks(t *testing.T, profile bool) perfSample {
+// measures, from the scheduled time, how long the API takes to answer "success"; then,
+// for each payment, the time from that answer to the payment being PAID in MySQL (its
+// updated_at, written by the same machine's clock).
+func (p *perf) callbacks(t *testing.T, profile bool) (ack, toPaid perfSample) {
 	n := p.cfg.rate * p.cfg.seconds
 	forms := make([][]byte, n)
+	nos := make([]string, n)
 	setup := closedLoop(n, p.cfg.checkoutCon, func(i int) error {
 		res, err := p.perfCheckout(p.nextOrder(), "")
 		if err != nil {
@@ -566,18 +571,54 @@ func (p *perf) callbacks(t *testing.T, profile bool) perfSample {
 			"receipt_amount": {"9.90"}, "gmt_create": {now}, "gmt_payment": {now}, "subject": {"x"},
 		}
 		signForm(t, f, env.keys.AlipayPrivateKeyPEM)
-		forms[i] = []byte(f.Encode())
+		forms[i], nos[i] = []byte(f.Encode()), res.PaymentNo
 		return nil
 	})
 	if setup.errs > 0 {
 		t.Fatalf("callback setup: %s", setup)
 	}
 	p.drain(t)
-	return p.withProfile(t, profile, "callback", p.cfg.seconds+1, func() perfSample { return p.offer(t, forms) })
+	acked := make([]time.Time, n)
+	ack = p.withProfile(t, profile, "callback", p.cfg.seconds+1, func() perfSample { return p.offer(t, forms, acked) })
+	return ack, paidAfter(nos, acked)
 }
 
-// offer sends the notifications at the configured rate.
-func (p *perf) offer(t *testing.T, forms [][]byte) perfSample {
+// paidAfter waits (at most 2 minutes) for the payments to be PAID and returns, for each
+// one acknowledged, the time from its acknowledgement to its transition.
+func paidAfter(nos []string, acked []time.Time) perfSample {
+	var s perfSample
+	start := time.Now()
+	deadline := start.Add(2 * time.Minute)
+	for i, no := range nos {
+		if acked[i].IsZero() {
+			continue
+		}
+		for {
+			var status int
+			var at time.Time
+			err := env.db.QueryRow("SELECT status, updated_at FROM payments WHERE payment_no = ?", no).Scan(&status, &at)
+			if err == nil && status == int(payment.StatusPaid) {
+				s.ok++
+				s.lat = append(s.lat, max(0, at.Sub(acked[i])))
+				break
+			}
+			if time.Now().After(deadline) {
+				s.errs++
+				if s.firstErr == "" {
+					s.firstErr = fmt.Sprintf("payment %s not PAID 2 minutes after the run", no)
+				}
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	s.elapsed = time.Since(start)
+	return s
+}
+
+// offer sends the notifications at the configured rate; acked[i] is set to when the i-th
+// was answered success.
+func (p *perf) offer(t *testing.T, forms [][]byte, acked []time.Time) perfSample {
 	var (
 		mu sync.Mutex
 		s  perfSample
@@ -590,10 +631,11 @@ func (p *perf) offer(t *testing.T, forms [][]byte) perfSample {
 		due := start.Add(time.Duration(i) * interval)
 		time.Sleep(time.Until(due))
 		wg.Add(1)
-		go func(body []byte) {
+		go func(i int, body []byte) {
 			defer wg.Done()
 			r, err := perfDo(http.MethodPost, p.st.apiURL+"/callbacks/alipay", h, body)
-			d := time.Since(due)
+			answered := time.Now()
+			d := answered.Sub(due)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil && strings.TrimSpace(string(r.body)) != "success" {
@@ -608,7 +650,8 @@ func (p *perf) offer(t *testing.T, forms [][]byte) perfSample {
 			}
 			s.ok++
 			s.lat = append(s.lat, d)
-		}(forms[i])
+			acked[i] = answered
+		}(i, forms[i])
 	}
 	wg.Wait()
 	s.elapsed = time.Since(start)
@@ -876,7 +919,7 @@ func (p *perf) redisCalls() map[string]float64 {
 }
 
 type perfResults struct {
-	floorUWS, checkout, floorPay, payment, callback []perfSample
+	floorUWS, checkout, floorPay, payment, callback, toPaid []perfSample
 	dupKey, dupOrder                                dupCost
 }
 
@@ -954,6 +997,12 @@ func (r perfResults) table(cfg perfConfig) string {
 	}
 	fmt.Fprintf(&b, "| callback acknowledgement, open loop at %d/s for %d s | p50 %s, p99 %s, %d not answered success | | p99 ≤ 25 ms | %s |\n",
 		cfg.rate, cfg.seconds, secs(median(r.callback, p50Of)), secs(cbP99), errs, verdict(cbP99 <= 0.025 && errs == 0))
+	paidErrs := 0
+	for _, s := range r.toPaid {
+		paidErrs += s.errs
+	}
+	fmt.Fprintf(&b, "| callback acknowledgement to PAID, the same notifications | p50 %s, p99 %s, %d not PAID within 2 min | | reported | |\n",
+		secs(median(r.toPaid, p50Of)), secs(median(r.toPaid, p99Of)), paidErrs)
 	dup := func(name string, c dupCost) {
 		mysqlW := "n/a (userstat unavailable)"
 		met := c.redis <= 2
@@ -968,8 +1017,8 @@ func (r perfResults) table(cfg perfConfig) string {
 	dup("duplicate checkout, same order, no key", r.dupOrder)
 	b.WriteString("\nper round (floor | paykit):\n")
 	for i := range r.checkout {
-		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s; minimal %s | payment %s; callbacks %s\n", i+1,
-			r.floorUWS[i], r.checkout[i], r.floorPay[i], r.payment[i], r.callback[i])
+		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s; minimal %s | payment %s; callbacks %s, to PAID %s\n", i+1,
+			r.floorUWS[i], r.checkout[i], r.floorPay[i], r.payment[i], r.callback[i], r.toPaid[i])
 	}
 	return b.String()
 }

@@ -1,7 +1,8 @@
 // Package gauges keeps the gauges that alerts on stuck work read, refreshed on a timer
 // rather than at scrape time, so that a scrape never waits on MySQL or Temporal: the age
 // of the outbox's oldest undelivered event and its dead events, the payments still
-// pending past their expiry and a grace, and for each of the worker's schedules whether
+// pending past their expiry and a grace, the age of the inbox's oldest unsettled Alipay
+// notification, and for each of the worker's schedules whether
 // it is paused and when it last started its workflow.
 package gauges
 
@@ -74,6 +75,7 @@ type Gauges struct {
 	oldestAge      prometheus.Gauge
 	dead           prometheus.Gauge
 	pendingExpired prometheus.Gauge
+	unsettledAge   prometheus.Gauge
 	paused         *prometheus.GaugeVec
 	lastAction     *prometheus.GaugeVec
 	interval       *prometheus.GaugeVec
@@ -94,6 +96,10 @@ func New(reg prometheus.Registerer) *Gauges {
 		pendingExpired: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "paykit_payments_pending_past_expiry",
 			Help: "PENDING payments whose expire_at is more than the grace (5 min) in the past.",
+		}),
+		unsettledAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "paykit_inbox_oldest_unsettled_age_seconds",
+			Help: "Age of the oldest acknowledged Alipay notification whose effect is not seen yet (0 when there is none).",
 		}),
 		paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "paykit_schedule_paused", Help: "1 if the Temporal schedule is paused, 0 if not.",
@@ -116,7 +122,7 @@ func New(reg prometheus.Registerer) *Gauges {
 	for _, s := range []string{SourceMySQL, SourceTemporal} {
 		g.failures.WithLabelValues(s)
 	}
-	reg.MustRegister(g.oldestAge, g.dead, g.pendingExpired, g.paused, g.lastAction, g.interval, g.refreshed, g.failures)
+	reg.MustRegister(g.oldestAge, g.dead, g.pendingExpired, g.unsettledAge, g.paused, g.lastAction, g.interval, g.refreshed, g.failures)
 	return g
 }
 
@@ -190,6 +196,11 @@ func (g *Gauges) backlog(ctx context.Context, cfg Config) error {
 	g.oldestAge.Set(age)
 	g.dead.Set(float64(b.DeadEvents))
 	g.pendingExpired.Set(float64(b.PendingExpired))
+	unsettled := 0.0
+	if !b.OldestUnsettledNotificationAt.IsZero() {
+		unsettled = max(0, now.Sub(b.OldestUnsettledNotificationAt).Seconds())
+	}
+	g.unsettledAge.Set(unsettled)
 	return nil
 }
 

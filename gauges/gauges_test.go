@@ -45,7 +45,8 @@ func (f fakeSchedules) Describe(_ context.Context, id string) (*client.ScheduleD
 func TestRefresh(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	created := now.Add(-48 * time.Hour)
-	store := &fakeStore{b: payment.Backlog{OldestUndeliveredAt: now.Add(-90 * time.Second), DeadEvents: 2, PendingExpired: 3}}
+	store := &fakeStore{b: payment.Backlog{OldestUndeliveredAt: now.Add(-90 * time.Second), DeadEvents: 2, PendingExpired: 3,
+		OldestUnsettledNotificationAt: now.Add(-45 * time.Second)}}
 	scheds := fakeSchedules{
 		"sweeper": {
 			Schedule: client.Schedule{State: &client.ScheduleState{}},
@@ -72,6 +73,7 @@ func TestRefresh(t *testing.T) {
 		"paykit_outbox_dead_events":                                         2,
 		"paykit_outbox_oldest_undelivered_age_seconds":                      90,
 		"paykit_payments_pending_past_expiry":                               3,
+		"paykit_inbox_oldest_unsettled_age_seconds":                         45,
 		`paykit_schedule_paused{schedule="audit"}`:                          1,
 		`paykit_schedule_paused{schedule="sweeper"}`:                        0,
 		`paykit_schedule_last_action_timestamp_seconds{schedule="audit"}`:   float64(created.Unix()),

@@ -21,8 +21,9 @@ const auditEventSettled = `delivered = 1 OR dead = 1`
 // qAuditPage reads one page of the window by id, then looks up each payment's grant, its
 // payment.paid event (by event_id, built with CONCAT from the affixes of EventID) and,
 // for a PAID payment without the re-purchase opt-in, the first earlier PAID payment of
-// its order (ordered as idx_payments_tenant_order is). Paging by id keeps each read
-// bounded however large the window.
+// its order (ordered as idx_payments_tenant_order is), and when its oldest unsettled
+// notification arrived (by idx_channel_notifications_payment_no). Paging by id keeps each
+// read bounded however large the window.
 const qAuditPage = `SELECT p.*,
 	EXISTS (SELECT 1 FROM benefit_grants g WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no),
 	CASE WHEN e.id IS NULL THEN 0 WHEN (` + auditEventSettled + `) THEN 2 ELSE 1 END,
@@ -30,7 +31,9 @@ const qAuditPage = `SELECT p.*,
 	COALESCE(CASE WHEN p.status = 1 AND p.repurchase = 0 THEN
 		(SELECT q.payment_no FROM payments q
 		 WHERE q.tenant_id = p.tenant_id AND q.order_id = p.order_id AND q.status = 1 AND q.id < p.id
-		 ORDER BY q.created_at, q.id LIMIT 1) END, '')
+		 ORDER BY q.created_at, q.id LIMIT 1) END, ''),
+	(SELECT MIN(n.received_at) FROM channel_notifications n
+	 WHERE n.payment_no = p.payment_no AND n.verified = 1 AND n.dispatch_due_at IS NOT NULL)
 FROM (SELECT ` + paymentColumns + ` FROM payments
 	WHERE id > ? AND created_at >= ? AND created_at < ? ORDER BY id LIMIT ?) AS p
 LEFT JOIN payment_events e ON p.status = 1 AND e.event_id = CONCAT(?, p.payment_no, ?)
@@ -49,8 +52,9 @@ func (st *Store) AuditPage(ctx context.Context, since, until time.Time, afterID 
 	err := st.query(ctx, qAuditPage, []any{afterID, dbTime(since), dbTime(until), clampLimit(limit), prefix, suffix},
 		func(rows *sql.Rows) error {
 			var r audit.Record
-			p, err := scanPayment(extraScanner{rows, []any{&r.Granted, &r.Event, &r.EventAttempts, &r.EventLastError, &r.EarlierPaid}})
-			r.Payment = p
+			var unsettled sql.NullTime
+			p, err := scanPayment(extraScanner{rows, []any{&r.Granted, &r.Event, &r.EventAttempts, &r.EventLastError, &r.EarlierPaid, &unsettled}})
+			r.Payment, r.UnsettledNotificationSince = p, unsettled.Time
 			recs = append(recs, r)
 			return err
 		})

@@ -18,15 +18,19 @@ const (
 	qDeadEvents = `SELECT COUNT(*) FROM payment_events WHERE delivered = 0 AND dead = 1`
 	// qPendingExpired counts a range of idx_payments_status_expire.
 	qPendingExpired = `SELECT COUNT(*) FROM payments WHERE status = 0 AND expire_at < ?`
+	// qOldestUnsettled reads a range of idx_channel_notifications_due: the unsettled
+	// notifications only.
+	qOldestUnsettled = `SELECT MIN(received_at) FROM channel_notifications WHERE dispatch_due_at IS NOT NULL`
 )
 
 // Backlog returns the outbox's oldest live undelivered event and its dead events, and
-// the number of pending payments whose expire_at is before expiredBefore. Each is one
-// query on an index.
+// the number of pending payments whose expire_at is before expiredBefore, and the oldest
+// unsettled notification. Each is one query on an index.
 func (st *Store) Backlog(ctx context.Context, expiredBefore time.Time) (payment.Backlog, error) {
 	var (
-		b      payment.Backlog
-		oldest sql.NullTime
+		b         payment.Backlog
+		oldest    sql.NullTime
+		unsettled sql.NullTime
 	)
 	steps := []struct {
 		query string
@@ -36,6 +40,7 @@ func (st *Store) Backlog(ctx context.Context, expiredBefore time.Time) (payment.
 		{qOldestUndelivered, nil, &oldest},
 		{qDeadEvents, nil, &b.DeadEvents},
 		{qPendingExpired, []any{dbTime(expiredBefore)}, &b.PendingExpired},
+		{qOldestUnsettled, nil, &unsettled},
 	}
 	for _, s := range steps {
 		err := st.queryRow(ctx, nil, s.query, s.args, func(row *sql.Row) error { return row.Scan(s.dest) })
@@ -43,6 +48,6 @@ func (st *Store) Backlog(ctx context.Context, expiredBefore time.Time) (payment.
 			return payment.Backlog{}, fmt.Errorf("mysql: backlog: %w", err)
 		}
 	}
-	b.OldestUndeliveredAt = oldest.Time
+	b.OldestUndeliveredAt, b.OldestUnsettledNotificationAt = oldest.Time, unsettled.Time
 	return b, nil
 }

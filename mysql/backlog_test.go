@@ -62,12 +62,21 @@ func TestBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The inbox: an unsettled notification received 2 min ago, an older settled one.
+	received := now.Add(-2 * time.Minute).Truncate(time.Microsecond)
+	record(t, st, inboxNote("N-UNSETTLED", "P_LIVE", "T1", received, 30*time.Second))
+	settled := record(t, st, inboxNote("N-SETTLED", "P_LIVE", "T2", now.Add(-time.Hour), 30*time.Second))
+	if err := st.SettleNotification(ctx, settled.ID, "ignored"); err != nil {
+		t.Fatal(err)
+	}
+
 	got, err := st.Backlog(ctx, cutoff)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := payment.Backlog{OldestUndeliveredAt: live, DeadEvents: 1, PendingExpired: 1}
-	if !got.OldestUndeliveredAt.Equal(want.OldestUndeliveredAt) || got.DeadEvents != want.DeadEvents || got.PendingExpired != want.PendingExpired {
+	want := payment.Backlog{OldestUndeliveredAt: live, DeadEvents: 1, PendingExpired: 1, OldestUnsettledNotificationAt: received}
+	if !got.OldestUndeliveredAt.Equal(want.OldestUndeliveredAt) || got.DeadEvents != want.DeadEvents || got.PendingExpired != want.PendingExpired ||
+		!got.OldestUnsettledNotificationAt.Equal(received) {
 		t.Fatalf("backlog = %+v, want %+v", got, want)
 	}
 
@@ -91,6 +100,7 @@ func TestBacklog(t *testing.T) {
 		{"SELECT MIN(created_at) FROM payment_events WHERE delivered = 0 AND dead = 0", "payment_events", "idx_payment_events_due"},
 		{"SELECT COUNT(*) FROM payment_events WHERE delivered = 0 AND dead = 1", "payment_events", "idx_payment_events_due"},
 		{"SELECT COUNT(*) FROM payments WHERE status = 0 AND expire_at < NOW()", "payments", "idx_payments_status_expire"},
+		{"SELECT MIN(received_at) FROM channel_notifications WHERE dispatch_due_at IS NOT NULL", "channel_notifications", "idx_channel_notifications_due"},
 	} {
 		query, index := c.query, c.index
 		if key := explainKeys(t, db, query)[c.table]; key != index {

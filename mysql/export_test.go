@@ -6,3 +6,9 @@ func SetAfterEventInsert(st *Store, f func(paymentNo string)) { st.afterEventIns
 
 // QPaidWithoutGrant is the grant repair's query, for its EXPLAIN.
 const QPaidWithoutGrant = qPaidWithoutGrant
+
+// The inbox's sweep statements, for their EXPLAIN.
+const (
+	QSettlePaidNotifications = qSettlePaidNotifications
+	QPurgeNotifications      = qPurgeNotifications
+)

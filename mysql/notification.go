@@ -5,16 +5,19 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/paykit/paykit/payment"
 )
 
-const notificationColumns = `id, channel, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at`
+const notificationColumns = `id, channel, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at,
+	dispatch_due_at, dispatch_attempts, settled_at`
 
 const (
 	qInsertNotification = `INSERT INTO channel_notifications
-	(channel, notify_id, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(channel, notify_id, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at, updated_at,
+	 dispatch_due_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qNotificationByNotifyID = `SELECT ` + notificationColumns + ` FROM channel_notifications
 WHERE channel = ? AND notify_id = ?`
 	qNotificationOutcome = `UPDATE channel_notifications SET outcome = ?, updated_at = ? WHERE id = ?`
@@ -38,7 +41,8 @@ const (
 // with inserted=false. An unverified one (or one without a notify_id) is always inserted
 // with notify_id NULL, so it can never claim, and so block, a genuine notify_id; the id
 // it claimed is kept for audit and returned in NotifyID. An empty Outcome is stored as
-// "received"; a zero ReceivedAt means now.
+// "received"; a zero ReceivedAt means now. A verified one's DispatchDueAt, if set, puts
+// it in the inbox (payment.Inbox) until it is settled.
 //
 // The body of an unverified notification is kept only in part (payment.MaxUnverifiedRaw
 // bytes), with the SHA-256 and length of all of it: anyone can post one. If n.RawSHA256
@@ -69,9 +73,16 @@ func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotifi
 	} else {
 		n.NotifyID = truncate(n.NotifyID, maxNotifyID)
 	}
+	due := sql.NullTime{}
+	if n.Verified && !n.DispatchDueAt.IsZero() {
+		n.DispatchDueAt = dbTime(n.DispatchDueAt)
+		due = sql.NullTime{Time: n.DispatchDueAt, Valid: true}
+	} else {
+		n.DispatchDueAt = time.Time{}
+	}
 	for range maxRecordAttempt {
 		res, err := st.exec(ctx, nil, qInsertNotification, n.Channel, claim, n.NotifyID, n.PaymentNo,
-			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now)
+			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now, due)
 		if err == nil {
 			if n.ID, err = res.LastInsertId(); err != nil {
 				return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
@@ -117,8 +128,17 @@ func (st *Store) SetNotificationOutcome(ctx context.Context, id int64, outcome s
 func (st *Store) notificationByNotifyID(ctx context.Context, channel, notifyID string) (payment.ChannelNotification, error) {
 	var n payment.ChannelNotification
 	err := st.queryRow(ctx, nil, qNotificationByNotifyID, []any{channel, notifyID}, func(row *sql.Row) error {
-		return row.Scan(&n.ID, &n.Channel, &n.NotifyID, &n.PaymentNo, &n.TradeNo, &n.Raw, &n.RawSHA256, &n.RawLen,
-			&n.Verified, &n.Outcome, &n.ReceivedAt)
+		return scanNotification(row, &n)
 	})
 	return n, err
+}
+
+func scanNotification(row interface{ Scan(...any) error }, n *payment.ChannelNotification) error {
+	var due, settled sql.NullTime
+	if err := row.Scan(&n.ID, &n.Channel, &n.NotifyID, &n.PaymentNo, &n.TradeNo, &n.Raw, &n.RawSHA256, &n.RawLen,
+		&n.Verified, &n.Outcome, &n.ReceivedAt, &due, &n.DispatchAttempts, &settled); err != nil {
+		return err
+	}
+	n.DispatchDueAt, n.SettledAt = due.Time, settled.Time
+	return nil
 }

@@ -3,8 +3,8 @@ package payment
 import "time"
 
 // Backlog is the work waiting in the database that an operator's alerts watch: the
-// outbox's oldest live undelivered event, its dead events, and the payments still pending
-// past their expiry.
+// outbox's oldest live undelivered event, its dead events, the payments still pending
+// past their expiry, and the inbox's oldest unsettled notification.
 type Backlog struct {
 	// OldestUndeliveredAt is when the oldest event that is neither delivered nor dead was
 	// written; zero when there is none.
@@ -14,4 +14,7 @@ type Backlog struct {
 	// PendingExpired counts the PENDING payments whose expire_at is before the cutoff
 	// the caller asked about.
 	PendingExpired int64
+	// OldestUnsettledNotificationAt is when the oldest acknowledged Alipay notification
+	// whose effect is not seen yet was received; zero when there is none.
+	OldestUnsettledNotificationAt time.Time
 }

@@ -113,6 +113,13 @@ type ChannelNotification struct {
 	// Outcome says what was done with it: "received", "signalled", "rejected: …", etc.
 	Outcome    string
 	ReceivedAt time.Time
+	// DispatchDueAt is when a verified notification not yet settled is next handed to its
+	// payment (zero once settled, and for unverified ones); DispatchAttempts counts the
+	// hand-overs after the first. See Inbox.
+	DispatchDueAt    time.Time
+	DispatchAttempts int
+	// SettledAt is when its effect was seen (zero while it is not).
+	SettledAt time.Time
 }
 
 // MaxUnverifiedRaw is how many bytes of an unverified notification's body are kept.
@@ -239,6 +246,7 @@ type Store interface {
 	RecordNotification(ctx context.Context, n ChannelNotification) (stored ChannelNotification, inserted bool, err error)
 	// SetNotificationOutcome records what was done with a notification.
 	SetNotificationOutcome(ctx context.Context, id int64, outcome string) error
+	Inbox
 
 	// GrantBenefit inserts a grant; created=false if the payment was granted before,
 	// under any benefit name: a payment is granted once.

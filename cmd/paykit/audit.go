@@ -58,13 +58,14 @@ func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Para
 	grantSLA := fs.Duration("grant-sla", audit.DefaultGrantSLA, "a PAID payment without a benefit grant this long after it was paid is a finding")
 	webhookSLA := fs.Duration("webhook-sla", audit.DefaultWebhookSLA, "a PAID payment whose payment.paid event is undelivered this long after it was paid is a finding")
 	grace := fs.Duration("pending-grace", audit.DefaultPendingGrace, "a payment pending this long past its expiry with no running workflow is a finding")
+	notifySLA := fs.Duration("notification-sla", audit.DefaultNotificationSLA, "a verified Alipay notification acknowledged this long ago and not settled is a finding")
 	if err := fs.Parse(args); err != nil {
 		return audit.Params{}, false, err
 	}
 	if fs.NArg() > 0 {
 		return audit.Params{}, false, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	p := audit.Params{GrantSLA: *grantSLA, WebhookSLA: *webhookSLA, PendingGrace: *grace}
+	p := audit.Params{GrantSLA: *grantSLA, WebhookSLA: *webhookSLA, PendingGrace: *grace, NotificationSLA: *notifySLA}
 	var err error
 	if p.Since, err = parseInstant(*since, now); err != nil {
 		return audit.Params{}, false, fmt.Errorf("-since: %w", err)
@@ -72,8 +73,8 @@ func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Para
 	if p.Until, err = parseInstant(*until, now); err != nil {
 		return audit.Params{}, false, fmt.Errorf("-until: %w", err)
 	}
-	if p.GrantSLA <= 0 || p.WebhookSLA <= 0 || p.PendingGrace <= 0 {
-		return audit.Params{}, false, errors.New("-grant-sla, -webhook-sla and -pending-grace must be positive")
+	if p.GrantSLA <= 0 || p.WebhookSLA <= 0 || p.PendingGrace <= 0 || p.NotificationSLA <= 0 {
+		return audit.Params{}, false, errors.New("-grant-sla, -webhook-sla, -pending-grace and -notification-sla must be positive")
 	}
 	if err := p.Validate(); err != nil {
 		return audit.Params{}, false, err

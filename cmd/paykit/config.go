@@ -72,9 +72,11 @@ type Config struct {
 	LogFormat string // json or text
 	// PprofAddr, if set, serves net/http/pprof there (off by default).
 	PprofAddr string
-	// CallbackSignalWait is how long an Alipay notification waits for its signal before
-	// it is acknowledged on its durable record (api.Config.CallbackSignalWait).
-	CallbackSignalWait time.Duration
+	// InboxSettleBound, InboxSweepInterval and NotificationRetention tune the inbox of
+	// Alipay's notifications (api.Config).
+	InboxSettleBound      time.Duration
+	InboxSweepInterval    time.Duration
+	NotificationRetention time.Duration
 	// WebhookPolicy is where merchant webhooks may go: https to public addresses unless
 	// PAYKIT_WEBHOOK_ALLOW_HTTP or PAYKIT_WEBHOOK_ALLOW_PRIVATE (dev and tests) say so.
 	WebhookPolicy activities.WebhookPolicy
@@ -140,6 +142,10 @@ func (e *env) int(key string, def int) int {
 	return n
 }
 
+// minNotificationRetention is the shortest PAYKIT_NOTIFICATION_RETENTION accepted: longer
+// than Alipay's 25 h of redeliveries.
+const minNotificationRetention = 48 * time.Hour
+
 // LoadConfig reads the configuration from the environment.
 func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	e := &env{lookup: lookup}
@@ -182,25 +188,27 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			Max:         e.dur("PAYKIT_WEBHOOK_SWEEP_MAX_INTERVAL", dr.Max),
 			MaxAttempts: e.int("PAYKIT_WEBHOOK_SWEEP_MAX_ATTEMPTS", dr.MaxAttempts),
 		},
-		IdempotencyTTL:      e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
-		IdempotencyLock:     e.dur("PAYKIT_IDEMPOTENCY_LOCK", api.DefaultIdempotencyLock),
-		CheckoutTokenTTL:    e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
-		CallbackSignalWait:  e.dur("PAYKIT_CALLBACK_SIGNAL_WAIT", api.DefaultCallbackSignalWait),
-		SweepEvery:          e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
-		SweepStaleAfter:     e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
-		SweepGrantGrace:     e.dur("PAYKIT_SWEEP_GRANT_GRACE", activities.DefaultGrantGrace),
-		PurgeEvery:          e.dur("PAYKIT_PURGE_EVERY", time.Hour),
-		AuditEvery:          e.dur("PAYKIT_AUDIT_EVERY", 24*time.Hour),
-		Benefit:             e.str("PAYKIT_BENEFIT", "order_fulfilment"),
-		Statement:           loadStatementConfig(e),
-		WorkflowTaskPollers: e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
-		ActivityTaskPollers: e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
-		LogLevel:            e.str("PAYKIT_LOG_LEVEL", "info"),
-		LogFormat:           e.str("PAYKIT_LOG_FORMAT", "json"),
-		PprofAddr:           e.str("PAYKIT_PPROF_ADDR", ""),
-		TraceOTLP:           e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
-		TraceFile:           e.str("PAYKIT_TRACE_FILE", ""),
-		MigrateLockWait:     e.dur("PAYKIT_MIGRATE_LOCK_WAIT", migrations.DefaultLockWait),
+		IdempotencyTTL:        e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
+		IdempotencyLock:       e.dur("PAYKIT_IDEMPOTENCY_LOCK", api.DefaultIdempotencyLock),
+		CheckoutTokenTTL:      e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
+		InboxSettleBound:      e.dur("PAYKIT_INBOX_SETTLE_BOUND", api.DefaultInboxSettleBound),
+		InboxSweepInterval:    e.dur("PAYKIT_INBOX_SWEEP_INTERVAL", api.DefaultInboxSweepInterval),
+		NotificationRetention: e.dur("PAYKIT_NOTIFICATION_RETENTION", api.DefaultNotificationRetention),
+		SweepEvery:            e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
+		SweepStaleAfter:       e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
+		SweepGrantGrace:       e.dur("PAYKIT_SWEEP_GRANT_GRACE", activities.DefaultGrantGrace),
+		PurgeEvery:            e.dur("PAYKIT_PURGE_EVERY", time.Hour),
+		AuditEvery:            e.dur("PAYKIT_AUDIT_EVERY", 24*time.Hour),
+		Benefit:               e.str("PAYKIT_BENEFIT", "order_fulfilment"),
+		Statement:             loadStatementConfig(e),
+		WorkflowTaskPollers:   e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
+		ActivityTaskPollers:   e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
+		LogLevel:              e.str("PAYKIT_LOG_LEVEL", "info"),
+		LogFormat:             e.str("PAYKIT_LOG_FORMAT", "json"),
+		PprofAddr:             e.str("PAYKIT_PPROF_ADDR", ""),
+		TraceOTLP:             e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
+		TraceFile:             e.str("PAYKIT_TRACE_FILE", ""),
+		MigrateLockWait:       e.dur("PAYKIT_MIGRATE_LOCK_WAIT", migrations.DefaultLockWait),
 		WebhookPolicy: activities.WebhookPolicy{
 			RequireHTTPS:  !e.bool("PAYKIT_WEBHOOK_ALLOW_HTTP", false),
 			RefusePrivate: !e.bool("PAYKIT_WEBHOOK_ALLOW_PRIVATE", false),
@@ -218,6 +226,14 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v) must be at least "+
 			"PAYKIT_WEBHOOK_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v), or the sweeper redelivers events the workflow is still retrying",
 			c.EventRetry.Base, c.EventRetry.Max, c.Timing.WebhookInitialInterval, c.Timing.WebhookMaxInterval))
+	}
+	// A notification is deduped by its row: it must outlive Alipay's 25 h of redeliveries.
+	if c.NotificationRetention < minNotificationRetention {
+		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_NOTIFICATION_RETENTION (%v) must be at least %v: Alipay redelivers a notification for 25 h, and its row is what dedupes it",
+			c.NotificationRetention, minNotificationRetention))
+	}
+	if c.InboxSettleBound <= 0 || c.InboxSweepInterval <= 0 {
+		e.errs = append(e.errs, "PAYKIT_INBOX_SETTLE_BOUND and PAYKIT_INBOX_SWEEP_INTERVAL must be positive")
 	}
 	if err := c.AlipayCerts.check(); err != nil {
 		e.errs = append(e.errs, err.Error())

@@ -1,32 +1,40 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
 
-func TestLoadConfig_CallbackSignalWaitAndPprof(t *testing.T) {
+func TestLoadConfig_InboxAndPprof(t *testing.T) {
 	tests := []struct {
-		name      string
-		env       map[string]string
-		wantWait  time.Duration
-		wantPprof string
+		name                    string
+		env                     map[string]string
+		bound, sweep, retention time.Duration
+		wantPprof               string
 	}{
-		{"defaults: 5s, no pprof", nil, 5 * time.Second, ""},
-		{"overridden", map[string]string{"PAYKIT_CALLBACK_SIGNAL_WAIT": "1m", "PAYKIT_PPROF_ADDR": "127.0.0.1:6060"},
-			time.Minute, "127.0.0.1:6060"},
+		{"defaults: 30s, 5s, 30 days, no pprof", nil, 30 * time.Second, 5 * time.Second, 30 * 24 * time.Hour, ""},
+		{"overridden", map[string]string{"PAYKIT_INBOX_SETTLE_BOUND": "1m", "PAYKIT_INBOX_SWEEP_INTERVAL": "2s",
+			"PAYKIT_NOTIFICATION_RETENTION": "72h", "PAYKIT_PPROF_ADDR": "127.0.0.1:6060"},
+			time.Minute, 2 * time.Second, 72 * time.Hour, "127.0.0.1:6060"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadConfig(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
-			if err != nil || c.CallbackSignalWait != tc.wantWait || c.PprofAddr != tc.wantPprof {
-				t.Fatalf("wait %v, pprof %q (%v); want %v, %q", c.CallbackSignalWait, c.PprofAddr, err, tc.wantWait, tc.wantPprof)
+			if err != nil || c.InboxSettleBound != tc.bound || c.InboxSweepInterval != tc.sweep ||
+				c.NotificationRetention != tc.retention || c.PprofAddr != tc.wantPprof {
+				t.Fatalf("bound %v sweep %v retention %v pprof %q (%v); want %v %v %v %q", c.InboxSettleBound, c.InboxSweepInterval,
+					c.NotificationRetention, c.PprofAddr, err, tc.bound, tc.sweep, tc.retention, tc.wantPprof)
 			}
 		})
 	}
-	if _, err := LoadConfig(func(k string) (string, bool) {
-		return "soon", k == "PAYKIT_CALLBACK_SIGNAL_WAIT"
-	}); err == nil {
-		t.Fatal("PAYKIT_CALLBACK_SIGNAL_WAIT=soon accepted")
+	for k, v := range map[string]string{
+		"PAYKIT_INBOX_SETTLE_BOUND":     "soon",
+		"PAYKIT_NOTIFICATION_RETENTION": "24h", // shorter than Alipay's 25 h of redeliveries
+	} {
+		_, err := LoadConfig(func(key string) (string, bool) { return v, key == k })
+		if err == nil || !strings.Contains(err.Error(), k) {
+			t.Fatalf("%s=%s: %v; want an error naming it", k, v, err)
+		}
 	}
 }

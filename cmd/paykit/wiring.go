@@ -229,14 +229,6 @@ func (r redisCache) CacheResponse(ctx context.Context, rec payment.IdempotencyRe
 	return r.c.CacheIdempotentResponse(ctx, rec.TenantID, rec.Key, rec.Fingerprint, rec.ResponseStatus, rec.ResponseBody, ttl)
 }
 
-func (r redisCache) NotificationDone(ctx context.Context, notifyID string) (bool, error) {
-	return r.c.SeenNotification(ctx, "alipay", notifyID)
-}
-
-func (r redisCache) MarkNotificationDone(ctx context.Context, notifyID string, ttl time.Duration) error {
-	return r.c.MarkNotificationProcessed(ctx, "alipay", notifyID, ttl)
-}
-
 func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
 
 func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
@@ -323,7 +315,7 @@ func (s *system) cache() api.Cache {
 
 func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
-		CallbackSignalWait: cfg.CallbackSignalWait},
+		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention},
 		s.store, s.gws, s.orch, s.cache(), logger, metrics)
 }
 
