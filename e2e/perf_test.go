@@ -920,7 +920,7 @@ func (p *perf) redisCalls() map[string]float64 {
 
 type perfResults struct {
 	floorUWS, checkout, floorPay, payment, callback, toPaid []perfSample
-	dupKey, dupOrder                                dupCost
+	dupKey, dupOrder                                        dupCost
 }
 
 // median of f over the samples.
