@@ -179,7 +179,8 @@ func (s *Server) RunInbox(ctx context.Context) {
 	}
 }
 
-// SweepInbox runs one sweep at now and returns how many notifications it handed over.
+// SweepInbox runs one sweep at now and returns how many notifications it queued for a
+// hand-over.
 func (s *Server) SweepInbox(ctx context.Context, now time.Time) int {
 	if n, err := s.store.SettlePaidNotifications(ctx, now); err != nil {
 		s.log.WarnContext(ctx, "inbox: settle paid notifications", "err", err)
@@ -210,8 +211,11 @@ func (s *Server) SweepInbox(ctx context.Context, now time.Time) int {
 			continue
 		}
 		log.InfoContext(ctx, "inbox: handing a notification over again", "outcome", rec.Outcome, "received_at", rec.ReceivedAt)
-		s.dispatch(rec, n)
-		handed++
+		// The hand-over runs on the inbox's workers, so a Temporal that hangs holds no
+		// sweep; a notification that finds the queue full is due again after its backoff.
+		if s.enqueue(rec, n) {
+			handed++
+		}
 	}
 	return handed
 }

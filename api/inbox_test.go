@@ -106,7 +106,7 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 		if got := s.SweepInbox(context.Background(), later); got != 1 {
 			t.Fatalf("swept %d at its due time, want 1", got)
 		}
-		n = st.note(t, 0, func(payment.ChannelNotification) bool { return true })
+		n = st.note(t, 0, func(n payment.ChannelNotification) bool { return n.Outcome == "signalled" })
 		if n.Outcome != "signalled" || n.DispatchAttempts != 1 || !n.DispatchDueAt.Equal(later.Add(api.DefaultInboxSettleBound)) || orch.signalCount() != 2 {
 			t.Fatalf("after the sweep's hand-over: %+v, %d signals", n, orch.signalCount())
 		}
@@ -206,6 +206,7 @@ func TestUnsettledNotificationBacksOffAndBecomesAnAnomaly(t *testing.T) {
 		if s.SweepInbox(context.Background(), at) != 1 {
 			t.Fatalf("sweep %d handed nothing over", i+1)
 		}
+		waitFor(t, "the sweep's hand-over", func() bool { return orch.signalCount() == i+2 })
 		gaps = append(gaps, st.note(t, 0, func(payment.ChannelNotification) bool { return true }).DispatchDueAt.Sub(at))
 	}
 	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute,

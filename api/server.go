@@ -196,15 +196,20 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	swept := make(chan struct{})
 	go func() { defer close(swept); s.RunInbox(sweepCtx) }()
-	defer func() { stopSweep(); <-swept; s.closeInbox() }()
+	stopInbox := func() { stopSweep(); <-swept }
+	defer s.closeInbox()
 	select {
 	case err := <-errc:
+		stopInbox()
 		return err
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	err := srv.Shutdown(shutdownCtx)
+	// Nothing queues a hand-over any more (no request, no sweep): let the queued ones run.
+	stopInbox()
+	if err != nil {
 		return err
 	}
 	s.waitBackground(shutdownCtx)
