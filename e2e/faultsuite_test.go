@@ -133,7 +133,7 @@ func (f *faultRun) count(action string) {
 // scheduling goroutine, so a seed gives the same sequence of actions.
 func (f *faultRun) next() func() {
 	o := f.orders[f.rng.IntN(len(f.orders))]
-	r := f.rng.IntN(100)
+	r := f.rng.IntN(106)
 	switch {
 	case r < 30:
 		mode, copies := f.rng.IntN(5), 1+f.rng.IntN(6)
@@ -197,8 +197,58 @@ func (f *faultRun) next() func() {
 			key = fmt.Sprintf("refund-%d", f.rng.Uint32())
 		}
 		return func() { f.refund(pick, fen, copies, key) }
-	default:
+	case r < 100:
 		return func() { f.control(http.MethodPost, "/_sim/notifications/release", map[string]any{"order": "lifo"}) }
+	case r < 103:
+		pause := time.Duration(300+f.rng.IntN(2000)) * time.Millisecond
+		return func() { f.pauseTemporal(pause) }
+	case r < 105:
+		pause := time.Duration(200+f.rng.IntN(1000)) * time.Millisecond
+		return func() { f.apiDiesBeforeHandOver(pause) }
+	default:
+		// Alipay failing for a long window: every call of the next 20 to 50 answers
+		// SYSTEM_ERROR (trades that cannot be opened, queries and closes that fail).
+		body := map[string]any{"mode": "system_error", "count": 20 + f.rng.IntN(31)}
+		return func() { f.count("gateway_outage"); f.control(http.MethodPost, "/_sim/faults/gateway", body) }
+	}
+}
+
+// pauseTemporal freezes the Temporal server (SIGSTOP) for pause: notifications are still
+// acknowledged on their record, and handed over once it is back.
+func (f *faultRun) pauseTemporal(pause time.Duration) {
+	f.procMu.Lock()
+	defer f.procMu.Unlock()
+	f.count("temporal_paused")
+	if err := env.temporal.pause(true); err != nil {
+		f.t.Error(err)
+		return
+	}
+	time.Sleep(pause)
+	if err := env.temporal.pause(false); err != nil {
+		f.t.Error(err)
+	}
+}
+
+// apiDiesBeforeHandOver freezes Temporal, lets the held notifications reach the API (which
+// records and acknowledges them, and cannot hand them over), kills the API, and starts it
+// again after pause: the inbox's sweep hands them over.
+func (f *faultRun) apiDiesBeforeHandOver(pause time.Duration) {
+	f.procMu.Lock()
+	defer f.procMu.Unlock()
+	f.count("api_dies_before_hand_over")
+	if err := env.temporal.pause(true); err != nil {
+		f.t.Error(err)
+		return
+	}
+	f.control(http.MethodPost, "/_sim/notifications/release", map[string]any{"order": "lifo"})
+	time.Sleep(300 * time.Millisecond)
+	f.st.api.kill()
+	if err := env.temporal.pause(false); err != nil {
+		f.t.Error(err)
+	}
+	time.Sleep(pause)
+	if err := f.st.api.run(); err != nil {
+		f.t.Errorf("restart api: %v", err)
 	}
 }
 
@@ -501,13 +551,16 @@ func (f *faultRun) settle(d time.Duration) {
 			AND NOT EXISTS (SELECT 1 FROM benefit_grants g WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no)`, f.tn.id)
 		undelivered := count(f.t, `SELECT COUNT(*) FROM payment_events WHERE tenant_id = ? AND delivered = 0`, f.tn.id)
 		refunding := count(f.t, "SELECT COUNT(*) FROM refunds WHERE tenant_id = ? AND status = 0", f.tn.id)
-		if pending == 0 && ungranted == 0 && undelivered == 0 && refunding == 0 {
+		// Every notification acknowledged to Alipay has had its effect.
+		unsettled := count(f.t, `SELECT COUNT(*) FROM channel_notifications n JOIN payments p ON p.payment_no = n.payment_no
+			WHERE p.tenant_id = ? AND n.dispatch_due_at IS NOT NULL`, f.tn.id)
+		if pending == 0 && ungranted == 0 && undelivered == 0 && refunding == 0 && unsettled == 0 {
 			f.t.Logf("settled %s after the faults ended", time.Since(deadline.Add(-d)).Round(time.Second))
 			return
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("not settled after %s: %d pending, %d PAID without a grant, %d undelivered events, %d pending refunds",
-				d, pending, ungranted, undelivered, refunding)
+			f.t.Fatalf("not settled after %s: %d pending, %d PAID without a grant, %d undelivered events, %d pending refunds, %d unsettled notifications",
+				d, pending, ungranted, undelivered, refunding, unsettled)
 		}
 		time.Sleep(time.Second)
 	}

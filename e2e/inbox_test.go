@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -30,14 +31,23 @@ func paidNotification(t *testing.T, paymentNo string) url.Values {
 }
 
 // pause stops (SIGSTOP) or resumes (SIGCONT) a process and its children.
-func (p *proc) pause(t *testing.T, stop bool) {
-	t.Helper()
+func (p *proc) pause(stop bool) error {
 	sig := syscall.SIGCONT
 	if stop {
 		sig = syscall.SIGSTOP
 	}
 	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
-		t.Fatalf("%s %s: %v", sig, p.name, err)
+		return fmt.Errorf("%s %s: %w", sig, p.name, err)
+	}
+	return nil
+}
+
+// pauseTemporal freezes (stop) or resumes the Temporal server, failing the test if it
+// cannot.
+func pauseTemporal(t *testing.T, stop bool) {
+	t.Helper()
+	if err := env.temporal.pause(stop); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -71,12 +81,12 @@ func TestNotificationIsAcknowledgedWhileTemporalIsPaused(t *testing.T) {
 	res := mustCheckout(t, st, tn, "", order("inbox-"+randHex(4), 990))
 	f := paidNotification(t, res.PaymentNo)
 
-	env.temporal.pause(t, true)
+	pauseTemporal(t, true)
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			env.temporal.pause(t, false)
+			pauseTemporal(t, false)
 		}
 	}
 	defer resume()
