@@ -133,7 +133,7 @@ func (f *faultRun) count(action string) {
 // scheduling goroutine, so a seed gives the same sequence of actions.
 func (f *faultRun) next() func() {
 	o := f.orders[f.rng.IntN(len(f.orders))]
-	r := f.rng.IntN(106)
+	r := f.rng.IntN(103)
 	switch {
 	case r < 30:
 		mode, copies := f.rng.IntN(5), 1+f.rng.IntN(6)
@@ -199,10 +199,10 @@ func (f *faultRun) next() func() {
 		return func() { f.refund(pick, fen, copies, key) }
 	case r < 100:
 		return func() { f.control(http.MethodPost, "/_sim/notifications/release", map[string]any{"order": "lifo"}) }
-	case r < 103:
+	case r < 101:
 		pause := time.Duration(300+f.rng.IntN(2000)) * time.Millisecond
 		return func() { f.pauseTemporal(pause) }
-	case r < 105:
+	case r < 102:
 		pause := time.Duration(200+f.rng.IntN(1000)) * time.Millisecond
 		return func() { f.apiDiesBeforeHandOver(pause) }
 	default:
