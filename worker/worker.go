@@ -53,6 +53,15 @@ type Config struct {
 	// keep a burst of checkouts from queueing on the server.
 	WorkflowTaskPollers int
 	ActivityTaskPollers int
+	// WorkflowCacheSize is how many workflow executions the worker process keeps in its
+	// sticky cache; 0 (the default) turns sticky execution off. The SDK's pollers serve
+	// both the task queue and the worker's sticky queue, and once a sticky poll reports a
+	// backlog every poll goes to the sticky queue until one comes back empty, up to a
+	// long-poll timeout later: after a burst of notifications the first workflow tasks
+	// of new checkouts, which only the task queue carries, then waited with one poller
+	// for them, and checkouts timed out with 503. Without the cache every poll serves the
+	// task queue, and a payment's later workflow tasks replay its short history instead.
+	WorkflowCacheSize int
 	// ShutdownGrace is how long running activities get to finish on shutdown.
 	ShutdownGrace time.Duration
 	// Statements schedules the daily statement reconciliation (statement.go).
@@ -64,6 +73,7 @@ func Run(ctx context.Context, c client.Client, cfg Config, acts *activities.Acti
 	if logger == nil {
 		logger = slog.Default()
 	}
+	sdkworker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	w := New(c, cfg, acts)
 	acts.StatementMetrics.Expect(cfg.Statements.Apps)
 	if err := EnsureSchedules(ctx, c, cfg); err != nil {

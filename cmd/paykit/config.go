@@ -66,6 +66,8 @@ type Config struct {
 	Statement statementConfig
 
 	WorkflowTaskPollers int
+	// WorkflowCacheSize is the worker's sticky workflow cache (worker.Config).
+	WorkflowCacheSize   int
 	ActivityTaskPollers int
 
 	LogLevel  string
@@ -127,6 +129,20 @@ func (e *env) bool(key string, def bool) bool {
 		return def
 	}
 	return b
+}
+
+// count is a non-negative integer setting.
+func (e *env) count(key string, def int) int {
+	v, ok := e.lookup(key)
+	if !ok || v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a non-negative integer", key, v))
+		return def
+	}
+	return n
 }
 
 func (e *env) int(key string, def int) int {
@@ -202,6 +218,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		Benefit:               e.str("PAYKIT_BENEFIT", "order_fulfilment"),
 		Statement:             loadStatementConfig(e),
 		WorkflowTaskPollers:   e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
+		WorkflowCacheSize:     e.count("PAYKIT_WORKFLOW_CACHE_SIZE", 0),
 		ActivityTaskPollers:   e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
 		LogLevel:              e.str("PAYKIT_LOG_LEVEL", "info"),
 		LogFormat:             e.str("PAYKIT_LOG_FORMAT", "json"),

@@ -220,7 +220,8 @@ func workerConfig(cfg Config, statementAppIDs []string) worker.Config {
 		AuditEvery: cfg.AuditEvery, AuditLag: auditLag(cfg),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
-		Statements: statementSchedule(cfg, statementAppIDs),
+		WorkflowCacheSize: cfg.WorkflowCacheSize,
+		Statements:        statementSchedule(cfg, statementAppIDs),
 	}
 }
 
