@@ -38,3 +38,18 @@ func TestLoadConfig_InboxAndPprof(t *testing.T) {
 		}
 	}
 }
+
+// Sticky execution is off unless PAYKIT_WORKFLOW_CACHE_SIZE says how many executions to
+// keep; a negative size is refused.
+func TestLoadConfig_WorkflowCacheSize(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want int
+		ok   bool
+	}{{"", 0, true}, {"0", 0, true}, {"5000", 5000, true}, {"-1", 0, false}, {"lots", 0, false}} {
+		c, err := LoadConfig(func(k string) (string, bool) { return tc.v, k == "PAYKIT_WORKFLOW_CACHE_SIZE" })
+		if (err == nil) != tc.ok || (tc.ok && c.WorkflowCacheSize != tc.want) {
+			t.Fatalf("PAYKIT_WORKFLOW_CACHE_SIZE=%q: %d, %v; want %d, ok=%v", tc.v, c.WorkflowCacheSize, err, tc.want, tc.ok)
+		}
+	}
+}
