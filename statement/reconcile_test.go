@@ -76,6 +76,27 @@ func (d *day) paid(no string, fen payment.Amount) {
 	}
 }
 
+// paidDiscounted is a payment paid at Alipay with a merchant discount and a red packet
+// (fen), and PAID locally for its full amount: the local amount is what the buyer was
+// asked for, whatever the merchant gave back of it.
+func (d *day) paidDiscounted(no string, fen, discount, redPacket payment.Amount) {
+	d.t.Helper()
+	d.pending(no, fen, "订单 "+no)
+	if _, err := d.gw.Precreate(d.ctx, payment.TradeRequest{PaymentNo: no, Subject: "订单 " + no, Amount: fen, ExpireAt: time.Now().Add(time.Hour)}); err != nil {
+		d.t.Fatal(err)
+	}
+	tr, err := d.sim.PayWith("", no, alipaysim.PayOptions{MerchantDiscountFen: int64(discount), RedPacketFen: int64(redPacket)})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if tr.ReceiptFen != int64(fen-discount-redPacket) {
+		d.t.Fatalf("%s: the merchant received %d fen, want %d", no, tr.ReceiptFen, fen-discount-redPacket)
+	}
+	if _, err := d.store.MarkPaid(d.ctx, no, tr.TradeNo, tr.PaidAt); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
 // refunded refunds fen of a paid payment at Alipay and locally.
 func (d *day) refunded(no, refundNo string, fen payment.Amount) {
 	d.t.Helper()
@@ -178,6 +199,57 @@ func TestReconcileDay(t *testing.T) {
 	reports, err := d.store.ListStatementReports(d.ctx, "", d.date, d.date)
 	if err != nil || len(reports) != 1 {
 		t.Fatalf("reports %v %v, want exactly one", reports, err)
+	}
+}
+
+// TestReconcileDiscounts: a day of payments with merchant discounts and red packets, and
+// their partial and full refunds, reconciles clean (订单金额 against the local amounts,
+// 商家实收 against them less the line's discounts, the footer on 商家实收 and the summary
+// on every column); a 商家实收 a fen off is one discrepancy of its own kind, for a
+// payment line and for a refund line alike.
+func TestReconcileDiscounts(t *testing.T) {
+	d := newDay(t)
+	d.paidDiscounted("STMD1", 10000, 1000, 500)
+	d.paidDiscounted("STMD2", 999, 0, 99)
+	d.paidDiscounted("STMD3", 500, 1, 0)
+	d.paid("STMD4", 300)
+	d.refunded("STMD1", "rd1", 3000) // gives back 300 + 150 of the discounts
+	d.refunded("STMD1", "rd2", 7000) // full: the rest, 700 + 350
+	d.refunded("STMD2", "rd3", 100)  // 9 of the red packet: the merchant gives back 91
+	d.refunded("STMD3", "rd4", 500)
+
+	rep := d.run()
+	if rep.Discrepancies != 0 || len(d.anomalies()) != 0 {
+		t.Fatalf("discounted day: %d discrepancies %v, anomalies %v", rep.Discrepancies, rep.ByKind, d.anomalies())
+	}
+	if rep.BillTradeCount != 4 || rep.BillTradeFen != 11799 || rep.LocalTradeFen != 11799 ||
+		rep.BillRefundCount != 4 || rep.BillRefundFen != 10600 || rep.LocalRefundFen != 10600 || rep.DiffFen != 0 {
+		t.Fatalf("discounted report %+v", rep)
+	}
+
+	rd3, err := d.store.GetRefund(d.ctx, d.tenant, "rd3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptReceived, OutTradeNo: "STMD1", Amount: "84.99"}); err != nil {
+		t.Fatal(err)
+	}
+	rep = d.run()
+	want := map[string][]string{payment.AnomalyStatementDiscountMismatch: {"STMD1"}}
+	if got := d.anomalies(); rep.Discrepancies != 1 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("商家实收 a fen short: %d discrepancies %v, anomalies %v, want %v", rep.Discrepancies, rep.ByKind, got, want)
+	}
+	if rep.DiffFen != 0 {
+		t.Errorf("the bill's 订单金额 still match: diff %d fen", rep.DiffFen)
+	}
+
+	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptReceived, OutTradeNo: "STMD2", OutRequestNo: rd3.OutRequestNo, Amount: "0.90"}); err != nil {
+		t.Fatal(err)
+	}
+	rep = d.run()
+	want[payment.AnomalyStatementRefundDiscountMismatch] = []string{rd3.OutRequestNo}
+	if got := d.anomalies(); rep.Discrepancies != 2 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("a refund's 商家实收 a fen short too: %d discrepancies %v, anomalies %v, want %v", rep.Discrepancies, rep.ByKind, got, want)
 	}
 }
 

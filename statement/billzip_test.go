@@ -1,0 +1,189 @@
+package statement_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/text/encoding/simplifiedchinese"
+
+	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/statement"
+)
+
+// zipEntry is one file of a hand-made bill zip: its name and its text (UTF-8, written
+// in GBK as Alipay does), or a body written as it is.
+type zipEntry struct {
+	name string
+	text string
+	body io.Reader
+}
+
+// simBillEntries is the bill the simulator writes for rows, as its entries' text.
+func simBillEntries(tb testing.TB, rows ...alipaysim.BillRow) []zipEntry {
+	tb.Helper()
+	var buf bytes.Buffer
+	h := alipaysim.BillHeader{Account: "20880000000000010156", Date: benchDay, ExportedAt: benchDay.AddDate(0, 0, 1)}
+	seq := func(yield func(alipaysim.BillRow) bool) {
+		for _, r := range rows {
+			if !yield(r) {
+				return
+			}
+		}
+	}
+	if err := alipaysim.WriteBill(&buf, h, seq); err != nil {
+		tb.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []zipEntry
+	for _, f := range zr.File {
+		name, _ := simplifiedchinese.GBK.NewDecoder().String(f.Name)
+		rc, err := f.Open()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		text, err := io.ReadAll(simplifiedchinese.GBK.NewDecoder().Reader(rc))
+		rc.Close()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, zipEntry{name: name, text: string(text)})
+	}
+	return out
+}
+
+// edit returns entries with old replaced by new in the entry whose name ends in suffix,
+// failing the test if old is not there.
+func edit(tb testing.TB, entries []zipEntry, suffix, old, new string) []zipEntry {
+	tb.Helper()
+	out := append([]zipEntry(nil), entries...)
+	for i, e := range out {
+		if strings.HasSuffix(e.name, suffix) {
+			if !strings.Contains(e.text, old) {
+				tb.Fatalf("%s has no %q:\n%s", e.name, old, e.text)
+			}
+			out[i].text = strings.Replace(e.text, old, new, 1)
+			return out
+		}
+	}
+	tb.Fatalf("no entry ending in %s", suffix)
+	return nil
+}
+
+// writeBillZip writes entries into a zip file as Alipay names and encodes them.
+func writeBillZip(tb testing.TB, entries []zipEntry) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "bill.zip")
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for _, e := range entries {
+		name, err := simplifiedchinese.GBK.NewEncoder().String(e.name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, NonUTF8: true, Method: zip.Deflate, Modified: time.Now()})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if e.body == nil {
+			text, err := simplifiedchinese.GBK.NewEncoder().String(e.text)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			_, err = io.WriteString(w, text)
+			if err != nil {
+				tb.Fatal(err)
+			}
+		} else if _, err := io.Copy(w, e.body); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// discountedRows are a payment of 100.00 with a merchant discount of 10.00 and a red
+// packet of 5.00 (the merchant received 85.00), and a refund of 30.00 of it that gives
+// back 3.00 and 1.50 of them (25.50).
+func discountedRows() []alipaysim.BillRow {
+	at := benchDay.Add(10 * time.Hour)
+	return []alipaysim.BillRow{
+		{TradeNo: "2026120122000000000000000001", OutTradeNo: "PD1", Type: alipaysim.BillTypeTrade, Subject: "会员",
+			CreatedAt: at, FinishedAt: at, AmountFen: 10000, ReceivedFen: 8500, MerchantDiscountFen: 1000, RedPacketFen: 500, FeeFen: -51},
+		{TradeNo: "2026120122000000000000000001", OutTradeNo: "PD1", Type: alipaysim.BillTypeRefund, Subject: "会员", OutRequestNo: "RD1",
+			CreatedAt: at, FinishedAt: at.Add(time.Hour), AmountFen: -3000, ReceivedFen: -2550, MerchantDiscountFen: -300, RedPacketFen: -150, FeeFen: 15},
+	}
+}
+
+// TestReadBillDiscounts: a line's 订单金额, 商家实收 and merchant-funded discounts are read
+// apart; the footer is checked on the 商家实收 and 商家优惠 it totals, the summary on
+// every column; a bill whose lines disagree with either is refused as malformed.
+func TestReadBillDiscounts(t *testing.T) {
+	clean := simBillEntries(t, discountedRows()...)
+	var lines []payment.BillLine
+	foot, err := statement.ReadBill(writeBillZip(t, clean), func(l payment.BillLine) error {
+		lines = append(lines, l)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []payment.BillLine{
+		{Kind: payment.BillLineTrade, OutTradeNo: "PD1", Amount: 10000, Received: 8500, MerchantDiscount: 1000, RedPacket: 500, Fee: -51},
+		{Kind: payment.BillLineRefund, OutTradeNo: "PD1", OutRequestNo: "RD1", Amount: 3000, Received: 2550, MerchantDiscount: 300, RedPacket: 150, Fee: 15},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("lines %+v", lines)
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l.Kind != w.Kind || l.OutTradeNo != w.OutTradeNo || l.OutRequestNo != w.OutRequestNo || l.Amount != w.Amount ||
+			l.Received != w.Received || l.MerchantDiscount != w.MerchantDiscount || l.RedPacket != w.RedPacket || l.Fee != w.Fee {
+			t.Errorf("line %d: %+v, want %+v", i+1, l, w)
+		}
+	}
+	if foot.TradeFen != 8500 || foot.TradeDiscountFen != 1000 || foot.RefundFen != -2550 || foot.RefundDiscountFen != -300 {
+		t.Errorf("footer %+v", foot)
+	}
+
+	const detail, summary = "_业务明细.csv", "_业务明细(汇总).csv"
+	for _, c := range []struct {
+		name    string
+		entries []zipEntry
+		want    string
+	}{
+		{"footer totals 订单金额", edit(t, clean, detail, "商家实收：85.00元", "商家实收：100.00元"), "footer says"},
+		{"footer 商家优惠 a fen off", edit(t, clean, detail, "商家优惠：10.00元", "商家优惠：9.99元"), "footer says 商家优惠"},
+		{"summary 商家实收 a fen off", edit(t, clean, summary, ",70.00,59.50,", ",70.00,59.49,"), "summary"},
+		{"summary 订单金额 a fen off", edit(t, clean, summary, ",70.00,59.50,", ",70.01,59.50,"), "summary"},
+		{"summary count off", edit(t, clean, summary, ",合计,1,1,", ",合计,1,2,"), "summary"},
+		{"summary fee off", edit(t, clean, summary, ",-0.36,", ",-0.35,"), "summary"},
+		{"summary amount unreadable", edit(t, clean, summary, ",70.00,", ",七十,"), "summary row"},
+		{"no summary", clean[:1], "no 业务明细(汇总).csv"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := statement.ReadBill(writeBillZip(t, c.entries), func(payment.BillLine) error { return nil })
+			if !errors.Is(err, statement.ErrMalformedBill) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want a malformed bill (%q)", err, c.want)
+			}
+		})
+	}
+}
