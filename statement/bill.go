@@ -39,8 +39,27 @@ type Footer struct {
 	discounts bool
 }
 
-// ErrMalformedBill means the bill is not a readable Alipay trade bill.
+// ErrMalformedBill means the bill is not a readable Alipay trade bill. A bill refused as
+// hostile (two detail files, an entry inflating past MaxEntryBytes, a record past
+// MaxRecordBytes) is one too: the run fails and is retried like any damaged download.
 var ErrMalformedBill = errors.New("statement: malformed bill")
+
+// Bounds on what reading a bill may take, far above any real day's: the download is
+// bounded by Reconciler.MaxBillBytes, but a small zip can inflate without end.
+const (
+	// MaxEntryBytes bounds the decompressed size of each file in the zip (a detail line
+	// is a few hundred bytes: this is over half a million lines).
+	MaxEntryBytes = 256 << 20
+	// MaxRecordBytes bounds one CSV record, a line or a quoted field spanning lines
+	// (Alipay's lines are well under 1 KiB).
+	MaxRecordBytes = 64 << 10
+)
+
+// limits are the bounds a read applies; tests lower them.
+type limits struct {
+	entry  int64
+	record int64
+}
 
 var (
 	footerTrades  = regexp.MustCompile(`^#交易合计：(\d+)笔，商家实收：(-?[0-9.]+)元(?:，商家优惠：(-?[0-9.]+)元)?`)
@@ -124,7 +143,15 @@ func (s *lineSums) add(kind int, amount, received, discount, fee int64) {
 // in order, holding one line at a time. It returns the footer's totals. A bill whose
 // lines disagree with its own footer, or with its summary file (业务明细(汇总)), is
 // refused as malformed: it is damaged or truncated, and its lines are not to be trusted.
+//
+// A hostile bill is refused as malformed too: a zip with two detail or two summary files
+// (which one Alipay meant is anyone's guess), a file inflating past MaxEntryBytes, a
+// record past MaxRecordBytes.
 func ReadBill(path string, fn func(payment.BillLine) error) (Footer, error) {
+	return readBill(path, limits{entry: MaxEntryBytes, record: MaxRecordBytes}, fn)
+}
+
+func readBill(path string, lim limits, fn func(payment.BillLine) error) (Footer, error) {
 	zr, err := zip.OpenReader(path)
 	if err != nil {
 		return Footer{}, fmt.Errorf("%w: %v", ErrMalformedBill, err)
@@ -133,12 +160,22 @@ func ReadBill(path string, fn func(payment.BillLine) error) (Footer, error) {
 	var detail, summary *zip.File
 	for _, f := range zr.File {
 		name := entryName(f)
+		var (
+			slot **zip.File
+			what string
+		)
 		switch {
 		case strings.HasSuffix(name, "业务明细.csv"):
-			detail = f
+			slot, what = &detail, "detail (业务明细.csv)"
 		case strings.HasSuffix(name, "业务明细(汇总).csv"), strings.HasSuffix(name, "业务明细（汇总）.csv"):
-			summary = f
+			slot, what = &summary, "summary (业务明细(汇总).csv)"
+		default:
+			continue
 		}
+		if *slot != nil {
+			return Footer{}, fmt.Errorf("%w: the zip holds two %s files, %s and %s", ErrMalformedBill, what, entryName(*slot), name)
+		}
+		*slot = f
 	}
 	if detail == nil {
 		return Footer{}, fmt.Errorf("%w: no 业务明细.csv in the zip", ErrMalformedBill)
@@ -147,43 +184,114 @@ func ReadBill(path string, fn func(payment.BillLine) error) (Footer, error) {
 		return Footer{}, fmt.Errorf("%w: no 业务明细(汇总).csv in the zip", ErrMalformedBill)
 	}
 	var sums lineSums
-	foot, err := readEntry(detail, func(r io.Reader) (Footer, error) { return readDetail(r, &sums, fn) })
+	foot, err := readEntry(detail, lim, func(r *billCSV) (Footer, error) { return readDetail(r, &sums, fn) })
 	if err != nil {
 		return foot, err
 	}
 	if err := checkFooter(foot, sums); err != nil {
 		return foot, err
 	}
-	tot, err := readEntry(summary, readSummary)
+	tot, err := readEntry(summary, lim, readSummary)
 	if err != nil {
 		return foot, err
 	}
 	return foot, checkSummary(tot, sums)
 }
 
-// readEntry opens one entry of the zip and reads it with read.
-func readEntry[T any](f *zip.File, read func(io.Reader) (T, error)) (T, error) {
+// readEntry opens one entry of the zip and reads it as GBK-encoded CSV with read, within
+// lim. An entry that says it is larger than lim.entry is refused unread; one that
+// inflates past it anyway (archive/zip stops at the declared size, this does not rely
+// on it) is refused when it gets there.
+func readEntry[T any](f *zip.File, lim limits, read func(*billCSV) (T, error)) (T, error) {
 	var zero T
+	name := entryName(f)
+	if f.UncompressedSize64 > uint64(lim.entry) {
+		return zero, fmt.Errorf("%w: %s inflates to %d bytes, more than the %d a bill may", ErrMalformedBill, name, f.UncompressedSize64, lim.entry)
+	}
 	rc, err := f.Open()
 	if err != nil {
-		return zero, fmt.Errorf("%w: %s: %v", ErrMalformedBill, entryName(f), err)
+		return zero, fmt.Errorf("%w: %s: %v", ErrMalformedBill, name, err)
 	}
 	defer rc.Close()
-	return read(rc)
+	capped := &capReader{r: io.LimitReader(rc, lim.entry+1), max: lim.entry, name: name}
+	return read(newBillCSV(name, capped, lim.record))
 }
 
-// newCSV reads GBK-encoded CSV from r.
-func newCSV(r io.Reader) *csv.Reader {
-	cr := csv.NewReader(bufio.NewReaderSize(simplifiedchinese.GBK.NewDecoder().Reader(r), 64<<10))
+// capReader fails once more than max bytes were read: a zip entry inflating past its
+// bound is refused as soon as it passes it, not read to its end.
+type capReader struct {
+	r    io.Reader // limited to max+1 bytes: the one past the bound is the proof
+	max  int64
+	read int64
+	name string
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.read += int64(n)
+	if c.read > c.max {
+		return n - int(c.read-c.max), fmt.Errorf("%w: %s inflates past the %d bytes a bill may", ErrMalformedBill, c.name, c.max)
+	}
+	return n, err
+}
+
+// billCSV reads one GBK-encoded CSV file of a bill, a record of at most a bound at a time.
+type billCSV struct {
+	name string
+	cr   *csv.Reader
+	rec  *recordCap
+}
+
+// csvBuffer is the read-ahead between the decoder and the CSV reader.
+const csvBuffer = 64 << 10
+
+// newBillCSV reads r with lazy quotes (Alipay's exporter is not known to double every
+// quote in a subject), which a record bound keeps from swallowing the rest of the file
+// into one field after a stray quote. A quote that merges lines within the bound loses
+// them, which the footer's count then refuses.
+func newBillCSV(name string, r io.Reader, maxRecord int64) *billCSV {
+	rc := &recordCap{r: simplifiedchinese.GBK.NewDecoder().Reader(r), max: maxRecord + csvBuffer, name: name}
+	cr := csv.NewReader(bufio.NewReaderSize(rc, csvBuffer))
 	cr.FieldsPerRecord = -1
 	cr.LazyQuotes = true
 	cr.ReuseRecord = true
-	return cr
+	return &billCSV{name: name, cr: cr, rec: rc}
 }
 
-func readDetail(r io.Reader, sums *lineSums, fn func(payment.BillLine) error) (Footer, error) {
+// Read returns the next record, io.EOF at the end, or an error wrapping ErrMalformedBill.
+func (b *billCSV) Read() ([]string, error) {
+	b.rec.start = b.cr.InputOffset()
+	rec, err := b.cr.Read()
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, ErrMalformedBill):
+		return rec, err
+	}
+	return rec, fmt.Errorf("%w: %s: %v", ErrMalformedBill, b.name, err)
+}
+
+// recordCap fails a read that would take the current record past max bytes: the CSV
+// reader holds a record whole, so one unterminated quote (or a file without a newline)
+// would otherwise have it buffer everything after. Its bytes are those the CSV reader
+// counts (decoded), and max includes the read-ahead, which may hold later records.
+type recordCap struct {
+	r         io.Reader
+	max       int64
+	name      string
+	delivered int64
+	start     int64 // the offset the current record starts at
+}
+
+func (c *recordCap) Read(p []byte) (int, error) {
+	if c.delivered-c.start > c.max {
+		return 0, fmt.Errorf("%w: %s: a line or quoted field longer than %d bytes (an unterminated quote?)", ErrMalformedBill, c.name, c.max-csvBuffer)
+	}
+	n, err := c.r.Read(p)
+	c.delivered += int64(n)
+	return n, err
+}
+
+func readDetail(cr *billCSV, sums *lineSums, fn func(payment.BillLine) error) (Footer, error) {
 	var foot Footer
-	cr := newCSV(r)
 	var (
 		cols   columns
 		header bool
@@ -195,7 +303,7 @@ func readDetail(r io.Reader, sums *lineSums, fn func(payment.BillLine) error) (F
 			break
 		}
 		if err != nil {
-			return foot, fmt.Errorf("%w: %v", ErrMalformedBill, err)
+			return foot, err
 		}
 		if len(rec) > 0 && strings.HasPrefix(rec[0], "#") {
 			comment := strings.Join(rec, ",")
@@ -285,8 +393,7 @@ type summaryTotals struct {
 
 // readSummary reads the summary file (业务明细(汇总)): a header, one row per store and a
 // 合计 row. It returns the 合计 row, or the sum of the rows if there is none.
-func readSummary(r io.Reader) (summaryTotals, error) {
-	cr := newCSV(r)
+func readSummary(cr *billCSV) (summaryTotals, error) {
 	var (
 		idx          map[string]int
 		sum, total   summaryTotals
@@ -298,7 +405,7 @@ func readSummary(r io.Reader) (summaryTotals, error) {
 			break
 		}
 		if err != nil {
-			return sum, fmt.Errorf("%w: summary: %v", ErrMalformedBill, err)
+			return sum, err
 		}
 		if len(rec) == 0 || strings.HasPrefix(rec[0], "#") || len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue

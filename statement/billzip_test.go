@@ -3,7 +3,9 @@ package statement_test
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"errors"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -185,5 +187,146 @@ func TestReadBillDiscounts(t *testing.T) {
 				t.Fatalf("err %v, want a malformed bill (%q)", err, c.want)
 			}
 		})
+	}
+}
+
+// repeatReader yields s n times.
+func repeatReader(s string, n int) io.Reader {
+	rs := make([]io.Reader, n)
+	for i := range rs {
+		rs[i] = strings.NewReader(s)
+	}
+	return io.MultiReader(rs...)
+}
+
+// inflatingDetail is a detail file that opens like a real one and then repeats its first
+// line until it is about size bytes: valid lines all the way, so only a bound stops it.
+// It returns the entry's bytes (GBK) and how many lines it holds.
+func inflatingDetail(tb testing.TB, size int) ([]byte, int) {
+	tb.Helper()
+	text := simBillEntries(tb, discountedRows()...)[0].text
+	lines := strings.SplitAfter(text, "\n")
+	var head, first string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "支付宝交易号") {
+			head, first = strings.Join(lines[:i+1], ""), lines[i+1]
+			break
+		}
+	}
+	gbk := func(s string) string {
+		out, err := simplifiedchinese.GBK.NewEncoder().String(s)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return out
+	}
+	head, first = gbk(head), gbk(first)
+	n := size / len(first)
+	body, err := io.ReadAll(io.MultiReader(strings.NewReader(head), repeatReader(first, n)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return body, n
+}
+
+// lyingZip is a bill zip whose detail entry declares declared bytes and inflates to body,
+// and whose summary is summary.
+func lyingZip(tb testing.TB, body []byte, declared uint64, summary zipEntry) string {
+	tb.Helper()
+	var deflated bytes.Buffer
+	fw, _ := flate.NewWriter(&deflated, flate.BestCompression)
+	_, _ = fw.Write(body)
+	_ = fw.Close()
+	path := filepath.Join(tb.TempDir(), "lying.zip")
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	name, _ := simplifiedchinese.GBK.NewEncoder().String("2088_20261201_业务明细.csv")
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: name, NonUTF8: true, Method: zip.Deflate, CRC32: crc32.ChecksumIEEE(body),
+		CompressedSize64: uint64(deflated.Len()), UncompressedSize64: declared})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, _ = w.Write(deflated.Bytes())
+	name, _ = simplifiedchinese.GBK.NewEncoder().String(summary.name)
+	text, _ := simplifiedchinese.GBK.NewEncoder().String(summary.text)
+	if w, err = zw.CreateHeader(&zip.FileHeader{Name: name, NonUTF8: true, Method: zip.Deflate}); err != nil {
+		tb.Fatal(err)
+	}
+	_, _ = io.WriteString(w, text)
+	if err := zw.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	_ = f.Close()
+	return path
+}
+
+// TestReadBillRefusesHostileBills: a zip with two detail or two summary files, a file
+// that inflates past the bound (declared or not), and a record that would swallow the
+// rest of the file are refused as malformed bills, without reading them to their end.
+func TestReadBillRefusesHostileBills(t *testing.T) {
+	clean := simBillEntries(t, discountedRows()...)
+	const maxEntry = 1 << 20
+	big, bigLines := inflatingDetail(t, 4*maxEntry)
+
+	var (
+		firstLine string
+		detailIdx int
+	)
+	for i, e := range clean {
+		if strings.HasSuffix(e.name, "_业务明细.csv") {
+			detailIdx = i
+			for _, l := range strings.SplitAfter(e.text, "\n") {
+				if strings.Contains(l, "交易,会员") {
+					firstLine = l
+				}
+			}
+		}
+	}
+	if firstLine == "" {
+		t.Fatalf("no payment line in %q", clean[detailIdx].text)
+	}
+	// A stray quote opens the first line's subject, and thousands of lines follow.
+	unterminated := edit(t, clean, "_业务明细.csv", firstLine, strings.Replace(firstLine, ",会员,", `,"会员,`, 1)+strings.Repeat(firstLine, 2000))
+	// A line of 512 KiB without a newline.
+	endless := edit(t, clean, "_业务明细.csv", firstLine, strings.Repeat("9", 512<<10))
+
+	for _, c := range []struct {
+		name     string
+		path     string
+		want     string
+		maxLines int // lines the reader may hand over before it refuses
+	}{
+		{"two detail files", writeBillZip(t, append(clean, zipEntry{name: "copy/2088_20261201_业务明细.csv", text: clean[detailIdx].text})), "two detail", 0},
+		{"two summary files", writeBillZip(t, append(clean, zipEntry{name: "2088_20261202_业务明细(汇总).csv", text: "x"})), "two summary", 0},
+		{"an entry larger than the bound", writeBillZip(t, []zipEntry{{name: "2088_20261201_业务明细.csv", body: bytes.NewReader(big)}, clean[1]}), "inflates", 0},
+		{"an entry inflating past the size it declares", lyingZip(t, big, maxEntry/2, clean[1]), "not a valid zip", bigLines / 4}, // archive/zip stops at the declared size
+		{"an unterminated quote", writeBillZip(t, unterminated), "longer than", 0},
+		{"a line without end", writeBillZip(t, endless), "longer than", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lines := 0
+			_, err := statement.ReadBillWithin(c.path, maxEntry, statement.MaxRecordBytes, func(payment.BillLine) error {
+				lines++
+				return nil
+			})
+			if !errors.Is(err, statement.ErrMalformedBill) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want a malformed bill (%q)", err, c.want)
+			}
+			if lines > c.maxLines {
+				t.Fatalf("%d lines read before the refusal, want at most %d", lines, c.maxLines)
+			}
+		})
+	}
+
+	// Within the bounds, the same reader takes a bill of many lines.
+	lines := 0
+	if _, err := statement.ReadBillWithin(writeBillZip(t, clean), maxEntry, statement.MaxRecordBytes, func(payment.BillLine) error {
+		lines++
+		return nil
+	}); err != nil || lines != 2 {
+		t.Fatalf("clean bill: %d lines, %v", lines, err)
 	}
 }
