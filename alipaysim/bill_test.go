@@ -158,7 +158,7 @@ func TestDiscountedPaymentAndItsRefunds(t *testing.T) {
 		t.Errorf("bill lines %v, want %v", got, want)
 	}
 	footer := strings.Join(bill["detail"].comments, "\n")
-	for _, w := range []string{"#交易合计：2笔，商家实收：94.98元，商家优惠：10.00元", "#退款合计：2笔，商家实收：-85.00元，商家优惠：-10.00元"} {
+	for _, w := range []string{"#交易合计：2笔，商家实收共94.98元，商家优惠共10.00元", "#退款合计：2笔，商家实收退款共-85.00元，商家优惠退款共-10.00元"} {
 		if !strings.Contains(footer, w) {
 			t.Errorf("footer lacks %q:\n%s", w, footer)
 		}

@@ -165,8 +165,8 @@ func writeDetail(zw *zip.Writer, h BillHeader, name string, rows iter.Seq[BillRo
 		return tot, err
 	}
 	fmt.Fprintf(bw, "#-----------------------------------------业务明细列表结束------------------------------------\n")
-	fmt.Fprintf(bw, "#交易合计：%d笔，商家实收：%s元，商家优惠：%s元\n", tot.trades, formatSigned(tot.tradeReceived), formatSigned(tot.tradeDiscount))
-	fmt.Fprintf(bw, "#退款合计：%d笔，商家实收：%s元，商家优惠：%s元\n", tot.refunds, formatSigned(tot.refundReceived), formatSigned(tot.refundDiscount))
+	fmt.Fprintf(bw, "#交易合计：%d笔，商家实收共%s元，商家优惠共%s元\n", tot.trades, formatSigned(tot.tradeReceived), formatSigned(tot.tradeDiscount))
+	fmt.Fprintf(bw, "#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共%s元\n", tot.refunds, formatSigned(tot.refundReceived), formatSigned(tot.refundDiscount))
 	fmt.Fprintf(bw, "#导出时间：[%s]\n", chinaDay(h.ExportedAt))
 	return tot, bw.Flush()
 }

@@ -61,9 +61,12 @@ type limits struct {
 	record int64
 }
 
+// The footer lines as Alipay writes them ("#交易合计：6笔，商家实收共0.06元，商家优惠共0.00元",
+// "#退款合计：4笔，商家实收退款共-0.04元，商家优惠退款共0.00元"), and in the colon form the
+// simulator wrote before.
 var (
-	footerTrades  = regexp.MustCompile(`^#交易合计：(\d+)笔，商家实收：(-?[0-9.]+)元(?:，商家优惠：(-?[0-9.]+)元)?`)
-	footerRefunds = regexp.MustCompile(`^#退款合计：(\d+)笔，商家实收：(-?[0-9.]+)元(?:，商家优惠：(-?[0-9.]+)元)?`)
+	footerTrades  = regexp.MustCompile(`^#交易合计：(\d+)笔，商家实收(?:共|：)(-?[0-9.]+)元(?:，商家优惠(?:共|：)(-?[0-9.]+)元)?`)
+	footerRefunds = regexp.MustCompile(`^#退款合计：(\d+)笔，商家实收(?:退款共|：)(-?[0-9.]+)元(?:，商家优惠(?:退款共|：)(-?[0-9.]+)元)?`)
 )
 
 // columns are the detail columns reconciliation reads, found by name in the header row.

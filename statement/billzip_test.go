@@ -165,6 +165,13 @@ func TestReadBillDiscounts(t *testing.T) {
 	if foot.TradeFen != 8500 || foot.TradeDiscountFen != 1000 || foot.RefundFen != -2550 || foot.RefundDiscountFen != -300 {
 		t.Errorf("footer %+v", foot)
 	}
+	// The footer as the simulator wrote it before, with colons, reads the same.
+	colons := edit(t, clean, "_业务明细.csv", "商家实收共85.00元，商家优惠共", "商家实收：85.00元，商家优惠：")
+	colons = edit(t, colons, "_业务明细.csv", "商家实收退款共-25.50元，商家优惠退款共", "商家实收：-25.50元，商家优惠：")
+	if foot, err := statement.ReadBill(writeBillZip(t, colons), func(payment.BillLine) error { return nil }); err != nil ||
+		foot.TradeFen != 8500 || foot.TradeDiscountFen != 1000 || foot.RefundFen != -2550 || foot.RefundDiscountFen != -300 {
+		t.Errorf("colon footer %+v, %v", foot, err)
+	}
 
 	const detail, summary = "_业务明细.csv", "_业务明细(汇总).csv"
 	for _, c := range []struct {
@@ -172,8 +179,10 @@ func TestReadBillDiscounts(t *testing.T) {
 		entries []zipEntry
 		want    string
 	}{
-		{"footer totals 订单金额", edit(t, clean, detail, "商家实收：85.00元", "商家实收：100.00元"), "footer says"},
-		{"footer 商家优惠 a fen off", edit(t, clean, detail, "商家优惠：10.00元", "商家优惠：9.99元"), "footer says 商家优惠"},
+		{"footer totals 订单金额", edit(t, clean, detail, "商家实收共85.00元", "商家实收共100.00元"), "footer says"},
+		{"footer 商家优惠 a fen off", edit(t, clean, detail, "商家优惠共10.00元", "商家优惠共9.99元"), "footer says 商家优惠"},
+		{"refund footer 商家实收 a fen off", edit(t, clean, detail, "商家实收退款共-25.50元", "商家实收退款共-25.49元"), "footer says"},
+		{"old footer wording, 商家实收 a fen off", edit(t, clean, detail, "商家实收共85.00元，商家优惠共", "商家实收：85.01元，商家优惠："), "footer says"},
 		{"summary 商家实收 a fen off", edit(t, clean, summary, ",70.00,59.50,", ",70.00,59.49,"), "summary"},
 		{"summary 订单金额 a fen off", edit(t, clean, summary, ",70.00,59.50,", ",70.01,59.50,"), "summary"},
 		{"summary count off", edit(t, clean, summary, ",合计,1,1,", ",合计,1,2,"), "summary"},
