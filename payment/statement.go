@@ -152,6 +152,9 @@ type StatementStore interface {
 	// that no staged line names.
 	EachPaymentNotInBill(ctx context.Context, sc StatementScope, fn func(Payment) error) error
 	EachRefundNotInBill(ctx context.Context, sc StatementScope, fn func(Refund) error) error
+	// PurgeStatementLines deletes up to limit staged lines of days before before
+	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted.
+	PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error)
 	// EachDuplicateBillLine streams the staged (kind, reference) pairs that appear more than once.
 	EachDuplicateBillLine(ctx context.Context, appID, billDate string, fn func(l BillLine, n int) error) error
 	LocalStatementTotals(ctx context.Context, sc StatementScope) (StatementTotals, error)

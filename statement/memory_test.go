@@ -78,6 +78,9 @@ func (s *ruleStore) LockStatement(context.Context, string, string) (func(), erro
 	return func() {}, nil
 }
 func (s *ruleStore) ClearBillLines(context.Context, string, string) error { return nil }
+func (s *ruleStore) PurgeStatementLines(context.Context, string, int) (int64, error) {
+	return 0, nil
+}
 func (s *ruleStore) StageBillLines(context.Context, string, string, []payment.BillLine) error {
 	return nil
 }

@@ -18,6 +18,17 @@ const (
 	DefaultBatch        = 500
 	DefaultMaxBillBytes = 2 << 30 // a zip far larger than any day's bill is refused
 	DateLayout          = "2006-01-02"
+	// DefaultLineRetention keeps five weeks of staged lines: the runs of the last month,
+	// for looking into what they reported.
+	DefaultLineRetention = 35 * 24 * time.Hour
+)
+
+// The retention purge after a run deletes purgeBatch lines per statement, so that none
+// holds many row locks, and at most purgeRounds batches, so that a backlog (the first
+// run after an upgrade) holds no run for long: the next runs take the rest.
+const (
+	purgeBatch  = 5000
+	purgeRounds = 200
 )
 
 // App is one Alipay app whose bill is reconciled: its app_id, whether it is the global
@@ -49,7 +60,10 @@ type Reconciler struct {
 	Batch int
 	// MaxBillBytes bounds a download; zero means DefaultMaxBillBytes.
 	MaxBillBytes int64
-	Logger       *slog.Logger
+	// LineRetention is how long staged bill lines are kept (by bill date); zero means
+	// DefaultLineRetention.
+	LineRetention time.Duration
+	Logger        *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -134,7 +148,39 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	}
 	run.rep.FinishedAt = r.now()
 	run.rep.DiffFen = run.rep.BillNet() - run.rep.LocalNet()
-	return r.Store.SaveStatementReport(ctx, run.rep)
+	saved, err := r.Store.SaveStatementReport(ctx, run.rep)
+	if err != nil {
+		return saved, err
+	}
+	r.purgeLines(ctx, p, run.beat)
+	return saved, nil
+}
+
+// purgeLines deletes the staged lines of the days older than the retention, once a day
+// is reconciled, never those of the day itself. A failure is logged and not returned:
+// the day is reconciled, and the next run purges what this one left.
+func (r *Reconciler) purgeLines(ctx context.Context, p Params, beat func()) {
+	keep := r.LineRetention
+	if keep <= 0 {
+		keep = DefaultLineRetention
+	}
+	before := min(r.now().In(China).Add(-keep).Format(DateLayout), p.BillDate)
+	var total int64
+	for range purgeRounds {
+		n, err := r.Store.PurgeStatementLines(ctx, before, purgeBatch)
+		total += n
+		if err != nil {
+			r.log().WarnContext(ctx, "statement lines not purged", "app_id", p.App.ID, "bill_date", p.BillDate, "before", before, "purged", total, "err", err)
+			return
+		}
+		if n < purgeBatch {
+			break
+		}
+		beat()
+	}
+	if total > 0 {
+		r.log().InfoContext(ctx, "statement lines purged", "app_id", p.App.ID, "bill_date", p.BillDate, "before", before, "purged", total)
+	}
 }
 
 // download saves the bill to a temporary file: a zip is read by random access, and a

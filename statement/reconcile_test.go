@@ -2,6 +2,7 @@ package statement_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -20,6 +21,7 @@ import (
 type day struct {
 	t      *testing.T
 	ctx    context.Context
+	db     *sql.DB
 	store  *mysql.Store
 	sim    *alipaysim.Simulator
 	gw     *alipay.Gateway
@@ -32,7 +34,7 @@ func newDay(t *testing.T) *day {
 	t.Helper()
 	db, _ := testenv.MySQL(t)
 	sim, gw := simGateway(t)
-	d := &day{t: t, ctx: context.Background(), store: mysql.NewStore(db), sim: sim, gw: gw, tenant: "stmt_tenant",
+	d := &day{t: t, ctx: context.Background(), db: db, store: mysql.NewStore(db), sim: sim, gw: gw, tenant: "stmt_tenant",
 		date: time.Now().In(statement.China).Format(statement.DateLayout)}
 	if err := d.store.UpsertTenant(d.ctx, payment.Tenant{ID: d.tenant, Name: "t", APIKeyHash: "h", AlipayAppID: simtest.AppID, AlipaySeller: simtest.SellerID}); err != nil {
 		t.Fatal(err)
@@ -345,5 +347,39 @@ func TestReconcileNoBill(t *testing.T) {
 	if rep.Status != payment.StatementNoBill || rep.Discrepancies != 2 || len(got[payment.AnomalyStatementLocalNotInBill]) != 1 ||
 		len(got[payment.AnomalyStatementRefundNotInBill]) != 1 || rep.DiffFen != -90 {
 		t.Fatalf("no bill: %+v, anomalies %v", rep, got)
+	}
+}
+
+// TestReconcilePurgesOldLines: once a day is reconciled, its run deletes the staged lines
+// of every app's days older than the retention, and keeps the younger ones and its own.
+func TestReconcilePurgesOldLines(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMK1", 100)
+	today, _, err := statement.DayRange(d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := today.AddDate(0, 0, -36).Format(statement.DateLayout)
+	kept := today.AddDate(0, 0, -34).Format(statement.DateLayout)
+	for _, s := range []struct{ app, date string }{{simtest.AppID, old}, {"other-app", old}, {simtest.AppID, kept}, {"other-app", kept}} {
+		lines := []payment.BillLine{{LineNo: 1, Kind: payment.BillLineTrade, OutTradeNo: "X1", Amount: 1}, {LineNo: 2, Kind: payment.BillLineTrade, OutTradeNo: "X2", Amount: 1}}
+		if err := d.store.StageBillLines(d.ctx, s.app, s.date, lines); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.rec.Now = func() time.Time { return today.Add(12 * time.Hour) }
+	if rep := d.run(); rep.Discrepancies != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	count := func(date string) int {
+		t.Helper()
+		var n int
+		if err := d.db.QueryRowContext(d.ctx, `SELECT COUNT(*) FROM statement_lines WHERE bill_date = ?`, date).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if o, k, own := count(old), count(kept), count(d.date); o != 0 || k != 4 || own != 1 {
+		t.Fatalf("after the run: %d lines of %s (want 0), %d of %s (want 4), %d of the day (want 1)", o, old, k, kept, own)
 	}
 }
