@@ -76,8 +76,9 @@ func (a *Activities) ReconcileStatement(ctx context.Context, req StatementReques
 // statementKinds are the discrepancy kinds the gauges always show, zero included.
 var statementKinds = []string{
 	payment.AnomalyStatementPaidNotLocal, payment.AnomalyStatementLocalNotInBill, payment.AnomalyStatementAmountMismatch,
-	payment.AnomalyStatementRefundNotLocal, payment.AnomalyStatementRefundNotInBill,
-	payment.AnomalyStatementRefundAmountMismatch, payment.AnomalyStatementUnknownTrade, payment.AnomalyStatementDuplicateLine,
+	payment.AnomalyStatementDiscountMismatch, payment.AnomalyStatementRefundNotLocal, payment.AnomalyStatementRefundNotInBill,
+	payment.AnomalyStatementRefundAmountMismatch, payment.AnomalyStatementRefundDiscountMismatch,
+	payment.AnomalyStatementUnknownTrade, payment.AnomalyStatementDuplicateLine,
 }
 
 // StatementMetrics describe the latest reconciliation of each app. A nil

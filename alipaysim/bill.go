@@ -25,8 +25,11 @@ const billDateLayout = "2006-01-02"
 // Bill corruption operations for BillCorruption.Op.
 const (
 	CorruptDrop   = "drop"   // leave the line of OutTradeNo (or OutRequestNo) out of the bill
-	CorruptAmount = "amount" // write Amount on that line instead of the real one
+	CorruptAmount = "amount" // write Amount as that line's 订单金额 (its 商家实收 follows, less its discounts)
 	CorruptAdd    = "add"    // add a payment line for OutTradeNo (default: a new one) of Amount
+	// CorruptReceived writes Amount as that line's 商家实收 alone, so that 订单金额 less
+	// the line's discounts no longer gives it.
+	CorruptReceived = "received"
 )
 
 // BillCorruption makes a day's bill differ from the simulator's trades on purpose, for
@@ -116,15 +119,15 @@ func (s *Simulator) CorruptBill(date string, c BillCorruption) error {
 		if c.OutTradeNo == "" {
 			return errors.New("alipaysim: drop needs out_trade_no")
 		}
-	case CorruptAmount, CorruptAdd:
+	case CorruptAmount, CorruptAdd, CorruptReceived:
 		if _, err := parseYuan(c.Amount); err != nil {
 			return fmt.Errorf("alipaysim: %s needs amount: %w", c.Op, err)
 		}
-		if c.Op == CorruptAmount && c.OutTradeNo == "" {
-			return errors.New("alipaysim: amount needs out_trade_no")
+		if c.Op != CorruptAdd && c.OutTradeNo == "" {
+			return fmt.Errorf("alipaysim: %s needs out_trade_no", c.Op)
 		}
 	default:
-		return fmt.Errorf("alipaysim: unknown bill corruption op %q (drop, amount, add)", c.Op)
+		return fmt.Errorf("alipaysim: unknown bill corruption op %q (drop, amount, received, add)", c.Op)
 	}
 	s.bills.mu.Lock()
 	defer s.bills.mu.Unlock()
@@ -264,14 +267,19 @@ func (s *Simulator) billRows(a *app, day time.Time) []BillRow {
 			rows = append(rows, BillRow{
 				TradeNo: t.tradeNo, OutTradeNo: t.outTradeNo, Type: BillTypeTrade, Subject: t.subject,
 				CreatedAt: t.createdAt.In(s.loc), FinishedAt: t.paidAt.In(s.loc), Buyer: maskedLogon(t.buyerID),
-				AmountFen: t.total, FeeFen: -serviceFee(t.total),
+				AmountFen: t.total, ReceivedFen: t.receipt(), MerchantDiscountFen: t.discount, RedPacketFen: t.redPacket,
+				FeeFen: -serviceFee(t.receipt()),
 			})
 		}
 	}
 	for _, r := range s.refunds {
 		if r.state == RefundSucceeded && r.t.app == a && r.refundedAt.In(s.loc).Format(billDateLayout) == date {
-			rows = append(rows, refundRow(r.t.tradeNo, r.t.outTradeNo, r.t.subject, r.outRequestNo,
-				r.t.createdAt.In(s.loc), r.refundedAt.In(s.loc), maskedLogon(r.t.buyerID), r.amount))
+			row := refundRow(r.t.tradeNo, r.t.outTradeNo, r.t.subject, r.outRequestNo,
+				r.t.createdAt.In(s.loc), r.refundedAt.In(s.loc), maskedLogon(r.t.buyerID), r.amount)
+			row.MerchantDiscountFen, row.RedPacketFen = -r.discount, -r.redPacket
+			row.ReceivedFen = -(r.amount - r.discount - r.redPacket)
+			row.FeeFen = serviceFee(-row.ReceivedFen)
+			rows = append(rows, row)
 		}
 	}
 	s.mu.Unlock()
@@ -286,10 +294,12 @@ func (s *Simulator) billRows(a *app, day time.Time) []BillRow {
 	return rows
 }
 
+// refundRow is the line of a refund of fen without discount: a refund line's amounts are
+// negative, and the fee comes back.
 func refundRow(tradeNo, outTradeNo, subject, reqNo string, created, at time.Time, buyer string, fen int64) BillRow {
 	return BillRow{
 		TradeNo: tradeNo, OutTradeNo: outTradeNo, Type: BillTypeRefund, Subject: subject,
-		CreatedAt: created, FinishedAt: at, Buyer: buyer, AmountFen: -fen, OutRequestNo: reqNo,
+		CreatedAt: created, FinishedAt: at, Buyer: buyer, AmountFen: -fen, ReceivedFen: -fen, OutRequestNo: reqNo,
 		FeeFen: serviceFee(fen),
 	}
 }
@@ -312,11 +322,20 @@ func (s *Simulator) corrupt(rows []BillRow, c BillCorruption, day time.Time) []B
 		}
 	case CorruptAmount:
 		if i := slices.IndexFunc(rows, match); i >= 0 {
+			r := &rows[i]
+			if r.Type == BillTypeRefund {
+				fen = -fen
+			}
+			r.AmountFen = fen
+			r.ReceivedFen = fen - r.MerchantDiscountFen - r.RedPacketFen
+			r.FeeFen = -serviceFee(r.ReceivedFen)
+		}
+	case CorruptReceived:
+		if i := slices.IndexFunc(rows, match); i >= 0 {
 			if rows[i].Type == BillTypeRefund {
 				fen = -fen
 			}
-			rows[i].AmountFen = fen
-			rows[i].FeeFen = -serviceFee(fen)
+			rows[i].ReceivedFen = fen
 		}
 	case CorruptAdd:
 		s.mu.Lock()
@@ -334,7 +353,7 @@ func (s *Simulator) corrupt(rows []BillRow, c BillCorruption, day time.Time) []B
 			rows = append(rows, refundRow(tradeNo, no, subject, c.OutRequestNo, at, at, "sim***@sandbox.test", fen))
 		} else {
 			rows = append(rows, BillRow{TradeNo: tradeNo, OutTradeNo: no, Type: BillTypeTrade, Subject: subject,
-				CreatedAt: at, FinishedAt: at, Buyer: "sim***@sandbox.test", AmountFen: fen, FeeFen: -serviceFee(fen)})
+				CreatedAt: at, FinishedAt: at, Buyer: "sim***@sandbox.test", AmountFen: fen, ReceivedFen: fen, FeeFen: -serviceFee(fen)})
 		}
 	}
 	return rows

@@ -38,17 +38,24 @@ var billSummaryColumns = []string{
 // BillRow is one line of a trade bill: a payment (BillTypeTrade) or a refund
 // (BillTypeRefund). Amounts are fen; a refund's are negative, as Alipay writes them.
 type BillRow struct {
-	TradeNo      string
-	OutTradeNo   string
-	Type         string
-	Subject      string
-	CreatedAt    time.Time
-	FinishedAt   time.Time
-	Buyer        string
-	AmountFen    int64 // 订单金额 and 商家实收
-	OutRequestNo string
-	FeeFen       int64 // 服务费: negative on a payment (charged), positive on a refund (returned)
-	Memo         string
+	TradeNo    string
+	OutTradeNo string
+	Type       string
+	Subject    string
+	CreatedAt  time.Time
+	FinishedAt time.Time
+	Buyer      string
+	// AmountFen is 订单金额: the trade's total_amount, or the refund_amount of a refund.
+	AmountFen int64
+	// ReceivedFen is 商家实收: what the merchant received (or gave back). In the
+	// simulator's model (see PayOptions) it is AmountFen less MerchantDiscountFen and
+	// RedPacketFen, unless a planted fault says otherwise.
+	ReceivedFen         int64
+	MerchantDiscountFen int64 // 商家优惠
+	RedPacketFen        int64 // 商家红包消费金额
+	OutRequestNo        string
+	FeeFen              int64 // 服务费: negative on a payment (charged), positive on a refund (returned)
+	Memo                string
 }
 
 // BillHeader names the account and day of a bill.
@@ -68,7 +75,8 @@ func BillFileNames(account string, day time.Time) (detail, summary string) {
 	return base + "_业务明细.csv", base + "_业务明细(汇总).csv"
 }
 
-// serviceFee is the simulator's 0.6% fee, rounded to the fen.
+// serviceFee is the simulator's 0.6% fee on what the merchant received, rounded to the
+// fen.
 func serviceFee(fen int64) int64 {
 	if fen < 0 {
 		return -serviceFee(-fen)
@@ -92,10 +100,13 @@ func WriteBill(w io.Writer, h BillHeader, rows iter.Seq[BillRow]) error {
 	return zw.Close()
 }
 
+// billTotals sums the detail lines, signed as written, for the footer and the summary.
 type billTotals struct {
-	trades, refunds         int
-	tradeFen, refundFen     int64
-	tradeFeeFen, refundFees int64
+	trades, refunds               int
+	tradeFen, refundFen           int64 // 订单金额
+	tradeReceived, refundReceived int64 // 商家实收
+	tradeDiscount, refundDiscount int64 // 商家优惠
+	tradeFeeFen, refundFees       int64 // 服务费
 }
 
 // gbkEntry opens a zip entry whose name and content are GBK, as Alipay's are (the name
@@ -138,10 +149,14 @@ func writeDetail(zw *zip.Writer, h BillHeader, name string, rows iter.Seq[BillRo
 		if r.Type == BillTypeRefund {
 			tot.refunds++
 			tot.refundFen += r.AmountFen
+			tot.refundReceived += r.ReceivedFen
+			tot.refundDiscount += r.MerchantDiscountFen
 			tot.refundFees += r.FeeFen
 		} else {
 			tot.trades++
 			tot.tradeFen += r.AmountFen
+			tot.tradeReceived += r.ReceivedFen
+			tot.tradeDiscount += r.MerchantDiscountFen
 			tot.tradeFeeFen += r.FeeFen
 		}
 	}
@@ -150,8 +165,8 @@ func writeDetail(zw *zip.Writer, h BillHeader, name string, rows iter.Seq[BillRo
 		return tot, err
 	}
 	fmt.Fprintf(bw, "#-----------------------------------------业务明细列表结束------------------------------------\n")
-	fmt.Fprintf(bw, "#交易合计：%d笔，商家实收：%s元，商家优惠：0.00元\n", tot.trades, formatSigned(tot.tradeFen))
-	fmt.Fprintf(bw, "#退款合计：%d笔，商家实收：%s元，商家优惠：0.00元\n", tot.refunds, formatSigned(tot.refundFen))
+	fmt.Fprintf(bw, "#交易合计：%d笔，商家实收共%s元，商家优惠共%s元\n", tot.trades, formatSigned(tot.tradeReceived), formatSigned(tot.tradeDiscount))
+	fmt.Fprintf(bw, "#退款合计：%d笔，商家实收退款共%s元，商家优惠退款共%s元\n", tot.refunds, formatSigned(tot.refundReceived), formatSigned(tot.refundDiscount))
 	fmt.Fprintf(bw, "#导出时间：[%s]\n", chinaDay(h.ExportedAt))
 	return tot, bw.Flush()
 }
@@ -166,10 +181,11 @@ func fillDetail(rec []string, r BillRow) {
 	rec[0], rec[1], rec[2], rec[3] = r.TradeNo+"\t", r.OutTradeNo+"\t", r.Type, r.Subject
 	rec[4], rec[5] = r.CreatedAt.Format(timeLayout), r.FinishedAt.Format(timeLayout)
 	rec[10] = r.Buyer
-	rec[11], rec[12] = formatSigned(r.AmountFen), formatSigned(r.AmountFen)
-	for _, i := range []int{13, 14, 15, 16, 17, 19, 20, 23} {
+	rec[11], rec[12] = formatSigned(r.AmountFen), formatSigned(r.ReceivedFen)
+	for _, i := range []int{13, 14, 15, 17, 20, 23} {
 		rec[i] = zero
 	}
+	rec[16], rec[19] = formatSigned(r.MerchantDiscountFen), formatSigned(r.RedPacketFen)
 	rec[21] = r.OutRequestNo
 	if r.OutRequestNo != "" {
 		rec[21] += "\t"
@@ -187,11 +203,16 @@ func writeSummary(zw *zip.Writer, h BillHeader, name string, tot billTotals) err
 	fmt.Fprintf(bw, "#支付宝业务汇总查询\n#账号：[%s]\n#起始日期：[%s]   终止日期：[%s]\n", h.Account, chinaDay(start), chinaDay(start.AddDate(0, 0, 1)))
 	fmt.Fprintf(bw, "#-----------------------------------------业务汇总列表----------------------------------------\n")
 	cw := csv.NewWriter(bw)
-	net := tot.tradeFen + tot.refundFen
+	// Each amount is the day's net (payments plus the negative refunds) of its detail
+	// column; the summary has no column of its own for red packets, which are the rest
+	// of 订单金额 − 商家实收. 实收净额 is what the merchant keeps after the fees.
+	amount := tot.tradeFen + tot.refundFen
+	received := tot.tradeReceived + tot.refundReceived
+	discount := tot.tradeDiscount + tot.refundDiscount
 	fees := tot.tradeFeeFen + tot.refundFees
 	_ = cw.Write(billSummaryColumns)
-	_ = cw.Write([]string{"", "合计", fmt.Sprint(tot.trades), fmt.Sprint(tot.refunds), formatSigned(net), formatSigned(net),
-		"0.00", "0.00", "0.00", formatSigned(fees), "0.00", formatSigned(net + fees)})
+	_ = cw.Write([]string{"", "合计", fmt.Sprint(tot.trades), fmt.Sprint(tot.refunds), formatSigned(amount), formatSigned(received),
+		"0.00", formatSigned(discount), "0.00", formatSigned(fees), "0.00", formatSigned(received + fees)})
 	cw.Flush()
 	if err := cw.Error(); err != nil {
 		return err

@@ -119,6 +119,9 @@ func (s *Simulator) handlePay(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		BuyerID string `json:"buyer_id"`
 		AppID   string `json:"app_id"`
+		// The merchant-funded discounts of the payment, in fen (see PayOptions).
+		MerchantDiscountFen int64 `json:"merchant_discount_fen"`
+		RedPacketFen        int64 `json:"red_packet_fen"`
 	}
 	if !decodeBody(w, r, &body) {
 		return
@@ -127,7 +130,9 @@ func (s *Simulator) handlePay(w http.ResponseWriter, r *http.Request) {
 	if appID == "" {
 		appID = r.URL.Query().Get("app_id")
 	}
-	t, err := s.Pay(appID, r.PathValue("out_trade_no"), body.BuyerID)
+	t, err := s.PayWith(appID, r.PathValue("out_trade_no"), PayOptions{
+		BuyerID: body.BuyerID, MerchantDiscountFen: body.MerchantDiscountFen, RedPacketFen: body.RedPacketFen,
+	})
 	s.writeTradeResult(w, t, err)
 }
 
@@ -182,6 +187,8 @@ func (s *Simulator) writeTradeResult(w http.ResponseWriter, t Trade, err error) 
 		writeError(w, http.StatusNotFound, err)
 	case errors.Is(err, ErrAmbiguous):
 		writeError(w, http.StatusConflict, err)
+	case errors.Is(err, ErrBadDiscount):
+		writeError(w, http.StatusBadRequest, err)
 	default:
 		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "trade": t})
 	}

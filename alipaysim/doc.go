@@ -52,16 +52,22 @@ Apps (each app's trades are its own: another app's out_trade_no is ACQ.TRADE_NOT
 Trades
   GET  /_sim/trades                         [Trade]
   GET  /_sim/trades/{out_trade_no}          Trade                       (?app_id= if ambiguous)
-  POST /_sim/trades/{out_trade_no}/pay      {"buyer_id"?, "app_id"?} -> Trade; 404 unknown, 409 {"error","trade"} if not WAIT_BUYER_PAY
+  POST /_sim/trades/{out_trade_no}/pay      {"buyer_id"?, "app_id"?, "merchant_discount_fen"?, "red_packet_fen"?} -> Trade;
+                                            404 unknown, 409 {"error","trade"} if not WAIT_BUYER_PAY, 400 if the
+                                            discounts are negative or not less than the total. Both discounts are
+                                            the merchant's own: the buyer pays and the merchant receives
+                                            (receipt_amount, 商家实收) the total less both; total_amount (订单金额)
+                                            is unchanged; a refund gives back its pro-rata share of each
   POST /_sim/trades/{out_trade_no}/expire   close as if time_expire passed -> Trade
   POST /_sim/trades/{out_trade_no}/finish   TRADE_SUCCESS -> TRADE_FINISHED (+ notification) -> Trade
   POST /_sim/trades/{out_trade_no}/pay_on_close {"buyer_id"?}: the next alipay.trade.close of
                                             this trade finds the buyer paying first -> ACQ.TRADE_STATUS_ERROR
   GET  /_sim/refunds                        [Refund]
   Trade: {app_id,out_trade_no,trade_no,method,subject,trade_status,total_amount,total_fen,
-          refunded_amount,refunded_fen,buyer_id,notify_url,return_url,quit_url,qr_code,close_reason,
-          created_at,expire_at,paid_at,closed_at}
-  Refund: {app_id,out_trade_no,trade_no,out_request_no,refund_amount,refund_fen,reason,replays,created_at}
+          refunded_amount,refunded_fen,merchant_discount_fen,red_packet_fen,receipt_fen,buyer_id,
+          notify_url,return_url,quit_url,qr_code,close_reason,created_at,expire_at,paid_at,closed_at}
+  Refund: {app_id,out_trade_no,trade_no,out_request_no,refund_amount,refund_fen,merchant_discount_fen,
+           red_packet_fen,reason,replays,created_at}
 
 Notifications
   GET  /_sim/notifications                  [Attempt] in send order (?out_trade_no=, ?notify_id=)
@@ -73,11 +79,15 @@ Notifications
 Bills (alipay.data.dataservice.bill.downloadurl.query, bill_type=trade; see bill.go)
   A day's bill is every payment (by paid time) and refund (by refund time) of the app that
   completed on that China-time day. Days after the last published one answer isp.bill_not_exist.
+  Each line: 订单金额 (total or refund amount), 商家优惠 and 商家红包消费金额 (the merchant's discounts),
+  商家实收 = 订单金额 - both, 服务费 0.6% of 商家实收; refund lines negative. The footer totals 商家实收
+  and 商家优惠; the summary's one 合计 row nets each detail column of the day.
   GET  /_sim/bills                          {"published_through","last_available","corruptions"}
   POST /_sim/bills/publish                  {"through":"yyyy-MM-dd"|"today"|""}: days up to through are
                                             available ("" = default: every day before today)
-  POST /_sim/bills/{date}/corrupt           {"op":"drop"|"amount"|"add","out_trade_no","out_request_no"?,
-                                             "amount":"9.99","app_id"?,"subject"?}
+  POST /_sim/bills/{date}/corrupt           {"op":"drop"|"amount"|"received"|"add","out_trade_no","out_request_no"?,
+                                             "amount":"9.99","app_id"?,"subject"?}: amount rewrites 订单金额
+                                             (商家实收 follows), received rewrites 商家实收 alone
   GET  /_sim/bills/{date}                   the bill zip, unsigned (?app_id=)
   GET  /_sim/bills/downloadBillFile.resource?...&token=   the signed bill_download_url (valid 30 s)
 

@@ -3,6 +3,7 @@ package alipaysim
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"net/http"
 	"net/url"
 	"strings"
@@ -332,7 +333,7 @@ func (s *Simulator) apiQuery(_ *http.Request, a *app, biz bizContent, _ url.Valu
 	s.expireLocked(t, s.now())
 	paidAmount := "0.00"
 	if !t.paidAt.IsZero() {
-		paidAmount = formatYuan(t.total)
+		paidAmount = formatYuan(t.receipt()) // what the buyer paid and the merchant received
 	}
 	resp := success().
 		addIf("buyer_logon_id", maskedLogon(t.buyerID)).
@@ -436,6 +437,13 @@ func (s *Simulator) refundLocked(a *app, t *trade, r *refund) {
 	r.refundedAt = now
 	r.visibleAt = time.Now().Add(time.Duration(s.refundFaults.QueryLagMS) * time.Millisecond)
 	t.refunded += r.amount
+	// Its share of the merchant-funded parts: as much of them as the share of the total
+	// refunded so far, less what earlier refunds gave back, so the last refund settles
+	// the rounding.
+	r.discount = fundedShare(t.discount, t.refunded, t.total) - t.discountBack
+	r.redPacket = fundedShare(t.redPacket, t.refunded, t.total) - t.redPacketBack
+	t.discountBack += r.discount
+	t.redPacketBack += r.redPacket
 	if t.refunded == t.total {
 		t.status = StatusClosed
 		t.closedAt = now
@@ -446,6 +454,14 @@ func (s *Simulator) refundLocked(a *app, t *trade, r *refund) {
 	if !s.cfg.PaymentNotificationsOnly {
 		s.notifyLocked(t, notifyRefund, r)
 	}
+}
+
+// fundedShare is part × refunded / total rounded down, without overflow for any trade
+// amount (refunded and part never exceed total).
+func fundedShare(part, refunded, total int64) int64 {
+	hi, lo := bits.Mul64(uint64(part), uint64(refunded))
+	q, _ := bits.Div64(hi, lo, uint64(total))
+	return int64(q)
 }
 
 // settleRefund ends a processing refund: it succeeds, or fails and is forgotten (a later

@@ -118,7 +118,9 @@ func (s *Simulator) notificationFormLocked(t *trade, r *refund, now time.Time) u
 	v.Set("subject", t.subject)
 	v.Set("gmt_create", t.createdAt.In(s.loc).Format(timeLayout))
 	if !t.paidAt.IsZero() {
-		amt := formatYuan(t.total)
+		// The merchant funds its discounts: the buyer pays, and the merchant receives,
+		// the total less them (see PayOptions).
+		amt := formatYuan(t.receipt())
 		v.Set("buyer_id", t.buyerID)
 		v.Set("buyer_logon_id", maskedLogon(t.buyerID))
 		v.Set("receipt_amount", amt)
@@ -126,7 +128,7 @@ func (s *Simulator) notificationFormLocked(t *trade, r *refund, now time.Time) u
 		v.Set("buyer_pay_amount", amt)
 		v.Set("point_amount", "0.00")
 		v.Set("gmt_payment", t.paidAt.In(s.loc).Format(timeLayout))
-		v.Set("fund_bill_list", `[{"amount":"`+amt+`","fundChannel":"ALIPAYACCOUNT"}]`)
+		v.Set("fund_bill_list", fundBillList(t))
 	}
 	if !t.closedAt.IsZero() {
 		v.Set("gmt_close", t.closedAt.In(s.loc).Format(timeLayout))
@@ -263,4 +265,17 @@ func (s *Simulator) ReleaseNotifications(order string) (int, error) {
 		}
 	}()
 	return len(held), nil
+}
+
+// fundBillList is the notification's fund_bill_list: what the buyer paid from the
+// account, and the merchant's discount (MDISCOUNT) and red packet (MCOUPON) if any.
+func fundBillList(t *trade) string {
+	list := `[{"amount":"` + formatYuan(t.receipt()) + `","fundChannel":"ALIPAYACCOUNT"}`
+	if t.discount > 0 {
+		list += `,{"amount":"` + formatYuan(t.discount) + `","fundChannel":"MDISCOUNT"}`
+	}
+	if t.redPacket > 0 {
+		list += `,{"amount":"` + formatYuan(t.redPacket) + `","fundChannel":"MCOUPON"}`
+	}
+	return list + "]"
 }

@@ -64,6 +64,8 @@ var (
 	ErrTradeNotFound = errors.New("alipaysim: trade not found")
 	// ErrNotPayable means the trade is not WAIT_BUYER_PAY (paid, closed or expired).
 	ErrNotPayable = errors.New("alipaysim: trade is not waiting for payment")
+	// ErrBadDiscount means a payment's discounts are negative or leave nothing to pay.
+	ErrBadDiscount = errors.New("alipaysim: impossible discount")
 	// ErrAmbiguous means several apps have a trade with that out_trade_no.
 	ErrAmbiguous = errors.New("alipaysim: out_trade_no exists under several app_ids")
 	// ErrClosed means the simulator was closed.

@@ -45,6 +45,13 @@ type Trade struct {
 	ExpireAt       time.Time `json:"expire_at,omitzero"`
 	PaidAt         time.Time `json:"paid_at,omitzero"`
 	ClosedAt       time.Time `json:"closed_at,omitzero"`
+
+	// MerchantDiscountFen (商家优惠) and RedPacketFen (商家红包) are what the merchant
+	// funded of a paid trade (see PayOptions); ReceiptFen (receipt_amount, 商家实收) is
+	// the total less both.
+	MerchantDiscountFen int64 `json:"merchant_discount_fen,omitempty"`
+	RedPacketFen        int64 `json:"red_packet_fen,omitempty"`
+	ReceiptFen          int64 `json:"receipt_fen,omitempty"`
 }
 
 // Refund is a snapshot of one refund, as returned by the control API.
@@ -59,6 +66,11 @@ type Refund struct {
 	Replays      int       `json:"replays"`
 	State        string    `json:"state"`
 	CreatedAt    time.Time `json:"created_at"`
+
+	// MerchantDiscountFen and RedPacketFen are the refund's share of the trade's
+	// merchant-funded parts: the merchant gives back RefundFen less both.
+	MerchantDiscountFen int64 `json:"merchant_discount_fen,omitempty"`
+	RedPacketFen        int64 `json:"red_packet_fen,omitempty"`
 }
 
 type trade struct {
@@ -84,6 +96,11 @@ type trade struct {
 	closedAt    time.Time
 	refunds     map[string]*refund
 	timer       *time.Timer
+
+	// discount and redPacket are the merchant-funded parts of the payment (see
+	// PayOptions); discountBack and redPacketBack how much of them refunds gave back.
+	discount, redPacket         int64
+	discountBack, redPacketBack int64
 }
 
 type refund struct {
@@ -100,6 +117,10 @@ type refund struct {
 	// visibleAt is when the refund query first sees the refund (its success plus the
 	// query lag), in real time.
 	visibleAt time.Time
+
+	// discount and redPacket are the refund's share of the trade's merchant-funded
+	// parts, set when it succeeds (see refundLocked).
+	discount, redPacket int64
 }
 
 // Refund states, as GET /_sim/refunds shows them.
@@ -131,6 +152,10 @@ func (t *trade) snapshot() Trade {
 		ExpireAt:       t.expireAt,
 		PaidAt:         t.paidAt,
 		ClosedAt:       t.closedAt,
+
+		MerchantDiscountFen: t.discount,
+		RedPacketFen:        t.redPacket,
+		ReceiptFen:          t.receipt(),
 	}
 }
 
@@ -146,6 +171,9 @@ func (r *refund) snapshot() Refund {
 		Replays:      r.replays,
 		State:        r.state,
 		CreatedAt:    r.createdAt,
+
+		MerchantDiscountFen: r.discount,
+		RedPacketFen:        r.redPacket,
 	}
 }
 
@@ -157,6 +185,15 @@ func (t *trade) stopTimer() {
 }
 
 func (t *trade) paid() bool { return t.status == StatusSuccess || t.status == StatusFinished }
+
+// receipt is what the merchant received of a paid trade (receipt_amount, 商家实收): the
+// total less the parts it funded itself. Zero before the payment.
+func (t *trade) receipt() int64 {
+	if t.paidAt.IsZero() {
+		return 0
+	}
+	return t.total - t.discount - t.redPacket
+}
 
 // newTradeLocked registers a trade and arms its expiry timer.
 func (s *Simulator) newTradeLocked(t *trade) {
@@ -211,12 +248,40 @@ func (s *Simulator) closeLocked(t *trade, at time.Time, reason string) {
 	}
 }
 
-// payLocked is the buyer paying. It fails unless the trade is WAIT_BUYER_PAY.
+// PayOptions are how a buyer pays a trade: who, and the discounts the merchant funds.
+//
+// The simulator's model of a discount is the simplest one consistent with Alipay's bill:
+// both parts are funded by the merchant, so the buyer pays, and the merchant receives
+// (receipt_amount, 商家实收), total_amount less MerchantDiscountFen (商家优惠) and
+// RedPacketFen (商家红包消费金额); total_amount (订单金额) stays what the merchant asked
+// for. Alipay-funded parts (支付宝红包, 集分宝, 支付宝优惠) are not simulated. The service
+// fee is charged on what the merchant receives. A refund gives back a share of each part
+// in proportion to the amount refunded, rounded down and settled on the last refund,
+// so the trade's refunds together give back exactly what was funded.
+type PayOptions struct {
+	BuyerID             string // defaults to DefaultBuyerID
+	MerchantDiscountFen int64  // 商家优惠, fen
+	RedPacketFen        int64  // 商家红包, fen
+}
+
+// payLocked is the buyer paying without discount. It fails unless the trade is
+// WAIT_BUYER_PAY.
 func (s *Simulator) payLocked(t *trade, buyerID string, now time.Time) error {
+	return s.payWithLocked(t, PayOptions{BuyerID: buyerID}, now)
+}
+
+// payWithLocked is the buyer paying as o says. It fails unless the trade is
+// WAIT_BUYER_PAY and the discounts leave the buyer at least a fen to pay.
+func (s *Simulator) payWithLocked(t *trade, o PayOptions, now time.Time) error {
 	s.expireLocked(t, now)
 	if t.status != StatusWaitBuyerPay {
 		return fmt.Errorf("%w: %s is %s", ErrNotPayable, t.outTradeNo, t.status)
 	}
+	if o.MerchantDiscountFen < 0 || o.RedPacketFen < 0 || o.MerchantDiscountFen+o.RedPacketFen >= t.total {
+		return fmt.Errorf("%w: merchant discount %d fen and red packet %d fen on a trade of %d fen (each at least 0, together less than the total)",
+			ErrBadDiscount, o.MerchantDiscountFen, o.RedPacketFen, t.total)
+	}
+	buyerID := o.BuyerID
 	if buyerID == "" {
 		buyerID = DefaultBuyerID
 	}
@@ -224,8 +289,10 @@ func (s *Simulator) payLocked(t *trade, buyerID string, now time.Time) error {
 	t.status = StatusSuccess
 	t.buyerID = buyerID
 	t.paidAt = now
+	t.discount, t.redPacket = o.MerchantDiscountFen, o.RedPacketFen
 	s.log.Info("trade paid", "app_id", t.app.id, "out_trade_no", t.outTradeNo, "trade_no", t.tradeNo,
-		"buyer_id", buyerID, "total_amount", formatYuan(t.total))
+		"buyer_id", buyerID, "total_amount", formatYuan(t.total), "merchant_discount", formatYuan(t.discount),
+		"red_packet", formatYuan(t.redPacket))
 	s.notifyLocked(t, notifyPay, nil)
 	return nil
 }
@@ -257,7 +324,14 @@ func (s *Simulator) findLocked(appID, outTradeNo string) (*trade, error) {
 // and sends the TRADE_SUCCESS notification. appID may be empty when out_trade_no is
 // unique across apps.
 func (s *Simulator) Pay(appID, outTradeNo, buyerID string) (Trade, error) {
-	return s.withTrade(appID, outTradeNo, func(t *trade) error { return s.payLocked(t, buyerID, s.now()) })
+	return s.PayWith(appID, outTradeNo, PayOptions{BuyerID: buyerID})
+}
+
+// PayWith pays a WAIT_BUYER_PAY trade as Pay does, with the merchant-funded discounts
+// of o (see PayOptions). Discounts that leave the buyer nothing to pay are
+// ErrBadDiscount.
+func (s *Simulator) PayWith(appID, outTradeNo string, o PayOptions) (Trade, error) {
+	return s.withTrade(appID, outTradeNo, func(t *trade) error { return s.payWithLocked(t, o, s.now()) })
 }
 
 // Expire closes a WAIT_BUYER_PAY trade as if its time_expire had passed.

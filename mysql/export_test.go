@@ -7,6 +7,9 @@ func SetAfterEventInsert(st *Store, f func(paymentNo string)) { st.afterEventIns
 // QPaidWithoutGrant is the grant repair's query, for its EXPLAIN.
 const QPaidWithoutGrant = qPaidWithoutGrant
 
+// QPurgeStatementLines is the staged bill lines' retention purge, for its EXPLAIN.
+const QPurgeStatementLines = qPurgeStatementLines
+
 // The inbox's sweep statements, for their EXPLAIN.
 const (
 	QSettlePaidNotifications = qSettlePaidNotifications

@@ -53,6 +53,24 @@ func (st *Store) ClearBillLines(ctx context.Context, appID, billDate string) err
 	}
 }
 
+// qPurgeStatementLines deletes the oldest staged lines through idx_statement_lines_bill_date.
+const qPurgeStatementLines = `DELETE FROM statement_lines WHERE bill_date < ? ORDER BY bill_date LIMIT ?`
+
+// PurgeStatementLines deletes up to limit staged lines of the days before before
+// (yyyy-MM-dd), of every app. Only the run of a day reads its lines (and a run replaces
+// them), so old ones are kept only for looking into a run's anomalies.
+func (st *Store) PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error) {
+	res, err := st.exec(ctx, nil, qPurgeStatementLines, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: purge statement lines: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mysql: purge statement lines: %w", err)
+	}
+	return n, nil
+}
+
 // StageBillLines inserts a batch of bill lines in one statement. A line staged before
 // (a retried batch) is left as it is.
 func (st *Store) StageBillLines(ctx context.Context, appID, billDate string, lines []payment.BillLine) error {

@@ -28,12 +28,19 @@ const (
 	AnomalyStatementLocalNotInBill = "statement_local_not_in_bill"
 	// AnomalyStatementAmountMismatch: the bill's amount of a payment differs from the local one.
 	AnomalyStatementAmountMismatch = "statement_amount_mismatch"
+	// AnomalyStatementDiscountMismatch: what the bill says the merchant received of a
+	// payment (商家实收) is not its local amount less the merchant-funded discounts the line
+	// declares (商家优惠, 商家红包): money is missing or extra beyond any discount.
+	AnomalyStatementDiscountMismatch = "statement_discount_mismatch"
 	// AnomalyStatementRefundNotLocal: the bill has a refund that is not SUCCEEDED locally.
 	AnomalyStatementRefundNotLocal = "statement_refund_not_local"
 	// AnomalyStatementRefundNotInBill: a local refund that succeeded that day is not in the bill.
 	AnomalyStatementRefundNotInBill = "statement_refund_not_in_bill"
 	// AnomalyStatementRefundAmountMismatch: the bill's amount of a refund differs from the local one.
 	AnomalyStatementRefundAmountMismatch = "statement_refund_amount_mismatch"
+	// AnomalyStatementRefundDiscountMismatch: what the bill says the merchant gave back
+	// for a refund (商家实收) is not the local refund less the discounts the line declares.
+	AnomalyStatementRefundDiscountMismatch = "statement_refund_discount_mismatch"
 	// AnomalyStatementUnknownTrade: a bill line names an out_trade_no this system never created.
 	AnomalyStatementUnknownTrade = "statement_unknown_trade"
 	// AnomalyStatementDuplicateLine: the bill carries the same payment or refund twice.
@@ -47,7 +54,10 @@ const (
 )
 
 // StatementReport is the result of reconciling one app's bill of one day. Fen totals are
-// positive; the net of each side is payments minus refunds.
+// positive; the net of each side is payments minus refunds. The bill's are its 订单金额,
+// what the buyers were asked for and what was refunded to them, which is what the local
+// amounts are: merchant-funded discounts (the bill's 商家实收 is lower by them) are
+// checked line by line, not in these totals.
 type StatementReport struct {
 	AppID    string `json:"app_id"`
 	BillDate string `json:"bill_date"`
@@ -89,8 +99,8 @@ const (
 	BillLineRefund = 2 // 退款: a refund
 )
 
-// BillLine is one line of a downloaded trade bill. Amount is positive for both kinds
-// (the bill writes refunds negative).
+// BillLine is one line of a downloaded trade bill. Its amounts are positive for both
+// kinds (the bill writes refunds negative), except Fee.
 type BillLine struct {
 	LineNo       int
 	Kind         int
@@ -99,8 +109,15 @@ type BillLine struct {
 	OutRequestNo string
 	Subject      string
 	FinishedAt   time.Time
-	Amount       Amount
-	Fee          Amount // signed, as the bill writes it
+	// Amount is 订单金额: the payment's total_amount, or the refund's amount.
+	Amount Amount
+	// Received is 商家实收: what the merchant received (or gave back). It is Amount less
+	// the merchant-funded MerchantDiscount (商家优惠) and RedPacket (商家红包消费金额);
+	// Alipay-funded discounts lower what the buyer paid, not this.
+	Received         Amount
+	MerchantDiscount Amount
+	RedPacket        Amount
+	Fee              Amount // signed, as the bill writes it
 }
 
 // StatementScope is the local side of one app's bill of one day: the payments of the
@@ -135,6 +152,9 @@ type StatementStore interface {
 	// that no staged line names.
 	EachPaymentNotInBill(ctx context.Context, sc StatementScope, fn func(Payment) error) error
 	EachRefundNotInBill(ctx context.Context, sc StatementScope, fn func(Refund) error) error
+	// PurgeStatementLines deletes up to limit staged lines of days before before
+	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted.
+	PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error)
 	// EachDuplicateBillLine streams the staged (kind, reference) pairs that appear more than once.
 	EachDuplicateBillLine(ctx context.Context, appID, billDate string, fn func(l BillLine, n int) error) error
 	LocalStatementTotals(ctx context.Context, sc StatementScope) (StatementTotals, error)

@@ -30,11 +30,11 @@ func benchRow(i int) alipaysim.BillRow {
 	if i%10 == 9 {
 		p := i - 1
 		return alipaysim.BillRow{TradeNo: fmt.Sprintf("2026120122%018d", p), OutTradeNo: fmt.Sprintf("B%09d", p), Type: alipaysim.BillTypeRefund,
-			Subject: "会员年费", CreatedAt: at, FinishedAt: at, Buyer: "sim***@sandbox.test", AmountFen: -benchRefundFen(p),
+			Subject: "会员年费", CreatedAt: at, FinishedAt: at, Buyer: "sim***@sandbox.test", AmountFen: -benchRefundFen(p), ReceivedFen: -benchRefundFen(p),
 			OutRequestNo: fmt.Sprintf("R%09d", p), FeeFen: 0}
 	}
 	return alipaysim.BillRow{TradeNo: fmt.Sprintf("2026120122%018d", i), OutTradeNo: fmt.Sprintf("B%09d", i), Type: alipaysim.BillTypeTrade,
-		Subject: "会员年费", CreatedAt: at, FinishedAt: at, Buyer: "sim***@sandbox.test", AmountFen: benchAmount(i), FeeFen: -1}
+		Subject: "会员年费", CreatedAt: at, FinishedAt: at, Buyer: "sim***@sandbox.test", AmountFen: benchAmount(i), ReceivedFen: benchAmount(i), FeeFen: -1}
 }
 
 func benchAmount(i int) int64    { return 100 + int64(i%1000) }
@@ -78,6 +78,9 @@ func (s *ruleStore) LockStatement(context.Context, string, string) (func(), erro
 	return func() {}, nil
 }
 func (s *ruleStore) ClearBillLines(context.Context, string, string) error { return nil }
+func (s *ruleStore) PurgeStatementLines(context.Context, string, int) (int64, error) {
+	return 0, nil
+}
 func (s *ruleStore) StageBillLines(context.Context, string, string, []payment.BillLine) error {
 	return nil
 }

@@ -2,6 +2,7 @@ package statement_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -20,6 +21,7 @@ import (
 type day struct {
 	t      *testing.T
 	ctx    context.Context
+	db     *sql.DB
 	store  *mysql.Store
 	sim    *alipaysim.Simulator
 	gw     *alipay.Gateway
@@ -32,7 +34,7 @@ func newDay(t *testing.T) *day {
 	t.Helper()
 	db, _ := testenv.MySQL(t)
 	sim, gw := simGateway(t)
-	d := &day{t: t, ctx: context.Background(), store: mysql.NewStore(db), sim: sim, gw: gw, tenant: "stmt_tenant",
+	d := &day{t: t, ctx: context.Background(), db: db, store: mysql.NewStore(db), sim: sim, gw: gw, tenant: "stmt_tenant",
 		date: time.Now().In(statement.China).Format(statement.DateLayout)}
 	if err := d.store.UpsertTenant(d.ctx, payment.Tenant{ID: d.tenant, Name: "t", APIKeyHash: "h", AlipayAppID: simtest.AppID, AlipaySeller: simtest.SellerID}); err != nil {
 		t.Fatal(err)
@@ -71,6 +73,27 @@ func (d *day) paid(no string, fen payment.Amount) {
 	d.t.Helper()
 	d.pending(no, fen, "订单 "+no)
 	tr := d.paidAtAlipay(no, fen, "订单 "+no)
+	if _, err := d.store.MarkPaid(d.ctx, no, tr.TradeNo, tr.PaidAt); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// paidDiscounted is a payment paid at Alipay with a merchant discount and a red packet
+// (fen), and PAID locally for its full amount: the local amount is what the buyer was
+// asked for, whatever the merchant gave back of it.
+func (d *day) paidDiscounted(no string, fen, discount, redPacket payment.Amount) {
+	d.t.Helper()
+	d.pending(no, fen, "订单 "+no)
+	if _, err := d.gw.Precreate(d.ctx, payment.TradeRequest{PaymentNo: no, Subject: "订单 " + no, Amount: fen, ExpireAt: time.Now().Add(time.Hour)}); err != nil {
+		d.t.Fatal(err)
+	}
+	tr, err := d.sim.PayWith("", no, alipaysim.PayOptions{MerchantDiscountFen: int64(discount), RedPacketFen: int64(redPacket)})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if tr.ReceiptFen != int64(fen-discount-redPacket) {
+		d.t.Fatalf("%s: the merchant received %d fen, want %d", no, tr.ReceiptFen, fen-discount-redPacket)
+	}
 	if _, err := d.store.MarkPaid(d.ctx, no, tr.TradeNo, tr.PaidAt); err != nil {
 		d.t.Fatal(err)
 	}
@@ -181,6 +204,57 @@ func TestReconcileDay(t *testing.T) {
 	}
 }
 
+// TestReconcileDiscounts: a day of payments with merchant discounts and red packets, and
+// their partial and full refunds, reconciles clean (订单金额 against the local amounts,
+// 商家实收 against them less the line's discounts, the footer on 商家实收 and the summary
+// on every column); a 商家实收 a fen off is one discrepancy of its own kind, for a
+// payment line and for a refund line alike.
+func TestReconcileDiscounts(t *testing.T) {
+	d := newDay(t)
+	d.paidDiscounted("STMD1", 10000, 1000, 500)
+	d.paidDiscounted("STMD2", 999, 0, 99)
+	d.paidDiscounted("STMD3", 500, 1, 0)
+	d.paid("STMD4", 300)
+	d.refunded("STMD1", "rd1", 3000) // gives back 300 + 150 of the discounts
+	d.refunded("STMD1", "rd2", 7000) // full: the rest, 700 + 350
+	d.refunded("STMD2", "rd3", 100)  // 9 of the red packet: the merchant gives back 91
+	d.refunded("STMD3", "rd4", 500)
+
+	rep := d.run()
+	if rep.Discrepancies != 0 || len(d.anomalies()) != 0 {
+		t.Fatalf("discounted day: %d discrepancies %v, anomalies %v", rep.Discrepancies, rep.ByKind, d.anomalies())
+	}
+	if rep.BillTradeCount != 4 || rep.BillTradeFen != 11799 || rep.LocalTradeFen != 11799 ||
+		rep.BillRefundCount != 4 || rep.BillRefundFen != 10600 || rep.LocalRefundFen != 10600 || rep.DiffFen != 0 {
+		t.Fatalf("discounted report %+v", rep)
+	}
+
+	rd3, err := d.store.GetRefund(d.ctx, d.tenant, "rd3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptReceived, OutTradeNo: "STMD1", Amount: "84.99"}); err != nil {
+		t.Fatal(err)
+	}
+	rep = d.run()
+	want := map[string][]string{payment.AnomalyStatementDiscountMismatch: {"STMD1"}}
+	if got := d.anomalies(); rep.Discrepancies != 1 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("商家实收 a fen short: %d discrepancies %v, anomalies %v, want %v", rep.Discrepancies, rep.ByKind, got, want)
+	}
+	if rep.DiffFen != 0 {
+		t.Errorf("the bill's 订单金额 still match: diff %d fen", rep.DiffFen)
+	}
+
+	if err := d.sim.CorruptBill(d.date, alipaysim.BillCorruption{Op: alipaysim.CorruptReceived, OutTradeNo: "STMD2", OutRequestNo: rd3.OutRequestNo, Amount: "0.90"}); err != nil {
+		t.Fatal(err)
+	}
+	rep = d.run()
+	want[payment.AnomalyStatementRefundDiscountMismatch] = []string{rd3.OutRequestNo}
+	if got := d.anomalies(); rep.Discrepancies != 2 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("a refund's 商家实收 a fen short too: %d discrepancies %v, anomalies %v, want %v", rep.Discrepancies, rep.ByKind, got, want)
+	}
+}
+
 // TestReconcileRefundOneSide: a refund Alipay made that is not SUCCEEDED locally, and
 // one that succeeded locally but is not in the bill, are each their own kind; a line of
 // an out_trade_no this system never created is unknown, and a payment on two lines is a
@@ -273,5 +347,39 @@ func TestReconcileNoBill(t *testing.T) {
 	if rep.Status != payment.StatementNoBill || rep.Discrepancies != 2 || len(got[payment.AnomalyStatementLocalNotInBill]) != 1 ||
 		len(got[payment.AnomalyStatementRefundNotInBill]) != 1 || rep.DiffFen != -90 {
 		t.Fatalf("no bill: %+v, anomalies %v", rep, got)
+	}
+}
+
+// TestReconcilePurgesOldLines: once a day is reconciled, its run deletes the staged lines
+// of every app's days older than the retention, and keeps the younger ones and its own.
+func TestReconcilePurgesOldLines(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMK1", 100)
+	today, _, err := statement.DayRange(d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := today.AddDate(0, 0, -36).Format(statement.DateLayout)
+	kept := today.AddDate(0, 0, -34).Format(statement.DateLayout)
+	for _, s := range []struct{ app, date string }{{simtest.AppID, old}, {"other-app", old}, {simtest.AppID, kept}, {"other-app", kept}} {
+		lines := []payment.BillLine{{LineNo: 1, Kind: payment.BillLineTrade, OutTradeNo: "X1", Amount: 1}, {LineNo: 2, Kind: payment.BillLineTrade, OutTradeNo: "X2", Amount: 1}}
+		if err := d.store.StageBillLines(d.ctx, s.app, s.date, lines); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.rec.Now = func() time.Time { return today.Add(12 * time.Hour) }
+	if rep := d.run(); rep.Discrepancies != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	count := func(date string) int {
+		t.Helper()
+		var n int
+		if err := d.db.QueryRowContext(d.ctx, `SELECT COUNT(*) FROM statement_lines WHERE bill_date = ?`, date).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if o, k, own := count(old), count(kept), count(d.date); o != 0 || k != 4 || own != 1 {
+		t.Fatalf("after the run: %d lines of %s (want 0), %d of %s (want 4), %d of the day (want 1)", o, old, k, kept, own)
 	}
 }
