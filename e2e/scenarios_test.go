@@ -158,6 +158,21 @@ func happyPath(t *testing.T, st *stack, simURL string) {
 			t.Errorf("worker /metrics lacks %s", want)
 		}
 	}
+	// Every workflow task poll serves the task queue: with sticky execution on, a stale
+	// sticky backlog hint sent every poll to the sticky queue and new checkouts waited.
+	normal, sticky := 0.0, 0.0
+	for k, v := range scrape(st.adminURL + "/metrics") {
+		switch {
+		case !strings.HasPrefix(k, "temporal_num_pollers{"):
+		case strings.Contains(k, `poller_type="workflow_sticky_task"`):
+			sticky += v
+		case strings.Contains(k, `poller_type="workflow_task"`):
+			normal += v
+		}
+	}
+	if sticky != 0 || normal == 0 {
+		t.Errorf("worker polls: %v on its sticky queue, %v on the task queue; want none and some", sticky, normal)
+	}
 	apiMetrics := string(do(t, http.MethodGet, st.apiURL+"/metrics", nil, nil).body)
 	for _, want := range []string{`paykit_notification_dispatches_total{outcome="signalled"}`, `temporal_request_latency_seconds_bucket{`, `operation="ExecuteMultiOperation"`} {
 		if !strings.Contains(apiMetrics, want) {
