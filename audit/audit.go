@@ -85,7 +85,10 @@ type EventState int8
 const (
 	EventMissing EventState = iota // no event row at all
 	EventOwed                      // written, not delivered yet
-	EventSettled                   // nothing more is owed to the merchant
+	EventSettled                   // delivered: nothing more is owed to the merchant
+	// EventDead is an event the outbox gave up on: the sweeper no longer sends it, so
+	// the merchant never heard of the payment unless an operator redelivers it.
+	EventDead
 )
 
 // Record is one payment of the window with the local facts the checks need.
@@ -109,8 +112,9 @@ type Record struct {
 // Store is what the audit reads from MySQL; *mysql.Store implements it.
 type Store interface {
 	// AuditPage returns up to limit payments created in [since, until) whose id is
-	// greater than afterID, in id order, with their facts.
-	AuditPage(ctx context.Context, since, until time.Time, afterID int64, limit int) ([]Record, error)
+	// greater than afterID, in id order, with their facts: every tenant's, or only
+	// tenantID's if it is not empty.
+	AuditPage(ctx context.Context, tenantID string, since, until time.Time, afterID int64, limit int) ([]Record, error)
 	// AnomalyKinds returns the kinds of the anomalies recorded for a payment.
 	AnomalyKinds(ctx context.Context, paymentNo string) ([]string, error)
 }
@@ -158,6 +162,8 @@ type Progress struct {
 // Params are the window and thresholds of one run. Zero thresholds take the defaults.
 type Params struct {
 	Since, Until time.Time
+	// TenantID, if set, audits that tenant's payments only.
+	TenantID     string
 	GrantSLA     time.Duration
 	WebhookSLA   time.Duration
 	PendingGrace time.Duration
@@ -260,7 +266,7 @@ func (a *Auditor) Run(ctx context.Context, p Params) (Report, error) {
 	now := a.now()
 	var afterID int64
 	for {
-		recs, err := a.Store.AuditPage(ctx, p.Since, p.Until, afterID, pageSize)
+		recs, err := a.Store.AuditPage(ctx, p.TenantID, p.Since, p.Until, afterID, pageSize)
 		if err != nil {
 			return rep, fmt.Errorf("audit: read payments after id %d: %w", afterID, err)
 		}
@@ -462,12 +468,16 @@ func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, 
 		}
 		if rec.Event != EventSettled && paidFor > p.WebhookSLA {
 			detail := fmt.Sprintf("PAID %s ago (webhook SLA %s) and it has no payment.paid event row", paidFor, p.WebhookSLA)
-			if rec.Event == EventOwed {
+			switch rec.Event {
+			case EventOwed:
 				detail = fmt.Sprintf("PAID %s ago (webhook SLA %s) and the payment.paid event is not delivered after %d attempts",
 					paidFor, p.WebhookSLA, rec.EventAttempts)
-				if rec.EventLastError != "" {
-					detail += "; last error: " + rec.EventLastError
-				}
+			case EventDead:
+				detail = fmt.Sprintf("PAID %s ago (webhook SLA %s) and the payment.paid event is dead after %d attempts: the sweeper no longer sends it",
+					paidFor, p.WebhookSLA, rec.EventAttempts)
+			}
+			if rec.Event != EventMissing && rec.EventLastError != "" {
+				detail += "; last error: " + rec.EventLastError
 			}
 			out = append(out, newFinding(KindUndeliveredEvent, detail))
 		}

@@ -219,13 +219,22 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 	e.deliver(t, p.PaymentNo)
 	e.paidAgo(t, p.PaymentNo, time.Minute)
 
-	// (d) PAID 2 h ago with the event undelivered after failed attempts; PAID 2 h ago with
-	// no event row at all; and PAID 10 min ago with the event not delivered yet (within SLA).
+	// (d) PAID 2 h ago with the event undelivered after failed attempts; the same with the
+	// event dead (given up on: no one sends it again); PAID 2 h ago with no event row at
+	// all; and PAID 10 min ago with the event not delivered yet (within SLA).
 	p = e.create(t, "undelivered", "PUNDELIVERED", false)
 	e.markPaid(t, p.PaymentNo, e.payAtAlipay(t, p.PaymentNo, p.Amount))
 	e.grant(t, p)
 	if _, _, err := e.st.MarkEventAttempt(ctx, mysql.EventID(p.PaymentNo, payment.EventPaymentPaid), "merchant answered HTTP 503", time.Now(), payment.EventRetry{}); err != nil {
 		t.Fatal(err)
+	}
+	e.paidAgo(t, p.PaymentNo, 2*time.Hour)
+	p = e.create(t, "dead", "PDEAD", false)
+	e.markPaid(t, p.PaymentNo, e.payAtAlipay(t, p.PaymentNo, p.Amount))
+	e.grant(t, p)
+	if _, died, err := e.st.MarkEventAttempt(ctx, mysql.EventID(p.PaymentNo, payment.EventPaymentPaid), "merchant answered HTTP 410", time.Now(),
+		payment.EventRetry{MaxAttempts: 1}); err != nil || !died {
+		t.Fatalf("make PDEAD's event dead: died=%v %v", died, err)
 	}
 	e.paidAgo(t, p.PaymentNo, 2*time.Hour)
 	e.paid(t, "noevent", "PNOEVENT", false)
@@ -296,7 +305,7 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 		audit.KindDouble:                {"PDUP2"},
 		audit.KindLost:                  {"PLOST", "PLOST2"},
 		audit.KindMissingGrant:          {"PNOGRANT"},
-		audit.KindUndeliveredEvent:      {"PNOEVENT", "PUNDELIVERED"},
+		audit.KindUndeliveredEvent:      {"PDEAD", "PNOEVENT", "PUNDELIVERED"},
 		audit.KindStuckPending:          {"PSTUCK"},
 		audit.KindAmountMismatch:        {"PAMOUNT"},
 		audit.KindUnsettledNotification: {"PINBOX"},
@@ -315,8 +324,8 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 			t.Errorf("finding lacks its identity or amount: %+v", f)
 		}
 	}
-	if rep.Payments != 19 || rep.InFlight != 3 || rep.Queried != 16 {
-		t.Errorf("report counted %d payments, %d in flight, %d queried; want 19, 3 and 16 (POLD is outside the window)",
+	if rep.Payments != 20 || rep.InFlight != 3 || rep.Queried != 17 {
+		t.Errorf("report counted %d payments, %d in flight, %d queried; want 20, 3 and 17 (POLD is outside the window)",
 			rep.Payments, rep.InFlight, rep.Queried)
 	}
 
@@ -332,6 +341,9 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 	}
 	if f := finding(t, rep, audit.KindUndeliveredEvent, "PUNDELIVERED"); !strings.Contains(f.Detail, "HTTP 503") {
 		t.Errorf("undelivered detail lacks the last error: %q", f.Detail)
+	}
+	if f := finding(t, rep, audit.KindUndeliveredEvent, "PDEAD"); !strings.Contains(f.Detail, "dead after 1 attempts") || !strings.Contains(f.Detail, "HTTP 410") {
+		t.Errorf("dead event detail: %q", f.Detail)
 	}
 	if f := finding(t, rep, audit.KindUndeliveredEvent, "PNOEVENT"); !strings.Contains(f.Detail, "no payment.paid event row") {
 		t.Errorf("missing event detail: %q", f.Detail)

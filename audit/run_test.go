@@ -39,14 +39,15 @@ type memStore struct {
 	pages int
 }
 
-func (m *memStore) AuditPage(_ context.Context, since, until time.Time, afterID int64, limit int) ([]audit.Record, error) {
+func (m *memStore) AuditPage(_ context.Context, tenantID string, since, until time.Time, afterID int64, limit int) ([]audit.Record, error) {
 	m.pages++
 	if m.err != nil {
 		return nil, m.err
 	}
 	var out []audit.Record
 	for _, r := range m.recs {
-		if r.Payment.ID > afterID && !r.Payment.CreatedAt.Before(since) && r.Payment.CreatedAt.Before(until) && len(out) < limit {
+		if r.Payment.ID > afterID && !r.Payment.CreatedAt.Before(since) && r.Payment.CreatedAt.Before(until) && len(out) < limit &&
+			(tenantID == "" || r.Payment.TenantID == tenantID) {
 			out = append(out, r)
 		}
 	}

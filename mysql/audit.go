@@ -13,10 +13,13 @@ import (
 
 var _ audit.Store = (*Store)(nil)
 
-// auditEventSettled is the one place that says when an outbox event needs nothing more
-// from the system; any other event of a PAID payment is still owed to its merchant. It is
-// evaluated on payment_events rows.
-const auditEventSettled = `delivered = 1 OR dead = 1`
+// The states of a payment.paid event, evaluated on payment_events rows: delivered needs
+// nothing more; a dead one (given up on, never delivered) is reported apart, since no one
+// sends it again; any other is still owed to its merchant.
+const (
+	auditEventDelivered = `e.delivered = 1`
+	auditEventDead      = `e.dead = 1`
+)
 
 // qAuditPage reads one page of the window by id, then looks up each payment's grant, its
 // payment.paid event (by event_id, built with CONCAT from the affixes of EventID) and,
@@ -26,7 +29,7 @@ const auditEventSettled = `delivered = 1 OR dead = 1`
 // read bounded however large the window.
 const qAuditPage = `SELECT p.*,
 	EXISTS (SELECT 1 FROM benefit_grants g WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no),
-	CASE WHEN e.id IS NULL THEN 0 WHEN (` + auditEventSettled + `) THEN 2 ELSE 1 END,
+	CASE WHEN e.id IS NULL THEN 0 WHEN ` + auditEventDelivered + ` THEN 2 WHEN ` + auditEventDead + ` THEN 3 ELSE 1 END,
 	COALESCE(e.attempts, 0), COALESCE(e.last_error, ''),
 	COALESCE(CASE WHEN p.status = 1 AND p.repurchase = 0 THEN
 		(SELECT q.payment_no FROM payments q
@@ -35,7 +38,7 @@ const qAuditPage = `SELECT p.*,
 	(SELECT MIN(n.received_at) FROM channel_notifications n
 	 WHERE n.payment_no = p.payment_no AND n.verified = 1 AND n.dispatch_due_at IS NOT NULL)
 FROM (SELECT ` + paymentColumns + ` FROM payments
-	WHERE id > ? AND created_at >= ? AND created_at < ? ORDER BY id LIMIT ?) AS p
+	WHERE id > ? AND created_at >= ? AND created_at < ? AND (? = '' OR tenant_id = ?) ORDER BY id LIMIT ?) AS p
 LEFT JOIN payment_events e ON p.status = 1 AND e.event_id = CONCAT(?, p.payment_no, ?)
 ORDER BY p.id`
 
@@ -46,10 +49,10 @@ const qAnomalyKinds = `SELECT kind FROM payment_anomalies WHERE payment_no = ? O
 // AuditPage returns up to limit (default 100, at most 1000) payments created in
 // [since, until) with an id greater than afterID, in id order, with what the audit
 // checks about each.
-func (st *Store) AuditPage(ctx context.Context, since, until time.Time, afterID int64, limit int) ([]audit.Record, error) {
+func (st *Store) AuditPage(ctx context.Context, tenantID string, since, until time.Time, afterID int64, limit int) ([]audit.Record, error) {
 	prefix, suffix := eventIDAffixes(payment.EventPaymentPaid)
 	recs := []audit.Record{}
-	err := st.query(ctx, qAuditPage, []any{afterID, dbTime(since), dbTime(until), clampLimit(limit), prefix, suffix},
+	err := st.query(ctx, qAuditPage, []any{afterID, dbTime(since), dbTime(until), tenantID, tenantID, clampLimit(limit), prefix, suffix},
 		func(rows *sql.Rows) error {
 			var r audit.Record
 			var unsettled sql.NullTime

@@ -64,7 +64,7 @@ func TestAuditPage(t *testing.T) {
 		if pages > 10 {
 			t.Fatal("paging does not end")
 		}
-		recs, err := st.AuditPage(ctx, since, until, afterID, 2)
+		recs, err := st.AuditPage(ctx, "", since, until, afterID, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,9 +113,17 @@ func TestAuditPage(t *testing.T) {
 		t.Errorf("payment columns not scanned: %+v / %+v", got[1].Payment, got[3].Payment)
 	}
 
-	recs, err := st.AuditPage(ctx, time.Now().Add(-96*time.Hour), time.Now().Add(-48*time.Hour), 0, 100)
+	recs, err := st.AuditPage(ctx, "", time.Now().Add(-96*time.Hour), time.Now().Add(-48*time.Hour), 0, 100)
 	if err != nil || len(recs) != 1 || recs[0].Payment.PaymentNo != "P_OLD" {
 		t.Fatalf("window of three days ago: %+v, %v; want P_OLD alone", recs, err)
+	}
+	// One tenant's payments only: another tenant's in the same window are not read.
+	createPending(t, st, "t2", "x", "P_T2")
+	if recs, err := st.AuditPage(ctx, "t2", since, until, 0, 100); err != nil || len(recs) != 1 || recs[0].Payment.PaymentNo != "P_T2" {
+		t.Fatalf("tenant t2's page: %+v, %v; want P_T2 alone", recs, err)
+	}
+	if recs, err := st.AuditPage(ctx, "t1", since, until, 0, 100); err != nil || len(recs) != len(wants) {
+		t.Fatalf("tenant t1's page: %d records, %v; want %d", len(recs), err, len(wants))
 	}
 }
 

@@ -58,6 +58,7 @@ func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Para
 	grantSLA := fs.Duration("grant-sla", audit.DefaultGrantSLA, "a PAID payment without a benefit grant this long after it was paid is a finding")
 	webhookSLA := fs.Duration("webhook-sla", audit.DefaultWebhookSLA, "a PAID payment whose payment.paid event is undelivered this long after it was paid is a finding")
 	grace := fs.Duration("pending-grace", audit.DefaultPendingGrace, "a payment pending this long past its expiry with no running workflow is a finding")
+	tenantID := fs.String("tenant", "", "audit this tenant's payments only (default: every tenant's)")
 	notifySLA := fs.Duration("notification-sla", audit.DefaultNotificationSLA, "a verified Alipay notification acknowledged this long ago and not settled is a finding")
 	if err := fs.Parse(args); err != nil {
 		return audit.Params{}, false, err
@@ -65,7 +66,7 @@ func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Para
 	if fs.NArg() > 0 {
 		return audit.Params{}, false, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	p := audit.Params{GrantSLA: *grantSLA, WebhookSLA: *webhookSLA, PendingGrace: *grace, NotificationSLA: *notifySLA}
+	p := audit.Params{TenantID: *tenantID, GrantSLA: *grantSLA, WebhookSLA: *webhookSLA, PendingGrace: *grace, NotificationSLA: *notifySLA}
 	var err error
 	if p.Since, err = parseInstant(*since, now); err != nil {
 		return audit.Params{}, false, fmt.Errorf("-since: %w", err)

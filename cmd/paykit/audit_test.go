@@ -28,7 +28,7 @@ func (notRunning) Running(context.Context, string) (bool, error) { return false,
 // failingStore cannot read anything.
 type failingStore struct{}
 
-func (failingStore) AuditPage(context.Context, time.Time, time.Time, int64, int) ([]audit.Record, error) {
+func (failingStore) AuditPage(context.Context, string, time.Time, time.Time, int64, int) ([]audit.Record, error) {
 	return nil, errors.New("connection refused")
 }
 
