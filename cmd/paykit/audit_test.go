@@ -209,16 +209,17 @@ func TestAuditSchedule_Config(t *testing.T) {
 	if err != nil || cfg.AuditEvery != 24*time.Hour {
 		t.Fatalf("default PAYKIT_AUDIT_EVERY: %s, %v; want 24h", cfg.AuditEvery, err)
 	}
-	// The window ends an hour back: the webhook SLA is the longest wait by default.
-	if wc := workerConfig(cfg, nil); wc.AuditEvery != 24*time.Hour || wc.AuditLag != time.Hour {
-		t.Fatalf("worker config: every %s, lag %s; want 24h and 1h", wc.AuditEvery, wc.AuditLag)
+	// The window ends the payment TTL (15 min) plus the webhook SLA (1 h) back: a payment
+	// created at its end and paid just before it expires is past its webhook SLA.
+	if wc := workerConfig(cfg, nil); wc.AuditEvery != 24*time.Hour || wc.AuditLag != time.Hour+15*time.Minute {
+		t.Fatalf("worker config: every %s, lag %s; want 24h and 1h15m", wc.AuditEvery, wc.AuditLag)
 	}
 	cfg, err = load(map[string]string{"PAYKIT_AUDIT_EVERY": "12h", "PAYKIT_PAYMENT_TTL": "2h"})
 	if err != nil || cfg.AuditEvery != 12*time.Hour {
 		t.Fatalf("PAYKIT_AUDIT_EVERY=12h: %s, %v", cfg.AuditEvery, err)
 	}
-	if wc := workerConfig(cfg, nil); wc.AuditLag != 2*time.Hour+5*time.Minute {
-		t.Fatalf("lag with a 2h payment TTL: %s, want 2h5m (expiry plus the pending grace)", wc.AuditLag)
+	if wc := workerConfig(cfg, nil); wc.AuditLag != 3*time.Hour {
+		t.Fatalf("lag with a 2h payment TTL: %s, want 3h (expiry plus the webhook SLA)", wc.AuditLag)
 	}
 	if _, err := load(map[string]string{"PAYKIT_AUDIT_EVERY": "daily"}); err == nil || !strings.Contains(err.Error(), "PAYKIT_AUDIT_EVERY") {
 		t.Fatalf("PAYKIT_AUDIT_EVERY=daily: %v, want a configuration error naming it", err)

@@ -226,9 +226,13 @@ func workerConfig(cfg Config, statementAppIDs []string) worker.Config {
 }
 
 // auditLag is how long before a scheduled audit its window ends: long enough that every
-// payment in it is past the grant and webhook SLAs, and expired plus the pending grace.
+// payment in it is past its expiry plus the pending grace, and one paid at the last moment
+// of its life is past the grant and webhook SLAs. A lag of the SLAs alone let a payment
+// created near the window's end and paid near its expiry be audited before its webhook
+// was due, and never again.
 func auditLag(cfg Config) time.Duration {
-	return max(audit.DefaultGrantSLA, audit.DefaultWebhookSLA, cfg.Timing.PaymentTTL+audit.DefaultPendingGrace)
+	ttl := cfg.Timing.PaymentTTL
+	return max(ttl+audit.DefaultGrantSLA, ttl+audit.DefaultWebhookSLA, ttl+audit.DefaultPendingGrace)
 }
 
 // tenantFlags are the flags of `paykit tenant`.
