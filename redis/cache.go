@@ -63,26 +63,3 @@ func (c *Client) CachedIdempotentResponse(ctx context.Context, tenantID, key str
 		ExpiresAt:      cr.ExpiresAt,
 	}, true, nil
 }
-
-// SeenNotification reports whether a channel notification was marked processed. true
-// lets a callback handler answer "success" at once; false (or an error) means "go
-// through MySQL", where RecordNotification and the state compare-and-set dedupe for real.
-func (c *Client) SeenNotification(ctx context.Context, channel, notifyID string) (bool, error) {
-	n, err := c.rdb.Exists(ctx, c.key("notify", channel, notifyID)).Result()
-	if err != nil {
-		return false, fmt.Errorf("redis: seen notification: %w", err)
-	}
-	return n == 1, nil
-}
-
-// MarkNotificationProcessed remembers for ttl that a notification was fully processed.
-// Call it only after the processing committed in MySQL.
-func (c *Client) MarkNotificationProcessed(ctx context.Context, channel, notifyID string, ttl time.Duration) error {
-	if ttl <= 0 {
-		return nil
-	}
-	if err := c.rdb.Set(ctx, c.key("notify", channel, notifyID), "1", ttl).Err(); err != nil {
-		return fmt.Errorf("redis: mark notification: %w", err)
-	}
-	return nil
-}

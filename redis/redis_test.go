@@ -386,23 +386,6 @@ func TestIdempotentResponseCache(t *testing.T) {
 	}
 }
 
-func TestNotificationDedupe(t *testing.T) {
-	c := newClient(t)
-	ctx := context.Background()
-	if seen, err := c.SeenNotification(ctx, "alipay", "N1"); err != nil || seen {
-		t.Fatalf("before: %v %v", seen, err)
-	}
-	if err := c.MarkNotificationProcessed(ctx, "alipay", "N1", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if seen, err := c.SeenNotification(ctx, "alipay", "N1"); err != nil || !seen {
-		t.Fatalf("after: %v %v", seen, err)
-	}
-	if seen, _ := c.SeenNotification(ctx, "wechat", "N1"); seen {
-		t.Fatal("channels share notify ids")
-	}
-}
-
 func TestPrefixIsolation(t *testing.T) {
 	rdb, prefix := testenv.Redis(t)
 	a := redis.New(rdb, prefix+"a:")
@@ -483,10 +466,6 @@ func TestUnavailableFailsFast(t *testing.T) {
 					return c.CacheIdempotentResponse(ctx, "t1", "k", "fp", 200, nil, time.Minute)
 				}},
 				{"CachedIdempotentResponse", func() error { _, _, err := c.CachedIdempotentResponse(ctx, "t1", "k"); return err }},
-				{"SeenNotification", func() error { _, err := c.SeenNotification(ctx, "alipay", "N"); return err }},
-				{"MarkNotificationProcessed", func() error {
-					return c.MarkNotificationProcessed(ctx, "alipay", "N", time.Minute)
-				}},
 			}
 			for _, call := range calls {
 				start := time.Now()
