@@ -130,7 +130,7 @@ func TestRedisDown_MySQLStillExactlyOnce(t *testing.T) {
 	if acquired.Load() != 1 || inFlight.Load() != n-1 {
 		t.Fatal("want exactly one acquirer")
 	}
-	if want := int32(n * 6); redisErrors.Load() != want {
+	if want := int32(n * 4); redisErrors.Load() != want {
 		t.Fatalf("redis errors = %d, want every one of the %d calls to fail", redisErrors.Load(), want)
 	}
 	if _, err := rc.AcquireOrWait(ctx, "k", time.Second, time.Second); err == nil || errors.Is(err, redis.ErrLockBusy) {
