@@ -46,15 +46,7 @@ func (st *Store) SettleNotification(ctx context.Context, id int64, outcome strin
 // SettlePaidNotifications implements payment.Inbox.
 func (st *Store) SettlePaidNotifications(ctx context.Context, now time.Time) (int64, error) {
 	now = dbTime(now)
-	res, err := st.exec(ctx, nil, qSettlePaidNotifications, now, now, payment.StatusPaid)
-	if err != nil {
-		return 0, fmt.Errorf("mysql: settle paid notifications: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("mysql: settle paid notifications: %w", err)
-	}
-	return n, nil
+	return st.execCount(ctx, "settle paid notifications", qSettlePaidNotifications, now, now, payment.StatusPaid)
 }
 
 // DueNotifications implements payment.Inbox.
@@ -76,15 +68,8 @@ func (st *Store) DueNotifications(ctx context.Context, now time.Time, limit int)
 
 // ClaimNotificationDispatch implements payment.Inbox.
 func (st *Store) ClaimNotificationDispatch(ctx context.Context, id int64, attempts int, next time.Time) (bool, error) {
-	res, err := st.exec(ctx, nil, qClaimNotification, dbTime(next), st.clock(), id, attempts)
-	if err != nil {
-		return false, fmt.Errorf("mysql: claim notification %d: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("mysql: claim notification %d: %w", id, err)
-	}
-	return n == 1, nil
+	n, err := st.execCount(ctx, fmt.Sprintf("claim notification %d", id), qClaimNotification, dbTime(next), st.clock(), id, attempts)
+	return n == 1, err
 }
 
 // ArmNotification implements payment.Inbox.
@@ -97,15 +82,7 @@ func (st *Store) ArmNotification(ctx context.Context, id int64, due time.Time) e
 
 // PurgeNotifications implements payment.Inbox.
 func (st *Store) PurgeNotifications(ctx context.Context, before time.Time, limit int) (int64, error) {
-	res, err := st.exec(ctx, nil, qPurgeNotifications, dbTime(before), limit)
-	if err != nil {
-		return 0, fmt.Errorf("mysql: purge notifications: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("mysql: purge notifications: %w", err)
-	}
-	return n, nil
+	return st.execCount(ctx, "purge notifications", qPurgeNotifications, dbTime(before), limit)
 }
 
 // UnsettledNotifications implements payment.Inbox.

@@ -364,6 +364,20 @@ func (st *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any
 	return s.ExecContext(ctx, args...)
 }
 
+// execCount runs a prepared write outside a transaction and returns how many rows it
+// changed; what names the write in its errors.
+func (st *Store) execCount(ctx context.Context, what, query string, args ...any) (int64, error) {
+	res, err := st.exec(ctx, nil, query, args...)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: %s: %w", what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("mysql: %s: %w", what, err)
+	}
+	return n, nil
+}
+
 // queryRow runs a prepared single-row query, in tx if tx is not nil, and scans it with
 // scan. sql.ErrNoRows is turned into an error wrapping payment.ErrNotFound.
 func (st *Store) queryRow(ctx context.Context, tx *sql.Tx, query string, args []any, scan func(*sql.Row) error) error {

@@ -60,15 +60,7 @@ const qPurgeStatementLines = `DELETE FROM statement_lines WHERE bill_date < ? OR
 // (yyyy-MM-dd), of every app. Only the run of a day reads its lines (and a run replaces
 // them), so old ones are kept only for looking into a run's anomalies.
 func (st *Store) PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error) {
-	res, err := st.exec(ctx, nil, qPurgeStatementLines, before, limit)
-	if err != nil {
-		return 0, fmt.Errorf("mysql: purge statement lines: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("mysql: purge statement lines: %w", err)
-	}
-	return n, nil
+	return st.execCount(ctx, "purge statement lines", qPurgeStatementLines, before, limit)
 }
 
 // StageBillLines inserts a batch of bill lines in one statement. A line staged before
