@@ -281,6 +281,18 @@ func channelOptions(ctx workflow.Context, attempts int32, summary string) workfl
 }
 
 func (r *paymentRun) initialize(ctx workflow.Context) error {
+	if o := r.in.Opened; o != nil && r.in.PaymentNo != "" {
+		// The API committed the pending payment and its pay link before starting this run
+		// (and answered the checkout with them): nothing to create or open. Its status
+		// may have moved on since; every transition is a compare-and-set on the row, and a
+		// notification for it reaches this run as a signal.
+		r.st.Status, r.st.ExpireAt = payment.StatusPending, o.ExpireAt.UTC()
+		r.st.PayURL, r.st.QRCode, r.st.OrderString = o.PayURL, o.QRCode, o.OrderString
+		r.st.PayLinkIssued = true
+		r.st.Initialized = true
+		workflow.SetCurrentDetails(ctx, r.details())
+		return nil
+	}
 	info := workflow.GetInfo(ctx)
 	if r.st.PaymentNo == "" {
 		r.st.PaymentNo = newPaymentNo(ctx)

@@ -870,3 +870,80 @@ func TestPaymentWorkflow_AdoptedWapAndAppPaymentsKeepTheirMethod(t *testing.T) {
 		})
 	}
 }
+
+// openedInput is the input of a run the API started for a payment it created and opened
+// itself.
+func openedInput(fs *fakeStore, expireAt time.Time) workflows.PaymentInput {
+	fs.p = payment.Payment{PaymentNo: "P20261202API", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY",
+		Subject: "Coffee", Method: payment.MethodPage, ExpireAt: expireAt, Status: payment.StatusPending}
+	in := input()
+	in.PaymentNo = fs.p.PaymentNo
+	in.Opened = &workflows.OpenedPayment{ExpireAt: expireAt, PayURL: "http://sim/gateway.do?out_trade_no=" + fs.p.PaymentNo}
+	return in
+}
+
+// A run the API started for a payment it created and opened runs no activity in its
+// first workflow task, answers a joining checkout with the API's payment and pay link, and
+// pays on the notification exactly once.
+func TestPaymentWorkflow_OpenedByTheAPIStartsWithoutActivities(t *testing.T) {
+	env, fs := newEnv(t)
+	in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
+	var activitiesRun []string
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []interface{}) {
+		activitiesRun = append(activitiesRun, info.ActivityType.Name)
+	})
+	var joined workflows.CheckoutResult
+	var joinErr error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(workflows.CheckoutUpdate, "join", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { joinErr = err },
+			OnComplete: func(v interface{}, err error) {
+				joinErr = err
+				if err == nil {
+					joined = v.(workflows.CheckoutResult)
+				}
+			},
+		}, workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: payment.MethodPage})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		if len(activitiesRun) != 0 {
+			t.Errorf("activities before the notification: %v, want none", activitiesRun)
+		}
+		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+	}, 10*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if joinErr != nil || joined.PaymentNo != in.PaymentNo || joined.PayURL != in.Opened.PayURL || !joined.ExpireAt.Equal(in.Opened.ExpireAt) {
+		t.Fatalf("joining checkout answered %+v, %v; want payment %s with the API's pay link", joined, joinErr, in.PaymentNo)
+	}
+	if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || !st.WebhookSent {
+		t.Fatalf("state %+v markPaid=%d grants=%d, want PAID once with its grant and webhook", st, fs.markPaid, fs.grants)
+	}
+	if fs.opened.PaymentNo != "" {
+		t.Fatalf("the run opened the trade again (%+v); the API had opened it", fs.opened)
+	}
+}
+
+// An opened payment nobody pays is closed at its expiry, at Alipay first; its pay link is
+// in the buyer's hands, so "trade not exist" before expiry does not close it.
+func TestPaymentWorkflow_OpenedPaymentUnpaidIsClosedAtExpiry(t *testing.T) {
+	env, fs := newEnv(t)
+	expireAt := env.Now().Add(15 * time.Minute).UTC().Truncate(time.Second)
+	in := openedInput(fs, expireAt)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeNotExist}, nil)
+	closedAtAlipay := time.Time{}
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(
+		func(context.Context, string) (payment.CloseOutcome, error) {
+			closedAtAlipay = env.Now()
+			return payment.CloseNotExist, nil
+		})
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || fs.closed != 1 {
+		t.Fatalf("state %s closed=%d, want CLOSED once", st.Status, fs.closed)
+	}
+	if closedAtAlipay.Before(expireAt) {
+		t.Fatalf("closed at Alipay at %v, before the pay link's expiry %v", closedAtAlipay, expireAt)
+	}
+}

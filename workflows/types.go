@@ -113,8 +113,21 @@ type PaymentInput struct {
 	// PaymentNo is set when an existing pending payment is re-driven (by the sweeper or a
 	// late callback): the run adopts it instead of creating a new one.
 	PaymentNo string `json:"payment_no,omitempty"`
+	// Opened is set when the API has already created the pending payment PaymentNo and
+	// opened its trade (kept its pay link) in its own transaction: the run starts from
+	// that, with no activity in its first workflow task.
+	Opened *OpenedPayment `json:"opened,omitempty"`
 	// State is carried across continue-as-new.
 	State *PaymentState `json:"state,omitempty"`
+}
+
+// OpenedPayment is what the API committed for a payment it created and opened: its
+// expiry and its pay link, one of a cashier URL or an app order string.
+type OpenedPayment struct {
+	ExpireAt    time.Time `json:"expire_at"`
+	PayURL      string    `json:"pay_url,omitempty"`
+	QRCode      string    `json:"qr_code,omitempty"`
+	OrderString string    `json:"order_string,omitempty"`
 }
 
 // PaymentState is the workflow's view of the payment, returned by the state query and as
