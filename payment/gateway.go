@@ -159,6 +159,23 @@ type Gateway interface {
 	DecodeNotification(ctx context.Context, form url.Values) (Notification, error)
 }
 
+// SignedPayLink returns the pay link of a method whose link is signed here, with no call
+// to Alipay: a page or wap cashier URL, or an app order string. ok is false for a QR
+// payment, whose code only Alipay's precreate gives.
+func SignedPayLink(ctx context.Context, gw Gateway, m Method, req TradeRequest) (link string, ok bool, err error) {
+	switch m {
+	case MethodQR:
+		return "", false, nil
+	case MethodWap:
+		link, err = gw.WapPayURL(ctx, req)
+	case MethodApp:
+		link, err = gw.AppPayOrderString(ctx, req)
+	default:
+		link, err = gw.PagePayURL(ctx, req)
+	}
+	return link, err == nil, err
+}
+
 // ChannelError is a failure talking to the payment channel.
 type ChannelError struct {
 	Op        string // e.g. "alipay.trade.query"

@@ -129,6 +129,9 @@ type NewPayment struct {
 	Repurchase bool
 	ExpireAt   time.Time
 	WorkflowID string
+	// PayLink is the payment's pay link when it is created already opened (a signed
+	// cashier URL or app order string); empty when the workflow opens the trade.
+	PayLink string
 }
 
 var (
