@@ -324,6 +324,10 @@ func (o *fakeOrch) StartRefund(context.Context, payment.Refund) error {
 	return o.refundErr
 }
 
+func (o *fakeOrch) StartOpened(context.Context, workflows.PaymentInput) (bool, error) {
+	return false, errors.New("fakeOrch: the direct checkout is not configured in these tests")
+}
+
 func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
 	o.mu.Lock()
 	o.checkouts++

@@ -18,7 +18,9 @@ type Metrics struct {
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	checkouts *prometheus.CounterVec
-	callbacks *prometheus.CounterVec
+	// checkoutPaths counts answered checkouts by how they were answered.
+	checkoutPaths *prometheus.CounterVec
+	callbacks     *prometheus.CounterVec
 	// unverifiedBytes counts the bytes posted in unverified callbacks, of which only a
 	// prefix is stored.
 	unverifiedBytes prometheus.Counter
@@ -48,6 +50,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		checkouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_checkouts_total", Help: "Checkout outcomes.",
 		}, []string{"outcome"}),
+		checkoutPaths: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_checkout_paths_total",
+			Help: "Checkouts answered, by path: direct (the API's own transaction and a workflow start) or update (the workflow's checkout update: QR, a run of the order already running, or the direct path off).",
+		}, []string{"path"}),
 		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_alipay_callbacks_total", Help: "Alipay notification outcomes.",
 		}, []string{"outcome"}),
@@ -69,11 +75,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	m.settled = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "paykit_notifications_settled_paid_total", Help: "Acknowledged Alipay notifications the inbox sweep saw settled by their payment being PAID.",
 	})
-	reg.MustRegister(m.requests, m.latency, m.checkouts, m.callbacks, m.unverifiedBytes, m.idem, m.anomalies, m.dispatches, m.settled)
+	reg.MustRegister(m.requests, m.latency, m.checkouts, m.checkoutPaths, m.callbacks, m.unverifiedBytes, m.idem, m.anomalies, m.dispatches, m.settled)
 	// The outcomes alerts and dashboards read exist from the start at 0, so a rate over
 	// them counts the first one too.
 	for _, o := range checkoutOutcomes {
 		m.checkouts.WithLabelValues(o)
+	}
+	for _, p := range []string{"direct", "update"} {
+		m.checkoutPaths.WithLabelValues(p)
 	}
 	for _, o := range callbackOutcomes {
 		m.callbacks.WithLabelValues(o)

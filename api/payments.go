@@ -145,7 +145,9 @@ func (s *Server) createCheckoutToken(c echo.Context) error {
 }
 
 // createPayment is the checkout: Idempotency-Key, then the one-time token, then the
-// workflow (UpdateWithStart), whose first activity inserts under the unique index.
+// payment: created here under the unique index and its workflow started (page, wap and
+// app, directCheckout), or the workflow's UpdateWithStart, whose first activity inserts
+// under the unique index (QR, whose code needs Alipay's precreate after the insert).
 func (s *Server) createPayment(c echo.Context) error {
 	body, err := readBody(c)
 	if err != nil {
@@ -208,8 +210,18 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (_ int, _
 		TenantID: tenant.ID, OrderID: req.OrderID, Amount: payment.Amount(req.AmountFen), Currency: req.Currency,
 		Subject: req.Subject, Method: req.Method, ReturnURL: req.ReturnURL, QuitURL: req.QuitURL, Repurchase: req.Repurchase,
 	}
-	res, err := s.orch.Checkout(ctx, in, updateID)
-	for attempt := 1; payment.ErrorCode(err) == payment.EFINISHING && attempt <= finishingRetries; attempt++ {
+	var (
+		res  workflows.CheckoutResult
+		done bool
+		err  error
+	)
+	if s.cfg.DirectCheckoutTTL > 0 && in.Method != payment.MethodQR {
+		res, done, err = s.directCheckout(ctx, in)
+	}
+	if !done {
+		res, err = s.orch.Checkout(ctx, in, updateID)
+	}
+	for attempt := 1; !done && payment.ErrorCode(err) == payment.EFINISHING && attempt <= finishingRetries; attempt++ {
 		// The order's last payment has just ended and its run is making way for a new
 		// one; that takes a workflow task. Each try is a new update, since the ended
 		// run keeps its answer to the old one.
@@ -233,6 +245,11 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (_ int, _
 		return 0, nil, err
 	}
 	s.metrics.checkouts.WithLabelValues("ok").Inc()
+	if done {
+		s.metrics.checkoutPaths.WithLabelValues("direct").Inc()
+	} else {
+		s.metrics.checkoutPaths.WithLabelValues("update").Inc()
+	}
 	out, err := json.Marshal(res)
 	if err != nil {
 		return 0, nil, err

@@ -20,6 +20,9 @@ import (
 // Orchestrator is what the API needs from the workflow engine.
 type Orchestrator interface {
 	Checkout(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error)
+	// StartOpened starts the run of a payment the API created and opened itself;
+	// started=false means a run of the order is already running.
+	StartOpened(ctx context.Context, in workflows.PaymentInput) (started bool, err error)
 	Notify(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) (running bool, err error)
 	NotifyOrRedrive(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) error
 	// StartRefund makes sure a workflow is working on a pending refund (joining a running
@@ -80,6 +83,10 @@ type Config struct {
 	// NotificationRetention is how long a notification that needs nothing more is kept;
 	// it must be longer than Alipay's 25 h of redeliveries, which it dedupes.
 	NotificationRetention time.Duration
+	// DirectCheckoutTTL, when set, is the lifetime of the page, wap and app payments that
+	// the API creates and opens itself before starting their workflow (checkout_direct.go);
+	// zero leaves every checkout to the workflow's checkout update.
+	DirectCheckoutTTL time.Duration
 }
 
 func (c Config) withDefaults() Config {

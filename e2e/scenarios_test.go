@@ -174,10 +174,14 @@ func happyPath(t *testing.T, st *stack, simURL string) {
 		t.Errorf("worker polls: %v on its sticky queue, %v on the task queue; want none and some", sticky, normal)
 	}
 	apiMetrics := string(do(t, http.MethodGet, st.apiURL+"/metrics", nil, nil).body)
-	for _, want := range []string{`paykit_notification_dispatches_total{outcome="signalled"}`, `temporal_request_latency_seconds_bucket{`, `operation="ExecuteMultiOperation"`} {
+	for _, want := range []string{`paykit_notification_dispatches_total{outcome="signalled"}`, `temporal_request_latency_seconds_bucket{`, `operation="StartWorkflowExecution"`} {
 		if !strings.Contains(apiMetrics, want) {
 			t.Errorf("api /metrics lacks %s", want)
 		}
+	}
+	// A page checkout is answered by the API's own transaction and a workflow start.
+	if n := scrape(st.apiURL + "/metrics")[`paykit_checkout_paths_total{path="direct"}`]; n < 1 {
+		t.Errorf("api /metrics: %v checkouts answered by the direct path, want at least this one", n)
 	}
 	// Another tenant cannot see it.
 	other := newTenant(t)

@@ -34,6 +34,15 @@ func New(c client.Client, taskQueue string, timing workflows.Timing) *Orchestrat
 func (o *Orchestrator) Timing() workflows.Timing { return o.timing }
 
 func (o *Orchestrator) startOptions(in workflows.PaymentInput) client.StartWorkflowOptions {
+	sa := []temporal.SearchAttributeUpdate{
+		workflows.SATenantID.ValueSet(in.TenantID),
+		workflows.SAOrderID.ValueSet(in.OrderID),
+		workflows.SAAmountFen.ValueSet(int64(in.Amount)),
+		workflows.SAPaymentStatus.ValueSet(payment.StatusPending.String()),
+	}
+	if in.PaymentNo != "" {
+		sa = append(sa, workflows.SAPaymentNo.ValueSet(in.PaymentNo))
+	}
 	return client.StartWorkflowOptions{
 		ID:        payment.WorkflowID(in.TenantID, in.OrderID),
 		TaskQueue: o.taskQueue,
@@ -42,13 +51,8 @@ func (o *Orchestrator) startOptions(in workflows.PaymentInput) client.StartWorkf
 		// unique index still allows one pending payment per order.
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SATenantID.ValueSet(in.TenantID),
-			workflows.SAOrderID.ValueSet(in.OrderID),
-			workflows.SAAmountFen.ValueSet(int64(in.Amount)),
-			workflows.SAPaymentStatus.ValueSet(payment.StatusPending.String()),
-		),
-		StaticSummary: fmt.Sprintf("%s CNY · order %s · tenant %s", in.Amount.Yuan(), in.OrderID, in.TenantID),
+		TypedSearchAttributes: temporal.NewSearchAttributes(sa...),
+		StaticSummary:         fmt.Sprintf("%s CNY · order %s · tenant %s", in.Amount.Yuan(), in.OrderID, in.TenantID),
 		StaticDetails: fmt.Sprintf("Subject: %s\n\nMethod: %s", in.Subject, in.Method),
 	}
 }
@@ -80,6 +84,28 @@ func (o *Orchestrator) Checkout(ctx context.Context, in workflows.PaymentInput, 
 		return workflows.CheckoutResult{}, checkoutError(err)
 	}
 	return res, nil
+}
+
+// StartOpened starts the run of a payment the API has created and opened itself (in.PaymentNo
+// and in.Opened set), without waiting for any of its workflow tasks. started=false means
+// a run of the order is already running: one of this payment (a concurrent checkout's,
+// or one a notification started) or of the order's previous payment, still finishing;
+// the caller then joins it with Checkout, whose update answers which.
+func (o *Orchestrator) StartOpened(ctx context.Context, in workflows.PaymentInput) (started bool, err error) {
+	in.Timing = o.timing
+	opts := o.startOptions(in)
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	_, err = o.client.ExecuteWorkflow(ctx, opts, workflows.PaymentWorkflowName, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &already):
+		return false, nil
+	default:
+		return false, translate("start", err)
+	}
 }
 
 // abortedRetries is how many times a checkout whose update the server aborted is sent

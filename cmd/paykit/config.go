@@ -79,6 +79,10 @@ type Config struct {
 	InboxSettleBound      time.Duration
 	InboxSweepInterval    time.Duration
 	NotificationRetention time.Duration
+	// DirectCheckout has the API create and open page, wap and app payments itself and
+	// start their workflow without waiting for its first task (PAYKIT_CHECKOUT_DIRECT,
+	// on by default); off, every checkout waits for the workflow's checkout update.
+	DirectCheckout bool
 	// WebhookPolicy is where merchant webhooks may go: https to public addresses unless
 	// PAYKIT_WEBHOOK_ALLOW_HTTP or PAYKIT_WEBHOOK_ALLOW_PRIVATE (dev and tests) say so.
 	WebhookPolicy activities.WebhookPolicy
@@ -210,6 +214,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		InboxSettleBound:      e.dur("PAYKIT_INBOX_SETTLE_BOUND", api.DefaultInboxSettleBound),
 		InboxSweepInterval:    e.dur("PAYKIT_INBOX_SWEEP_INTERVAL", api.DefaultInboxSweepInterval),
 		NotificationRetention: e.dur("PAYKIT_NOTIFICATION_RETENTION", api.DefaultNotificationRetention),
+		DirectCheckout:        e.bool("PAYKIT_CHECKOUT_DIRECT", true),
 		SweepEvery:            e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
 		SweepStaleAfter:       e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
 		SweepGrantGrace:       e.dur("PAYKIT_SWEEP_GRANT_GRACE", activities.DefaultGrantGrace),

@@ -314,9 +314,12 @@ func (s *system) cache() api.Cache {
 }
 
 func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
-	return api.New(api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
-		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention},
-		s.store, s.gws, s.orch, s.cache(), logger, metrics)
+	ac := api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
+		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention}
+	if cfg.DirectCheckout {
+		ac.DirectCheckoutTTL = cfg.Timing.PaymentTTL
+	}
+	return api.New(ac, s.store, s.gws, s.orch, s.cache(), logger, metrics)
 }
 
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+// directCheckout is the checkout of a page, wap or app payment, whose pay link is signed
+// here with no call to Alipay. The API signs the link, creates the pending payment with it
+// in one transaction (the active-order unique index is the payment's identity: one
+// pending payment per order), starts the payment's workflow, which adopts the committed
+// row with no activity in its first task, and answers without waiting for any workflow
+// task.
+//
+// done=false (and a nil error) hands the checkout to the workflow's checkout update
+// instead: the order has a pending payment without a pay link yet (its run is opening
+// the trade), or a run of the order is already running (a concurrent checkout's, one a
+// notification started for this payment, or the previous payment's, still finishing),
+// whose update answers which.
+//
+// A crash or an outage between the commit and the start leaves a pending payment with
+// its pay link and no run, and an answer never given (a failed start is a 503): a retry
+// of the checkout finds the payment by the unique index and starts its run; without one,
+// the sweeper re-drives it and it is closed at its expiry (nobody has its pay link); and
+// a notification for it (impossible without the link, but handled) starts its run
+// through the inbox.
+func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) (res workflows.CheckoutResult, done bool, err error) {
+	now := time.Now()
+	expireAt := now.Add(s.cfg.DirectCheckoutTTL).UTC().Truncate(time.Second)
+	no, err := newPaymentNo(now)
+	if err != nil {
+		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
+	}
+	gw, err := s.gateways.For(ctx, in.TenantID)
+	if err != nil {
+		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry",
+			Err: fmt.Errorf("gateway of tenant %s: %w", in.TenantID, err)}
+	}
+	link, _, err := payment.SignedPayLink(ctx, gw, in.Method, payment.TradeRequest{
+		PaymentNo: no, Subject: in.Subject, Amount: in.Amount, ExpireAt: expireAt, ReturnURL: in.ReturnURL, QuitURL: in.QuitURL,
+	})
+	if err != nil {
+		return res, true, channelRefusal(err)
+	}
+	p, existed, err := s.store.CreatePendingPayment(ctx, payment.NewPayment{
+		PaymentNo: no, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency,
+		Subject: in.Subject, Method: in.Method, Repurchase: in.Repurchase, ExpireAt: expireAt,
+		WorkflowID: payment.WorkflowID(in.TenantID, in.OrderID), PayLink: link,
+	})
+	if err != nil {
+		var pe *payment.Error
+		if errors.As(err, &pe) {
+			return res, true, err
+		}
+		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
+	}
+	if existed {
+		// Another checkout of the order created its pending payment first.
+		if p.Status != payment.StatusPending {
+			return res, false, nil
+		}
+		if p.Amount != in.Amount || p.Currency != in.Currency {
+			return res, true, &payment.Error{Code: payment.ECONFLICT,
+				Message: fmt.Sprintf("order %s is already being paid with %d fen %s (payment %s)", p.OrderID, p.Amount, p.Currency, p.PaymentNo)}
+		}
+		if link, err = s.store.PendingPayLink(ctx, p.TenantID, p.PaymentNo); err != nil || link == "" {
+			return res, false, nil
+		}
+	}
+	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC()}
+	res = workflows.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
+		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
+	if p.Method == payment.MethodApp {
+		opened.OrderString, res.OrderString = link, link
+	} else {
+		opened.PayURL, res.PayURL = link, link
+	}
+	started, err := s.orch.StartOpened(ctx, workflows.PaymentInput{
+		TenantID: p.TenantID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, Method: p.Method,
+		ReturnURL: in.ReturnURL, QuitURL: in.QuitURL, Repurchase: p.Repurchase, PaymentNo: p.PaymentNo, Opened: opened,
+	})
+	if err != nil {
+		return workflows.CheckoutResult{}, true, err
+	}
+	if !started {
+		return workflows.CheckoutResult{}, false, nil
+	}
+	return res, true, nil
+}
+
+// channelRefusal maps a failure to sign a pay link: the adapter's refusal of the request
+// is the client's to fix, anything else is retryable.
+func channelRefusal(err error) error {
+	var ce *payment.ChannelError
+	if errors.As(err, &ce) && !ce.Retryable {
+		return &payment.Error{Code: payment.ECHANNEL, Message: ce.Error(), Err: err}
+	}
+	return &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
+}
+
+// newPaymentNo is a new out_trade_no: P, the UTC date and 24 random hex digits, the shape
+// the workflow gives the payments it creates.
+func newPaymentNo(now time.Time) (string, error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "P" + now.UTC().Format("20060102") + hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// The API creates a page payment and its pay link in one transaction and then starts its
+// workflow. An API that dies between the two leaves a pending payment with its link and no
+// run, and the checkout unanswered; nothing is lost or doubled:
+//   - the client's retry (a second click, no Idempotency-Key) is answered with that same
+//     payment, and its run is started;
+//   - a payment whose checkout nobody retries is re-driven by the sweeper;
+//   - either is paid once when the buyer pays.
+//
+// The doomed API reaches Temporal through a proxy that stops forwarding just before the
+// checkout, so its start cannot have left the process.
+func TestCheckoutAPIDiesBetweenItsCommitAndTheWorkflowStart(t *testing.T) {
+	st := newStack(t, stackOptions{paymentTTL: 10 * time.Minute})
+	tn := newTenant(t)
+	for _, retried := range []bool{true, false} {
+		proxy := newHoldingProxy(t, env.temporalAddr)
+		apiAddr := freeAddr()
+		doomed, err := env.start(st.name+"-api-doomed", env.paykitBin, []string{"api"},
+			append(append([]string{}, st.env...), "PAYKIT_TEMPORAL_ADDR="+proxy.addr(), "PAYKIT_HTTP_ADDR="+apiAddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitHTTP("http://"+apiAddr+"/readyz", 60*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		orderID := "direct-crash-" + randHex(4)
+		proxy.hold()
+		b, _ := json.Marshal(order(orderID, 990))
+		req, _ := http.NewRequest(http.MethodPost, "http://"+apiAddr+"/v1/payments", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+tn.apiKey)
+		req.Header.Set("Content-Type", "application/json")
+		answered := make(chan int, 1)
+		go func() {
+			resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+			if err != nil {
+				answered <- 0
+				return
+			}
+			resp.Body.Close()
+			answered <- resp.StatusCode
+		}()
+		// The payment is committed; its start is stuck in the proxy.
+		var no string
+		waitFor(t, 10*time.Second, func() bool {
+			_ = env.db.QueryRow("SELECT payment_no FROM payments WHERE tenant_id = ? AND order_id = ? AND status = 0 AND pay_link IS NOT NULL",
+				tn.id, orderID).Scan(&no)
+			return no != ""
+		})
+		doomed.kill()
+		proxy.drop()
+		if code := <-answered; code != 0 {
+			t.Fatalf("the dying API answered the checkout with HTTP %d", code)
+		}
+		if workflowRunning(t, payment.WorkflowID(tn.id, orderID)) {
+			t.Fatalf("retried=%v: a run of %s exists although its start never left the dead API", retried, orderID)
+		}
+		if retried {
+			res := mustCheckout(t, st, tn, "", order(orderID, 990))
+			if res.PaymentNo != no || res.PayURL == "" {
+				t.Fatalf("the retry answered payment %s (pay url %q), want the committed %s with its pay link", res.PaymentNo, res.PayURL, no)
+			}
+		}
+		// Without a retry the sweeper (every 2 s here) re-drives it.
+		state := waitRedrivenState(t, payment.WorkflowID(tn.id, orderID), 60*time.Second)
+		if state.PaymentNo != no {
+			t.Fatalf("retried=%v: the run holds payment %s, want %s", retried, state.PaymentNo, no)
+		}
+		var link string
+		if err := env.db.QueryRow("SELECT pay_link FROM payments WHERE payment_no = ?", no).Scan(&link); err != nil {
+			t.Fatal(err)
+		}
+		if c := do(t, http.MethodGet, link, nil, nil); c.status != http.StatusOK { // the buyer opens the cashier
+			t.Fatalf("cashier: HTTP %d", c.status)
+		}
+		simPay(t, no)
+		waitStatus(t, no, payment.StatusPaid, 60*time.Second)
+		if n := count(t, "SELECT COUNT(*) FROM payments WHERE tenant_id = ? AND order_id = ?", tn.id, orderID); n != 1 {
+			t.Fatalf("retried=%v: %d payments for the order, want 1", retried, n)
+		}
+		if n := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", no); n != 1 {
+			t.Fatalf("retried=%v: %d grants, want 1", retried, n)
+		}
+	}
+}
+
+// running reports whether the workflow has a running run.
+func workflowRunning(t *testing.T, workflowID string) bool {
+	t.Helper()
+	desc, err := env.tc.DescribeWorkflowExecution(t.Context(), workflowID, "")
+	if err != nil {
+		return false
+	}
+	return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
