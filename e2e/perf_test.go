@@ -41,7 +41,9 @@ import (
 // PAYKIT_PERF_PAYMENTS per round (150), PAYKIT_PERF_CALLBACK_RATE (200 per second),
 // PAYKIT_PERF_CALLBACK_SECONDS (3), PAYKIT_PERF_DUPLICATES (200),
 // PAYKIT_PERF_PROFILE_DIR (CPU profiles of the API and worker and Temporal's metrics,
-// taken in the last round).
+// taken in the last round). After the rounds, once: the checkout's scale curve at
+// PAYKIT_PERF_CURVE concurrencies (8,32,128,512; off) and the checkout with
+// PAYKIT_PERF_OPEN unpaid payments open (10000; 0 skips it), perf_scale_test.go.
 func TestPerf(t *testing.T) {
 	if os.Getenv("PAYKIT_PERF") == "" {
 		t.Skip("the benchmark runs with PAYKIT_PERF=1 (scripts/bench.sh)")
@@ -80,6 +82,7 @@ func TestPerf(t *testing.T) {
 				return p.withProfile(t, profile, "checkout", 20, func() perfSample { return p.checkouts(t) })
 			},
 			&res.floorUWS, &res.checkout)
+		res.checkoutUpd = append(res.checkoutUpd, p.counted(func() perfSample { return p.updateCheckouts(t) }))
 		p.drain(t)
 		pair(func() perfSample {
 			return p.withProfile(t, profile, "floor-payment", 20, func() perfSample { return p.floorPayments(t) })
@@ -92,10 +95,14 @@ func TestPerf(t *testing.T) {
 		ack, toPaid := p.callbacks(t, profile)
 		res.callback, res.toPaid = append(res.callback, ack), append(res.toPaid, toPaid)
 		p.drain(t)
-		t.Logf("round %d: floor UWS %s | checkout %s | floor payment %s | payment %s | callbacks %s, to PAID %s", r+1,
-			res.floorUWS[r], res.checkout[r], res.floorPay[r], res.payment[r], res.callback[r], res.toPaid[r])
+		t.Logf("round %d: floor UWS %s | checkout %s | checkout by update %s | floor payment %s | payment %s | callbacks %s, to PAID %s", r+1,
+			res.floorUWS[r], res.checkout[r], res.checkoutUpd[r], res.floorPay[r], res.payment[r], res.callback[r], res.toPaid[r])
 	}
-	table := res.table(cfg)
+	res.curve = p.scaleCurve(t, perfLevels(t))
+	if n := perfOpen(t); n > 0 {
+		res.open = p.openPayments(t, n)
+	}
+	table := res.table(cfg) + curveTable(res.curve) + openTable(res.open)
 	fmt.Println(table)
 	if out := os.Getenv("PAYKIT_PERF_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(table+"\n"), 0o644); err != nil {
@@ -132,6 +139,11 @@ type perf struct {
 	apiPprof  string
 	workPprof string
 	userstat  bool
+	// redisAddr and dsn are the benchmark's own Redis and MySQL user, for a second API.
+	redisAddr, dsn string
+	// updateAPI is an API on the same worker whose checkouts all wait for the workflow's
+	// checkout update (PAYKIT_CHECKOUT_DIRECT=false).
+	updateAPI string
 }
 
 const (
@@ -225,6 +237,7 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 	dsn := p.dbUser + "@" + strings.TrimSuffix(hostPart, "/") + "/" + env.dbName
 
 	p.apiPprof, p.workPprof = freeAddr(), freeAddr()
+	p.redisAddr, p.dsn = redisAddr, dsn
 	st, err := startStack("perf", stackOptions{paymentTTL: 2 * time.Hour, redisAddr: redisAddr, extraEnv: []string{
 		"PAYKIT_MYSQL_DSN=" + dsn,
 		// Production intervals: nothing in the background during a measurement.
@@ -263,6 +276,20 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 	}
 	p.st = st
 	p.tn = newTenant(t)
+	upd, err := startStack("perf-update", stackOptions{paymentTTL: 2 * time.Hour, redisAddr: redisAddr, taskQueue: st.taskQueue, noWorker: true,
+		extraEnv: []string{"PAYKIT_MYSQL_DSN=" + dsn, "PAYKIT_PUBLIC_URL=" + st.apiURL, "PAYKIT_CHECKOUT_DIRECT=false",
+			"PAYKIT_RECONCILE_INTERVAL=1h", "PAYKIT_INBOX_SETTLE_BOUND=30s", "PAYKIT_INBOX_SWEEP_INTERVAL=5s", "PAYKIT_LOG_LEVEL=warn"}})
+	if upd != nil {
+		t.Cleanup(func() {
+			if upd.api != nil {
+				upd.api.stop()
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.updateAPI = upd.apiURL
 
 	// The floor worker, in this process, with the pollers and slots paykit's worker has.
 	if p.floorC, err = client.Dial(client.Options{HostPort: env.temporalAddr, Logger: quietLogger{}}); err != nil {
@@ -424,12 +451,17 @@ func (p *perf) floorPayments(t *testing.T) perfSample {
 
 // perfCheckout posts one checkout for a new order and returns its answer.
 func (p *perf) perfCheckout(id string, key string) (checkoutResult, error) {
+	return p.checkoutAt(p.st.apiURL, id, key)
+}
+
+// checkoutAt posts one checkout for a new order to the API at apiURL.
+func (p *perf) checkoutAt(apiURL, id string, key string) (checkoutResult, error) {
 	b, _ := json.Marshal(order(id, 990))
 	h := map[string]string{"Authorization": "Bearer " + p.tn.apiKey, "Content-Type": "application/json"}
 	if key != "" {
 		h["Idempotency-Key"] = key
 	}
-	r, err := perfDo(http.MethodPost, p.st.apiURL+"/v1/payments", h, b)
+	r, err := perfDo(http.MethodPost, apiURL+"/v1/payments", h, b)
 	if err != nil {
 		return checkoutResult{}, err
 	}
@@ -440,7 +472,7 @@ func (p *perf) perfCheckout(id string, key string) (checkoutResult, error) {
 	return res, json.Unmarshal(r.body, &res)
 }
 
-// perfDo sends one request on the shared keep-alive client (try would open a connection
+// perfDo sends one request on the benchmark's keep-alive client (try would open a connection
 // per request, which is the load generator's cost, not paykit's).
 func perfDo(method, url string, headers map[string]string, body []byte) (response, error) {
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
@@ -450,7 +482,7 @@ func perfDo(method, url string, headers map[string]string, body []byte) (respons
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := perfClient.Do(req)
 	if err != nil {
 		return response{}, err
 	}
@@ -458,6 +490,11 @@ func perfDo(method, url string, headers map[string]string, body []byte) (respons
 	b, _ := io.ReadAll(resp.Body)
 	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
+
+// perfClient is the tests' client without its cap of 256 connections to one host, so
+// that the scale curve's 512 callers each have their own.
+var perfClient = &http.Client{Timeout: 60 * time.Second,
+	Transport: contractChecked(&http.Transport{MaxIdleConnsPerHost: 1024})}
 
 func (p *perf) nextOrder() string { return "pf" + strconv.FormatInt(p.seq.Add(1), 10) }
 
@@ -473,6 +510,19 @@ func (p *perf) checkouts(t *testing.T) perfSample {
 	stop := p.stallWatch(t, "checkout")
 	defer stop()
 	return p.checkoutsN(t, p.cfg.checkoutCon, p.cfg.checkouts)
+}
+
+// updateCheckouts are checkouts through the second API, which leaves every checkout to
+// the workflow's checkout update (PAYKIT_CHECKOUT_DIRECT=false): the other design, in the
+// same round.
+func (p *perf) updateCheckouts(t *testing.T) perfSample {
+	stop := p.stallWatch(t, "checkout-update")
+	defer stop()
+	return closedLoop(p.cfg.checkouts, p.cfg.checkoutCon, func(int) error {
+		id := p.nextOrder()
+		_, err := p.checkoutAt(p.updateAPI, id, "perf-"+id)
+		return err
+	})
 }
 
 // stallWatch captures, once, where the API and the worker wait when a phase runs past
@@ -920,7 +970,10 @@ func (p *perf) redisCalls() map[string]float64 {
 
 type perfResults struct {
 	floorUWS, checkout, floorPay, payment, callback, toPaid []perfSample
+	checkoutUpd                                             []perfSample
 	dupKey, dupOrder                                        dupCost
+	curve                                                   []curvePoint
+	open                                                    openPhase
 }
 
 // median of f over the samples.
@@ -986,6 +1039,8 @@ func (r perfResults) table(cfg perfConfig) string {
 	co := row(fmt.Sprintf("checkout: POST /v1/payments, new orders, %d concurrent", cfg.checkoutCon), r.checkout)
 	coP99 := median(r.checkout, p99Of)
 	fmt.Fprintf(&b, " %.2f× | ≥ 1.4×, p99 ≤ 1 s | %s |\n", co/fu, verdict(co/fu >= 1.4 && coP99 <= 1))
+	cu := row(fmt.Sprintf("checkout, the other design: every checkout waits for the workflow's update (PAYKIT_CHECKOUT_DIRECT=false), %d concurrent", cfg.checkoutCon), r.checkoutUpd)
+	fmt.Fprintf(&b, " %.2f× | | |\n", cu/fu)
 	fp := row(fmt.Sprintf("floor: minimal payment (UpdateWithStart + local activity, signal, local activity), %d concurrent", cfg.paymentCon), r.floorPay)
 	b.WriteString(" 1 | | |\n")
 	pa := row(fmt.Sprintf("whole payment: checkout, cashier, pay, notification, PAID, %d concurrent", cfg.paymentCon), r.payment)
@@ -1017,8 +1072,8 @@ func (r perfResults) table(cfg perfConfig) string {
 	dup("duplicate checkout, same order, no key", r.dupOrder)
 	b.WriteString("\nper round (floor | paykit):\n")
 	for i := range r.checkout {
-		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s; minimal %s | payment %s; callbacks %s, to PAID %s\n", i+1,
-			r.floorUWS[i], r.checkout[i], r.floorPay[i], r.payment[i], r.callback[i], r.toPaid[i])
+		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s | checkout by update %s; minimal %s | payment %s; callbacks %s, to PAID %s\n", i+1,
+			r.floorUWS[i], r.checkout[i], r.checkoutUpd[i], r.floorPay[i], r.payment[i], r.callback[i], r.toPaid[i])
 	}
 	return b.String()
 }

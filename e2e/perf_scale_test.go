@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The benchmark's two phases that run once, after the rounds: the checkout's scale curve
+// (the checkout and the UpdateWithStart floor at rising concurrency) and the checkout
+// with thousands of open payments whose reconciliation timers are firing.
+
+// perfLevels is PAYKIT_PERF_CURVE: the concurrencies of the scale curve ("8,32,128,512"
+// by default; "off" skips it).
+func perfLevels(t *testing.T) []int {
+	v := envOr("PAYKIT_PERF_CURVE", "8,32,128,512")
+	if v == "off" {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("PAYKIT_PERF_CURVE=%q: want comma-separated positive concurrencies, or off", v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// perfOpen is PAYKIT_PERF_OPEN: how many unpaid payments the open-payments phase leaves
+// open (10000 by default; 0 skips it).
+func perfOpen(t *testing.T) int {
+	v := envOr("PAYKIT_PERF_OPEN", "10000")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("PAYKIT_PERF_OPEN=%q: want a count of payments, or 0 to skip the phase", v)
+	}
+	return n
+}
+
+// curvePoint is one concurrency of the scale curve.
+type curvePoint struct {
+	conc            int
+	floor, checkout perfSample
+}
+
+// scaleCurve measures, at each concurrency, the UpdateWithStart floor and the checkout
+// for new orders, each with at least PAYKIT_PERF_CHECKOUTS and twice the concurrency
+// requests, so that every level runs several requests per caller.
+func (p *perf) scaleCurve(t *testing.T, levels []int) []curvePoint {
+	var out []curvePoint
+	for i, c := range levels {
+		n := max(p.cfg.checkouts, 2*c)
+		pt := curvePoint{conc: c}
+		// Alternate which side runs first, as in the rounds.
+		if i%2 == 0 {
+			pt.floor = p.floor(t, floorCheckoutWF, c, n)
+			pt.checkout = p.counted(func() perfSample { return p.checkoutsN(t, c, n) })
+		} else {
+			pt.checkout = p.counted(func() perfSample { return p.checkoutsN(t, c, n) })
+			pt.floor = p.floor(t, floorCheckoutWF, c, n)
+		}
+		p.drain(t)
+		t.Logf("curve %d concurrent: floor UWS %s | checkout %s", c, pt.floor, pt.checkout)
+		out = append(out, pt)
+	}
+	return out
+}
+
+// openPhase is the checkout measured before and while thousands of unpaid payments are
+// open.
+type openPhase struct {
+	open           int
+	created        perfSample
+	before         perfSample
+	during         []perfSample
+	duringAt       []time.Duration // after the last open payment was created
+	queries        float64         // Alipay queries a second during the measurements
+	pendingAtEnd   int
+	workerRSS      float64
+	apiRSS         float64
+	workerGor      float64
+	apiGor         float64
+	workerRSSStart float64
+	apiRSSStart    float64
+}
+
+// openPayments leaves n checkouts unpaid, created through a second API whose payments
+// have the production reconciliation (PAYKIT_RECONCILE_INTERVAL 1 min on its backoff,
+// 15 min TTL) on the benchmark's worker, and measures the checkout (32 concurrent, new
+// orders, through the benchmark's API) right before, and three times while their
+// reconciliation timers fire: right after the last is created, and 60 and 120 s later.
+func (p *perf) openPayments(t *testing.T, n int) openPhase {
+	ph := openPhase{open: n}
+	w0, a0 := scrape(p.st.adminURL+"/metrics"), scrape(p.st.apiURL+"/metrics")
+	ph.workerRSSStart, ph.apiRSSStart = w0["process_resident_memory_bytes"], a0["process_resident_memory_bytes"]
+	openAPI, err := startStack("perf-open", stackOptions{paymentTTL: 15 * time.Minute, redisAddr: p.redisAddr, taskQueue: p.st.taskQueue,
+		noWorker: true, extraEnv: []string{"PAYKIT_MYSQL_DSN=" + p.dsn, "PAYKIT_PUBLIC_URL=" + p.st.apiURL,
+			"PAYKIT_RECONCILE_INTERVAL=1m", "PAYKIT_INBOX_SETTLE_BOUND=30s", "PAYKIT_INBOX_SWEEP_INTERVAL=5s", "PAYKIT_LOG_LEVEL=warn"}})
+	if openAPI != nil {
+		t.Cleanup(func() {
+			if openAPI.api != nil {
+				openAPI.api.stop()
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph.before = p.counted(func() perfSample { return p.checkoutsN(t, p.cfg.checkoutCon, p.cfg.checkouts) })
+	h := map[string]string{"Authorization": "Bearer " + p.tn.apiKey, "Content-Type": "application/json"}
+	ph.created = closedLoop(n, p.cfg.checkoutCon, func(int) error {
+		b, _ := json.Marshal(order(p.nextOrder(), 990))
+		r, err := perfDo(http.MethodPost, openAPI.apiURL+"/v1/payments", h, b)
+		if err != nil {
+			return err
+		}
+		if r.status != http.StatusCreated {
+			return fmt.Errorf("open checkout HTTP %d %s", r.status, r.body)
+		}
+		return nil
+	})
+	t.Logf("open: %d unpaid payments created: %s", n, ph.created)
+	createdAt := time.Now()
+	q0 := p.simQueries()
+	for _, at := range []time.Duration{0, 60 * time.Second, 120 * time.Second} {
+		time.Sleep(time.Until(createdAt.Add(at)))
+		ph.duringAt = append(ph.duringAt, time.Since(createdAt).Round(time.Second))
+		s := p.counted(func() perfSample { return p.checkoutsN(t, p.cfg.checkoutCon, p.cfg.checkouts) })
+		ph.during = append(ph.during, s)
+		t.Logf("open: checkout %v after the last open payment: %s", ph.duringAt[len(ph.duringAt)-1], s)
+	}
+	ph.queries = (p.simQueries() - q0) / time.Since(createdAt).Seconds()
+	_ = env.db.QueryRow("SELECT COUNT(*) FROM payments WHERE status = 0").Scan(&ph.pendingAtEnd)
+	w, a := scrape(p.st.adminURL+"/metrics"), scrape(p.st.apiURL+"/metrics")
+	ph.workerRSS, ph.apiRSS = w["process_resident_memory_bytes"], a["process_resident_memory_bytes"]
+	ph.workerGor, ph.apiGor = w["go_goroutines"], a["go_goroutines"]
+	return ph
+}
+
+// simQueries is how many alipay.trade.query calls the simulator has answered.
+func (p *perf) simQueries() float64 {
+	r, err := perfDo(http.MethodGet, env.simURL+"/_sim/calls", nil, nil)
+	var calls map[string]int
+	if err != nil || json.Unmarshal(r.body, &calls) != nil {
+		return 0
+	}
+	return float64(calls["alipay.trade.query"])
+}
+
+// curveTable renders the scale curve.
+func curveTable(pts []curvePoint) string {
+	if len(pts) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nscale curve (one run each, after the rounds):\n\n")
+	b.WriteString("| concurrent | floor: UpdateWithStart | checkout | ratio | MySQL statements per checkout | Redis commands per checkout |\n|---|---|---|---|---|---|\n")
+	for _, pt := range pts {
+		fmt.Fprintf(&b, "| %d | %s | %s | %.2f× | %.1f | %.1f |\n", pt.conc, curveCell(pt.floor), curveCell(pt.checkout),
+			pt.checkout.rate()/max(pt.floor.rate(), 1e-9), pt.checkout.mysqlPerOp, pt.checkout.redisPerOp)
+	}
+	return b.String()
+}
+
+func curveCell(s perfSample) string {
+	e := ""
+	if s.errs > 0 {
+		e = fmt.Sprintf(", %d errors (%s)", s.errs, s.firstErr)
+	}
+	return fmt.Sprintf("%.1f/s, p50 %s, p99 %s%s", s.rate(), ms(s.pct(.5)), ms(s.pct(.99)), e)
+}
+
+// openTable renders the open-payments phase.
+func openTable(ph openPhase) string {
+	if ph.open == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nopen payments (%d unpaid checkouts with the production reconciliation, created at %s):\n\n", ph.open, curveCell(ph.created))
+	b.WriteString("| checkout, new orders, 32 concurrent | rate, latency | ratio to none open | target | |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| none open | %s | 1 | | |\n", curveCell(ph.before))
+	worst := 0.0
+	for i, s := range ph.during {
+		r := s.rate() / max(ph.before.rate(), 1e-9)
+		if i == 0 || r < worst {
+			worst = r
+		}
+		fmt.Fprintf(&b, "| %d open, %v after the last was created | %s | %.2f× | ≥ 0.9× | %s |\n", ph.open, ph.duringAt[i], curveCell(s), r, verdict(r >= 0.9))
+	}
+	fmt.Fprintf(&b, "\nworst ratio %.2f×; Alipay queries during the measurements %.1f/s; payments still pending at the end %d; worker %.0f MiB (%.0f at the phase's start), %.0f goroutines; API %.0f MiB (%.0f), %.0f goroutines\n",
+		worst, ph.queries, ph.pendingAtEnd, ph.workerRSS/(1<<20), ph.workerRSSStart/(1<<20), ph.workerGor, ph.apiRSS/(1<<20), ph.apiRSSStart/(1<<20), ph.apiGor)
+	return b.String()
+}
