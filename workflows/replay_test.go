@@ -31,6 +31,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 		// Refund histories recorded before refundConfirmN: runs that took fund_change N as
 		// success must still replay (refund.go).
 		{filepath.Join("testdata", "histories", "refunds", "v0"), 5},
+		// Histories recorded before the direct checkout: runs started by the checkout
+		// update, which create the payment and open its trade in their first workflow task.
+		{filepath.Join("testdata", "histories", "v4"), 16},
 		// Histories recorded before signalsToTheEnd and closePathLocal: runs whose close
 		// path calls Alipay in regular activities must still replay (reconcile.go).
 		{filepath.Join("testdata", "histories", "v3"), 16},
