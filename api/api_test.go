@@ -38,6 +38,9 @@ type fakeStore struct {
 	refunds   map[string]payment.Refund // by tenant/refund_no
 	anomalies []payment.Anomaly         // recorded, in order
 	links     map[string]string         // pay links by payment_no
+	// hidePending is an order whose pending payment OrderStanding does not see (it was
+	// inserted after the read).
+	hidePending string
 	// orderPayments is what ListOrderPayments lists (newest first); events the outbox.
 	orderPayments []payment.Payment
 	events        []payment.Event
@@ -71,6 +74,21 @@ func (f *fakeStore) OrderPaidPayment(_ context.Context, tenantID, orderID string
 		}
 	}
 	return payment.Payment{}, false, nil
+}
+func (f *fakeStore) OrderStanding(ctx context.Context, tenantID, orderID string) (paid, pending *payment.Payment, err error) {
+	if p, ok, err := f.OrderPaidPayment(ctx, tenantID, orderID); err != nil {
+		return nil, nil, err
+	} else if ok {
+		paid = &p
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.payments {
+		if p.TenantID == tenantID && p.OrderID == orderID && p.Status == payment.StatusPending && orderID != f.hidePending {
+			pending = &p
+		}
+	}
+	return paid, pending, nil
 }
 func (f *fakeStore) GetTenant(context.Context, string) (payment.Tenant, error) {
 	return f.tenant, f.err()
@@ -315,6 +333,10 @@ type fakeOrch struct {
 	redeliveries    int
 	redeliverResult activities.RedeliverResult
 	redeliverErr    error
+	// opened are the direct checkout's starts; startErr and startRunning what they answer.
+	opened       []workflows.PaymentInput
+	startErr     error
+	startRunning bool
 }
 
 func (o *fakeOrch) StartRefund(context.Context, payment.Refund) error {
@@ -324,8 +346,19 @@ func (o *fakeOrch) StartRefund(context.Context, payment.Refund) error {
 	return o.refundErr
 }
 
-func (o *fakeOrch) StartOpened(context.Context, workflows.PaymentInput) (bool, error) {
-	return false, errors.New("fakeOrch: the direct checkout is not configured in these tests")
+// StartOpened records the direct checkout's start; startErr is what it answers, and
+// startRunning says that a run of the order is already running.
+func (o *fakeOrch) StartOpened(_ context.Context, in workflows.PaymentInput) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.startErr != nil {
+		return false, o.startErr
+	}
+	if o.startRunning {
+		return false, nil
+	}
+	o.opened = append(o.opened, in)
+	return true, nil
 }
 
 func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {

@@ -77,9 +77,14 @@ func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) 
 	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC()}
 	res = workflows.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
 		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
-	if p.Method == payment.MethodApp {
+	// The link is of the method the payment was created with, which a checkout that found
+	// another checkout's payment may not share.
+	switch p.Method {
+	case payment.MethodApp:
 		opened.OrderString, res.OrderString = link, link
-	} else {
+	case payment.MethodQR:
+		opened.QRCode, res.QRCode = link, link
+	default:
 		opened.PayURL, res.PayURL = link, link
 	}
 	started, err := s.orch.StartOpened(ctx, workflows.PaymentInput{

@@ -176,13 +176,21 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (_ int, _
 	if err := req.normalize(); err != nil {
 		return 0, nil, err
 	}
+	pendingFound := false
 	if !req.Repurchase {
 		// A paid order is final, whatever the key or token. The store refuses a new
-		// payment for it anyway; this read answers without starting a workflow run.
-		if err := s.refusePaidOrder(c, tenant.ID, req.OrderID); err != nil {
+		// payment for it anyway; this read answers without starting a workflow run. The
+		// same statement finds the order's pending payment, which a repeated checkout
+		// joins through the workflow's update, writing nothing.
+		paid, pending, err := s.store.OrderStanding(ctx, tenant.ID, req.OrderID)
+		switch {
+		case err != nil:
+			s.log.WarnContext(ctx, "paid-order check skipped", "tenant_id", tenant.ID, "order_id", req.OrderID, "err", err)
+		case paid != nil:
 			s.metrics.checkouts.WithLabelValues(payment.EORDERPAID).Inc()
-			return 0, nil, err
+			return 0, nil, paidOrderProblem(req.OrderID, *paid)
 		}
+		pendingFound = pending != nil
 	}
 	if req.CheckoutToken != "" {
 		binder, err := s.claimToken(c, tenant.ID, req, idemKey)
@@ -215,7 +223,7 @@ func (s *Server) checkout(c echo.Context, body []byte, idemKey string) (_ int, _
 		done bool
 		err  error
 	)
-	if s.cfg.DirectCheckoutTTL > 0 && in.Method != payment.MethodQR {
+	if s.cfg.DirectCheckoutTTL > 0 && in.Method != payment.MethodQR && !pendingFound {
 		res, done, err = s.directCheckout(ctx, in)
 	}
 	if !done {
@@ -282,6 +290,11 @@ func (s *Server) refusePaidOrder(c echo.Context, tenantID, orderID string) error
 	if !ok {
 		return nil
 	}
+	return paidOrderProblem(orderID, p)
+}
+
+// paidOrderProblem is the 409 order_already_paid answer, carrying the PAID payment.
+func paidOrderProblem(orderID string, p payment.Payment) error {
 	return &problemError{
 		err: payment.Errorf(payment.EORDERPAID, "order %s is already paid by payment %s; send \"repurchase\": true to charge it again",
 			orderID, p.PaymentNo),

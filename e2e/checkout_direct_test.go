@@ -105,3 +105,36 @@ func workflowRunning(t *testing.T, workflowID string) bool {
 	}
 	return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
+
+// A page checkout of an order whose pending payment is a QR payment with no run (its run
+// was terminated, and the sweeper is too slow to have re-driven it) answers that payment
+// as it is, its QR code and no cashier URL, and starts its run; paying the QR code pays it
+// once.
+func TestDirectCheckoutAnswersAnotherMethodsPendingPaymentByItsMethod(t *testing.T) {
+	st := newStack(t, stackOptions{paymentTTL: 10 * time.Minute, extraEnv: []string{"PAYKIT_SWEEP_STALE_AFTER=1h"}})
+	tn := newTenant(t)
+	orderID := "direct-qr-" + randHex(4)
+	qr := order(orderID, 990)
+	qr["method"] = "qr"
+	first := mustCheckout(t, st, tn, "", qr)
+	if first.QRCode == "" {
+		t.Fatalf("QR checkout answered %+v", first)
+	}
+	if err := env.tc.TerminateWorkflow(t.Context(), payment.WorkflowID(tn.id, orderID), "", "terminated by hand"); err != nil {
+		t.Fatal(err)
+	}
+	page := mustCheckout(t, st, tn, "", order(orderID, 990))
+	if page.PaymentNo != first.PaymentNo || page.QRCode != first.QRCode || page.PayURL != "" {
+		t.Fatalf("page checkout answered payment %s, qr %q, pay url %q; want %s with its QR code %q and no pay url",
+			page.PaymentNo, page.QRCode, page.PayURL, first.PaymentNo, first.QRCode)
+	}
+	state := waitRedrivenState(t, payment.WorkflowID(tn.id, orderID), 30*time.Second)
+	if state.PaymentNo != first.PaymentNo || state.QRCode != first.QRCode {
+		t.Fatalf("the run holds %s with qr %q", state.PaymentNo, state.QRCode)
+	}
+	simPay(t, first.PaymentNo)
+	waitStatus(t, first.PaymentNo, payment.StatusPaid, 30*time.Second)
+	if n := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", first.PaymentNo); n != 1 {
+		t.Fatalf("%d grants, want 1", n)
+	}
+}

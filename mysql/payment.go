@@ -324,6 +324,35 @@ func (st *Store) OrderPaidPayment(ctx context.Context, tenantID, orderID string)
 	}
 }
 
+// qOrderStanding is the order's most recent PAID payment and its pending payment, in one
+// round trip: the paid-order index and the active-order unique index.
+var qOrderStanding = `(SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = ? AND order_id = ? AND status = 1
+ORDER BY paid_at DESC, id DESC LIMIT 1)
+UNION ALL
+(SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = ? AND active_order_id = ?)`
+
+// OrderStanding returns the order's most recent PAID payment and its pending payment,
+// each nil if it has none, with one statement.
+func (st *Store) OrderStanding(ctx context.Context, tenantID, orderID string) (paid, pending *payment.Payment, err error) {
+	err = st.query(ctx, qOrderStanding, []any{tenantID, orderID, tenantID, orderID}, func(rows *sql.Rows) error {
+		p, err := scanPayment(rows)
+		if err != nil {
+			return err
+		}
+		switch {
+		case p.Status == payment.StatusPaid && paid == nil:
+			paid = &p
+		case p.Status == payment.StatusPending:
+			pending = &p
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mysql: order standing: %w", err)
+	}
+	return paid, pending, nil
+}
+
 // leavePending is the one transaction behind every transition out of pending. It locks
 // the payment row with SELECT … FOR UPDATE and, if the payment is still pending, calls
 // change, which runs the status compare-and-set and the order update and applies the

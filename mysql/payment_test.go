@@ -589,3 +589,55 @@ func TestPaidOrderIsFinal(t *testing.T) {
 		}
 	}
 }
+
+// OrderStanding answers, in one statement, the order's latest PAID payment and its pending
+// one, as the order moves from new to pending, paid, and re-purchased; and a payment
+// created with its pay link keeps it.
+func TestOrderStanding(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	check := func(step, wantPaid, wantPending string) {
+		t.Helper()
+		paid, pending, err := st.OrderStanding(ctx, "t1", "os1")
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		gotPaid, gotPending := "", ""
+		if paid != nil {
+			gotPaid = paid.PaymentNo
+		}
+		if pending != nil {
+			gotPending = pending.PaymentNo
+		}
+		if gotPaid != wantPaid || gotPending != wantPending {
+			t.Fatalf("%s: paid %q pending %q, want %q and %q", step, gotPaid, gotPending, wantPaid, wantPending)
+		}
+	}
+	check("new order", "", "")
+	np := newPayment("t1", "os1", "POS1")
+	np.PayLink = "https://cashier.test/pay?out_trade_no=POS1"
+	if _, _, err := st.CreatePendingPayment(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	if link, err := st.PendingPayLink(ctx, "t1", "POS1"); err != nil || link != np.PayLink {
+		t.Fatalf("pay link %q, %v; want the one it was created with", link, err)
+	}
+	check("pending", "", "POS1")
+	if _, err := st.MarkPaid(ctx, "POS1", "trade_POS1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	check("paid", "POS1", "")
+	again := newPayment("t1", "os1", "POS2")
+	again.Repurchase = true
+	if _, _, err := st.CreatePendingPayment(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	check("re-purchase pending", "POS1", "POS2")
+	if _, err := st.MarkPaid(ctx, "POS2", "trade_POS2", time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	check("re-purchased", "POS2", "")
+	if _, _, err := st.OrderStanding(ctx, "t1", "other"); err != nil {
+		t.Fatal(err)
+	}
+}

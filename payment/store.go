@@ -221,6 +221,9 @@ type Store interface {
 	// OrderPaidPayment returns the order's most recent PAID payment, with ok=false if the
 	// order has none.
 	OrderPaidPayment(ctx context.Context, tenantID, orderID string) (p Payment, ok bool, err error)
+	// OrderStanding returns the order's most recent PAID payment and its pending payment,
+	// each nil if it has none, in one round trip (the checkout's first read).
+	OrderStanding(ctx context.Context, tenantID, orderID string) (paid, pending *Payment, err error)
 
 	// GetPayment returns a payment by payment_no, or an error wrapping ErrNotFound.
 	GetPayment(ctx context.Context, paymentNo string) (Payment, error)
