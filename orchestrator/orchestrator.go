@@ -51,9 +51,9 @@ func (o *Orchestrator) startOptions(in workflows.PaymentInput) client.StartWorkf
 		// unique index still allows one pending payment per order.
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(sa...),
-		StaticSummary:         fmt.Sprintf("%s CNY · order %s · tenant %s", in.Amount.Yuan(), in.OrderID, in.TenantID),
-		StaticDetails: fmt.Sprintf("Subject: %s\n\nMethod: %s", in.Subject, in.Method),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(sa...),
+		StaticSummary:            fmt.Sprintf("%s CNY · order %s · tenant %s", in.Amount.Yuan(), in.OrderID, in.TenantID),
+		StaticDetails:            fmt.Sprintf("Subject: %s\n\nMethod: %s", in.Subject, in.Method),
 	}
 }
 
