@@ -83,6 +83,8 @@ func TestPerf(t *testing.T) {
 			},
 			&res.floorUWS, &res.checkout)
 		res.checkoutUpd = append(res.checkoutUpd, p.counted(func() perfSample { return p.updateCheckouts(t) }))
+		res.floorStart = append(res.floorStart, p.floorStarts(t, false))
+		res.floorEager = append(res.floorEager, p.floorStarts(t, true))
 		p.drain(t)
 		pair(func() perfSample {
 			return p.withProfile(t, profile, "floor-payment", 20, func() perfSample { return p.floorPayments(t) })
@@ -148,6 +150,7 @@ type perf struct {
 
 const (
 	floorCheckoutWF = "PerfFloorCheckout"
+	floorStartWF    = "PerfFloorStart"
 	floorPaymentWF  = "PerfFloorPayment"
 	floorUpdate     = "checkout"
 	floorSignal     = "paid"
@@ -183,6 +186,26 @@ func floorStart(ctx workflow.Context) error {
 	}
 	ready = true
 	return nil
+}
+
+// floorStarted is the floor of the direct checkout: a start, accepted, of a run whose
+// first task runs one no-op local activity (the starter does not wait for it).
+func floorStarted(ctx workflow.Context) error {
+	return workflow.ExecuteLocalActivity(floorLocal(ctx), floorNoop).Get(ctx, nil)
+}
+
+// floorStarts starts floorStarted runs, conc at a time, each measured until Temporal has
+// accepted its start; eager asks for eager workflow start, whose first task goes straight
+// to the floor worker in this process.
+func (p *perf) floorStarts(t *testing.T, eager bool) perfSample {
+	prefix := "perf-start-" + randHex(4) + "-"
+	return closedLoop(p.cfg.checkouts, p.cfg.checkoutCon, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_, err := p.floorC.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: prefix + strconv.Itoa(i), TaskQueue: p.floorTQ,
+			EnableEagerStart: eager}, floorStartWF)
+		return err
+	})
 }
 
 // floorPayment is the minimal shape of a payment: the checkout floor, then one signal
@@ -302,6 +325,7 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 	})
 	w.RegisterWorkflowWithOptions(floorCheckout, workflow.RegisterOptions{Name: floorCheckoutWF})
 	w.RegisterWorkflowWithOptions(floorPayment, workflow.RegisterOptions{Name: floorPaymentWF})
+	w.RegisterWorkflowWithOptions(floorStarted, workflow.RegisterOptions{Name: floorStartWF})
 	w.RegisterActivity(floorNoop)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
@@ -970,7 +994,7 @@ func (p *perf) redisCalls() map[string]float64 {
 
 type perfResults struct {
 	floorUWS, checkout, floorPay, payment, callback, toPaid []perfSample
-	checkoutUpd                                             []perfSample
+	checkoutUpd, floorStart, floorEager                     []perfSample
 	dupKey, dupOrder                                        dupCost
 	curve                                                   []curvePoint
 	open                                                    openPhase
@@ -1041,6 +1065,10 @@ func (r perfResults) table(cfg perfConfig) string {
 	fmt.Fprintf(&b, " %.2f× | ≥ 1.4×, p99 ≤ 1 s | %s |\n", co/fu, verdict(co/fu >= 1.4 && coP99 <= 1))
 	cu := row(fmt.Sprintf("checkout, the other design: every checkout waits for the workflow's update (PAYKIT_CHECKOUT_DIRECT=false), %d concurrent", cfg.checkoutCon), r.checkoutUpd)
 	fmt.Fprintf(&b, " %.2f× | | |\n", cu/fu)
+	fs := row(fmt.Sprintf("floor: StartWorkflow accepted (its run then runs one no-op local activity), %d concurrent", cfg.checkoutCon), r.floorStart)
+	fmt.Fprintf(&b, " checkout %.2f× of it | | |\n", co/fs)
+	fe := row(fmt.Sprintf("floor: the same with eager workflow start (EnableEagerStart, the floor worker in the starter's process), %d concurrent", cfg.checkoutCon), r.floorEager)
+	fmt.Fprintf(&b, " checkout %.2f× of it | | |\n", co/fe)
 	fp := row(fmt.Sprintf("floor: minimal payment (UpdateWithStart + local activity, signal, local activity), %d concurrent", cfg.paymentCon), r.floorPay)
 	b.WriteString(" 1 | | |\n")
 	pa := row(fmt.Sprintf("whole payment: checkout, cashier, pay, notification, PAID, %d concurrent", cfg.paymentCon), r.payment)
@@ -1072,8 +1100,8 @@ func (r perfResults) table(cfg perfConfig) string {
 	dup("duplicate checkout, same order, no key", r.dupOrder)
 	b.WriteString("\nper round (floor | paykit):\n")
 	for i := range r.checkout {
-		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s | checkout by update %s; minimal %s | payment %s; callbacks %s, to PAID %s\n", i+1,
-			r.floorUWS[i], r.checkout[i], r.checkoutUpd[i], r.floorPay[i], r.payment[i], r.callback[i], r.toPaid[i])
+		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s | checkout by update %s | start %s | eager start %s; minimal %s | payment %s; callbacks %s, to PAID %s\n", i+1,
+			r.floorUWS[i], r.checkout[i], r.checkoutUpd[i], r.floorStart[i], r.floorEager[i], r.floorPay[i], r.payment[i], r.callback[i], r.toPaid[i])
 	}
 	return b.String()
 }
