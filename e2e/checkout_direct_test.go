@@ -26,16 +26,7 @@ func TestCheckoutAPIDiesBetweenItsCommitAndTheWorkflowStart(t *testing.T) {
 	st := newStack(t, stackOptions{paymentTTL: 10 * time.Minute})
 	tn := newTenant(t)
 	for _, retried := range []bool{true, false} {
-		proxy := newHoldingProxy(t, env.temporalAddr)
-		apiAddr := freeAddr()
-		doomed, err := env.start(st.name+"-api-doomed", env.paykitBin, []string{"api"},
-			append(append([]string{}, st.env...), "PAYKIT_TEMPORAL_ADDR="+proxy.addr(), "PAYKIT_HTTP_ADDR="+apiAddr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := waitHTTP("http://"+apiAddr+"/readyz", 60*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		proxy, doomed, apiAddr := startDoomedAPI(t, st)
 		orderID := "direct-crash-" + randHex(4)
 		proxy.hold()
 		b, _ := json.Marshal(order(orderID, 990))

@@ -183,13 +183,10 @@ func (p *holdingProxy) drop() {
 	p.conns = nil
 }
 
-// An API that dies after recording a notification and before its hand-over reached
-// Temporal loses nothing: another API process's sweep finds it due and hands it over.
-// The first API reaches Temporal through a proxy that stops forwarding just before the
-// notification, so its hand-over cannot have left the process.
-func TestNotificationRecordedBeforeTheAPIDiesIsSettledByAnother(t *testing.T) {
-	st := newStack(t, stackOptions{})
-	tn := newTenant(t)
+// startDoomedAPI starts a second API of the stack that reaches Temporal through a holding
+// proxy, for a test that stops the proxy's forwarding and then kills that API.
+func startDoomedAPI(t *testing.T, st *stack) (*holdingProxy, *proc, string) {
+	t.Helper()
 	proxy := newHoldingProxy(t, env.temporalAddr)
 	apiAddr := freeAddr()
 	doomed, err := env.start(st.name+"-api-doomed", env.paykitBin, []string{"api"},
@@ -197,10 +194,22 @@ func TestNotificationRecordedBeforeTheAPIDiesIsSettledByAnother(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer doomed.kill()
 	if err := waitHTTP("http://"+apiAddr+"/readyz", 60*time.Second); err != nil {
+		doomed.kill()
 		t.Fatal(err)
 	}
+	return proxy, doomed, apiAddr
+}
+
+// An API that dies after recording a notification and before its hand-over reached
+// Temporal loses nothing: another API process's sweep finds it due and hands it over.
+// The first API reaches Temporal through a proxy that stops forwarding just before the
+// notification, so its hand-over cannot have left the process.
+func TestNotificationRecordedBeforeTheAPIDiesIsSettledByAnother(t *testing.T) {
+	st := newStack(t, stackOptions{})
+	tn := newTenant(t)
+	proxy, doomed, apiAddr := startDoomedAPI(t, st)
+	defer doomed.kill()
 	res := mustCheckout(t, st, tn, "", order("inbox-crash-"+randHex(4), 990))
 	f := paidNotification(t, res.PaymentNo)
 

@@ -99,24 +99,12 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 	ph := openPhase{open: n}
 	w0, a0 := scrape(p.st.adminURL+"/metrics"), scrape(p.st.apiURL+"/metrics")
 	ph.workerRSSStart, ph.apiRSSStart = w0["process_resident_memory_bytes"], a0["process_resident_memory_bytes"]
-	openAPI, err := startStack("perf-open", stackOptions{paymentTTL: 15 * time.Minute, redisAddr: p.redisAddr, taskQueue: p.st.taskQueue,
-		noWorker: true, extraEnv: []string{"PAYKIT_MYSQL_DSN=" + p.dsn, "PAYKIT_PUBLIC_URL=" + p.st.apiURL,
-			"PAYKIT_RECONCILE_INTERVAL=1m", "PAYKIT_INBOX_SETTLE_BOUND=30s", "PAYKIT_INBOX_SWEEP_INTERVAL=5s", "PAYKIT_LOG_LEVEL=warn"}})
-	if openAPI != nil {
-		t.Cleanup(func() {
-			if openAPI.api != nil {
-				openAPI.api.stop()
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	openAPI := p.secondAPI(t, "perf-open", 15*time.Minute, "PAYKIT_RECONCILE_INTERVAL=1m")
 	ph.before = p.counted(func() perfSample { return p.checkoutsN(t, p.cfg.checkoutCon, p.cfg.checkouts) })
 	h := map[string]string{"Authorization": "Bearer " + p.tn.apiKey, "Content-Type": "application/json"}
 	ph.created = closedLoop(n, p.cfg.checkoutCon, func(int) error {
 		b, _ := json.Marshal(order(p.nextOrder(), 990))
-		r, err := perfDo(http.MethodPost, openAPI.apiURL+"/v1/payments", h, b)
+		r, err := perfDo(http.MethodPost, openAPI+"/v1/payments", h, b)
 		if err != nil {
 			return err
 		}
@@ -141,6 +129,27 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 	ph.workerRSS, ph.apiRSS = w["process_resident_memory_bytes"], a["process_resident_memory_bytes"]
 	ph.workerGor, ph.apiGor = w["go_goroutines"], a["go_goroutines"]
 	return ph
+}
+
+// secondAPI starts an API process (no worker) on the benchmark's task queue, MySQL user
+// and Redis, with payments of the given TTL and the extra settings, and returns its URL;
+// it is stopped when the test ends.
+func (p *perf) secondAPI(t *testing.T, name string, ttl time.Duration, extra ...string) string {
+	t.Helper()
+	st, err := startStack(name, stackOptions{paymentTTL: ttl, redisAddr: p.redisAddr, taskQueue: p.st.taskQueue, noWorker: true,
+		extraEnv: append([]string{"PAYKIT_MYSQL_DSN=" + p.dsn, "PAYKIT_PUBLIC_URL=" + p.st.apiURL,
+			"PAYKIT_INBOX_SETTLE_BOUND=30s", "PAYKIT_INBOX_SWEEP_INTERVAL=5s", "PAYKIT_LOG_LEVEL=warn"}, extra...)})
+	if st != nil {
+		t.Cleanup(func() {
+			if st.api != nil {
+				st.api.stop()
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.apiURL
 }
 
 // simQueries is how many alipay.trade.query calls the simulator has answered.

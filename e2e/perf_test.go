@@ -299,20 +299,7 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 	}
 	p.st = st
 	p.tn = newTenant(t)
-	upd, err := startStack("perf-update", stackOptions{paymentTTL: 2 * time.Hour, redisAddr: redisAddr, taskQueue: st.taskQueue, noWorker: true,
-		extraEnv: []string{"PAYKIT_MYSQL_DSN=" + dsn, "PAYKIT_PUBLIC_URL=" + st.apiURL, "PAYKIT_CHECKOUT_DIRECT=false",
-			"PAYKIT_RECONCILE_INTERVAL=1h", "PAYKIT_INBOX_SETTLE_BOUND=30s", "PAYKIT_INBOX_SWEEP_INTERVAL=5s", "PAYKIT_LOG_LEVEL=warn"}})
-	if upd != nil {
-		t.Cleanup(func() {
-			if upd.api != nil {
-				upd.api.stop()
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.updateAPI = upd.apiURL
+	p.updateAPI = p.secondAPI(t, "perf-update", 2*time.Hour, "PAYKIT_CHECKOUT_DIRECT=false", "PAYKIT_RECONCILE_INTERVAL=1h")
 
 	// The floor worker, in this process, with the pollers and slots paykit's worker has.
 	if p.floorC, err = client.Dial(client.Options{HostPort: env.temporalAddr, Logger: quietLogger{}}); err != nil {
