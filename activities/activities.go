@@ -81,8 +81,10 @@ type Activities struct {
 	Now func() time.Time
 	// Metrics counts business events; nil counts nothing.
 	Metrics *Metrics
-	// Auditor runs the scheduled audit; nil makes the Audit activity fail.
-	Auditor *audit.Auditor
+	// Auditor runs the scheduled audit; nil makes the Audit activity fail. Watermarks
+	// keeps where each scheduled audit stands; nil makes a scoped audit fail.
+	Auditor    *audit.Auditor
+	Watermarks AuditWatermarks
 	// Statements reconciles daily bills of the apps StatementApps lists (statement.go);
 	// nil makes the ReconcileStatement activity fail. StatementMetrics may be nil.
 	Statements       *statement.Reconciler

@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -11,14 +12,32 @@ import (
 	"github.com/paykit/paykit/audit"
 )
 
+// ErrTypeAuditWatermarkMoved is the non-retryable error of an audit whose watermark is
+// no longer where the run read it: another run of the same scope audited meanwhile.
+const ErrTypeAuditWatermarkMoved = "AuditWatermarkMoved"
+
+// AuditWatermarks keeps where each scheduled audit stands; *mysql.Store implements it.
+type AuditWatermarks interface {
+	// AuditWatermark returns the end of the last window scope audited; zero if none.
+	AuditWatermark(ctx context.Context, scope string) (time.Time, error)
+	// AdvanceAuditWatermark moves it from from (zero: none yet) to to, and reports
+	// false if it stood elsewhere. A watermark already at to counts as moved.
+	AdvanceAuditWatermark(ctx context.Context, scope string, from, to time.Time) (bool, error)
+}
+
 // AuditRequest is the window and thresholds of one scheduled audit. Zero thresholds take
 // the auditor's defaults.
 type AuditRequest struct {
 	Since        time.Time     `json:"since"`
 	Until        time.Time     `json:"until"`
+	TenantID     string        `json:"tenant_id,omitempty"`
 	GrantSLA     time.Duration `json:"grant_sla,omitempty"`
 	WebhookSLA   time.Duration `json:"webhook_sla,omitempty"`
 	PendingGrace time.Duration `json:"pending_grace,omitempty"`
+	// Scope, if set, names the watermark the audit moves from WatermarkFrom (zero: it
+	// has none yet) to Until once the whole window is recorded.
+	Scope         string    `json:"scope,omitempty"`
+	WatermarkFrom time.Time `json:"watermark_from,omitzero"`
 }
 
 // AuditResult counts what one audit saw and found.
@@ -28,37 +47,133 @@ type AuditResult struct {
 	InFlight int            `json:"in_flight"`
 	Findings int            `json:"findings"`
 	ByKind   map[string]int `json:"by_kind,omitempty"`
+	// ChangedWhileAudited counts payments whose findings were dropped because they
+	// changed while audited (they are audited again in the window of that change).
+	ChangedWhileAudited int `json:"changed_while_audited,omitempty"`
+	// Windows counts the windows audited, AuditedUntil is where the last one ended: the
+	// watermark after the run.
+	Windows      int       `json:"windows,omitempty"`
+	AuditedUntil time.Time `json:"audited_until,omitzero"`
+}
+
+// Add adds the counts of another window's result.
+func (r *AuditResult) Add(o AuditResult) {
+	r.Payments += o.Payments
+	r.Queried += o.Queried
+	r.InFlight += o.InFlight
+	r.Findings += o.Findings
+	r.ChangedWhileAudited += o.ChangedWhileAudited
+	r.Windows += o.Windows
+	if o.AuditedUntil.After(r.AuditedUntil) {
+		r.AuditedUntil = o.AuditedUntil
+	}
+	for k, n := range o.ByKind {
+		if r.ByKind == nil {
+			r.ByKind = map[string]int{}
+		}
+		r.ByKind[k] += n
+	}
+}
+
+// auditHeartbeat is what a heartbeat of the Audit activity carries: where the run
+// stands, and the counts of the pages already recorded, so that a retried attempt
+// resumes after them instead of starting the window over.
+type auditHeartbeat struct {
+	Cursor audit.Cursor `json:"cursor"`
+	Done   AuditResult  `json:"done"`
+}
+
+// AuditWatermark returns the end of the last window the scheduled audit of scope
+// completed; zero if it never completed one.
+func (a *Activities) AuditWatermark(ctx context.Context, scope string) (time.Time, error) {
+	if a.Watermarks == nil {
+		return time.Time{}, temporal.NewNonRetryableApplicationError("audit: the worker has no watermark store", ErrTypeInvalid, nil)
+	}
+	at, err := a.Watermarks.AuditWatermark(ctx, scope)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("audit: %w", err)
+	}
+	return at, nil
 }
 
 // Audit runs the invariant audit over the window and records every finding as an
-// anomaly of kind audit_<kind>. The anomaly table keeps one row per (kind, payment_no),
-// so a retried or repeated audit records nothing twice. Once all are recorded, each
-// finding is logged at error level and counted.
+// anomaly of kind audit_<kind>, page by page as they are found: a window too large for
+// one attempt keeps what it found, and a retried attempt resumes after the last page it
+// heartbeat. The anomaly table keeps one row per (kind, payment_no), so a retried or
+// repeated audit records nothing twice. With a Scope, the watermark moves to Until once
+// the whole window is recorded.
 func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, error) {
 	if a.Auditor == nil {
 		return AuditResult{}, temporal.NewNonRetryableApplicationError("audit: the worker has no auditor", ErrTypeInvalid, nil)
 	}
-	rep, err := a.Auditor.Run(ctx, audit.Params{
-		Since: req.Since, Until: req.Until, GrantSLA: req.GrantSLA, WebhookSLA: req.WebhookSLA, PendingGrace: req.PendingGrace,
-		Progress: func(p audit.Progress) { activity.RecordHeartbeat(ctx, p) },
-	})
-	if err != nil {
-		return AuditResult{}, classify("audit", err)
+	if req.Scope != "" && a.Watermarks == nil {
+		return AuditResult{}, temporal.NewNonRetryableApplicationError("audit: the worker has no watermark store", ErrTypeInvalid, nil)
 	}
-	for _, f := range rep.Findings {
-		an := f.Anomaly()
-		an.CreatedAt = a.now()
-		if err := a.Store.RecordAnomaly(ctx, an); err != nil {
-			return AuditResult{}, fmt.Errorf("audit: %w", err)
+	var hb auditHeartbeat
+	if activity.HasHeartbeatDetails(ctx) {
+		if err := activity.GetHeartbeatDetails(ctx, &hb); err != nil {
+			a.log().WarnContext(ctx, "audit: the last attempt's progress is unreadable; auditing the window from its start", "err", err)
+			hb = auditHeartbeat{}
 		}
 	}
-	for _, f := range rep.Findings {
-		a.Metrics.auditFinding(f.Kind)
-		a.Metrics.anomaly(audit.AnomalyPrefix + f.Kind)
-		a.log().ErrorContext(ctx, "audit finding: operator action required", "kind", f.Kind, "tenant_id", f.TenantID,
-			"order_id", f.OrderID, "payment_no", f.PaymentNo, "status", f.Status.String(), "trade_no", f.TradeNo,
-			"amount_fen", int64(f.AmountFen), "alipay_amount_fen", int64(f.AlipayAmountFen), "detail", f.Detail)
+	done := hb.Done
+	// tally is what the heartbeat says is recorded: the earlier attempts' pages and this
+	// one's, each counted once the page is.
+	tally := done
+	tally.ByKind = maps.Clone(done.ByKind)
+	record := func(ctx context.Context, fs []audit.Finding) error {
+		for _, f := range fs {
+			an := f.Anomaly()
+			an.CreatedAt = a.now()
+			if err := a.Store.RecordAnomaly(ctx, an); err != nil {
+				return err
+			}
+		}
+		for _, f := range fs {
+			tally.Add(AuditResult{Findings: 1, ByKind: map[string]int{f.Kind: 1}})
+			a.Metrics.auditFinding(f.Kind)
+			a.Metrics.anomaly(audit.AnomalyPrefix + f.Kind)
+			a.log().ErrorContext(ctx, "audit finding: operator action required", "kind", f.Kind, "tenant_id", f.TenantID,
+				"order_id", f.OrderID, "payment_no", f.PaymentNo, "status", f.Status.String(), "trade_no", f.TradeNo,
+				"amount_fen", int64(f.AmountFen), "alipay_amount_fen", int64(f.AlipayAmountFen), "detail", f.Detail)
+		}
+		return nil
 	}
-	return AuditResult{Payments: rep.Payments, Queried: rep.Queried, InFlight: rep.InFlight,
-		Findings: len(rep.Findings), ByKind: rep.Counts()}, nil
+	rep, err := a.Auditor.Run(ctx, audit.Params{
+		Since: req.Since, Until: req.Until, TenantID: req.TenantID,
+		GrantSLA: req.GrantSLA, WebhookSLA: req.WebhookSLA, PendingGrace: req.PendingGrace,
+		After: hb.Cursor, Record: record,
+		Progress: func(p audit.Progress) {
+			hb := auditHeartbeat{Cursor: p.Cursor, Done: tally}
+			hb.Done.Payments = done.Payments + p.Payments
+			activity.RecordHeartbeat(ctx, hb)
+		},
+	})
+	res := done
+	res.Add(AuditResult{Payments: rep.Payments, Queried: rep.Queried, InFlight: rep.InFlight, Findings: count(rep.ByKind),
+		ByKind: maps.Clone(rep.ByKind), ChangedWhileAudited: rep.ChangedWhileAudited})
+	if err != nil {
+		return res, classify("audit", err)
+	}
+	res.Windows, res.AuditedUntil = 1, req.Until
+	if req.Scope != "" {
+		moved, err := a.Watermarks.AdvanceAuditWatermark(ctx, req.Scope, req.WatermarkFrom, req.Until)
+		if err != nil {
+			return res, fmt.Errorf("audit: %w", err)
+		}
+		if !moved {
+			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"audit: the watermark of %s is no longer at %s: another audit of the scope ran meanwhile",
+				req.Scope, req.WatermarkFrom.UTC().Format(time.RFC3339Nano)), ErrTypeAuditWatermarkMoved, nil)
+		}
+	}
+	return res, nil
+}
+
+func count(byKind map[string]int) int {
+	n := 0
+	for _, c := range byKind {
+		n += c
+	}
+	return n
 }

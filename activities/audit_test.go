@@ -144,3 +144,50 @@ func TestAudit_RefusesWithoutAuditorOrWindow(t *testing.T) {
 	err = f.remote(t, nil, f.acts.Audit, activities.AuditRequest{Since: time.Now(), Until: time.Now().Add(-time.Hour)})
 	applicationError(t, err, activities.ErrTypeInvalid, true)
 }
+
+// TestAudit_MovesItsWatermarkOnlyFromWhereItStands: a scoped audit creates the
+// watermark, a retried one finds it already moved and succeeds, one that read an older
+// watermark fails without retrying; an attempt resumed past the window's end records
+// nothing more and reports what the earlier attempts recorded.
+func TestAudit_MovesItsWatermarkOnlyFromWhereItStands(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.acts.Auditor = &audit.Auditor{Store: f.store, Gateway: f.acts.Gateway, Workflows: noWorkflows{}}
+	scope := "test-" + f.tenantID
+	until := time.Now().Add(time.Minute).UTC().Truncate(time.Microsecond)
+	req := activities.AuditRequest{Since: until.Add(-time.Hour), Until: until, TenantID: f.tenantID, Scope: scope}
+
+	err := f.remote(t, nil, f.acts.Audit, req)
+	applicationError(t, err, activities.ErrTypeInvalid, true) // no watermark store
+	f.acts.Watermarks = f.store
+	for attempt := 1; attempt <= 2; attempt++ {
+		var res activities.AuditResult
+		if err := f.remote(t, &res, f.acts.Audit, req); err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		if res.Windows != 1 || !res.AuditedUntil.Equal(until) {
+			t.Fatalf("attempt %d: %+v", attempt, res)
+		}
+		if at, err := f.store.AuditWatermark(ctx, scope); err != nil || !at.Equal(until) {
+			t.Fatalf("attempt %d: watermark %s, %v; want %s", attempt, at, err, until)
+		}
+	}
+	stale := req
+	stale.Since, stale.Until, stale.WatermarkFrom = until.Add(-2*time.Hour), until.Add(time.Hour), until.Add(-2*time.Hour)
+	err = f.remote(t, nil, f.acts.Audit, stale)
+	applicationError(t, err, activities.ErrTypeAuditWatermarkMoved, true)
+
+	// An attempt whose predecessor heartbeat the end of the window: nothing is read.
+	next := activities.AuditRequest{Since: until, Until: until.Add(time.Hour), TenantID: f.tenantID, Scope: scope, WatermarkFrom: until}
+	f.env.SetHeartbeatDetails(map[string]any{
+		"cursor": audit.Cursor{Source: audit.SourceEnd},
+		"done":   activities.AuditResult{Payments: 7, Findings: 2, ByKind: map[string]int{audit.KindLost: 2}},
+	})
+	var res activities.AuditResult
+	if err := f.remote(t, &res, f.acts.Audit, next); err != nil {
+		t.Fatal(err)
+	}
+	if res.Payments != 7 || res.Findings != 2 || res.ByKind[audit.KindLost] != 2 || res.Windows != 1 {
+		t.Fatalf("resumed attempt: %+v, want the earlier attempts' counts", res)
+	}
+}

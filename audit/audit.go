@@ -7,6 +7,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -48,7 +49,7 @@ const (
 // Kinds lists every finding kind in the order a payment's findings are reported.
 func Kinds() []string {
 	return []string{KindLost, KindDouble, KindMissingGrant, KindUndeliveredEvent, KindStuckPending,
-		KindAmountMismatch, KindNotPaidAtAlipay, KindRefundNotSucceeded, KindRefundNotAtAlipay, KindRefundExceedsPaid,
+		KindAmountMismatch, KindNotPaidAtAlipay, KindRefundNotSucceeded, KindRefundNotAtAlipay, KindRefundAmountMismatch, KindRefundExceedsPaid,
 		KindUnsettledNotification, KindUnverifiable}
 }
 
@@ -107,14 +108,47 @@ type Record struct {
 	// UnsettledNotificationSince is when the oldest verified notification of the payment
 	// that is not settled yet was received; zero if there is none.
 	UnsettledNotificationSince time.Time
+	// Changed is the latest change of the payment, its refunds and its outbox events.
+	// A finding is recorded only if it has not moved since the facts were read: a
+	// payment that changed while it was audited is audited again in the window of that
+	// change, on facts that are not half old and half new.
+	Changed time.Time
+}
+
+// Source is what a run reads its payments from, in this order: the payments whose row
+// changed in the window, then those whose refunds did, then those whose outbox events
+// did. A payment is audited once per run whichever of them changed.
+type Source int8
+
+const (
+	SourcePayments Source = iota
+	SourceRefunds
+	SourceEvents
+	// SourceEnd is past the last source: the run is complete.
+	SourceEnd
+)
+
+// Cursor is where a run stands: the source it reads and the (time, id) of the last row
+// of it already audited. The zero Cursor is the start of a run; a run resumed from a
+// Cursor audits only what follows it.
+type Cursor struct {
+	Source Source    `json:"source"`
+	At     time.Time `json:"at,omitzero"`
+	ID     int64     `json:"id,omitempty"`
 }
 
 // Store is what the audit reads from MySQL; *mysql.Store implements it.
 type Store interface {
-	// AuditPage returns up to limit payments created in [since, until) whose id is
-	// greater than afterID, in id order, with their facts: every tenant's, or only
-	// tenantID's if it is not empty.
-	AuditPage(ctx context.Context, tenantID string, since, until time.Time, afterID int64, limit int) ([]Record, error)
+	// ChangedPage reads up to limit rows of after.Source that changed in [since, until)
+	// past after's position, in (time, id) order, and returns the payments they belong
+	// to with their facts (each payment once, in no particular order) and the cursor
+	// that follows them: after.Source's last row read, or the start of the next source
+	// if fewer than limit rows were left. Every tenant's, or only tenantID's if it is not
+	// empty.
+	ChangedPage(ctx context.Context, tenantID string, since, until time.Time, after Cursor, limit int) ([]Record, Cursor, error)
+	// AuditRecords reads the facts of the given payments again; a payment that no longer
+	// exists is left out.
+	AuditRecords(ctx context.Context, paymentNos []string) ([]Record, error)
 	// AnomalyKinds returns the kinds of the anomalies recorded for a payment.
 	AnomalyKinds(ctx context.Context, paymentNo string) ([]string, error)
 }
@@ -153,14 +187,17 @@ func (f Finding) Anomaly() payment.Anomaly {
 	}
 }
 
-// Progress is reported while a run goes on, for heartbeats.
+// Progress is reported while a run goes on, for heartbeats: a run resumed from Cursor
+// (Params.After) audits everything that was not recorded yet.
 type Progress struct {
-	Payments int   `json:"payments"`
-	LastID   int64 `json:"last_id"`
+	Payments int    `json:"payments"`
+	Cursor   Cursor `json:"cursor"`
 }
 
 // Params are the window and thresholds of one run. Zero thresholds take the defaults.
 type Params struct {
+	// Since and Until bound the window: the run audits every payment that changed in
+	// [Since, Until): its row, one of its refunds or one of its outbox events.
 	Since, Until time.Time
 	// TenantID, if set, audits that tenant's payments only.
 	TenantID     string
@@ -169,6 +206,12 @@ type Params struct {
 	PendingGrace time.Duration
 	// NotificationSLA bounds how long an acknowledged notification may stay unsettled.
 	NotificationSLA time.Duration
+	// After resumes a run where an earlier attempt reported it stood (Progress.Cursor).
+	After Cursor
+	// Record, if set, is handed each page's findings as soon as they are found, and they
+	// are not kept in the Report (which counts them): a window too large for one attempt
+	// still records what it found. An error from it ends the run.
+	Record func(context.Context, []Finding) error
 	// Progress, if set, is called from the goroutine running Run after each page and
 	// each check started.
 	Progress func(Progress)
@@ -208,21 +251,27 @@ func (p Params) Validate() error {
 type Report struct {
 	Since time.Time `json:"since"`
 	Until time.Time `json:"until"`
-	// Payments counts the payments created in the window.
+	// Payments counts the payments that changed in the window.
 	Payments int `json:"payments"`
 	// InFlight counts pending payments not yet past expire_at + grace: still being
 	// worked on, so not checked.
 	InFlight int `json:"in_flight"`
 	// Queried counts the payments whose trade was queried at Alipay.
-	Queried  int       `json:"queried"`
-	Findings []Finding `json:"findings"`
+	Queried int `json:"queried"`
+	// ChangedWhileAudited counts the payments whose findings were dropped because the
+	// payment, a refund or an event of it changed between the read and the record: that
+	// change puts the payment in a later window, where it is audited again.
+	ChangedWhileAudited int `json:"changed_while_audited"`
+	// Findings are the findings, unless Params.Record took them.
+	Findings []Finding      `json:"findings"`
+	ByKind   map[string]int `json:"by_kind"`
 }
 
 // Counts returns the number of findings of each kind that occurs.
 func (r Report) Counts() map[string]int {
 	c := map[string]int{}
-	for _, f := range r.Findings {
-		c[f.Kind]++
+	for k, n := range r.ByKind {
+		c[k] = n
 	}
 	return c
 }
@@ -250,9 +299,9 @@ func (a *Auditor) now() time.Time {
 	return time.Now()
 }
 
-// Run audits the payments created in [p.Since, p.Until). Every check that could not be
-// carried out is reported as an unverifiable finding; an error means the audit itself
-// failed (MySQL unreadable, invalid window, ctx done).
+// Run audits the payments that changed in [p.Since, p.Until). Every check that could
+// not be carried out is reported as an unverifiable finding; an error means the audit
+// itself failed (MySQL unreadable, invalid window, ctx done, Record failed).
 func (a *Auditor) Run(ctx context.Context, p Params) (Report, error) {
 	p = p.withDefaults()
 	if err := p.Validate(); err != nil {
@@ -262,29 +311,79 @@ func (a *Auditor) Run(ctx context.Context, p Params) (Report, error) {
 	if pageSize <= 0 {
 		pageSize = DefaultPageSize
 	}
-	rep := Report{Since: p.Since, Until: p.Until, Findings: []Finding{}}
+	rep := Report{Since: p.Since, Until: p.Until, Findings: []Finding{}, ByKind: map[string]int{}}
 	now := a.now()
-	var afterID int64
-	for {
-		recs, err := a.Store.AuditPage(ctx, p.TenantID, p.Since, p.Until, afterID, pageSize)
+	inWindow := func(t time.Time) bool { return !t.Before(p.Since) && t.Before(p.Until) }
+	// A payment found through its refunds or events whose own row changed in the window
+	// was audited from the payments source already; seen keeps the others to once a run.
+	seen := map[string]bool{}
+	cur := p.After
+	for cur.Source < SourceEnd {
+		recs, next, err := a.Store.ChangedPage(ctx, p.TenantID, p.Since, p.Until, cur, pageSize)
 		if err != nil {
-			return rep, fmt.Errorf("audit: read payments after id %d: %w", afterID, err)
+			return rep, fmt.Errorf("audit: read changes after %+v: %w", cur, err)
 		}
-		if len(recs) == 0 {
-			return rep, nil
+		if cur.Source > SourcePayments {
+			recs = slices.DeleteFunc(recs, func(r Record) bool {
+				skip := inWindow(r.Payment.UpdatedAt) || seen[r.Payment.PaymentNo]
+				seen[r.Payment.PaymentNo] = true
+				return skip
+			})
 		}
-		found, err := a.checkPage(ctx, recs, p, now, &rep)
+		slices.SortFunc(recs, func(x, y Record) int { return cmp.Compare(x.Payment.ID, y.Payment.ID) })
+		found, err := a.checkPage(ctx, recs, p, now, cur, &rep)
 		if err != nil {
 			return rep, err
 		}
-		rep.Findings = append(rep.Findings, found...)
-		afterID = recs[len(recs)-1].Payment.ID
+		if found, err = a.stillTrue(ctx, recs, found, &rep); err != nil {
+			return rep, err
+		}
+		if p.Record != nil && len(found) > 0 {
+			if err := p.Record(ctx, found); err != nil {
+				return rep, fmt.Errorf("audit: record %d findings: %w", len(found), err)
+			}
+		} else {
+			rep.Findings = append(rep.Findings, found...)
+		}
+		for _, f := range found {
+			rep.ByKind[f.Kind]++
+		}
 		rep.Payments += len(recs)
-		p.progress(Progress{Payments: rep.Payments, LastID: afterID})
-		if len(recs) < pageSize {
-			return rep, nil
+		cur = next
+		p.progress(Progress{Payments: rep.Payments, Cursor: cur})
+	}
+	return rep, nil
+}
+
+// stillTrue keeps the findings of the payments that did not change while they were
+// audited: each is read again, and one whose latest change moved since the page was
+// read loses its findings (it is audited again in the window of that change).
+func (a *Auditor) stillTrue(ctx context.Context, recs []Record, found []Finding, rep *Report) ([]Finding, error) {
+	if len(found) == 0 {
+		return found, nil
+	}
+	changed := map[string]time.Time{}
+	for _, r := range recs {
+		changed[r.Payment.PaymentNo] = r.Changed
+	}
+	var nos []string
+	for _, f := range found {
+		if !slices.Contains(nos, f.PaymentNo) {
+			nos = append(nos, f.PaymentNo)
 		}
 	}
+	again, err := a.Store.AuditRecords(ctx, nos)
+	if err != nil {
+		return nil, fmt.Errorf("audit: read %d payments again before recording their findings: %w", len(nos), err)
+	}
+	moved := map[string]bool{}
+	for _, r := range again {
+		if !r.Changed.Equal(changed[r.Payment.PaymentNo]) {
+			moved[r.Payment.PaymentNo] = true
+		}
+	}
+	rep.ChangedWhileAudited += len(moved)
+	return slices.DeleteFunc(found, func(f Finding) bool { return moved[f.PaymentNo] }), nil
 }
 
 func (p Params) progress(pr Progress) {
@@ -308,7 +407,7 @@ type remote struct {
 
 // checkPage checks one page: the local facts at once, the remote ones with bounded
 // concurrency. Findings come out in the page's order, each payment's in Kinds order.
-func (a *Auditor) checkPage(ctx context.Context, recs []Record, p Params, now time.Time, rep *Report) ([]Finding, error) {
+func (a *Auditor) checkPage(ctx context.Context, recs []Record, p Params, now time.Time, at Cursor, rep *Report) ([]Finding, error) {
 	conc := a.Concurrency
 	if conc <= 0 {
 		conc = DefaultConcurrency
@@ -335,7 +434,7 @@ func (a *Auditor) checkPage(ctx context.Context, recs []Record, p Params, now ti
 		if query {
 			rep.Queried++
 		}
-		p.progress(Progress{Payments: rep.Payments + i, LastID: pay.ID})
+		p.progress(Progress{Payments: rep.Payments, Cursor: at})
 		g.Go(func() error {
 			results[i] = a.remoteCheck(ctx, pay, query, check)
 			if query && pay.Status != payment.StatusPending {

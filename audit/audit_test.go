@@ -298,7 +298,8 @@ func TestAudit_ReportsEachPlantedFindingOnce(t *testing.T) {
 	// Outside the window: PAID with nothing else, created three days ago.
 	e.create(t, "old", "POLD", false)
 	e.markPaid(t, "POLD", "")
-	e.exec(t, "UPDATE payments SET created_at = ? WHERE payment_no = 'POLD'", time.Now().Add(-72*time.Hour).UTC())
+	old := time.Now().Add(-72 * time.Hour).UTC()
+	e.exec(t, "UPDATE payments SET created_at = ?, updated_at = ? WHERE payment_no = 'POLD'", old, old)
 
 	rep := e.run(t)
 	want := map[string][]string{

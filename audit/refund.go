@@ -19,6 +19,9 @@ const (
 	// KindRefundExceedsPaid is a payment whose refunds add up to more than it was paid,
 	// or whose refunded_fen disagrees with the sum of its refunds that have not failed.
 	KindRefundExceedsPaid = "refund_exceeds_paid"
+	// KindRefundAmountMismatch is a refund Alipay carried out for another amount than
+	// the refund's own.
+	KindRefundAmountMismatch = "refund_amount_mismatch"
 )
 
 // RefundStore is what the refund checks read; *mysql.Store implements it. An Auditor
@@ -87,7 +90,7 @@ func refundFindings(pay payment.Payment, r refundRemote, newFinding func(kind, d
 	}
 	var out []Finding
 	var reserved, atAlipay payment.Amount
-	var notSucceeded, notAtAlipay []string
+	var notSucceeded, notAtAlipay, otherAmount []string
 	for _, rf := range r.refunds {
 		if rf.Status != payment.RefundFailed {
 			reserved += rf.Amount
@@ -98,6 +101,9 @@ func refundFindings(pay payment.Payment, r refundRemote, newFinding func(kind, d
 		}
 		if res.Found {
 			atAlipay += res.RefundAmount
+		}
+		if res.Found && res.RefundAmount != rf.Amount {
+			otherAmount = append(otherAmount, fmt.Sprintf("%s (%s CNY at alipay, %s CNY locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Amount.Yuan()))
 		}
 		switch {
 		case res.Found && rf.Status != payment.RefundSucceeded:
@@ -113,6 +119,10 @@ func refundFindings(pay payment.Payment, r refundRemote, newFinding func(kind, d
 	if len(notAtAlipay) > 0 {
 		out = append(out, newFinding(KindRefundNotAtAlipay,
 			"SUCCEEDED locally but alipay has no such refund: "+strings.Join(notAtAlipay, ", ")))
+	}
+	if len(otherAmount) > 0 {
+		out = append(out, newFinding(KindRefundAmountMismatch,
+			"alipay refunded another amount than the refund's: "+strings.Join(otherAmount, ", ")))
 	}
 	switch {
 	case reserved > pay.Amount || pay.Refunded > pay.Amount || atAlipay > pay.Amount:

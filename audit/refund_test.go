@@ -80,15 +80,24 @@ func TestAudit_Refunds(t *testing.T) {
 	e.refund(t, "POVER", "over_a", 100, true)
 	e.succeed(t, "over_a")
 	e.exec(t, "UPDATE payments SET refunded_fen = 1000 WHERE payment_no = 'POVER'")
+	// Alipay carried out another amount than the refund's own, under its out_request_no;
+	// the books agree with themselves.
+	e.paid(t, "o_other", "POTHER", false)
+	other := e.refund(t, "POTHER", "other_a", 100, false)
+	if _, err := e.gw.Refund(ctx, payment.RefundRequest{PaymentNo: "POTHER", OutRequestNo: other.OutRequestNo, Amount: 120}); err != nil {
+		t.Fatal(err)
+	}
+	e.succeed(t, "other_a")
 
 	rep := e.run(t)
 	got := byKind(rep)
 	want := map[string][]string{
-		audit.KindRefundNotSucceeded: {"PLOST", "PSTUCK"},
-		audit.KindRefundNotAtAlipay:  {"PGHOST"},
-		audit.KindRefundExceedsPaid:  {"POVER"},
+		audit.KindRefundNotSucceeded:   {"PLOST", "PSTUCK"},
+		audit.KindRefundNotAtAlipay:    {"PGHOST"},
+		audit.KindRefundExceedsPaid:    {"POVER"},
+		audit.KindRefundAmountMismatch: {"POTHER"},
 	}
-	if len(rep.Findings) != 4 {
+	if len(rep.Findings) != 5 {
 		t.Fatalf("findings %+v, want %v", rep.Findings, want)
 	}
 	for kind, nos := range want {
@@ -102,4 +111,41 @@ func TestAudit_Refunds(t *testing.T) {
 		}
 	}
 	t.Log(finding(t, rep, audit.KindRefundExceedsPaid, "POVER").Detail)
+}
+
+// refundingGateway refunds a payment in full, through the store and at Alipay, just
+// before Alipay is asked about its trade: a refund made while the audit runs.
+type refundingGateway struct {
+	payment.Gateway
+	e         *env
+	tb        testing.TB
+	paymentNo string
+}
+
+func (g refundingGateway) Query(ctx context.Context, paymentNo string) (payment.Trade, error) {
+	if paymentNo == g.paymentNo {
+		g.e.refund(g.tb, paymentNo, "race_a", 990, true)
+		g.e.succeed(g.tb, "race_a")
+	}
+	return g.Gateway.Query(ctx, paymentNo)
+}
+
+// TestAudit_ARefundMadeWhileTheAuditRunsIsNotAFinding: the payment was read unrefunded,
+// then refunded in full before Alipay was asked, so Alipay reports the trade closed. Read
+// again before recording, the payment has changed: nothing is reported from the half
+// old facts, and the refund's own window audits it.
+func TestAudit_ARefundMadeWhileTheAuditRunsIsNotAFinding(t *testing.T) {
+	e := newEnv(t)
+	e.paid(t, "o_race", "PRACE", false)
+	e.paid(t, "o_calm", "PCALM", false)
+	e.aud.Gateway = refundingGateway{Gateway: e.gw, e: e, tb: t, paymentNo: "PRACE"}
+	rep := e.run(t)
+	if len(rep.Findings) != 0 || rep.ChangedWhileAudited != 1 {
+		t.Fatalf("findings %+v, %d changed while audited; want none and 1", rep.Findings, rep.ChangedWhileAudited)
+	}
+	// Audited again now, the refund is consistent.
+	e.aud.Gateway = e.gw
+	if rep := e.run(t); len(rep.Findings) != 0 || rep.ChangedWhileAudited != 0 {
+		t.Fatalf("audited again: findings %+v", rep.Findings)
+	}
 }

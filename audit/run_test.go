@@ -1,9 +1,11 @@
 package audit_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,22 +34,61 @@ func (w *workflows) set(id string) {
 	w.running[id] = true
 }
 
-// memStore serves records from memory, by id, the way the MySQL store pages them.
+// memStore serves records from memory the way the MySQL store pages them: by change
+// time, then id, from the payments source only (records are changed at UpdatedAt, or
+// CreatedAt if it is zero). changeOnReread, if set, moves a payment's Changed when it is
+// read again, as a refund made while the audit runs would.
 type memStore struct {
-	recs  []audit.Record
-	err   error
-	pages int
+	recs           []audit.Record
+	err            error
+	pages          int
+	changeOnReread map[string]bool
 }
 
-func (m *memStore) AuditPage(_ context.Context, tenantID string, since, until time.Time, afterID int64, limit int) ([]audit.Record, error) {
+func changedAt(r audit.Record) time.Time {
+	if r.Payment.UpdatedAt.IsZero() {
+		return r.Payment.CreatedAt
+	}
+	return r.Payment.UpdatedAt
+}
+
+func (m *memStore) ChangedPage(_ context.Context, tenantID string, since, until time.Time, after audit.Cursor, limit int) ([]audit.Record, audit.Cursor, error) {
+	if after.Source != audit.SourcePayments {
+		return nil, audit.Cursor{Source: after.Source + 1}, nil
+	}
 	m.pages++
 	if m.err != nil {
-		return nil, m.err
+		return nil, after, m.err
 	}
+	recs := slices.Clone(m.recs)
+	slices.SortFunc(recs, func(x, y audit.Record) int {
+		return cmp.Or(changedAt(x).Compare(changedAt(y)), cmp.Compare(x.Payment.ID, y.Payment.ID))
+	})
+	var out []audit.Record
+	next := after
+	for _, r := range recs {
+		at := changedAt(r)
+		past := at.After(after.At) || (at.Equal(after.At) && r.Payment.ID > after.ID)
+		if past && !at.Before(since) && at.Before(until) && len(out) < limit && (tenantID == "" || r.Payment.TenantID == tenantID) {
+			r.Changed = at
+			out = append(out, r)
+			next = audit.Cursor{Source: audit.SourcePayments, At: at, ID: r.Payment.ID}
+		}
+	}
+	if len(out) < limit {
+		next = audit.Cursor{Source: audit.SourceRefunds}
+	}
+	return out, next, nil
+}
+
+func (m *memStore) AuditRecords(_ context.Context, nos []string) ([]audit.Record, error) {
 	var out []audit.Record
 	for _, r := range m.recs {
-		if r.Payment.ID > afterID && !r.Payment.CreatedAt.Before(since) && r.Payment.CreatedAt.Before(until) && len(out) < limit &&
-			(tenantID == "" || r.Payment.TenantID == tenantID) {
+		if slices.Contains(nos, r.Payment.PaymentNo) {
+			r.Changed = changedAt(r)
+			if m.changeOnReread[r.Payment.PaymentNo] {
+				r.Changed = r.Changed.Add(time.Second)
+			}
 			out = append(out, r)
 		}
 	}
@@ -88,7 +129,7 @@ func closedRecords(n int, createdAt time.Time) []audit.Record {
 	recs := make([]audit.Record, n)
 	for i := range recs {
 		recs[i] = audit.Record{Payment: payment.Payment{ID: int64(i + 1), PaymentNo: fmt.Sprintf("P%03d", i+1), TenantID: "t",
-			OrderID: fmt.Sprintf("o%03d", i+1), Amount: 990, Status: payment.StatusClosed, CreatedAt: createdAt}}
+			OrderID: fmt.Sprintf("o%03d", i+1), Amount: 990, Status: payment.StatusClosed, CreatedAt: createdAt, UpdatedAt: createdAt}}
 	}
 	return recs
 }
@@ -116,7 +157,7 @@ func TestRun_BoundsConcurrencyAndPages(t *testing.T) {
 	if len(rep.Findings) != 45 || rep.Findings[0].PaymentNo != "P001" || rep.Findings[44].PaymentNo != "P045" {
 		t.Fatalf("want every closed payment reported lost, in id order: %d findings", len(rep.Findings))
 	}
-	if last := progress[len(progress)-1]; len(progress) < 45 || last.Payments != 45 || last.LastID != 45 {
+	if last := progress[len(progress)-1]; len(progress) < 45 || last.Payments != 45 || last.Cursor.Source != audit.SourceEnd {
 		t.Fatalf("progress reported %d times, last %+v", len(progress), last)
 	}
 }
@@ -202,5 +243,71 @@ func TestRun_SLABoundaries(t *testing.T) {
 				t.Fatalf("findings %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRun_RecordsPageByPageAndResumesFromItsCursor stops a run whose third page cannot
+// be recorded, then resumes it from the last progress it reported: every finding is
+// recorded exactly once over the two attempts.
+func TestRun_RecordsPageByPageAndResumesFromItsCursor(t *testing.T) {
+	now := time.Now()
+	st := &memStore{recs: closedRecords(45, now.Add(-time.Hour))}
+	aud := &audit.Auditor{Store: st, Gateway: &slowGateway{}, Workflows: &workflows{}, PageSize: 10}
+	recorded := map[string]int{}
+	pages := 0
+	boom := errors.New("mysql gone")
+	record := func(_ context.Context, fs []audit.Finding) error {
+		pages++
+		if pages == 3 {
+			return boom
+		}
+		for _, f := range fs {
+			recorded[f.PaymentNo]++
+		}
+		return nil
+	}
+	var last audit.Progress
+	p := audit.Params{Since: now.Add(-24 * time.Hour), Until: now, Record: record,
+		Progress: func(pr audit.Progress) { last = pr }}
+	rep, err := aud.Run(context.Background(), p)
+	if !errors.Is(err, boom) {
+		t.Fatalf("run with a failing record: %v, want the failure", err)
+	}
+	if len(recorded) != 20 || len(rep.Findings) != 0 {
+		t.Fatalf("recorded %d payments' findings before the failure (report kept %d), want the first two pages' 20 and none kept",
+			len(recorded), len(rep.Findings))
+	}
+	p.After = last.Cursor
+	rep, err = aud.Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 45 {
+		if no := fmt.Sprintf("P%03d", i+1); recorded[no] != 1 {
+			t.Fatalf("%s recorded %d times over the two attempts, want once (resumed from %+v)", no, recorded[no], p.After)
+		}
+	}
+	if rep.Payments != 25 || rep.ByKind[audit.KindLost] != 25 {
+		t.Fatalf("resumed run: %d payments, by kind %v; want the 25 not recorded yet", rep.Payments, rep.ByKind)
+	}
+}
+
+// TestRun_DropsTheFindingsOfAPaymentThatChangedWhileAudited: a payment whose latest
+// change moved between the read and the record (a refund made meanwhile) is not
+// reported from facts half old and half new.
+func TestRun_DropsTheFindingsOfAPaymentThatChangedWhileAudited(t *testing.T) {
+	now := time.Now()
+	st := &memStore{recs: closedRecords(3, now.Add(-time.Hour)), changeOnReread: map[string]bool{"P002": true}}
+	aud := &audit.Auditor{Store: st, Gateway: &slowGateway{}, Workflows: &workflows{}}
+	rep, err := aud.Run(context.Background(), audit.Params{Since: now.Add(-24 * time.Hour), Until: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, f.PaymentNo)
+	}
+	if fmt.Sprint(got) != "[P001 P003]" || rep.ChangedWhileAudited != 1 || rep.ByKind[audit.KindLost] != 2 {
+		t.Fatalf("findings of %v, %d changed while audited, by kind %v; want P001 and P003, 1", got, rep.ChangedWhileAudited, rep.ByKind)
 	}
 }

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,13 +22,14 @@ const (
 	auditEventDead      = `e.dead = 1`
 )
 
-// qAuditPage reads one page of the window by id, then looks up each payment's grant, its
+// auditRecordSelect reads each payment of the inner select p with its grant, its
 // payment.paid event (by event_id, built with CONCAT from the affixes of EventID) and,
 // for a PAID payment without the re-purchase opt-in, the first earlier PAID payment of
-// its order (ordered as idx_payments_tenant_order is), and when its oldest unsettled
-// notification arrived (by idx_channel_notifications_payment_no). Paging by id keeps each
-// read bounded however large the window.
-const qAuditPage = `SELECT p.*,
+// its order (ordered as idx_payments_tenant_order is), when its oldest unsettled
+// notification arrived (by idx_channel_notifications_payment_no), and the latest change
+// of the payment, its refunds (idx_refunds_payment) and its events
+// (idx_payment_events_payment_no).
+const auditRecordSelect = `SELECT p.*,
 	EXISTS (SELECT 1 FROM benefit_grants g WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no),
 	CASE WHEN e.id IS NULL THEN 0 WHEN ` + auditEventDelivered + ` THEN 2 WHEN ` + auditEventDead + ` THEN 3 ELSE 1 END,
 	COALESCE(e.attempts, 0), COALESCE(e.last_error, ''),
@@ -36,33 +38,115 @@ const qAuditPage = `SELECT p.*,
 		 WHERE q.tenant_id = p.tenant_id AND q.order_id = p.order_id AND q.status = 1 AND q.id < p.id
 		 ORDER BY q.created_at, q.id LIMIT 1) END, ''),
 	(SELECT MIN(n.received_at) FROM channel_notifications n
-	 WHERE n.payment_no = p.payment_no AND n.verified = 1 AND n.dispatch_due_at IS NOT NULL)
-FROM (SELECT ` + paymentColumns + ` FROM payments
-	WHERE id > ? AND created_at >= ? AND created_at < ? AND (? = '' OR tenant_id = ?) ORDER BY id LIMIT ?) AS p
-LEFT JOIN payment_events e ON p.status = 1 AND e.event_id = CONCAT(?, p.payment_no, ?)
-ORDER BY p.id`
+	 WHERE n.payment_no = p.payment_no AND n.verified = 1 AND n.dispatch_due_at IS NOT NULL),
+	GREATEST(p.updated_at,
+		COALESCE((SELECT MAX(r.updated_at) FROM refunds r WHERE r.payment_no = p.payment_no), p.updated_at),
+		COALESCE((SELECT MAX(x.changed_at) FROM payment_events x WHERE x.payment_no = p.payment_no), p.updated_at))
+FROM (SELECT ` + paymentColumns + ` FROM payments WHERE payment_no IN (%s)) AS p
+LEFT JOIN payment_events e ON p.status = 1 AND e.event_id = CONCAT(?, p.payment_no, ?)`
+
+// The changed rows of each audit source, one page in (time, id) order past a position:
+// a range of idx_payments_updated, idx_refunds_updated or idx_payment_events_changed,
+// whose entries carry the primary key the ties are broken on.
+const (
+	qChangedPayments = `SELECT updated_at, id, payment_no FROM payments
+	WHERE updated_at >= ? AND updated_at < ? AND (updated_at > ? OR (updated_at = ? AND id > ?)) AND (? = '' OR tenant_id = ?)
+	ORDER BY updated_at, id LIMIT ?`
+	qChangedRefunds = `SELECT updated_at, id, payment_no FROM refunds
+	WHERE updated_at >= ? AND updated_at < ? AND (updated_at > ? OR (updated_at = ? AND id > ?)) AND (? = '' OR tenant_id = ?)
+	ORDER BY updated_at, id LIMIT ?`
+	qChangedEvents = `SELECT changed_at, id, payment_no FROM payment_events
+	WHERE changed_at >= ? AND changed_at < ? AND (changed_at > ? OR (changed_at = ? AND id > ?)) AND (? = '' OR tenant_id = ?)
+	ORDER BY changed_at, id LIMIT ?`
+)
 
 // qAnomalyKinds scans payment_anomalies, whose unique index leads with kind; the audit
 // asks only for the few payments Alipay reports paid that are not PAID locally.
 const qAnomalyKinds = `SELECT kind FROM payment_anomalies WHERE payment_no = ? ORDER BY kind`
 
-// AuditPage returns up to limit (default 100, at most 1000) payments created in
-// [since, until) with an id greater than afterID, in id order, with what the audit
-// checks about each.
-func (st *Store) AuditPage(ctx context.Context, tenantID string, since, until time.Time, afterID int64, limit int) ([]audit.Record, error) {
-	prefix, suffix := eventIDAffixes(payment.EventPaymentPaid)
-	recs := []audit.Record{}
-	err := st.query(ctx, qAuditPage, []any{afterID, dbTime(since), dbTime(until), tenantID, tenantID, clampLimit(limit), prefix, suffix},
-		func(rows *sql.Rows) error {
-			var r audit.Record
-			var unsettled sql.NullTime
-			p, err := scanPayment(extraScanner{rows, []any{&r.Granted, &r.Event, &r.EventAttempts, &r.EventLastError, &r.EarlierPaid, &unsettled}})
-			r.Payment, r.UnsettledNotificationSince = p, unsettled.Time
-			recs = append(recs, r)
-			return err
+// ChangedPage reads up to limit (default 100, at most 1000) rows of after.Source that
+// changed in [since, until) past after, and returns their payments' facts and the cursor
+// that follows them.
+func (st *Store) ChangedPage(ctx context.Context, tenantID string, since, until time.Time, after audit.Cursor, limit int) ([]audit.Record, audit.Cursor, error) {
+	var q string
+	switch after.Source {
+	case audit.SourcePayments:
+		q = qChangedPayments
+	case audit.SourceRefunds:
+		q = qChangedRefunds
+	case audit.SourceEvents:
+		q = qChangedEvents
+	default:
+		return nil, audit.Cursor{Source: audit.SourceEnd}, nil
+	}
+	limit = clampLimit(limit)
+	// The zero position sorts before every row of the window.
+	at := after.At
+	if at.IsZero() {
+		at = since
+	}
+	next := after
+	var nos []string
+	seen := map[string]bool{}
+	rows := 0
+	err := st.query(ctx, q, []any{dbTime(since), dbTime(until), dbTime(at), dbTime(at), after.ID, tenantID, tenantID, limit},
+		func(r *sql.Rows) error {
+			var no string
+			if err := r.Scan(&next.At, &next.ID, &no); err != nil {
+				return err
+			}
+			rows++
+			if !seen[no] {
+				seen[no] = true
+				nos = append(nos, no)
+			}
+			return nil
 		})
 	if err != nil {
-		return nil, fmt.Errorf("mysql: audit page after id %d: %w", afterID, err)
+		return nil, after, fmt.Errorf("mysql: audit changes of source %d after %s/%d: %w", after.Source, after.At.Format(time.RFC3339Nano), after.ID, err)
+	}
+	if rows < limit {
+		next = audit.Cursor{Source: after.Source + 1}
+	}
+	recs, err := st.AuditRecords(ctx, nos)
+	if err != nil {
+		return nil, after, err
+	}
+	return recs, next, nil
+}
+
+// AuditRecords reads the audit's facts of the given payments, up to 1000.
+func (st *Store) AuditRecords(ctx context.Context, paymentNos []string) ([]audit.Record, error) {
+	recs := []audit.Record{}
+	if len(paymentNos) == 0 {
+		return recs, nil
+	}
+	if len(paymentNos) > maxListLimit {
+		return nil, fmt.Errorf("mysql: audit records: %d payments, at most %d at once", len(paymentNos), maxListLimit)
+	}
+	// The list is padded with its first entry to a power of two (at least 8), so that a
+	// handful of prepared statements serve every page size.
+	n := 8
+	for n < len(paymentNos) {
+		n *= 2
+	}
+	args := make([]any, 0, n+2)
+	for i := range n {
+		args = append(args, paymentNos[min(i, len(paymentNos)-1)])
+	}
+	prefix, suffix := eventIDAffixes(payment.EventPaymentPaid)
+	args = append(args, prefix, suffix)
+	q := fmt.Sprintf(auditRecordSelect, strings.TrimSuffix(strings.Repeat("?, ", n), ", "))
+	err := st.query(ctx, q, args, func(rows *sql.Rows) error {
+		var r audit.Record
+		var unsettled sql.NullTime
+		p, err := scanPayment(extraScanner{rows, []any{&r.Granted, &r.Event, &r.EventAttempts, &r.EventLastError, &r.EarlierPaid, &unsettled, &r.Changed}})
+		r.Payment, r.UnsettledNotificationSince = p, unsettled.Time
+		recs = append(recs, r)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: audit records of %d payments: %w", len(paymentNos), err)
 	}
 	return recs, nil
 }
@@ -97,3 +181,44 @@ type extraScanner struct {
 }
 
 func (e extraScanner) Scan(dest ...any) error { return e.s.Scan(append(dest, e.extra...)...) }
+
+// The watermark of a scheduled audit: read, created, and moved on only from where the
+// caller read it.
+const (
+	qAuditWatermark       = `SELECT audited_until FROM audit_watermarks WHERE scope = ?`
+	qCreateAuditWatermark = `INSERT IGNORE INTO audit_watermarks (scope, audited_until, updated_at) VALUES (?, ?, ?)`
+	qMoveAuditWatermark   = `UPDATE audit_watermarks SET audited_until = ?, updated_at = ? WHERE scope = ? AND audited_until = ?`
+)
+
+// AuditWatermark returns the end of the last window the audit of scope completed; zero
+// if it never completed one.
+func (st *Store) AuditWatermark(ctx context.Context, scope string) (time.Time, error) {
+	var at time.Time
+	err := st.queryRow(ctx, nil, qAuditWatermark, []any{scope}, func(r *sql.Row) error { return r.Scan(&at) })
+	if errors.Is(err, payment.ErrNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("mysql: audit watermark of %s: %w", scope, err)
+	}
+	return at, nil
+}
+
+// AdvanceAuditWatermark moves the watermark of scope from from (zero: there is none
+// yet) to to. It reports false, and changes nothing, if the watermark is elsewhere; a
+// watermark already at to (a retried advance) counts as moved.
+func (st *Store) AdvanceAuditWatermark(ctx context.Context, scope string, from, to time.Time) (bool, error) {
+	q, args := qMoveAuditWatermark, []any{dbTime(to), st.clock(), scope, dbTime(from)}
+	if from.IsZero() {
+		q, args = qCreateAuditWatermark, []any{scope, dbTime(to), st.clock()}
+	}
+	n, err := st.execCount(ctx, "advance audit watermark of "+scope, q, args...)
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	cur, err := st.AuditWatermark(ctx, scope)
+	if err != nil {
+		return false, err
+	}
+	return cur.Equal(dbTime(to)), nil
+}

@@ -1,7 +1,10 @@
 package mysql_test
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,7 +45,8 @@ func TestAuditPage(t *testing.T) {
 	paid("b", "P_B2", true)
 	paid("c", "P_C", false)
 	createPending(t, st, "t1", "d", "P_D")
-	exec("UPDATE payments SET created_at = ? WHERE payment_no = 'P_OLD'", time.Now().Add(-72*time.Hour).UTC())
+	old := time.Now().Add(-72 * time.Hour).UTC()
+	exec("UPDATE payments SET created_at = ?, updated_at = ? WHERE payment_no = 'P_OLD'", old, old)
 
 	if _, err := st.GrantBenefit(ctx, payment.BenefitGrant{TenantID: "t1", PaymentNo: "P_A1", OrderID: "a", Benefit: "vip"}); err != nil {
 		t.Fatal(err)
@@ -58,25 +62,8 @@ func TestAuditPage(t *testing.T) {
 	exec("DELETE FROM payment_events WHERE payment_no = 'P_C'")
 
 	since, until := time.Now().Add(-24*time.Hour), time.Now().Add(time.Minute)
-	var got []audit.Record
-	var afterID int64
-	for pages := 0; ; pages++ {
-		if pages > 10 {
-			t.Fatal("paging does not end")
-		}
-		recs, err := st.AuditPage(ctx, "", since, until, afterID, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) > 2 {
-			t.Fatalf("page of %d records, limit 2", len(recs))
-		}
-		if len(recs) == 0 {
-			break
-		}
-		got = append(got, recs...)
-		afterID = recs[len(recs)-1].Payment.ID
-	}
+	got := readChanges(t, st, "", since, until, 2)
+	slices.SortFunc(got, func(x, y audit.Record) int { return cmp.Compare(x.Payment.ID, y.Payment.ID) })
 
 	type want struct {
 		no          string
@@ -113,17 +100,164 @@ func TestAuditPage(t *testing.T) {
 		t.Errorf("payment columns not scanned: %+v / %+v", got[1].Payment, got[3].Payment)
 	}
 
-	recs, err := st.AuditPage(ctx, "", time.Now().Add(-96*time.Hour), time.Now().Add(-48*time.Hour), 0, 100)
-	if err != nil || len(recs) != 1 || recs[0].Payment.PaymentNo != "P_OLD" {
-		t.Fatalf("window of three days ago: %+v, %v; want P_OLD alone", recs, err)
+	if recs := readChanges(t, st, "", time.Now().Add(-96*time.Hour), time.Now().Add(-48*time.Hour), 100); len(recs) != 1 || recs[0].Payment.PaymentNo != "P_OLD" {
+		t.Fatalf("window of three days ago: %+v; want P_OLD alone", recs)
 	}
 	// One tenant's payments only: another tenant's in the same window are not read.
 	createPending(t, st, "t2", "x", "P_T2")
-	if recs, err := st.AuditPage(ctx, "t2", since, until, 0, 100); err != nil || len(recs) != 1 || recs[0].Payment.PaymentNo != "P_T2" {
-		t.Fatalf("tenant t2's page: %+v, %v; want P_T2 alone", recs, err)
+	if recs := readChanges(t, st, "t2", since, until, 100); len(recs) != 1 || recs[0].Payment.PaymentNo != "P_T2" {
+		t.Fatalf("tenant t2's changes: %+v; want P_T2 alone", recs)
 	}
-	if recs, err := st.AuditPage(ctx, "t1", since, until, 0, 100); err != nil || len(recs) != len(wants) {
-		t.Fatalf("tenant t1's page: %d records, %v; want %d", len(recs), err, len(wants))
+	if recs := readChanges(t, st, "t1", since, until, 100); len(recs) != len(wants) {
+		t.Fatalf("tenant t1's changes: %d records; want %d", len(recs), len(wants))
+	}
+}
+
+// readChanges reads every source of the window limit rows at a time, as a run does, and
+// returns each payment once.
+func readChanges(tb testing.TB, st *mysql.Store, tenantID string, since, until time.Time, limit int) []audit.Record {
+	tb.Helper()
+	var out []audit.Record
+	seen := map[string]bool{}
+	cur := audit.Cursor{}
+	for pages := 0; cur.Source < audit.SourceEnd; pages++ {
+		if pages > 100 {
+			tb.Fatalf("paging does not end: at %+v", cur)
+		}
+		recs, next, err := st.ChangedPage(context.Background(), tenantID, since, until, cur, limit)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(recs) > limit {
+			tb.Fatalf("page of %d records, limit %d", len(recs), limit)
+		}
+		if next.Source == cur.Source && !(next.At.After(cur.At) || (next.At.Equal(cur.At) && next.ID > cur.ID)) {
+			tb.Fatalf("cursor %+v does not move past %+v", next, cur)
+		}
+		for _, r := range recs {
+			if !seen[r.Payment.PaymentNo] {
+				seen[r.Payment.PaymentNo] = true
+				out = append(out, r)
+			}
+		}
+		cur = next
+	}
+	return out
+}
+
+// TestChangedPage_FindsWhatChangedByHand: payments created long before the window are
+// read when their row, a refund or an outbox event of theirs changes in it, even by a
+// statement that does not set updated_at, and ties on the change time are paged by id.
+func TestChangedPage_FindsWhatChangedByHand(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	exec := func(query string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, query, args...); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+	}
+	old := time.Now().Add(-72 * time.Hour).UTC()
+	for _, no := range []string{"P_ROW", "P_REFUND", "P_EVENT", "P_QUIET"} {
+		createPending(t, st, "t1", "o"+no, no)
+	}
+	for _, no := range []string{"P_REFUND", "P_EVENT"} {
+		if _, err := st.MarkPaid(ctx, no, "T"+no, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("UPDATE payments SET created_at = ?, updated_at = ?", old, old)
+	exec("UPDATE payment_events SET changed_at = NULL")
+	since, until := time.Now().Add(-time.Hour), time.Now().Add(time.Minute)
+	if recs := readChanges(t, st, "", since, until, 1); len(recs) != 0 {
+		t.Fatalf("before any change: %d payments, want none", len(recs))
+	}
+
+	// Statements by hand that leave updated_at to the database.
+	exec("UPDATE payments SET status = 1, trade_no = 'TP_ROW' WHERE payment_no = 'P_ROW'")
+	exec(`INSERT INTO refunds (refund_no, tenant_id, payment_no, out_request_no, amount_fen, status, created_at, updated_at)
+		VALUES ('R1', 't1', 'P_REFUND', 'P_REFUND-R1', 5000, 1, ?, ?)`, time.Now().UTC(), time.Now().UTC())
+	exec("UPDATE payment_events SET dead = 1 WHERE payment_no = 'P_EVENT'")
+
+	got := map[string]audit.Record{}
+	for _, r := range readChanges(t, st, "", since, until, 1) {
+		got[r.Payment.PaymentNo] = r
+	}
+	if len(got) != 3 || got["P_QUIET"].Payment.PaymentNo != "" {
+		t.Fatalf("changed payments %v, want P_ROW, P_REFUND and P_EVENT", slices.Sorted(maps.Keys(got)))
+	}
+	if r := got["P_ROW"]; r.Payment.Status != payment.StatusPaid || !r.Payment.UpdatedAt.After(since) {
+		t.Errorf("P_ROW: %+v, want PAID with updated_at stamped by the database", r.Payment)
+	}
+	if r := got["P_EVENT"]; r.Event != audit.EventDead || !r.Changed.After(since) {
+		t.Errorf("P_EVENT: event %v changed %s, want dead and changed now", r.Event, r.Changed)
+	}
+	if r := got["P_REFUND"]; !r.Changed.After(since) || r.Payment.UpdatedAt.After(since) {
+		t.Errorf("P_REFUND: changed %s, updated_at %s; want the refund's change and the old row", r.Changed, r.Payment.UpdatedAt)
+	}
+
+	// Two payments changed at the same instant are both read, a page of one apiece.
+	tie := time.Now().Add(-30 * time.Minute).UTC().Truncate(time.Microsecond)
+	exec("UPDATE payments SET updated_at = ? WHERE payment_no IN ('P_ROW', 'P_QUIET')", tie)
+	recs, next, err := st.ChangedPage(ctx, "", since, until, audit.Cursor{}, 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("first page: %d records, %v", len(recs), err)
+	}
+	recs2, _, err := st.ChangedPage(ctx, "", since, until, next, 1)
+	if err != nil || len(recs2) != 1 || recs2[0].Payment.PaymentNo == recs[0].Payment.PaymentNo || !next.At.Equal(tie) {
+		t.Fatalf("pages at a tie: %v then %v (cursor %+v), want both payments", recs, recs2, next)
+	}
+}
+
+// TestChangedPage_ReadsRangesOfItsIndexes: each source is a range of its change index.
+func TestChangedPage_ReadsRangesOfItsIndexes(t *testing.T) {
+	_, db := newStore(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for q, want := range map[string][2]string{
+		mysql.QChangedPayments: {"payments", "idx_payments_updated"},
+		mysql.QChangedRefunds:  {"refunds", "idx_refunds_updated"},
+		mysql.QChangedEvents:   {"payment_events", "idx_payment_events_changed"},
+	} {
+		if key := explainKeys(t, db, q, now.Add(-time.Hour), now, now.Add(-time.Hour), now.Add(-time.Hour), 0, "", "", 200)[want[0]]; key != want[1] {
+			t.Errorf("%s is read by %q, want %s", want[0], key, want[1])
+		}
+	}
+}
+
+// TestAuditWatermark: created once, moved only from where it stands, a retried move
+// counted as done.
+func TestAuditWatermark(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	t1 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	t2, t3 := t1.Add(24*time.Hour), t1.Add(48*time.Hour)
+	if at, err := st.AuditWatermark(ctx, "s"); err != nil || !at.IsZero() {
+		t.Fatalf("no watermark yet: %s, %v", at, err)
+	}
+	steps := []struct {
+		from, to time.Time
+		want     bool
+		at       time.Time
+	}{
+		{time.Time{}, t1, true, t1}, // created
+		{time.Time{}, t1, true, t1}, // created again: a retried creation
+		{time.Time{}, t2, false, t1},
+		{t1, t2, true, t2},
+		{t1, t2, true, t2}, // a retried move
+		{t1, t3, false, t2},
+		{t2, t3, true, t3},
+	}
+	for i, s := range steps {
+		moved, err := st.AdvanceAuditWatermark(ctx, "s", s.from, s.to)
+		if err != nil || moved != s.want {
+			t.Fatalf("step %d (%s to %s): moved %v, %v; want %v", i, s.from, s.to, moved, err, s.want)
+		}
+		if at, err := st.AuditWatermark(ctx, "s"); err != nil || !at.Equal(s.at) {
+			t.Fatalf("step %d: watermark %s, %v; want %s", i, at, err, s.at)
+		}
+	}
+	if at, _ := st.AuditWatermark(ctx, "other"); !at.IsZero() {
+		t.Fatalf("another scope's watermark: %s, want none", at)
 	}
 }
 

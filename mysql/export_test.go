@@ -15,3 +15,10 @@ const (
 	QSettlePaidNotifications = qSettlePaidNotifications
 	QPurgeNotifications      = qPurgeNotifications
 )
+
+// The audit's change reads, for their EXPLAIN.
+const (
+	QChangedPayments = qChangedPayments
+	QChangedRefunds  = qChangedRefunds
+	QChangedEvents   = qChangedEvents
+)

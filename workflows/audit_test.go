@@ -13,9 +13,9 @@ import (
 	"github.com/paykit/paykit/workflows"
 )
 
-// TestAuditWorkflow checks the window the scheduled audit asks for: it ends Lag before
-// the run was due (or started, for a run started by hand) and is Window long (a day when
-// unset), with the thresholds passed through.
+// TestAuditWorkflow checks the window the first scheduled audit of a scope (no watermark
+// yet) asks for: it ends Lag before the run was due (or started, for a run started by
+// hand) and is Window long (a day when unset), with the thresholds passed through.
 func TestAuditWorkflow(t *testing.T) {
 	start := time.Date(2026, 3, 2, 3, 7, 0, 0, time.UTC)
 	due := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
@@ -46,6 +46,7 @@ func TestAuditWorkflow(t *testing.T) {
 			}
 			env.RegisterActivity(&activities.Activities{})
 			workflows.Register(env)
+			env.OnActivity(a.AuditWatermark, mock.Anything, mock.Anything).Return(time.Time{}, nil).Once()
 			var got activities.AuditRequest
 			env.OnActivity(a.Audit, mock.Anything, mock.Anything).Return(
 				func(_ context.Context, req activities.AuditRequest) (activities.AuditResult, error) {
@@ -60,10 +61,73 @@ func TestAuditWorkflow(t *testing.T) {
 			if err := env.GetWorkflowResult(&res); err != nil || res.Findings != 1 || res.ByKind["lost"] != 1 {
 				t.Fatalf("result %+v, %v", res, err)
 			}
-			if !got.Since.Equal(tc.wantSince) || !got.Until.Equal(tc.wantUntil) || got.GrantSLA != tc.in.GrantSLA {
+			if !got.Since.Equal(tc.wantSince) || !got.Until.Equal(tc.wantUntil) || got.GrantSLA != tc.in.GrantSLA ||
+				!got.WatermarkFrom.IsZero() || got.Scope == "" {
 				t.Fatalf("request %+v, want [%s, %s) with grant SLA %s", got, tc.wantSince, tc.wantUntil, tc.in.GrantSLA)
 			}
 			env.AssertExpectations(t)
+		})
+	}
+}
+
+// TestAuditWorkflow_CatchesUpFromItsWatermark: a run whose scope's watermark is two and
+// a half windows behind (two runs skipped while the schedule was paused) audits three
+// contiguous windows, each moving the watermark from where the previous one ended; a
+// watermark already at the end audits nothing; one far behind is caught up
+// MaxAuditWindowsPerRun windows at a time.
+func TestAuditWorkflow_CatchesUpFromItsWatermark(t *testing.T) {
+	start := time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC)
+	until := start.Add(-time.Hour)
+	tests := []struct {
+		name      string
+		mark      time.Time
+		tenant    string
+		wantCalls int
+		wantScope string
+	}{
+		{name: "two runs skipped", mark: until.Add(-60 * time.Hour), wantCalls: 3, wantScope: "paykit-audit-default-test-taskqueue"},
+		{name: "up to date", mark: until, wantCalls: 0, wantScope: "paykit-audit-default-test-taskqueue"},
+		{name: "far behind", mark: until.Add(-100 * 24 * time.Hour), tenant: "shop1", wantCalls: workflows.MaxAuditWindowsPerRun,
+			wantScope: "paykit-audit-default-test-taskqueue/shop1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			env.SetStartTime(start)
+			env.RegisterActivity(&activities.Activities{})
+			workflows.Register(env)
+			var scope string
+			env.OnActivity(a.AuditWatermark, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, sc string) (time.Time, error) { scope = sc; return tc.mark, nil }).Once()
+			var got []activities.AuditRequest
+			env.OnActivity(a.Audit, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, req activities.AuditRequest) (activities.AuditResult, error) {
+					got = append(got, req)
+					return activities.AuditResult{Payments: 2, Windows: 1, AuditedUntil: req.Until}, nil
+				}).Maybe()
+			env.ExecuteWorkflow(workflows.AuditWorkflowName, workflows.AuditInput{Window: 24 * time.Hour, Lag: time.Hour, TenantID: tc.tenant})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if scope != tc.wantScope || len(got) != tc.wantCalls {
+				t.Fatalf("scope %q, %d windows; want %q, %d", scope, len(got), tc.wantScope, tc.wantCalls)
+			}
+			from := tc.mark
+			for i, req := range got {
+				if !req.Since.Equal(from) || !req.WatermarkFrom.Equal(from) || req.Until.Sub(req.Since) > 24*time.Hour ||
+					req.Until.After(until) || req.Scope != tc.wantScope || req.TenantID != tc.tenant {
+					t.Fatalf("window %d: %+v; want it to start at %s, at most a day long, ending by %s", i, req, from, until)
+				}
+				from = req.Until
+			}
+			var res activities.AuditResult
+			if err := env.GetWorkflowResult(&res); err != nil || res.Windows != tc.wantCalls || res.Payments != 2*tc.wantCalls {
+				t.Fatalf("result %+v, %v", res, err)
+			}
+			if tc.wantCalls > 0 && tc.wantCalls < workflows.MaxAuditWindowsPerRun && !from.Equal(until) {
+				t.Fatalf("the last window ends at %s, want %s", from, until)
+			}
 		})
 	}
 }

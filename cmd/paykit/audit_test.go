@@ -28,7 +28,11 @@ func (notRunning) Running(context.Context, string) (bool, error) { return false,
 // failingStore cannot read anything.
 type failingStore struct{}
 
-func (failingStore) AuditPage(context.Context, string, time.Time, time.Time, int64, int) ([]audit.Record, error) {
+func (failingStore) ChangedPage(_ context.Context, _ string, _, _ time.Time, after audit.Cursor, _ int) ([]audit.Record, audit.Cursor, error) {
+	return nil, after, errors.New("connection refused")
+}
+
+func (failingStore) AuditRecords(context.Context, []string) ([]audit.Record, error) {
 	return nil, errors.New("connection refused")
 }
 

@@ -326,6 +326,7 @@ func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activit
 	acts := newActivities(cfg, s.store, s.gws.def, s.redis, s.tc, s.orch, logger, s.trace)
 	acts.Gateways = s.gws
 	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
+	acts.Watermarks = s.store
 	s.withStatements(acts, cfg, logger)
 	return acts
 }
