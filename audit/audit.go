@@ -105,6 +105,11 @@ type Record struct {
 	// EarlierPaid is the payment_no of an earlier PAID payment of the same order. It is
 	// set only for a PAID payment without the re-purchase opt-in.
 	EarlierPaid string
+	// LaterPaid is the payment_no of a later PAID payment of the same order without the
+	// re-purchase opt-in, for a PAID payment. The run audits it too: when an earlier
+	// payment of the order becomes PAID after the later one was audited, the later one
+	// is the second PAID payment, and its own row did not change.
+	LaterPaid string
 	// UnsettledNotificationSince is when the oldest verified notification of the payment
 	// that is not settled yet was received; zero if there is none.
 	UnsettledNotificationSince time.Time
@@ -330,6 +335,9 @@ func (a *Auditor) Run(ctx context.Context, p Params) (Report, error) {
 				return skip
 			})
 		}
+		if recs, err = a.withLaterPaid(ctx, recs, inWindow, seen); err != nil {
+			return rep, err
+		}
 		slices.SortFunc(recs, func(x, y Record) int { return cmp.Compare(x.Payment.ID, y.Payment.ID) })
 		found, err := a.checkPage(ctx, recs, p, now, cur, &rep)
 		if err != nil {
@@ -353,6 +361,32 @@ func (a *Auditor) Run(ctx context.Context, p Params) (Report, error) {
 		p.progress(Progress{Payments: rep.Payments, Cursor: cur})
 	}
 	return rep, nil
+}
+
+// withLaterPaid adds to a page the later PAID payments of its PAID payments' orders
+// that no source of the window reads (their own row did not change in it) and that are
+// not on the page or audited already in this run.
+func (a *Auditor) withLaterPaid(ctx context.Context, recs []Record, inWindow func(time.Time) bool, seen map[string]bool) ([]Record, error) {
+	var nos []string
+	for _, r := range recs {
+		if r.LaterPaid != "" && !seen[r.LaterPaid] && !slices.ContainsFunc(recs, func(o Record) bool { return o.Payment.PaymentNo == r.LaterPaid }) {
+			nos = append(nos, r.LaterPaid)
+		}
+	}
+	if len(nos) == 0 {
+		return recs, nil
+	}
+	later, err := a.Store.AuditRecords(ctx, nos)
+	if err != nil {
+		return nil, fmt.Errorf("audit: read the later PAID payments %v: %w", nos, err)
+	}
+	for _, r := range later {
+		if !inWindow(r.Payment.UpdatedAt) && !seen[r.Payment.PaymentNo] {
+			seen[r.Payment.PaymentNo] = true
+			recs = append(recs, r)
+		}
+	}
+	return recs, nil
 }
 
 // stillTrue keeps the findings of the payments that did not change while they were

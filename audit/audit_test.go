@@ -419,3 +419,35 @@ func TestAudit_FailedChecksAreUnverifiable(t *testing.T) {
 		t.Fatalf("findings %v, want PS unverifiable (and not stuck)", got)
 	}
 }
+
+// TestAudit_AnEarlierPaymentPaidLateMakesTheLaterOneTheDouble: an order's first payment
+// was closed and its second paid, both audited long ago. Then the first becomes PAID (a
+// late PAID, here by hand). Only the first changed, yet the second is the second PAID
+// payment without the opt-in: the run that audits the change reports it.
+func TestAudit_AnEarlierPaymentPaidLateMakesTheLaterOneTheDouble(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, "late", "PFIRST", false)
+	first := e.payAtAlipay(t, "PFIRST", 990)
+	if _, err := e.st.ClosePayment(context.Background(), "PFIRST", "expired"); err != nil {
+		t.Fatal(err)
+	}
+	e.paid(t, "late", "PSECOND", false)
+	old := time.Now().Add(-48 * time.Hour).UTC()
+	e.exec(t, "UPDATE payments SET created_at = ?, updated_at = ? WHERE payment_no = 'PFIRST'", old, old)
+	e.exec(t, "UPDATE payment_events SET changed_at = ?", old)
+	window := audit.Params{Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Minute)}
+	if rep, err := e.aud.Run(context.Background(), window); err != nil || rep.Payments != 0 {
+		t.Fatalf("before the change: %d payments, %v; want none in the window", rep.Payments, err)
+	}
+	e.exec(t, "UPDATE payments SET status = 1, trade_no = ?, paid_at = ? WHERE payment_no = 'PFIRST'", first, time.Now().UTC())
+	rep, err := e.aud.Run(context.Background(), window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := finding(t, rep, audit.KindDouble, "PSECOND"); !strings.Contains(f.Detail, "PFIRST") {
+		t.Fatalf("double: %+v", f)
+	}
+	if rep.Payments != 2 {
+		t.Fatalf("audited %d payments, want the changed one and the later PAID one", rep.Payments)
+	}
+}

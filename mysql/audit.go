@@ -25,7 +25,8 @@ const (
 // auditRecordSelect reads each payment of the inner select p with its grant, its
 // payment.paid event (by event_id, built with CONCAT from the affixes of EventID) and,
 // for a PAID payment without the re-purchase opt-in, the first earlier PAID payment of
-// its order (ordered as idx_payments_tenant_order is), when its oldest unsettled
+// its order (ordered as idx_payments_tenant_order is), for a PAID payment the first later
+// PAID one of its order without the opt-in, when its oldest unsettled
 // notification arrived (by idx_channel_notifications_payment_no), and the latest change
 // of the payment, its refunds (idx_refunds_payment) and its events
 // (idx_payment_events_payment_no).
@@ -36,6 +37,10 @@ const auditRecordSelect = `SELECT p.*,
 	COALESCE(CASE WHEN p.status = 1 AND p.repurchase = 0 THEN
 		(SELECT q.payment_no FROM payments q
 		 WHERE q.tenant_id = p.tenant_id AND q.order_id = p.order_id AND q.status = 1 AND q.id < p.id
+		 ORDER BY q.created_at, q.id LIMIT 1) END, ''),
+	COALESCE(CASE WHEN p.status = 1 THEN
+		(SELECT q.payment_no FROM payments q
+		 WHERE q.tenant_id = p.tenant_id AND q.order_id = p.order_id AND q.status = 1 AND q.repurchase = 0 AND q.id > p.id
 		 ORDER BY q.created_at, q.id LIMIT 1) END, ''),
 	(SELECT MIN(n.received_at) FROM channel_notifications n
 	 WHERE n.payment_no = p.payment_no AND n.verified = 1 AND n.dispatch_due_at IS NOT NULL),
@@ -140,7 +145,7 @@ func (st *Store) AuditRecords(ctx context.Context, paymentNos []string) ([]audit
 	err := st.query(ctx, q, args, func(rows *sql.Rows) error {
 		var r audit.Record
 		var unsettled sql.NullTime
-		p, err := scanPayment(extraScanner{rows, []any{&r.Granted, &r.Event, &r.EventAttempts, &r.EventLastError, &r.EarlierPaid, &unsettled, &r.Changed}})
+		p, err := scanPayment(extraScanner{rows, []any{&r.Granted, &r.Event, &r.EventAttempts, &r.EventLastError, &r.EarlierPaid, &r.LaterPaid, &unsettled, &r.Changed}})
 		r.Payment, r.UnsettledNotificationSince = p, unsettled.Time
 		recs = append(recs, r)
 		return err

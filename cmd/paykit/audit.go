@@ -23,7 +23,7 @@ const (
 	auditFailed   = 2 // the audit could not run
 )
 
-// runAudit compares the payments created in a window with Alipay and prints what is
+// runAudit compares the payments that changed in a window with Alipay and prints what is
 // broken. It returns the process exit code.
 func runAudit(ctx context.Context, cfg Config, args []string, out, errOut io.Writer, logger *slog.Logger) int {
 	p, asJSON, err := parseAuditFlags(args, time.Now(), errOut)
@@ -52,7 +52,7 @@ func runAudit(ctx context.Context, cfg Config, args []string, out, errOut io.Wri
 func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Params, bool, error) {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	since := fs.String("since", "24h", "audit payments created since this long ago, or since an RFC 3339 time")
+	since := fs.String("since", "24h", "audit payments that changed since this long ago, or since an RFC 3339 time")
 	until := fs.String("until", "now", "and before this long ago, an RFC 3339 time, or now")
 	asJSON := fs.Bool("json", false, "print one JSON object per finding, one per line")
 	grantSLA := fs.Duration("grant-sla", audit.DefaultGrantSLA, "a PAID payment without a benefit grant this long after it was paid is a finding")
@@ -152,7 +152,7 @@ func printReport(rep audit.Report, asJSON bool, out io.Writer) error {
 	for _, k := range audit.Kinds() {
 		perKind = append(perKind, fmt.Sprintf("%s=%d", k, counts[k]))
 	}
-	if _, err := fmt.Fprintf(out, "audit of payments created %s to %s: %d payments, %d queried at Alipay, %d pending still in flight\nfindings: %d (%s)\n",
+	if _, err := fmt.Fprintf(out, "audit of payments changed %s to %s: %d payments, %d queried at Alipay, %d pending still in flight\nfindings: %d (%s)\n",
 		rep.Since.UTC().Format(time.RFC3339), rep.Until.UTC().Format(time.RFC3339), rep.Payments, rep.Queried, rep.InFlight,
 		len(rep.Findings), strings.Join(perKind, " ")); err != nil {
 		return err

@@ -105,7 +105,7 @@ func TestAuditCommand(t *testing.T) {
 	if code != auditFindings || len(lines) != 5 {
 		t.Fatalf("findings: exit %d, output:\n%s\nwant exit 1, a header, the counts, a table header and 2 rows", code, text)
 	}
-	if !strings.HasPrefix(lines[0], "audit of payments created "+p.Since.UTC().Format(time.RFC3339)) ||
+	if !strings.HasPrefix(lines[0], "audit of payments changed "+p.Since.UTC().Format(time.RFC3339)) ||
 		!strings.Contains(lines[0], "2 payments, 2 queried at Alipay") {
 		t.Errorf("header %q", lines[0])
 	}
