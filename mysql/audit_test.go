@@ -213,13 +213,17 @@ func TestChangedPage_FindsWhatChangedByHand(t *testing.T) {
 func TestChangedPage_ReadsRangesOfItsIndexes(t *testing.T) {
 	_, db := newStore(t)
 	now := time.Now().UTC().Truncate(time.Microsecond)
+	since, until := now.Add(-time.Hour), now
+	if key := explainKeys(t, db, mysql.QChangedPayments, since, until, since, since, 0, "", "", 200)["payments"]; key != "idx_payments_updated" {
+		t.Errorf("payments are read by %q, want idx_payments_updated", key)
+	}
 	for q, want := range map[string][2]string{
-		mysql.QChangedPayments: {"payments", "idx_payments_updated"},
-		mysql.QChangedRefunds:  {"refunds", "idx_refunds_updated"},
-		mysql.QChangedEvents:   {"payment_events", "idx_payment_events_changed"},
+		mysql.QChangedRefunds: {"r", "idx_refunds_updated"},
+		mysql.QChangedEvents:  {"e", "idx_payment_events_changed"},
 	} {
-		if key := explainKeys(t, db, q, now.Add(-time.Hour), now, now.Add(-time.Hour), now.Add(-time.Hour), 0, "", "", 200)[want[0]]; key != want[1] {
-			t.Errorf("%s is read by %q, want %s", want[0], key, want[1])
+		keys := explainKeys(t, db, q, since, until, since, since, 0, "", "", since, until, 200)
+		if keys[want[0]] != want[1] || keys["p"] != "uk_payments_payment_no" {
+			t.Errorf("%s is read by %q and its payments by %q, want %s and uk_payments_payment_no", want[0], keys[want[0]], keys["p"], want[1])
 		}
 	}
 }
