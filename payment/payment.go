@@ -108,9 +108,14 @@ type Payment struct {
 	ExpireAt   time.Time `json:"expire_at"`
 	PaidAt     time.Time `json:"paid_at,omitzero"`
 	// CloseReason says why a closed payment was closed (expired, cancelled, …).
-	CloseReason string    `json:"close_reason,omitempty"`
-	Version     int64     `json:"version"`
-	WorkflowID  string    `json:"workflow_id"`
+	CloseReason string `json:"close_reason,omitempty"`
+	Version     int64  `json:"version"`
+	WorkflowID  string `json:"workflow_id"`
+	// AlipayAppID is the Alipay app the payment was opened on (App.ID): the app_id of
+	// its tenant's own app, or "" for the deployment's default app. Every later call
+	// about the payment goes to that app, wherever its tenant has moved since. It is
+	// internal: answers and workflow payloads do not carry it.
+	AlipayAppID string    `json:"-"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 }
@@ -132,6 +137,9 @@ type NewPayment struct {
 	// PayLink is the payment's pay link when it is created already opened (a signed
 	// cashier URL or app order string); empty when the workflow opens the trade.
 	PayLink string
+	// AlipayAppID is the App.ID of the app the payment is opened on, its tenant's
+	// current app (Gateways.For).
+	AlipayAppID string
 }
 
 var (
