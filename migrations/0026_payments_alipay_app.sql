@@ -4,11 +4,14 @@
 -- that does not know their trades (a refund answered not-exist, then FAILED, while the
 -- money sat at the old app), and `paykit tenant` had to refuse the move.
 --
--- alipay_app_id is the app_id of the tenant's own app the payment was opened on, or ''
--- for the deployment's default app (ALIPAY_APP_ID, whose keys are the deployment's).
--- '' means the default app and nothing else; it is the column's default, so the rows
--- of the many tenants on the default app are right as they are, and 0029 fills in only
--- the others. Migrations 0026-0029 are one change, one DDL statement each.
+-- alipay_app_id is the app_id of the app the payment was opened on: its tenant's own app,
+-- or the deployment's default app (ALIPAY_APP_ID, whose keys are the deployment's).
+-- Recording the default app's id too keeps a payment on its app if ALIPAY_APP_ID is
+-- changed later. '' is the column's default and means the default app as it is
+-- configured: 0029 leaves it on the rows of tenants on the default app, so that it does
+-- not write the whole table, and the code reads '' and the default app's id alike
+-- (payment.Gateways.ForPayment, the statements' scope). Migrations 0026-0029 are one
+-- change, one DDL statement each.
 --
 -- INSTANT: only the table's metadata changes, with no copy of a big table, on MariaDB
 -- 10.3+ and MySQL 8.0 alike.

@@ -1,7 +1,8 @@
 -- The payments and refunds recorded before 0026 are on their tenant's current app, the
 -- one every call about them went to until now: the tenant's own app_id for a tenant with
--- its own keys, and '' (the default app, already the columns' value) for every other.
--- A refund takes its payment's, in the same statement.
+-- its own keys, and the default app for every other, which they already read as: ''
+-- (the columns' default) is the default app as it is configured (see 0026). A refund
+-- takes its payment's, in the same statement.
 --
 -- It is safe on a big table: it is driven from the few tenants that have their own keys
 -- and reaches their payments through idx_payments_tenant_order and their refunds through

@@ -142,9 +142,10 @@ func (st *Store) RefundsByOutRequestNo(ctx context.Context, outRequestNos []stri
 	return out, rows.Err()
 }
 
-// onApp selects the rows opened on an app, by the app they recorded (alipay_app_id, ”
-// for the default app), not by their tenant's current app: a tenant that moved has its
-// older payments and refunds in the old app's bills.
+// onApp selects the rows opened on an app, by the app they recorded (alipay_app_id; an
+// empty one counts for the default app, see migration 0029), not by their tenant's
+// current app: a tenant that moved has its older payments and refunds in the old app's
+// bills.
 func onApp(alias string) string {
 	return "(" + alias + ".alipay_app_id = ? OR (" + alias + ".alipay_app_id = '' AND ?))"
 }

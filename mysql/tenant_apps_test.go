@@ -43,9 +43,9 @@ func TestPaymentAndRefundRecordTheirAlipayApp(t *testing.T) {
 	if got, err := st.GetRefund(ctx, "t1", "R1"); err != nil || got.AlipayAppID != "2021A" {
 		t.Fatalf("stored refund's app = %q, %v", got.AlipayAppID, err)
 	}
-	// The default app is "".
-	if p := createPending(t, st, "t1", "o2", "PAPP2"); p.AlipayAppID != "" {
-		t.Fatalf("a payment on the default app records %q", p.AlipayAppID)
+	// Without an app given, the column's default "" (the default app, as migration 0026 says).
+	if p, err := st.GetPayment(ctx, createPending(t, st, "t1", "o2", "PAPP2").PaymentNo); err != nil || p.AlipayAppID != "" {
+		t.Fatalf("a payment recorded without its app reads %q, %v", p.AlipayAppID, err)
 	}
 }
 
@@ -127,7 +127,8 @@ func TestTenantKeepsTheAppsItLeaves(t *testing.T) {
 
 // The statements scope a day's payments and refunds by the app they were opened on:
 // a tenant that moved from A to B has its older payments in A's totals, its newer ones
-// in B's. Before, every payment of the tenant counted for its current app.
+// in B's; the default app's are those that recorded its id or none. Before, every
+// payment of the tenant counted for its current app.
 func TestStatementTotalsFollowThePaymentsApp(t *testing.T) {
 	st, _ := newStore(t)
 	ctx := context.Background()
@@ -136,7 +137,7 @@ func TestStatementTotalsFollowThePaymentsApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	for i, app := range []string{"2021A", "2021A", "2021B", ""} {
+	for i, app := range []string{"2021A", "2021A", "2021B", "", "2021default", "2021other-deployment"} {
 		np := newPayment("mover", "o"+string(rune('a'+i)), "PST"+string(rune('A'+i)))
 		np.AlipayAppID = app
 		if _, _, err := st.CreatePendingPayment(ctx, np); err != nil {
@@ -150,7 +151,7 @@ func TestStatementTotalsFollowThePaymentsApp(t *testing.T) {
 		app        string
 		defaultApp bool
 		want       int
-	}{{"2021A", false, 2}, {"2021B", false, 1}, {"2021default", true, 1}} {
+	}{{"2021A", false, 2}, {"2021B", false, 1}, {"2021default", true, 2}} {
 		sc := payment.StatementScope{AppID: c.app, DefaultApp: c.defaultApp, From: now.Add(-time.Minute), To: now.Add(time.Minute)}
 		tot, err := st.LocalStatementTotals(ctx, sc)
 		if err != nil {

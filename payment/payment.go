@@ -111,10 +111,11 @@ type Payment struct {
 	CloseReason string `json:"close_reason,omitempty"`
 	Version     int64  `json:"version"`
 	WorkflowID  string `json:"workflow_id"`
-	// AlipayAppID is the Alipay app the payment was opened on (App.ID): the app_id of
-	// its tenant's own app, or "" for the deployment's default app. Every later call
-	// about the payment goes to that app, wherever its tenant has moved since. It is
-	// internal: answers and workflow payloads do not carry it.
+	// AlipayAppID is the app_id of the Alipay app the payment was opened on (App.ID):
+	// its tenant's own app or the deployment's default app; "" is the default app too,
+	// for a payment recorded before its app was (migration 0029). Every later call about
+	// the payment goes to that app, wherever its tenant has moved since. It is internal:
+	// answers and workflow payloads do not carry it.
 	AlipayAppID string    `json:"-"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`

@@ -93,8 +93,8 @@ func AlipayCredentialsAAD(tenantID string) string {
 
 // App is an Alipay app resolved for a tenant's payments.
 type App struct {
-	// ID is what a payment opened on the app records (Payment.AlipayAppID): the app_id
-	// of a tenant's own app, or "" for the deployment's default app.
+	// ID is what a payment opened on the app records (Payment.AlipayAppID): its app_id
+	// (the default app's too, when the deployment names it).
 	ID string
 	// AppID and SellerID are what every notification about such a payment must carry;
 	// an empty one leaves that check to the gateway.
@@ -110,9 +110,9 @@ type Gateways interface {
 	// For returns the tenant's current app, on which a new payment is opened.
 	For(ctx context.Context, tenantID string) (App, error)
 	// ForPayment returns the app a tenant's payment was opened on, by the ID it
-	// recorded: "" is the default app; any other is the tenant's current app or one it
-	// has moved away from and whose keys it keeps. An app the tenant has no keys for is
-	// ErrNotFound.
+	// recorded: the default app's app_id, or "" (a payment recorded before its app was),
+	// is the default app; any other is the tenant's current app or one it has moved away
+	// from and whose keys it keeps. An app the tenant has no keys for is ErrNotFound.
 	ForPayment(ctx context.Context, tenantID, appID string) (App, error)
 	// ForApp returns the gateway of an Alipay app_id, to verify a notification with that
 	// app's key only. An app_id no tenant uses or keeps (nor the default app) is
@@ -132,7 +132,7 @@ type SingleGateway struct {
 }
 
 func (s SingleGateway) app() App {
-	return App{AppID: s.ID, SellerID: s.Seller, Gateway: s.Gateway}
+	return App{ID: s.ID, AppID: s.ID, SellerID: s.Seller, Gateway: s.Gateway}
 }
 
 // For implements Gateways.

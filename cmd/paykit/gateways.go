@@ -30,7 +30,8 @@ type buildGateway func(appID, sellerID string, creds payment.AlipayCredentials) 
 // gateways is payment.Gateways over the tenants table and the apps tenants have left
 // (tenant_alipay_apps): a tenant's own app, current or kept, gets a gateway built once
 // and cached until its keys change; the default app (ALIPAY_* in the environment) serves
-// every tenant without keys of its own, and every payment that recorded it ("").
+// every tenant without keys of its own, and every payment that recorded it (its app_id,
+// or "" for one recorded before migration 0029).
 type gateways struct {
 	store     tenantApps
 	keys      *secrets.Keyring // nil: no PAYKIT_SECRETS_KEYS, so no tenant can have its own app
@@ -63,9 +64,10 @@ func newGatewayResolver(store tenantApps, keys *secrets.Keyring, build buildGate
 		cache: map[string]cachedGateway{}, tenants: map[string]cachedTenant{}, kept: map[string]cachedKept{}, ttl: tenantTTL}
 }
 
-// defaultApp is the deployment's app; a payment opened on it records "".
+// defaultApp is the deployment's app. A payment opened on it records its app_id, so
+// that a later change of ALIPAY_APP_ID does not take the payment along.
 func (g *gateways) defaultApp() payment.App {
-	return payment.App{AppID: g.defApp, SellerID: g.defSeller, Gateway: g.def}
+	return payment.App{ID: g.defApp, AppID: g.defApp, SellerID: g.defSeller, Gateway: g.def}
 }
 
 // For implements payment.Gateways.
@@ -97,7 +99,8 @@ func (g *gateways) For(ctx context.Context, tenantID string) (payment.App, error
 // a kept copy of an app the tenant has come back to may hold older keys.
 func (g *gateways) ForPayment(ctx context.Context, tenantID, appID string) (payment.App, error) {
 	if appID == "" || appID == g.defApp {
-		// As in For: the default app is always the deployment's, with its keys.
+		// As in For: the default app is always the deployment's, with its keys. "" is a
+		// payment recorded on it before its app was recorded (migration 0029).
 		return g.defaultApp(), nil
 	}
 	t, err := g.tenant(ctx, tenantID)

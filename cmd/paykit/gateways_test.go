@@ -171,8 +171,8 @@ func TestGatewaysResolveEachTenantsApp(t *testing.T) {
 	if _, err := g.ForApp(ctx, ""); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("empty app_id: %v", err)
 	}
-	if app, err := g.For(ctx, "plain"); err != nil || app.ID != "" || app.AppID != "2021default" || app.SellerID != "2088default" {
-		t.Fatalf("a tenant without keys is on the default app, recorded as \"\": %+v, %v", app, err)
+	if app, err := g.For(ctx, "plain"); err != nil || app.ID != "2021default" || app.AppID != "2021default" || app.SellerID != "2088default" {
+		t.Fatalf("a tenant without keys is on the default app, recorded by its app_id: %+v, %v", app, err)
 	}
 	if app, err := g.For(ctx, "a"); err != nil || app.ID != "2021A" || app.AppID != "2021A" || app.SellerID != "2088A" {
 		t.Fatalf("tenant a's payments record its own app: %+v, %v", app, err)
@@ -317,7 +317,7 @@ func TestGatewaysNeverLetATenantsKeysStandForTheDefaultApp(t *testing.T) {
 	store.put(payment.Tenant{ID: "victim", AlipayAppID: "2021default", AlipaySeller: "2088default"})
 	for _, id := range []string{"evil", "victim"} {
 		got, err := g.For(ctx, id)
-		if err != nil || got.Gateway.(namedGateway).app != "default" || got.ID != "" {
+		if err != nil || got.Gateway.(namedGateway).app != "default" || got.ID != "2021default" {
 			t.Fatalf("For(%s) = %+v, %v; want the deployment's default gateway", id, got, err)
 		}
 	}
@@ -369,7 +369,8 @@ func TestGatewaysReuseATenantReadBriefly(t *testing.T) {
 
 // TestGatewaysResolveAPaymentByTheAppItWasOpenedOn: after a tenant moves from app A to
 // app B, a payment opened on A still goes to A, with A's kept keys and seller; one opened
-// on B, and every new one, to B; one that recorded "" to the default app. A's
+// on B, and every new one, to B; one that recorded the default app's id, or "" (recorded
+// before the app was), to the default app. A's
 // notifications still verify once no tenant holds A any more, and an app's current
 // holder is preferred to a kept copy. Before, every payment went to the tenant's current
 // app, and A's notifications were refused as of an unknown app.
@@ -397,7 +398,8 @@ func TestGatewaysResolveAPaymentByTheAppItWasOpenedOn(t *testing.T) {
 	}{
 		{"opened on A before the move", "2021A", "2021A/2088A", "key-a", "2021A", "2088A"},
 		{"opened on B after it", "2021B", "2021B/2088B", "key-b", "2021B", "2088B"},
-		{"opened on the default app", "", "default", "", "2021default", "2088default"},
+		{"opened on the default app", "2021default", "default", "", "2021default", "2088default"},
+		{"recorded before its app was", "", "default", "", "2021default", "2088default"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -406,7 +408,7 @@ func TestGatewaysResolveAPaymentByTheAppItWasOpenedOn(t *testing.T) {
 				t.Fatal(err)
 			}
 			gw := app.Gateway.(namedGateway)
-			if gw.app != c.wantGW || gw.key != c.wantKey || app.AppID != c.wantAppID || app.SellerID != c.wantSeller || app.ID != c.appID {
+			if gw.app != c.wantGW || gw.key != c.wantKey || app.AppID != c.wantAppID || app.SellerID != c.wantSeller {
 				t.Fatalf("ForPayment(a, %q) = %+v (%+v), want gateway %s key %q, app %s seller %s", c.appID, app, gw, c.wantGW, c.wantKey, c.wantAppID, c.wantSeller)
 			}
 		})

@@ -276,8 +276,8 @@ func TestTenantMovesToAnotherAppAtAnyTime(t *testing.T) {
 			t.Fatalf("payments on %s after moving to the default app: %v", app, err)
 		}
 	}
-	if app, err := gws.For(ctx, "mover"); err != nil || app.ID != "" {
-		t.Fatalf("a new payment on the default app records %+v, %v; want \"\"", app, err)
+	if app, err := gws.For(ctx, "mover"); err != nil || app.ID != cfg.AlipayAppID {
+		t.Fatalf("a new payment on the default app records %+v, %v; want %s", app, err, cfg.AlipayAppID)
 	}
 }
 
