@@ -59,8 +59,9 @@ type RefundRedriver interface {
 type Activities struct {
 	Store   payment.Store
 	Gateway payment.Gateway
-	// Gateways, if set, picks the gateway of each payment's tenant (its own Alipay app,
-	// or the default one); Gateway is then unused.
+	// Gateways, if set, picks the gateway of each payment: a new one is opened on its
+	// tenant's current app (its own Alipay app, or the default one), and everything
+	// later goes to the app it was opened on. Gateway is then unused.
 	Gateways payment.Gateways
 	Locker   OrderLocker // optional; nil or failing means "no lock", the database still holds
 	// HTTP posts merchant webhooks; its transport should be NewWebhookTransport's, which
@@ -95,9 +96,9 @@ type Activities struct {
 	// payment.DefaultEventRetry.
 	EventRetry payment.EventRetry
 
-	// paymentTenants caches payment_no → tenant id for tenantOf; knownPayments counts it.
-	paymentTenants sync.Map
-	knownPayments  atomic.Int64
+	// paymentApps caches payment_no → tenant and app for appOf; knownPayments counts it.
+	paymentApps   sync.Map
+	knownPayments atomic.Int64
 }
 
 func (a *Activities) now() time.Time {

@@ -117,41 +117,46 @@ func (a *Activities) CloseTrade(ctx context.Context, paymentNo string) (payment.
 	return out, nil
 }
 
-// gatewayOf returns the gateway of the app a payment goes through: its tenant's. The
-// activities' inputs name only the payment, as the workflows that have run send them, so
-// the tenant is read from the payment. A failure here is retried.
+// gatewayOf returns the gateway of the app a payment was opened on, its tenant's app
+// then, wherever the tenant has moved since. The activities' inputs name only the
+// payment, as the workflows that have run send them, so the tenant and the app are read
+// from the payment. A failure here is retried.
 func (a *Activities) gatewayOf(ctx context.Context, paymentNo string) (payment.Gateway, error) {
 	if a.Gateways == nil {
 		return a.Gateway, nil
 	}
-	tenantID, err := a.tenantOf(ctx, paymentNo)
+	on, err := a.appOf(ctx, paymentNo)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of payment %s: %w", paymentNo, err)
 	}
-	gw, err := a.Gateways.For(ctx, tenantID)
+	app, err := a.Gateways.ForPayment(ctx, on.tenantID, on.appID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of payment %s: %w", paymentNo, err)
 	}
-	return gw, nil
+	return app.Gateway, nil
 }
 
-// tenantOf returns the tenant of a payment. A payment's tenant never changes, so it is
+// paymentApp is the tenant of a payment and the app it was opened on.
+type paymentApp struct{ tenantID, appID string }
+
+// appOf returns the tenant of a payment and its app. Neither ever changes, so they are
 // read from MySQL once per process and payment (up to maxKnownPayments kept).
-func (a *Activities) tenantOf(ctx context.Context, paymentNo string) (string, error) {
-	if v, ok := a.paymentTenants.Load(paymentNo); ok {
-		return v.(string), nil
+func (a *Activities) appOf(ctx context.Context, paymentNo string) (paymentApp, error) {
+	if v, ok := a.paymentApps.Load(paymentNo); ok {
+		return v.(paymentApp), nil
 	}
 	p, err := a.Store.GetPayment(ctx, paymentNo)
 	if err != nil {
-		return "", err
+		return paymentApp{}, err
 	}
 	if a.knownPayments.Add(1) > maxKnownPayments {
-		a.paymentTenants.Clear()
+		a.paymentApps.Clear()
 		a.knownPayments.Store(0)
 	}
-	a.paymentTenants.Store(paymentNo, p.TenantID)
-	return p.TenantID, nil
+	on := paymentApp{tenantID: p.TenantID, appID: p.AlipayAppID}
+	a.paymentApps.Store(paymentNo, on)
+	return on, nil
 }
 
-// maxKnownPayments bounds the payment → tenant entries kept by tenantOf.
+// maxKnownPayments bounds the payment → app entries kept by appOf.
 const maxKnownPayments = 100000

@@ -49,6 +49,15 @@ func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (
 	if err := np.Validate(); err != nil {
 		return CreatePaymentResult{}, classify("create payment", err)
 	}
+	if a.Gateways != nil {
+		// The payment is opened on its tenant's current app and records it: its trade,
+		// refunds and notifications stay there if the tenant moves.
+		app, err := a.Gateways.For(ctx, in.TenantID)
+		if err != nil {
+			return CreatePaymentResult{}, fmt.Errorf("create payment: app of tenant %s: %w", in.TenantID, err)
+		}
+		np.AlipayAppID = app.ID
+	}
 	p, existed, err := a.Store.CreatePendingPayment(ctx, np)
 	if err != nil {
 		// A refusal (the order is paid, a payment_no of another order) must not be

@@ -160,8 +160,14 @@ func (s *Server) applyNotification(ctx context.Context, n payment.Notification) 
 		return outcomeReceived, false
 	}
 	// Verified for the app it names, the notification must also be about a payment of
-	// that app: app B's valid signature never settles tenant A's payment.
-	if app := s.gateways.AppID(tenant); (app != "" && n.AppID != app) || (tenant.AlipaySeller != "" && n.SellerID != tenant.AlipaySeller) {
+	// that app, the one the payment was opened on (its tenant may have moved since): app
+	// B's valid signature never settles tenant A's payment.
+	app, err := s.gateways.ForPayment(ctx, p.TenantID, p.AlipayAppID)
+	if err != nil {
+		log.ErrorContext(ctx, "resolve the payment's alipay app for notification; handed over again later", "alipay_app_id", p.AlipayAppID, "err", err)
+		return outcomeReceived, false
+	}
+	if (app.AppID != "" && n.AppID != app.AppID) || (app.SellerID != "" && n.SellerID != app.SellerID) {
 		log.ErrorContext(ctx, "alipay notification for another app or seller", "app_id", n.AppID, "seller_id", n.SellerID)
 		return s.reject(ctx, log, p, n, "app_id or seller_id mismatch")
 	}

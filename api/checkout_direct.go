@@ -38,12 +38,12 @@ func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) 
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 	}
-	gw, err := s.gateways.For(ctx, in.TenantID)
+	app, err := s.gateways.For(ctx, in.TenantID)
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry",
 			Err: fmt.Errorf("gateway of tenant %s: %w", in.TenantID, err)}
 	}
-	link, _, err := payment.SignedPayLink(ctx, gw, in.Method, payment.TradeRequest{
+	link, _, err := payment.SignedPayLink(ctx, app.Gateway, in.Method, payment.TradeRequest{
 		PaymentNo: no, Subject: in.Subject, Amount: in.Amount, ExpireAt: expireAt, ReturnURL: in.ReturnURL, QuitURL: in.QuitURL,
 	})
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) 
 	p, existed, err := s.store.CreatePendingPayment(ctx, payment.NewPayment{
 		PaymentNo: no, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency,
 		Subject: in.Subject, Method: in.Method, Repurchase: in.Repurchase, ExpireAt: expireAt,
-		WorkflowID: payment.WorkflowID(in.TenantID, in.OrderID), PayLink: link,
+		WorkflowID: payment.WorkflowID(in.TenantID, in.OrderID), PayLink: link, AlipayAppID: app.ID,
 	})
 	if err != nil {
 		var pe *payment.Error

@@ -30,11 +30,22 @@ func (g appGateway) DecodeNotification(_ context.Context, form url.Values) (paym
 		TradeStatus: "TRADE_SUCCESS", State: payment.TradePaid, TotalAmount: amt, AppID: g.appID, SellerID: "seller"}, nil
 }
 
-// twoApps is the tenant t1 on app "app", and another tenant's app "appB".
+// twoApps is the tenant t1 on app "app", another tenant's app "appB", and "appOld", the
+// app t1 has moved away from and whose keys it keeps.
 type twoApps struct{}
 
-func (twoApps) For(context.Context, string) (payment.Gateway, error) {
-	return appGateway{appID: "app", key: "key-a"}, nil
+func (twoApps) For(context.Context, string) (payment.App, error) {
+	return payment.App{ID: "app", AppID: "app", SellerID: "seller", Gateway: appGateway{appID: "app", key: "key-a"}}, nil
+}
+
+func (twoApps) ForPayment(_ context.Context, tenantID, appID string) (payment.App, error) {
+	switch {
+	case tenantID == "t1" && appID == "appOld":
+		return payment.App{ID: "appOld", AppID: "appOld", SellerID: "seller", Gateway: appGateway{appID: "appOld", key: "key-old"}}, nil
+	case tenantID == "t1" && appID == "app":
+		return payment.App{ID: "app", AppID: "app", SellerID: "seller", Gateway: appGateway{appID: "app", key: "key-a"}}, nil
+	}
+	return payment.App{}, &payment.Error{Code: payment.ENOTFOUND, Message: "no such app", Err: payment.ErrNotFound}
 }
 
 func (twoApps) ForApp(_ context.Context, appID string) (payment.Gateway, error) {
@@ -43,31 +54,41 @@ func (twoApps) ForApp(_ context.Context, appID string) (payment.Gateway, error) 
 		return appGateway{appID: "app", key: "key-a"}, nil
 	case "appB":
 		return appGateway{appID: "appB", key: "key-b"}, nil
+	case "appOld":
+		return appGateway{appID: "appOld", key: "key-old"}, nil
 	}
 	return nil, &payment.Error{Code: payment.ENOTFOUND, Message: "no such app", Err: payment.ErrNotFound}
 }
-
-func (twoApps) AppID(payment.Tenant) string { return "app" }
 
 // TestNotificationIsRoutedByAppID: a notification is verified with the key of the app it
 // names only; an unknown app and a signature of another app are refused (not "success")
 // and recorded; app B's valid notification naming tenant A's payment is Alipay's own word,
 // acknowledged on its record and settled on an anomaly. None of them reaches a workflow.
+// A payment opened on the app its tenant has since left is settled by that app's
+// notification only, not by the tenant's current app's.
 func TestNotificationIsRoutedByAppID(t *testing.T) {
 	cases := []struct {
 		name, appID, sign string
+		paymentApp        string // the app the payment was opened on
 		ok, signalled     bool
 		outcome           string
 		verified          bool
 	}{
-		{"unknown app_id", "2021999", "key-a", false, false, "rejected: app_id", false},
-		{"A's app_id signed with B's key", "app", "key-b", false, false, "rejected: bad_signature", false},
-		{"B's valid notification naming A's payment", "appB", "key-b", true, false, "rejected: app_id or seller_id mismatch", true},
-		{"A's own", "app", "key-a", true, true, "signalled", true},
+		{"unknown app_id", "2021999", "key-a", "app", false, false, "rejected: app_id", false},
+		{"A's app_id signed with B's key", "app", "key-b", "app", false, false, "rejected: bad_signature", false},
+		{"B's valid notification naming A's payment", "appB", "key-b", "app", true, false, "rejected: app_id or seller_id mismatch", true},
+		{"A's own", "app", "key-a", "app", true, true, "signalled", true},
+		{"the old app's, for a payment opened on it before the move", "appOld", "key-old", "appOld", true, true, "signalled", true},
+		{"the current app's, for a payment opened on the old app", "app", "key-a", "appOld", true, false, "rejected: app_id or seller_id mismatch", true},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv, st, orch := newServerWith(t, serverOptions{gateways: twoApps{}})
+			st.mu.Lock()
+			p := st.payments["P1"]
+			p.AlipayAppID = c.paymentApp
+			st.payments["P1"] = p
+			st.mu.Unlock()
 			form := url.Values{"notify_id": {fmt.Sprintf("n%d", i)}, "app_id": {c.appID}, "out_trade_no": {"P1"},
 				"total_amount": {"9.90"}, "sign": {c.sign}}
 			resp, body := post(t, srv.URL+"/callbacks/alipay", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})

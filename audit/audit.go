@@ -513,23 +513,24 @@ func (a *Auditor) remoteCheck(ctx context.Context, pay payment.Payment, query, c
 // query asks Alipay for a trade, retrying a retryable failure a few times so that one
 // dropped call does not make a payment unverifiable.
 func (a *Auditor) query(ctx context.Context, pay payment.Payment) (payment.Trade, error) {
-	gw, err := a.gatewayOf(ctx, pay.TenantID)
+	gw, err := a.gatewayOf(ctx, pay)
 	if err != nil {
 		return payment.Trade{}, err
 	}
 	return withRetries(ctx, func() (payment.Trade, error) { return gw.Query(ctx, pay.PaymentNo) })
 }
 
-// gatewayOf returns the gateway of a tenant's Alipay app.
-func (a *Auditor) gatewayOf(ctx context.Context, tenantID string) (Gateway, error) {
+// gatewayOf returns the gateway of the Alipay app a payment was opened on, wherever its
+// tenant has moved since.
+func (a *Auditor) gatewayOf(ctx context.Context, pay payment.Payment) (Gateway, error) {
 	if a.Gateways == nil {
 		return a.Gateway, nil
 	}
-	gw, err := a.Gateways.For(ctx, tenantID)
+	app, err := a.Gateways.ForPayment(ctx, pay.TenantID, pay.AlipayAppID)
 	if err != nil {
-		return nil, fmt.Errorf("gateway of tenant %s: %w", tenantID, err)
+		return nil, fmt.Errorf("gateway of tenant %s app %q: %w", pay.TenantID, pay.AlipayAppID, err)
 	}
-	return gw, nil
+	return app.Gateway, nil
 }
 
 // withRetries calls ask up to queryAttempts times while it fails with a retryable error,

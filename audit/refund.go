@@ -53,7 +53,7 @@ func (a *Auditor) checkRefunds(ctx context.Context, pay payment.Payment, grace t
 	if !ok1 {
 		return refundRemote{}
 	}
-	base, err := a.gatewayOf(ctx, pay.TenantID)
+	base, err := a.gatewayOf(ctx, pay)
 	if err != nil {
 		return refundRemote{checked: true, err: err}
 	}

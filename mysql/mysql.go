@@ -216,6 +216,7 @@ func txQueries() []string {
 	return []string{
 		qUpsertOrder, qOrderState, qInsertPayment, qPaymentByNoForUpdate, qMarkPaid, qClose, qFail, qOrderPaid,
 		qOrderCancelled, qLockTenantFeed, qInsertEvent, qTenantByIDForUpdate, qUpdateTenant, qInsertTenant,
+		qKeepAlipayApp, qSetTenantCredentials,
 		qEventByIDForUpdate, qEventFailed,
 		qRefundByNo, qRefundByNoForUpdate, qTenantPaymentForUpdate, qReserveRefund, qReserveClosedRefund, qReleaseRefund, qInsertRefund,
 		qRefundSucceeded, qRefundFailed,

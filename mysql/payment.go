@@ -24,7 +24,7 @@ const (
 const maxCreateAttempts = 5
 
 const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, refunded_fen, currency, subject, method, repurchase, status,
-	trade_no, expire_at, paid_at, close_reason, version, workflow_id, created_at, updated_at`
+	trade_no, expire_at, paid_at, close_reason, version, workflow_id, created_at, updated_at, alipay_app_id`
 
 const (
 	// qUpsertOrder creates the order or refreshes it for a new attempt. A paid order stays
@@ -45,8 +45,8 @@ ON DUPLICATE KEY UPDATE
 	qOrderState = `SELECT status, COALESCE(paid_payment_no, '') FROM orders WHERE tenant_id = ? AND order_id = ?`
 
 	qInsertPayment = `INSERT INTO payments
-	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?)`
+	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?)`
 
 	qPaymentByNo          = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ?`
 	qPaymentByNoForUpdate = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? FOR UPDATE`
@@ -179,7 +179,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 		expireAt := dbTime(np.ExpireAt)
 		res, err := st.exec(ctx, tx, qInsertPayment,
 			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject, methodOrPage(np.Method),
-			np.Repurchase, expireAt, np.WorkflowID, sql.NullString{String: np.PayLink, Valid: np.PayLink != ""}, now, now)
+			np.Repurchase, expireAt, np.WorkflowID, sql.NullString{String: np.PayLink, Valid: np.PayLink != ""}, now, now, np.AlipayAppID)
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
@@ -201,6 +201,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 			Status:      payment.StatusPending,
 			ExpireAt:    expireAt,
 			WorkflowID:  np.WorkflowID,
+			AlipayAppID: np.AlipayAppID,
 			CreatedAt:   now,
 			UpdatedAt:   now,
 		}
@@ -539,7 +540,7 @@ func scanPayment(s scanner) (payment.Payment, error) {
 		paidAt   sql.NullTime
 	)
 	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &refunded, &p.Currency, &p.Subject, &p.Method,
-		&p.Repurchase, &p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		&p.Repurchase, &p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt, &p.AlipayAppID); err != nil {
 		return payment.Payment{}, err
 	}
 	p.Amount, p.Refunded = payment.Amount(amount), payment.Amount(refunded)

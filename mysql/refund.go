@@ -12,7 +12,7 @@ import (
 )
 
 const refundColumns = `id, refund_no, tenant_id, payment_no, out_request_no, amount_fen, reason, status, fail_reason,
-	trade_no, workflow_id, refunded_at, version, created_at, updated_at`
+	trade_no, workflow_id, refunded_at, version, created_at, updated_at, alipay_app_id`
 
 const (
 	qRefundByNo           = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = ? AND refund_no = ?`
@@ -38,8 +38,8 @@ WHERE id = ? AND status IN (2, 3) AND refunded_fen + ? <= amount_fen`
 	qReleaseRefund = `UPDATE payments SET refunded_fen = refunded_fen - ?
 WHERE id = ? AND refunded_fen >= ?`
 	qInsertRefund = `INSERT INTO refunds
-	(refund_no, tenant_id, payment_no, out_request_no, amount_fen, reason, status, workflow_id, version, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, 0, ?, 0, ?, ?)`
+	(refund_no, tenant_id, payment_no, out_request_no, amount_fen, reason, status, workflow_id, version, created_at, updated_at, alipay_app_id)
+VALUES (?, ?, ?, ?, ?, ?, 0, ?, 0, ?, ?, ?)`
 	qRefundSucceeded = `UPDATE refunds SET status = 1, trade_no = ?, refunded_at = ?, version = version + 1, updated_at = ?
 WHERE id = ? AND status = 0`
 	qRefundFailed = `UPDATE refunds SET status = 2, fail_reason = ?, version = version + 1, updated_at = ?
@@ -108,10 +108,10 @@ func (st *Store) CreateRefund(ctx context.Context, n payment.NewRefund) (payment
 			RefundNo: n.RefundNo, TenantID: n.TenantID, PaymentNo: n.PaymentNo,
 			OutRequestNo: payment.OutRequestNo(n.TenantID, n.RefundNo), Amount: n.Amount,
 			Reason: n.Reason, Status: payment.RefundPending, WorkflowID: payment.RefundWorkflowID(n.TenantID, n.RefundNo),
-			CreatedAt: now, UpdatedAt: now,
+			AlipayAppID: p.AlipayAppID, CreatedAt: now, UpdatedAt: now,
 		}
 		res, err = st.exec(ctx, tx, qInsertRefund, r.RefundNo, r.TenantID, r.PaymentNo, r.OutRequestNo, int64(r.Amount),
-			r.Reason, r.WorkflowID, now, now)
+			r.Reason, r.WorkflowID, now, now, r.AlipayAppID)
 		if err != nil {
 			return err
 		}
@@ -365,7 +365,7 @@ func scanRefund(s scanner) (payment.Refund, error) {
 		refundedAt sql.NullTime
 	)
 	if err := s.Scan(&r.ID, &r.RefundNo, &r.TenantID, &r.PaymentNo, &r.OutRequestNo, &amount, &r.Reason, &r.Status,
-		&r.FailReason, &r.TradeNo, &r.WorkflowID, &refundedAt, &r.Version, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		&r.FailReason, &r.TradeNo, &r.WorkflowID, &refundedAt, &r.Version, &r.CreatedAt, &r.UpdatedAt, &r.AlipayAppID); err != nil {
 		return payment.Refund{}, err
 	}
 	r.Amount = payment.Amount(amount)

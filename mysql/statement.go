@@ -142,15 +142,19 @@ func (st *Store) RefundsByOutRequestNo(ctx context.Context, outRequestNos []stri
 	return out, rows.Err()
 }
 
-// tenantsOfApp selects the tenants whose payments go through an app: those naming it,
-// and for the default (global) app those naming none.
-const tenantsOfApp = `SELECT id FROM tenants WHERE alipay_app_id = ? OR (alipay_app_id = '' AND ?)`
+// onApp selects the rows opened on an app, by the app they recorded (alipay_app_id; an
+// empty one counts for the default app, see migration 0029), not by their tenant's
+// current app: a tenant that moved has its older payments and refunds in the old app's
+// bills.
+func onApp(alias string) string {
+	return "(" + alias + ".alipay_app_id = ? OR (" + alias + ".alipay_app_id = '' AND ?))"
+}
 
 // EachPaymentNotInBill streams the scope's PAID payments that no staged payment line
 // names. It reads through idx_payments_paid_at and the staged lines' index.
 func (st *Store) EachPaymentNotInBill(ctx context.Context, sc payment.StatementScope, fn func(payment.Payment) error) error {
 	q := `SELECT ` + paymentColumns + ` FROM payments p
-WHERE p.paid_at >= ? AND p.paid_at < ? AND p.status = 1 AND p.tenant_id IN (` + tenantsOfApp + `)
+WHERE p.paid_at >= ? AND p.paid_at < ? AND p.status = 1 AND ` + onApp("p") + `
 AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_trade_no = p.payment_no AND l.kind = 1)`
 	rows, err := st.db.QueryContext(ctx, q, dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp, sc.AppID, sc.BillDate)
 	if err != nil {
@@ -173,7 +177,7 @@ AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_da
 // staged refund line names.
 func (st *Store) EachRefundNotInBill(ctx context.Context, sc payment.StatementScope, fn func(payment.Refund) error) error {
 	q := `SELECT ` + refundColumns + ` FROM refunds r
-WHERE r.refunded_at >= ? AND r.refunded_at < ? AND r.status = 1 AND r.tenant_id IN (` + tenantsOfApp + `)
+WHERE r.refunded_at >= ? AND r.refunded_at < ? AND r.status = 1 AND ` + onApp("r") + `
 AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_request_no = r.out_request_no AND l.kind = 2)`
 	rows, err := st.db.QueryContext(ctx, q, dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp, sc.AppID, sc.BillDate)
 	if err != nil {
@@ -222,13 +226,13 @@ GROUP BY kind, IF(kind = 1, out_trade_no, out_request_no) HAVING COUNT(*) > 1`
 func (st *Store) LocalStatementTotals(ctx context.Context, sc payment.StatementScope) (payment.StatementTotals, error) {
 	var t payment.StatementTotals
 	err := st.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(amount_fen), 0) FROM payments
-WHERE paid_at >= ? AND paid_at < ? AND status = 1 AND tenant_id IN (`+tenantsOfApp+`)`,
+WHERE paid_at >= ? AND paid_at < ? AND status = 1 AND `+onApp("payments"),
 		dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp).Scan(&t.Trades, &t.TradeFen)
 	if err != nil {
 		return t, fmt.Errorf("mysql: local statement totals: %w", err)
 	}
 	err = st.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(amount_fen), 0) FROM refunds
-WHERE refunded_at >= ? AND refunded_at < ? AND status = 1 AND tenant_id IN (`+tenantsOfApp+`)`,
+WHERE refunded_at >= ? AND refunded_at < ? AND status = 1 AND `+onApp("refunds"),
 		dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp).Scan(&t.Refunds, &t.RefundFen)
 	if err != nil {
 		return t, fmt.Errorf("mysql: local statement totals: %w", err)

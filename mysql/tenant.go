@@ -42,7 +42,9 @@ const (
 
 // UpsertTenant creates or updates a tenant by id. Sealed Alipay credentials, if given,
 // are written with the app_id and seller in the same statement; empty ones leave the
-// stored credentials as they are (SetTenantAlipayCredentials clears them). It deliberately avoids INSERT … ON
+// stored credentials as they are (SetTenantAlipayCredentials clears them). A tenant
+// moved to another app_id keeps its old app's keys (keepAlipayApp), in the same
+// transaction. It deliberately avoids INSERT … ON
 // DUPLICATE KEY UPDATE: with two unique keys (id, api_key_hash) that statement would
 // update whichever row collided, letting one tenant's upsert overwrite another tenant
 // that holds the same key hash. A key hash owned by another tenant is an ECONFLICT error.
@@ -57,9 +59,14 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 	for range maxUpsertAttempts {
 		err = st.inTx(ctx, func(tx *sql.Tx) error {
 			now := st.clock()
-			_, err := st.getTenant(ctx, tx, qTenantByIDForUpdate, t.ID)
+			old, err := st.getTenant(ctx, tx, qTenantByIDForUpdate, t.ID)
 			switch {
 			case err == nil:
+				if old.AlipayAppID != t.AlipayAppID {
+					if err := st.keepAlipayApp(ctx, tx, old, now); err != nil {
+						return err
+					}
+				}
 				_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
 					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.AlipayCredentialsSealed, t.ID)
 				return err
@@ -138,19 +145,137 @@ func scanTenant(row interface{ Scan(...any) error }) (payment.Tenant, error) {
 }
 
 // SetTenantAlipayCredentials stores a tenant's sealed Alipay credentials; an empty value
-// removes them (the tenant uses the default app again). A tenant that does not exist is
-// ErrNotFound.
+// removes them (the tenant uses the default app again), and its app's keys are kept
+// (keepAlipayApp) in the same transaction. A tenant that does not exist is ErrNotFound.
 func (st *Store) SetTenantAlipayCredentials(ctx context.Context, tenantID, sealed string) error {
-	res, err := st.exec(ctx, nil, qSetTenantCredentials, sealed, st.clock(), tenantID)
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		old, err := st.getTenant(ctx, tx, qTenantByIDForUpdate, tenantID)
+		if err != nil {
+			return err
+		}
+		now := st.clock()
+		if sealed == "" {
+			if err := st.keepAlipayApp(ctx, tx, old, now); err != nil {
+				return err
+			}
+		}
+		_, err = st.exec(ctx, tx, qSetTenantCredentials, sealed, now, tenantID)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("mysql: set tenant credentials %s: %w", tenantID, err)
 	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		if _, err := st.GetTenant(ctx, tenantID); err != nil {
-			return err
-		}
+	return nil
+}
+
+// qKeepAlipayApp writes the app a tenant leaves. Leaving it again (after coming back)
+// refreshes its seller, keys and left_at.
+const qKeepAlipayApp = `INSERT INTO tenant_alipay_apps
+	(tenant_id, app_id, alipay_seller_id, alipay_credentials, created_at, left_at)
+VALUES (?, ?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE alipay_seller_id = ?, alipay_credentials = ?, left_at = ?`
+
+// keepAlipayApp keeps the keys of the app old holds, as it leaves it: the payments opened
+// on it are still acted on there (payment.Gateways.ForPayment). A tenant on the default
+// app holds no keys of its own, and there is nothing to keep. The sealed bytes are kept
+// as they are: the seal is bound to the tenant, not to the app.
+func (st *Store) keepAlipayApp(ctx context.Context, tx *sql.Tx, old payment.Tenant, now time.Time) error {
+	if old.AlipayCredentialsSealed == "" || old.AlipayAppID == "" {
+		return nil
+	}
+	if _, err := st.exec(ctx, tx, qKeepAlipayApp, old.ID, old.AlipayAppID, old.AlipaySeller, old.AlipayCredentialsSealed, now, now,
+		old.AlipaySeller, old.AlipayCredentialsSealed, now); err != nil {
+		return fmt.Errorf("keep alipay app %s of tenant %s: %w", old.AlipayAppID, old.ID, err)
 	}
 	return nil
+}
+
+const keptAppColumns = `tenant_id, app_id, alipay_seller_id, alipay_credentials, left_at`
+
+const (
+	qKeptAlipayApp       = `SELECT ` + keptAppColumns + ` FROM tenant_alipay_apps WHERE tenant_id = ? AND app_id = ?`
+	qKeptAlipayAppsByApp = `SELECT ` + keptAppColumns + ` FROM tenant_alipay_apps WHERE app_id = ?
+ORDER BY tenant_id LIMIT 100`
+	qKeptAlipayAppIDs = `SELECT DISTINCT app_id FROM tenant_alipay_apps WHERE left_at >= ? ORDER BY app_id`
+	qKeptAlipayApps   = `SELECT ` + keptAppColumns + ` FROM tenant_alipay_apps WHERE (tenant_id, app_id) > (?, ?)
+ORDER BY tenant_id, app_id LIMIT 100`
+	qSwapKeptCredentials = `UPDATE tenant_alipay_apps SET alipay_credentials = ?
+WHERE tenant_id = ? AND app_id = ? AND alipay_credentials = ?`
+)
+
+func scanKeptApp(row interface{ Scan(...any) error }) (payment.KeptAlipayApp, error) {
+	var k payment.KeptAlipayApp
+	err := row.Scan(&k.TenantID, &k.AppID, &k.SellerID, &k.CredentialsSealed, &k.LeftAt)
+	return k, err
+}
+
+// KeptAlipayApp returns the app appID a tenant has left, with its kept keys, or an error
+// wrapping payment.ErrNotFound.
+func (st *Store) KeptAlipayApp(ctx context.Context, tenantID, appID string) (payment.KeptAlipayApp, error) {
+	var k payment.KeptAlipayApp
+	err := st.queryRow(ctx, nil, qKeptAlipayApp, []any{tenantID, appID}, func(row *sql.Row) error {
+		var err error
+		k, err = scanKeptApp(row)
+		return err
+	})
+	if err != nil {
+		return k, fmt.Errorf("mysql: kept alipay app %s of tenant %s: %w", appID, tenantID, err)
+	}
+	return k, nil
+}
+
+// KeptAlipayAppsByApp returns the tenants' kept keys of an app_id (at most 100).
+func (st *Store) KeptAlipayAppsByApp(ctx context.Context, appID string) ([]payment.KeptAlipayApp, error) {
+	var out []payment.KeptAlipayApp
+	err := st.query(ctx, qKeptAlipayAppsByApp, []any{appID}, func(rows *sql.Rows) error {
+		k, err := scanKeptApp(rows)
+		out = append(out, k)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: kept alipay apps of %s: %w", appID, err)
+	}
+	return out, nil
+}
+
+// KeptAlipayAppIDs returns the app_ids some tenant has left since a time, each once.
+func (st *Store) KeptAlipayAppIDs(ctx context.Context, leftSince time.Time) ([]string, error) {
+	var out []string
+	err := st.query(ctx, qKeptAlipayAppIDs, []any{dbTime(leftSince)}, func(rows *sql.Rows) error {
+		var id string
+		out = append(out, id)
+		return rows.Scan(&out[len(out)-1])
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: kept alipay app ids: %w", err)
+	}
+	return out, nil
+}
+
+// KeptAlipayApps returns up to 100 kept apps after (afterTenant, afterApp), in that
+// order, to page through them all.
+func (st *Store) KeptAlipayApps(ctx context.Context, afterTenant, afterApp string) ([]payment.KeptAlipayApp, error) {
+	var out []payment.KeptAlipayApp
+	err := st.query(ctx, qKeptAlipayApps, []any{afterTenant, afterApp}, func(rows *sql.Rows) error {
+		k, err := scanKeptApp(rows)
+		out = append(out, k)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: kept alipay apps: %w", err)
+	}
+	return out, nil
+}
+
+// SwapKeptAlipayCredentials replaces a kept app's sealed keys only if they are still
+// old, as SwapTenantAlipayCredentials does; it reports whether it replaced them.
+func (st *Store) SwapKeptAlipayCredentials(ctx context.Context, tenantID, appID, old, sealed string) (bool, error) {
+	res, err := st.exec(ctx, nil, qSwapKeptCredentials, sealed, tenantID, appID, old)
+	if err != nil {
+		return false, fmt.Errorf("mysql: swap kept credentials %s/%s: %w", tenantID, appID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 // SwapTenantAlipayCredentials replaces a tenant's sealed credentials only if they are
@@ -196,26 +321,4 @@ func (st *Store) listTenants(ctx context.Context, query, arg string) ([]payment.
 		return nil
 	})
 	return out, err
-}
-
-// qTenantOpenPayment finds one payment of a tenant that still depends on the tenant's
-// Alipay app: pending (the buyer can pay it there), or paid since a time (it can be
-// refunded there). It reads through idx_payments_tenant_order.
-const qTenantOpenPayment = `SELECT payment_no FROM payments
-WHERE tenant_id = ? AND (status = 0 OR (status = 1 AND paid_at >= ?)) LIMIT 1`
-
-// TenantOpenPayment returns the payment_no of one payment of the tenant that is pending
-// or was paid since paidSince, or "" if there is none.
-func (st *Store) TenantOpenPayment(ctx context.Context, tenantID string, paidSince time.Time) (string, error) {
-	var no string
-	err := st.queryRow(ctx, nil, qTenantOpenPayment, []any{tenantID, dbTime(paidSince)}, func(row *sql.Row) error {
-		return row.Scan(&no)
-	})
-	if errors.Is(err, payment.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("mysql: open payment of tenant %s: %w", tenantID, err)
-	}
-	return no, nil
 }

@@ -108,9 +108,15 @@ type Payment struct {
 	ExpireAt   time.Time `json:"expire_at"`
 	PaidAt     time.Time `json:"paid_at,omitzero"`
 	// CloseReason says why a closed payment was closed (expired, cancelled, …).
-	CloseReason string    `json:"close_reason,omitempty"`
-	Version     int64     `json:"version"`
-	WorkflowID  string    `json:"workflow_id"`
+	CloseReason string `json:"close_reason,omitempty"`
+	Version     int64  `json:"version"`
+	WorkflowID  string `json:"workflow_id"`
+	// AlipayAppID is the app_id of the Alipay app the payment was opened on (App.ID):
+	// its tenant's own app or the deployment's default app; "" is the default app too,
+	// for a payment recorded before its app was (migration 0029). Every later call about
+	// the payment goes to that app, wherever its tenant has moved since. It is internal:
+	// answers and workflow payloads do not carry it.
+	AlipayAppID string    `json:"-"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 }
@@ -132,6 +138,9 @@ type NewPayment struct {
 	// PayLink is the payment's pay link when it is created already opened (a signed
 	// cashier URL or app order string); empty when the workflow opens the trade.
 	PayLink string
+	// AlipayAppID is the App.ID of the app the payment is opened on, its tenant's
+	// current app (Gateways.For).
+	AlipayAppID string
 }
 
 var (

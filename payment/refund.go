@@ -99,10 +99,13 @@ type Refund struct {
 	FailReason   string       `json:"fail_reason,omitempty"`
 	TradeNo      string       `json:"trade_no,omitempty"`
 	WorkflowID   string       `json:"workflow_id"`
-	RefundedAt   time.Time    `json:"refunded_at,omitzero"`
-	Version      int64        `json:"version"`
-	CreatedAt    time.Time    `json:"created_at"`
-	UpdatedAt    time.Time    `json:"updated_at"`
+	// AlipayAppID is its payment's Payment.AlipayAppID, copied when the refund is
+	// created: a trade is refunded only through the app that holds it.
+	AlipayAppID string    `json:"-"`
+	RefundedAt  time.Time `json:"refunded_at,omitzero"`
+	Version     int64     `json:"version"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // NewRefund is what the store needs to reserve and insert a refund.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // AlipayCredentials are the keys of a tenant's own Alipay app. AppPrivateKeyPEM is a
@@ -90,17 +91,33 @@ func AlipayCredentialsAAD(tenantID string) string {
 	return "tenants/" + tenantID + "/alipay_credentials"
 }
 
+// App is an Alipay app resolved for a tenant's payments.
+type App struct {
+	// ID is what a payment opened on the app records (Payment.AlipayAppID): its app_id
+	// (the default app's too, when the deployment names it).
+	ID string
+	// AppID and SellerID are what every notification about such a payment must carry;
+	// an empty one leaves that check to the gateway.
+	AppID, SellerID string
+	Gateway         Gateway
+}
+
 // Gateways resolves the Alipay app to use: a tenant's own app, or the default app of
-// the deployment for a tenant without one.
+// the deployment for a tenant without one. A new payment is opened on its tenant's
+// current app (For); everything done later about a payment or its refunds goes to the
+// app it was opened on (ForPayment), wherever the tenant has moved since.
 type Gateways interface {
-	// For returns the gateway of a tenant's payments.
-	For(ctx context.Context, tenantID string) (Gateway, error)
+	// For returns the tenant's current app, on which a new payment is opened.
+	For(ctx context.Context, tenantID string) (App, error)
+	// ForPayment returns the app a tenant's payment was opened on, by the ID it
+	// recorded: the default app's app_id, or "" (a payment recorded before its app was),
+	// is the default app; any other is the tenant's current app or one it has moved away
+	// from and whose keys it keeps. An app the tenant has no keys for is ErrNotFound.
+	ForPayment(ctx context.Context, tenantID, appID string) (App, error)
 	// ForApp returns the gateway of an Alipay app_id, to verify a notification with that
-	// app's key only. An app_id no tenant uses (nor the default app) is ErrNotFound.
+	// app's key only. An app_id no tenant uses or keeps (nor the default app) is
+	// ErrNotFound.
 	ForApp(ctx context.Context, appID string) (Gateway, error)
-	// AppID returns the app_id a tenant's payments go through, which every notification
-	// about them must carry; empty means the gateway alone checks it.
-	AppID(t Tenant) string
 }
 
 // SingleGateway is Gateways with one app for every tenant.
@@ -109,10 +126,22 @@ type SingleGateway struct {
 	// ID is the app's app_id; empty accepts notifications of any app_id and leaves the
 	// app_id check to the gateway.
 	ID string
+	// Seller is the seller_id its notifications carry; empty leaves the check to the
+	// gateway.
+	Seller string
+}
+
+func (s SingleGateway) app() App {
+	return App{ID: s.ID, AppID: s.ID, SellerID: s.Seller, Gateway: s.Gateway}
 }
 
 // For implements Gateways.
-func (s SingleGateway) For(context.Context, string) (Gateway, error) { return s.Gateway, nil }
+func (s SingleGateway) For(context.Context, string) (App, error) { return s.app(), nil }
+
+// ForPayment implements Gateways: every payment is on the one app, whatever it recorded.
+func (s SingleGateway) ForPayment(context.Context, string, string) (App, error) {
+	return s.app(), nil
+}
 
 // ForApp implements Gateways.
 func (s SingleGateway) ForApp(_ context.Context, appID string) (Gateway, error) {
@@ -122,10 +151,15 @@ func (s SingleGateway) ForApp(_ context.Context, appID string) (Gateway, error) 
 	return s.Gateway, nil
 }
 
-// AppID implements Gateways.
-func (s SingleGateway) AppID(t Tenant) string {
-	if s.ID != "" {
-		return s.ID
-	}
-	return t.AlipayAppID
+// KeptAlipayApp is an Alipay app a tenant has moved away from, with the keys it keeps
+// for the payments opened on it.
+type KeptAlipayApp struct {
+	TenantID string
+	AppID    string
+	SellerID string
+	// CredentialsSealed is sealed for AlipayCredentialsAAD(TenantID), as
+	// Tenant.AlipayCredentialsSealed was while the app was current.
+	CredentialsSealed string `json:"-"`
+	// LeftAt is when the tenant last moved off the app.
+	LeftAt time.Time
 }

@@ -18,25 +18,33 @@ type tenantApps interface {
 	GetTenant(ctx context.Context, id string) (payment.Tenant, error)
 	// TenantsByAlipayApp returns the tenants with their own keys for an app_id.
 	TenantsByAlipayApp(ctx context.Context, appID string) ([]payment.Tenant, error)
+	// KeptAlipayApp returns the keys a tenant keeps of an app it has left.
+	KeptAlipayApp(ctx context.Context, tenantID, appID string) (payment.KeptAlipayApp, error)
+	// KeptAlipayAppsByApp returns the kept keys of an app_id, of every tenant that left it.
+	KeptAlipayAppsByApp(ctx context.Context, appID string) ([]payment.KeptAlipayApp, error)
 }
 
 // buildGateway makes the gateway of one Alipay app.
 type buildGateway func(appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error)
 
-// gateways is payment.Gateways over the tenants table: a tenant with sealed credentials
-// gets a gateway of its own app, built once and cached until its app changes; every
-// other tenant gets the default app (ALIPAY_* in the environment).
+// gateways is payment.Gateways over the tenants table and the apps tenants have left
+// (tenant_alipay_apps): a tenant's own app, current or kept, gets a gateway built once
+// and cached until its keys change; the default app (ALIPAY_* in the environment) serves
+// every tenant without keys of its own, and every payment that recorded it (its app_id,
+// or "" for one recorded before migration 0029).
 type gateways struct {
-	store  tenantApps
-	keys   *secrets.Keyring // nil: no PAYKIT_SECRETS_KEYS, so no tenant can have its own app
-	build  buildGateway
-	def    payment.Gateway
-	defApp string
+	store     tenantApps
+	keys      *secrets.Keyring // nil: no PAYKIT_SECRETS_KEYS, so no tenant can have its own app
+	build     buildGateway
+	def       payment.Gateway
+	defApp    string
+	defSeller string
 
 	mu      sync.Mutex
-	cache   map[string]cachedGateway // tenant id → its app's gateway
+	cache   map[string]cachedGateway // tenant id, or tenant id and kept app id → the app's gateway
 	tenants map[string]cachedTenant  // tenant id → its last read
-	ttl     time.Duration            // how long a tenant read is reused (tenantTTL)
+	kept    map[string]cachedKept    // tenant id and app id → its last read
+	ttl     time.Duration            // how long a read is reused (tenantTTL)
 }
 
 type cachedGateway struct {
@@ -51,38 +59,77 @@ type cachedGateway struct {
 
 var _ payment.Gateways = (*gateways)(nil)
 
-func newGatewayResolver(store tenantApps, keys *secrets.Keyring, build buildGateway, def payment.Gateway, defApp string) *gateways {
-	return &gateways{store: store, keys: keys, build: build, def: def, defApp: defApp,
-		cache: map[string]cachedGateway{}, tenants: map[string]cachedTenant{}, ttl: tenantTTL}
+func newGatewayResolver(store tenantApps, keys *secrets.Keyring, build buildGateway, def payment.Gateway, defApp, defSeller string) *gateways {
+	return &gateways{store: store, keys: keys, build: build, def: def, defApp: defApp, defSeller: defSeller,
+		cache: map[string]cachedGateway{}, tenants: map[string]cachedTenant{}, kept: map[string]cachedKept{}, ttl: tenantTTL}
+}
+
+// defaultApp is the deployment's app. A payment opened on it records its app_id, so
+// that a later change of ALIPAY_APP_ID does not take the payment along.
+func (g *gateways) defaultApp() payment.App {
+	return payment.App{ID: g.defApp, AppID: g.defApp, SellerID: g.defSeller, Gateway: g.def}
 }
 
 // For implements payment.Gateways.
-func (g *gateways) For(ctx context.Context, tenantID string) (payment.Gateway, error) {
+func (g *gateways) For(ctx context.Context, tenantID string) (payment.App, error) {
 	t, err := g.tenant(ctx, tenantID)
 	if err != nil {
-		return nil, fmt.Errorf("gateway of tenant %s: %w", tenantID, err)
+		return payment.App{}, fmt.Errorf("gateway of tenant %s: %w", tenantID, err)
 	}
 	if t.AlipayAppID == g.defApp {
 		// The default app's keys are the deployment's (ALIPAY_*), never a tenant's copy:
 		// keys a tenant supplies must not sign or verify for the default app's merchant.
-		return g.def, nil
+		return g.defaultApp(), nil
 	}
 	if t.AlipayCredentialsSealed == "" {
 		if t.AlipayAppID != "" {
 			// Its money must not go to the default app's merchant.
-			return nil, fmt.Errorf("tenant %s names alipay app %s but has no keys for it; set them with paykit tenant", t.ID, t.AlipayAppID)
+			return payment.App{}, fmt.Errorf("tenant %s names alipay app %s but has no keys for it; set them with paykit tenant", t.ID, t.AlipayAppID)
 		}
-		return g.def, nil
+		return g.defaultApp(), nil
 	}
 	c, err := g.tenantGateway(t)
 	if err != nil {
-		return nil, err
+		return payment.App{}, err
 	}
-	return c.gw, nil
+	return payment.App{ID: t.AlipayAppID, AppID: t.AlipayAppID, SellerID: t.AlipaySeller, Gateway: c.gw}, nil
+}
+
+// ForPayment implements payment.Gateways. The tenant's current app is looked at first:
+// a kept copy of an app the tenant has come back to may hold older keys.
+func (g *gateways) ForPayment(ctx context.Context, tenantID, appID string) (payment.App, error) {
+	if appID == "" || appID == g.defApp {
+		// As in For: the default app is always the deployment's, with its keys. "" is a
+		// payment recorded on it before its app was recorded (migration 0029).
+		return g.defaultApp(), nil
+	}
+	t, err := g.tenant(ctx, tenantID)
+	if err != nil {
+		return payment.App{}, fmt.Errorf("gateway of tenant %s app %s: %w", tenantID, appID, err)
+	}
+	if t.AlipayAppID == appID && t.AlipayCredentialsSealed != "" {
+		c, err := g.tenantGateway(t)
+		if err != nil {
+			return payment.App{}, err
+		}
+		return payment.App{ID: appID, AppID: appID, SellerID: t.AlipaySeller, Gateway: c.gw}, nil
+	}
+	k, err := g.keptApp(ctx, tenantID, appID)
+	if err != nil {
+		return payment.App{}, fmt.Errorf("gateway of tenant %s app %s: %w", tenantID, appID, err)
+	}
+	c, err := g.keptGateway(k)
+	if err != nil {
+		return payment.App{}, err
+	}
+	return payment.App{ID: appID, AppID: appID, SellerID: k.SellerID, Gateway: c.gw}, nil
 }
 
 // ForApp implements payment.Gateways. Tenants that share an app_id with keys of their own
-// must hold the same app; anything else is refused rather than guessed.
+// must hold the same app; anything else is refused rather than guessed. The app's current
+// holders are asked first; only an app no tenant holds any more is verified with the
+// keys a tenant kept of it, so that the notifications of its old payments still verify
+// after the move.
 func (g *gateways) ForApp(ctx context.Context, appID string) (payment.Gateway, error) {
 	if appID != "" && appID == g.defApp {
 		// A notification for the default app is verified with the deployment's Alipay
@@ -94,6 +141,13 @@ func (g *gateways) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 		return nil, fmt.Errorf("gateway of app %s: %w", appID, err)
 	}
 	var found *cachedGateway
+	agree := func(c cachedGateway) error {
+		if found != nil && found.app != c.app {
+			return payment.Errorf(payment.EUNPROCESSABLE, "alipay app %s is configured with different keys or sellers by several tenants", appID)
+		}
+		found = &c
+		return nil
+	}
 	for _, t := range ts {
 		if t.AlipayCredentialsSealed == "" {
 			continue
@@ -102,33 +156,35 @@ func (g *gateways) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 		if err != nil {
 			return nil, err
 		}
-		if found != nil && found.app != c.app {
-			return nil, payment.Errorf(payment.EUNPROCESSABLE, "alipay app %s is configured with different keys or sellers by several tenants", appID)
+		if err := agree(c); err != nil {
+			return nil, err
 		}
-		found = &c
 	}
-	switch {
-	case found != nil:
-		return found.gw, nil
-	case appID != "" && appID == g.defApp:
-		return g.def, nil
-	default:
+	if found == nil && appID != "" {
+		ks, err := g.store.KeptAlipayAppsByApp(ctx, appID)
+		if err != nil {
+			return nil, fmt.Errorf("gateway of app %s: %w", appID, err)
+		}
+		for _, k := range ks {
+			c, err := g.keptGateway(k)
+			if err != nil {
+				return nil, err
+			}
+			if err := agree(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if found == nil {
 		return nil, &payment.Error{Code: payment.ENOTFOUND, Message: fmt.Sprintf("no tenant uses alipay app %q", appID), Err: payment.ErrNotFound}
 	}
-}
-
-// AppID implements payment.Gateways.
-func (g *gateways) AppID(t payment.Tenant) string {
-	if t.AlipayCredentialsSealed != "" && t.AlipayAppID != "" {
-		return t.AlipayAppID
-	}
-	return g.defApp
+	return found.gw, nil
 }
 
 // tenantTTL is how long a tenant read for its gateway is reused: every Alipay call of a
-// payment resolves its tenant, and a change of a tenant's keys takes effect within it.
-// (Moving a tenant to another app is refused while it has open payments, see
-// checkAppChange, so a stale read never names another app for a live trade.)
+// payment resolves its tenant, and a change of a tenant's keys takes effect within it. A
+// stale read is harmless after a move: a new payment opened on the old app records it,
+// and the old app's keys are kept.
 const tenantTTL = 5 * time.Second
 
 // tenant reads a tenant, reusing a read younger than tenantTTL.
@@ -161,34 +217,78 @@ type cachedTenant struct {
 }
 
 func (g *gateways) tenantGateway(t payment.Tenant) (cachedGateway, error) {
-	version := digest(t.AlipayAppID, t.AlipaySeller, t.AlipayCredentialsSealed)
+	return g.appGateway(t.ID, t.ID, t.AlipayAppID, t.AlipaySeller, t.AlipayCredentialsSealed)
+}
+
+// keptGateway is the gateway of an app a tenant has left, from the keys it kept.
+func (g *gateways) keptGateway(k payment.KeptAlipayApp) (cachedGateway, error) {
+	return g.appGateway(keptKey(k.TenantID, k.AppID), k.TenantID, k.AppID, k.SellerID, k.CredentialsSealed)
+}
+
+func keptKey(tenantID, appID string) string { return tenantID + "\x00" + appID }
+
+// appGateway builds, or finds in the cache under key, the gateway of a tenant's app from
+// its sealed keys.
+func (g *gateways) appGateway(key, tenantID, appID, seller, sealed string) (cachedGateway, error) {
+	version := digest(appID, seller, sealed)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if c, ok := g.cache[t.ID]; ok && c.version == version {
+	if c, ok := g.cache[key]; ok && c.version == version {
 		return c, nil
 	}
 	if g.keys == nil {
-		return cachedGateway{}, fmt.Errorf("tenant %s has its own alipay app but PAYKIT_SECRETS_KEYS is not set", t.ID)
+		return cachedGateway{}, fmt.Errorf("tenant %s has its own alipay app but PAYKIT_SECRETS_KEYS is not set", tenantID)
 	}
-	if t.AlipayAppID == "" || t.AlipaySeller == "" {
-		return cachedGateway{}, fmt.Errorf("tenant %s has alipay keys but no app_id or seller_id", t.ID)
+	if appID == "" || seller == "" {
+		return cachedGateway{}, fmt.Errorf("tenant %s has alipay keys but no app_id or seller_id", tenantID)
 	}
-	plain, err := g.keys.Open(t.AlipayCredentialsSealed, payment.AlipayCredentialsAAD(t.ID))
+	plain, err := g.keys.Open(sealed, payment.AlipayCredentialsAAD(tenantID))
 	if err != nil {
-		return cachedGateway{}, fmt.Errorf("tenant %s alipay credentials: %w", t.ID, err)
+		return cachedGateway{}, fmt.Errorf("tenant %s alipay app %s credentials: %w", tenantID, appID, err)
 	}
 	creds, err := payment.DecodeAlipayCredentials(plain)
 	if err != nil {
-		return cachedGateway{}, fmt.Errorf("tenant %s: %w", t.ID, err)
+		return cachedGateway{}, fmt.Errorf("tenant %s: %w", tenantID, err)
 	}
-	gw, err := g.build(t.AlipayAppID, t.AlipaySeller, creds)
+	gw, err := g.build(appID, seller, creds)
 	if err != nil {
 		// The error of a key parser may quote the key; never pass it on.
-		return cachedGateway{}, fmt.Errorf("tenant %s alipay app %s: the keys do not load", t.ID, t.AlipayAppID)
+		return cachedGateway{}, fmt.Errorf("tenant %s alipay app %s: the keys do not load", tenantID, appID)
 	}
-	c := cachedGateway{version: version, app: digest(t.AlipayAppID, t.AlipaySeller, string(plain)), gw: gw}
-	g.cache[t.ID] = c
+	c := cachedGateway{version: version, app: digest(appID, seller, string(plain)), gw: gw}
+	if len(g.cache) >= maxCachedTenants {
+		clear(g.cache)
+	}
+	g.cache[key] = c
 	return c, nil
+}
+
+type cachedKept struct {
+	k  payment.KeptAlipayApp
+	at time.Time
+}
+
+// keptApp reads the keys a tenant kept of an app, reusing a read younger than the ttl:
+// every Alipay call of an old app's payment resolves them.
+func (g *gateways) keptApp(ctx context.Context, tenantID, appID string) (payment.KeptAlipayApp, error) {
+	key := keptKey(tenantID, appID)
+	g.mu.Lock()
+	if c, ok := g.kept[key]; ok && time.Since(c.at) < g.ttl {
+		g.mu.Unlock()
+		return c.k, nil
+	}
+	g.mu.Unlock()
+	k, err := g.store.KeptAlipayApp(ctx, tenantID, appID)
+	if err != nil {
+		return k, err
+	}
+	g.mu.Lock()
+	if len(g.kept) >= maxCachedTenants {
+		clear(g.kept)
+	}
+	g.kept[key] = cachedKept{k: k, at: time.Now()}
+	g.mu.Unlock()
+	return k, nil
 }
 
 func digest(parts ...string) string {

@@ -12,8 +12,9 @@ import (
 )
 
 type memTenants struct {
-	mu sync.Mutex
-	ts map[string]payment.Tenant
+	mu   sync.Mutex
+	ts   map[string]payment.Tenant
+	kept []payment.KeptAlipayApp
 }
 
 func (m *memTenants) GetTenant(_ context.Context, id string) (payment.Tenant, error) {
@@ -36,6 +37,41 @@ func (m *memTenants) TenantsByAlipayApp(_ context.Context, appID string) ([]paym
 		}
 	}
 	return out, nil
+}
+
+func (m *memTenants) KeptAlipayApp(_ context.Context, tenantID, appID string) (payment.KeptAlipayApp, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range m.kept {
+		if k.TenantID == tenantID && k.AppID == appID {
+			return k, nil
+		}
+	}
+	return payment.KeptAlipayApp{}, payment.ErrNotFound
+}
+
+func (m *memTenants) KeptAlipayAppsByApp(_ context.Context, appID string) ([]payment.KeptAlipayApp, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []payment.KeptAlipayApp
+	for _, k := range m.kept {
+		if k.AppID == appID {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// move puts a tenant on another app, keeping its old app's keys as the store does.
+func (m *memTenants) move(t payment.Tenant) {
+	m.mu.Lock()
+	old, ok := m.ts[t.ID]
+	if ok && old.AlipayCredentialsSealed != "" && old.AlipayAppID != t.AlipayAppID {
+		m.kept = append(m.kept, payment.KeptAlipayApp{TenantID: old.ID, AppID: old.AlipayAppID, SellerID: old.AlipaySeller,
+			CredentialsSealed: old.AlipayCredentialsSealed})
+	}
+	m.mu.Unlock()
+	m.put(t)
 }
 
 func (m *memTenants) put(t payment.Tenant) {
@@ -86,7 +122,7 @@ func TestGatewaysResolveEachTenantsApp(t *testing.T) {
 		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
 	}
 	def := namedGateway{app: "default"}
-	g := newGatewayResolver(store, kr, build, def, "2021default")
+	g := newGatewayResolver(store, kr, build, def, "2021default", "2088default")
 	g.ttl = 0 // every call reads the tenant (TestGatewaysReuseATenantReadBriefly covers the reuse)
 
 	store.put(payment.Tenant{ID: "plain", AlipayAppID: "2021default", AlipaySeller: "2088"})
@@ -99,7 +135,7 @@ func TestGatewaysResolveEachTenantsApp(t *testing.T) {
 		if err != nil {
 			t.Fatalf("For(%s): %v", id, err)
 		}
-		return got.(namedGateway)
+		return got.Gateway.(namedGateway)
 	}
 	if got := gw("plain"); got.app != "default" {
 		t.Fatalf("a tenant without keys: %+v", got)
@@ -135,8 +171,11 @@ func TestGatewaysResolveEachTenantsApp(t *testing.T) {
 	if _, err := g.ForApp(ctx, ""); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("empty app_id: %v", err)
 	}
-	if g.AppID(payment.Tenant{ID: "plain", AlipayAppID: "x"}) != "2021default" {
-		t.Fatal("a tenant without keys is on the default app")
+	if app, err := g.For(ctx, "plain"); err != nil || app.ID != "2021default" || app.AppID != "2021default" || app.SellerID != "2088default" {
+		t.Fatalf("a tenant without keys is on the default app, recorded by its app_id: %+v, %v", app, err)
+	}
+	if app, err := g.For(ctx, "a"); err != nil || app.ID != "2021A" || app.AppID != "2021A" || app.SellerID != "2088A" {
+		t.Fatalf("tenant a's payments record its own app: %+v, %v", app, err)
 	}
 
 	// b's ciphertext copied onto c does not open for c.
@@ -166,7 +205,7 @@ func TestGatewaysResolveEachTenantsApp(t *testing.T) {
 		t.Fatal("a tenant of another app without keys went through the default app")
 	}
 	// Without the keyring, a tenant with its own app is an error, never the default app.
-	nokeys := newGatewayResolver(store, nil, build, def, "2021default")
+	nokeys := newGatewayResolver(store, nil, build, def, "2021default", "2088default")
 	if _, err := nokeys.For(ctx, "b"); err == nil {
 		t.Fatal("resolved a sealed app without the keyring")
 	}
@@ -182,13 +221,15 @@ func TestReencryptTenants(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		st.ts[id] = payment.Tenant{ID: id, AlipayCredentialsSealed: sealFor(t, oldRing, id, "key-"+id)}
 	}
+	// a has left an app; its kept keys are re-encrypted too.
+	st.kept = []payment.KeptAlipayApp{{TenantID: "a", AppID: "2021old", CredentialsSealed: sealFor(t, oldRing, "a", "key-a-old")}}
 	newKey, _ := secrets.NewKey("new")
 	ring, err := secrets.ParseKeyring(newKey + "," + oldKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	changed, total, err := reencryptTenants(ctx, st, ring)
-	if err != nil || changed != 2 || total != 2 {
+	if err != nil || changed != 3 || total != 3 {
 		t.Fatalf("reencrypt = %d of %d, %v", changed, total, err)
 	}
 	newOnly, _ := secrets.ParseKeyring(newKey)
@@ -201,12 +242,42 @@ func TestReencryptTenants(t *testing.T) {
 			t.Fatalf("%s: wrong credentials", id)
 		}
 	}
+	b, err := newOnly.Open(st.kept[0].CredentialsSealed, payment.AlipayCredentialsAAD("a"))
+	if err != nil {
+		t.Fatalf("a's kept app after re-encryption: %v", err)
+	}
+	if c, _ := payment.DecodeAlipayCredentials(b); c.AppPrivateKeyPEM != "key-a-old" {
+		t.Fatal("a's kept app: wrong credentials")
+	}
 	if changed, _, err := reencryptTenants(ctx, st, ring); err != nil || changed != 0 {
 		t.Fatalf("second run changed %d, %v", changed, err)
 	}
 }
 
-type memResealer struct{ ts map[string]payment.Tenant }
+type memResealer struct {
+	ts   map[string]payment.Tenant
+	kept []payment.KeptAlipayApp
+}
+
+func (m *memResealer) KeptAlipayApps(_ context.Context, afterTenant, afterApp string) ([]payment.KeptAlipayApp, error) {
+	var out []payment.KeptAlipayApp
+	for _, k := range m.kept {
+		if k.TenantID > afterTenant || (k.TenantID == afterTenant && k.AppID > afterApp) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+func (m *memResealer) SwapKeptAlipayCredentials(_ context.Context, tenantID, appID, old, sealed string) (bool, error) {
+	for i, k := range m.kept {
+		if k.TenantID == tenantID && k.AppID == appID && k.CredentialsSealed == old {
+			m.kept[i].CredentialsSealed = sealed
+			return true, nil
+		}
+	}
+	return false, nil
+}
 
 func (m *memResealer) TenantsWithAlipayCredentials(_ context.Context, after string) ([]payment.Tenant, error) {
 	var out []payment.Tenant
@@ -240,13 +311,13 @@ func TestGatewaysNeverLetATenantsKeysStandForTheDefaultApp(t *testing.T) {
 		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
 	}
 	def := namedGateway{app: "default"}
-	g := newGatewayResolver(store, kr, build, def, "2021default")
+	g := newGatewayResolver(store, kr, build, def, "2021default", "2088default")
 	store.put(payment.Tenant{ID: "evil", AlipayAppID: "2021default", AlipaySeller: "2088default",
 		AlipayCredentialsSealed: sealFor(t, kr, "evil", "evil-key")})
 	store.put(payment.Tenant{ID: "victim", AlipayAppID: "2021default", AlipaySeller: "2088default"})
 	for _, id := range []string{"evil", "victim"} {
 		got, err := g.For(ctx, id)
-		if err != nil || got.(namedGateway).app != "default" {
+		if err != nil || got.Gateway.(namedGateway).app != "default" || got.ID != "2021default" {
 			t.Fatalf("For(%s) = %+v, %v; want the deployment's default gateway", id, got, err)
 		}
 	}
@@ -254,8 +325,9 @@ func TestGatewaysNeverLetATenantsKeysStandForTheDefaultApp(t *testing.T) {
 	if err != nil || got.(namedGateway).app != "default" {
 		t.Fatalf("ForApp(default) = %+v, %v; want the deployment's default gateway", got, err)
 	}
-	if app := g.AppID(store.ts["evil"]); app != "2021default" {
-		t.Fatalf("AppID = %s", app)
+	// A payment that recorded the default app's id is the default app's too.
+	if app, err := g.ForPayment(ctx, "evil", "2021default"); err != nil || app.Gateway.(namedGateway).app != "default" {
+		t.Fatalf("ForPayment(evil, default) = %+v, %v; want the deployment's default gateway", app, err)
 	}
 }
 
@@ -268,7 +340,7 @@ func TestGatewaysReuseATenantReadBriefly(t *testing.T) {
 	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
 		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
 	}
-	g := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default")
+	g := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default", "2088default")
 	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a")})
 	key := func() string {
 		t.Helper()
@@ -276,7 +348,7 @@ func TestGatewaysReuseATenantReadBriefly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return gw.(namedGateway).key
+		return gw.Gateway.(namedGateway).key
 	}
 	if k := key(); k != "key-a" {
 		t.Fatal(k)
@@ -292,5 +364,77 @@ func TestGatewaysReuseATenantReadBriefly(t *testing.T) {
 	g.mu.Unlock()
 	if k := key(); k != "key-a2" {
 		t.Fatalf("after the TTL the new keys: %s", k)
+	}
+}
+
+// TestGatewaysResolveAPaymentByTheAppItWasOpenedOn: after a tenant moves from app A to
+// app B, a payment opened on A still goes to A, with A's kept keys and seller; one opened
+// on B, and every new one, to B; one that recorded the default app's id, or "" (recorded
+// before the app was), to the default app. A's
+// notifications still verify once no tenant holds A any more, and an app's current
+// holder is preferred to a kept copy. Before, every payment went to the tenant's current
+// app, and A's notifications were refused as of an unknown app.
+func TestGatewaysResolveAPaymentByTheAppItWasOpenedOn(t *testing.T) {
+	ctx := context.Background()
+	kr := testKeyring(t)
+	store := &memTenants{ts: map[string]payment.Tenant{}}
+	build := func(appID, seller string, c payment.AlipayCredentials) (payment.Gateway, error) {
+		return namedGateway{app: appID + "/" + seller, key: c.AppPrivateKeyPEM}, nil
+	}
+	g := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default", "2088default")
+	g.ttl = 0
+
+	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a")})
+	opened, err := g.For(ctx, "a")
+	if err != nil || opened.ID != "2021A" {
+		t.Fatalf("a payment opened before the move records %+v, %v; want 2021A", opened, err)
+	}
+	store.move(payment.Tenant{ID: "a", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-b")})
+
+	cases := []struct {
+		name, appID           string
+		wantGW, wantKey       string
+		wantAppID, wantSeller string
+	}{
+		{"opened on A before the move", "2021A", "2021A/2088A", "key-a", "2021A", "2088A"},
+		{"opened on B after it", "2021B", "2021B/2088B", "key-b", "2021B", "2088B"},
+		{"opened on the default app", "2021default", "default", "", "2021default", "2088default"},
+		{"recorded before its app was", "", "default", "", "2021default", "2088default"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			app, err := g.ForPayment(ctx, "a", c.appID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw := app.Gateway.(namedGateway)
+			if gw.app != c.wantGW || gw.key != c.wantKey || app.AppID != c.wantAppID || app.SellerID != c.wantSeller {
+				t.Fatalf("ForPayment(a, %q) = %+v (%+v), want gateway %s key %q, app %s seller %s", c.appID, app, gw, c.wantGW, c.wantKey, c.wantAppID, c.wantSeller)
+			}
+		})
+	}
+	if app, err := g.For(ctx, "a"); err != nil || app.ID != "2021B" {
+		t.Fatalf("a new payment after the move: %+v, %v; want 2021B", app, err)
+	}
+	if _, err := g.ForPayment(ctx, "a", "2021never"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("an app the tenant never had: %v, want ErrNotFound", err)
+	}
+	if _, err := g.ForPayment(ctx, "b", "2021A"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("another tenant's kept app: %v, want ErrNotFound", err)
+	}
+	// A's notifications verify with the kept keys: no tenant holds A any more.
+	if gw, err := g.ForApp(ctx, "2021A"); err != nil || gw.(namedGateway).key != "key-a" {
+		t.Fatalf("ForApp(2021A) after the move = %+v, %v", gw, err)
+	}
+	// Back on A with new keys: A's payments use the current keys, not the stale copy.
+	store.move(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a2")})
+	if app, err := g.ForPayment(ctx, "a", "2021A"); err != nil || app.Gateway.(namedGateway).key != "key-a2" {
+		t.Fatalf("back on A: %+v, %v; want the current keys", app, err)
+	}
+	if gw, err := g.ForApp(ctx, "2021A"); err != nil || gw.(namedGateway).key != "key-a2" {
+		t.Fatalf("ForApp(2021A) with a current holder = %+v, %v; want its keys", gw, err)
+	}
+	if app, err := g.ForPayment(ctx, "a", "2021B"); err != nil || app.Gateway.(namedGateway).key != "key-b" || app.SellerID != "2088B" {
+		t.Fatalf("B, now kept: %+v, %v", app, err)
 	}
 }

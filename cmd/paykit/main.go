@@ -347,7 +347,7 @@ func runTenantWith(ctx context.Context, cfg Config, f tenantFlags, rot secretRot
 		}
 		defer func() { _ = store.Close(); _ = store.DB().Close() }()
 		n, total, err := reencryptTenants(ctx, store, kr)
-		fmt.Printf("re-encrypted %d of %d tenants' Alipay keys under key %q\n", n, total, kr.PrimaryID())
+		fmt.Printf("re-encrypted %d of %d tenants' Alipay keys (current and kept apps) under key %q\n", n, total, kr.PrimaryID())
 		return err
 	}
 	if err := payment.ValidateTenantID(f.id); err != nil {
@@ -406,16 +406,13 @@ type tenantStore interface {
 	UpsertTenant(ctx context.Context, t payment.Tenant) error
 	SetTenantAlipayCredentials(ctx context.Context, tenantID, sealed string) error
 	TenantsByAlipayApp(ctx context.Context, appID string) ([]payment.Tenant, error)
-	TenantOpenPayment(ctx context.Context, tenantID string, paidSince time.Time) (string, error)
 }
-
-// refundableFor is how long after payment Alipay still refunds a trade (12 months by
-// default; a contract can make it shorter, never longer). A tenant whose payments are
-// this recent keeps its Alipay app: their trades, refunds and notifications live there.
-const refundableFor = 366 * 24 * time.Hour
 
 // setTenant creates or updates the tenant and, if given, seals and stores its own app
 // keys. The keys are checked by building the app's gateway before anything is written.
+// A tenant may move to another app at any time: its payments keep the app they were
+// opened on, and the store keeps the old app's keys (mysql.Store.UpsertTenant and
+// SetTenantAlipayCredentials) in the transaction that moves it.
 func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials, setKeys bool) error {
 	stored, err := store.GetTenant(ctx, f.id)
 	exists := err == nil
@@ -438,9 +435,6 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 	sealed := ""
 	if setKeys && f.appID == cfg.AlipayAppID {
 		return fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", f.appID)
-	}
-	if err := checkAppChange(ctx, cfg, store, f, time.Now()); err != nil {
-		return err
 	}
 	if setKeys {
 		if err := checkSharedApp(ctx, cfg, store, f, creds); err != nil {
@@ -500,42 +494,6 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 	})
 }
 
-// checkAppChange refuses to move a tenant to another Alipay app or seller (new keys for
-// another app_id, or -clear-alipay-keys) while it has a payment that still depends on
-// the old one: a pending payment can be paid there, and a paid one refunded there. Its
-// trade queries, closes, refunds and notifications would otherwise go to an app that
-// does not know the trade, and money at Alipay would be left without its record.
-func checkAppChange(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, now time.Time) error {
-	old, err := store.GetTenant(ctx, f.id)
-	if errors.Is(err, payment.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	oldApp, oldSeller := cfg.AlipayAppID, cfg.AlipaySellerID
-	if old.AlipayCredentialsSealed != "" || (old.AlipayAppID != "" && old.AlipayAppID != cfg.AlipayAppID) {
-		oldApp, oldSeller = old.AlipayAppID, old.AlipaySeller
-	}
-	newApp, newSeller := f.appID, f.seller
-	if f.clearKeys {
-		newApp, newSeller = cfg.AlipayAppID, cfg.AlipaySellerID
-	}
-	if oldApp == newApp && oldSeller == newSeller {
-		return nil
-	}
-	no, err := store.TenantOpenPayment(ctx, f.id, now.Add(-refundableFor))
-	if err != nil {
-		return err
-	}
-	if no != "" {
-		return fmt.Errorf("tenant: %s still has payments on Alipay app %s (seller %s), for example %s, pending or refundable: "+
-			"moving it to app %s (seller %s) would leave their trades, refunds and notifications with an app that does not know them; "+
-			"give the tenant a new id for the new app instead", f.id, oldApp, oldSeller, no, newApp, newSeller)
-	}
-	return nil
-}
-
 // checkSharedApp refuses keys for an app_id that another tenant holds with other keys or
 // another seller: notifications of that app could no longer be verified for either.
 func checkSharedApp(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials) error {
@@ -577,11 +535,15 @@ func checkSharedApp(ctx context.Context, cfg Config, store tenantStore, f tenant
 type credentialResealer interface {
 	TenantsWithAlipayCredentials(ctx context.Context, afterID string) ([]payment.Tenant, error)
 	SwapTenantAlipayCredentials(ctx context.Context, tenantID, old, sealed string) (bool, error)
+	KeptAlipayApps(ctx context.Context, afterTenant, afterApp string) ([]payment.KeptAlipayApp, error)
+	SwapKeptAlipayCredentials(ctx context.Context, tenantID, appID, old, sealed string) (bool, error)
 }
 
-// reencryptTenants seals every tenant's credentials again under the keyring's first key.
-// It is idempotent: a value already sealed by that key is left alone, and a value
-// changed meanwhile (new keys set) is not overwritten.
+// reencryptTenants seals every tenant's credentials again under the keyring's first key,
+// those of its current app and those it keeps of the apps it has left: after it, the
+// old key can leave PAYKIT_SECRETS_KEYS without making an old app's payments
+// unreachable. It is idempotent: a value already sealed by that key is left alone, and a
+// value changed meanwhile (new keys set) is not overwritten.
 func reencryptTenants(ctx context.Context, store credentialResealer, kr *secrets.Keyring) (changed, total int, err error) {
 	after := ""
 	for {
@@ -590,7 +552,7 @@ func reencryptTenants(ctx context.Context, store credentialResealer, kr *secrets
 			return changed, total, err
 		}
 		if len(ts) == 0 {
-			return changed, total, nil
+			break
 		}
 		for _, t := range ts {
 			total++
@@ -603,6 +565,34 @@ func reencryptTenants(ctx context.Context, store credentialResealer, kr *secrets
 				continue
 			}
 			swapped, err := store.SwapTenantAlipayCredentials(ctx, t.ID, t.AlipayCredentialsSealed, re)
+			if err != nil {
+				return changed, total, err
+			}
+			if swapped {
+				changed++
+			}
+		}
+	}
+	afterTenant, afterApp := "", ""
+	for {
+		ks, err := store.KeptAlipayApps(ctx, afterTenant, afterApp)
+		if err != nil {
+			return changed, total, err
+		}
+		if len(ks) == 0 {
+			return changed, total, nil
+		}
+		for _, k := range ks {
+			total++
+			afterTenant, afterApp = k.TenantID, k.AppID
+			re, ok, err := kr.Reseal(k.CredentialsSealed, payment.AlipayCredentialsAAD(k.TenantID))
+			if err != nil {
+				return changed, total, fmt.Errorf("tenant %s kept app %s: %w", k.TenantID, k.AppID, err)
+			}
+			if !ok {
+				continue
+			}
+			swapped, err := store.SwapKeptAlipayCredentials(ctx, k.TenantID, k.AppID, k.CredentialsSealed, re)
 			if err != nil {
 				return changed, total, err
 			}

@@ -54,15 +54,23 @@ func loadStatementConfig(e *env) statementConfig {
 	return c
 }
 
-// tenantAppLister pages through the tenants that have an Alipay app of their own.
+// tenantAppLister pages through the tenants that have an Alipay app of their own, and
+// lists the apps tenants have left.
 type tenantAppLister interface {
 	TenantsWithAlipayCredentials(ctx context.Context, afterID string) ([]payment.Tenant, error)
+	KeptAlipayAppIDs(ctx context.Context, leftSince time.Time) ([]string, error)
 }
 
+// keptAppsReconciledFor is how long after a tenant left an app its bills are still
+// reconciled: a payment opened on it before the move may be paid there until it expires
+// and refunded there for 12 months after that (Alipay's longest refund window, 366 days
+// with a leap day), so a year and a margin for the payments still open at the move.
+const keptAppsReconciledFor = 400 * 24 * time.Hour
+
 // statementApps is the one list of Alipay apps whose bills are reconciled: the
-// deployment's default app (ALIPAY_APP_ID) and every app a tenant has its own keys for,
-// each once. With gws set each carries its bill source (its app's gateway); without, only
-// the IDs are listed.
+// deployment's default app (ALIPAY_APP_ID), every app a tenant has its own keys for, and
+// every app a tenant left less than keptAppsReconciledFor ago, each once. With gws set
+// each carries its bill source (its app's gateway); without, only the IDs are listed.
 func statementApps(ctx context.Context, cfg Config, store tenantAppLister, gws *gateways) ([]statement.App, error) {
 	def := statement.App{ID: cfg.AlipayAppID, Default: true}
 	if gws != nil {
@@ -84,19 +92,39 @@ func statementApps(ctx context.Context, cfg Config, store tenantAppLister, gws *
 				continue
 			}
 			seen[t.AlipayAppID] = true
-			app := statement.App{ID: t.AlipayAppID}
-			if gws != nil {
-				if gw, err := gws.ForApp(ctx, t.AlipayAppID); err != nil {
-					// One app whose keys do not load fails its own day, not every app's.
-					app.Bills = unavailableBills{app: t.AlipayAppID, err: err}
-				} else {
-					app.Bills, _ = gw.(payment.BillSource)
-				}
-			}
-			apps = append(apps, app)
+			apps = append(apps, tenantStatementApp(ctx, gws, t.AlipayAppID))
 		}
 	}
+	if store == nil {
+		return apps, nil
+	}
+	kept, err := store.KeptAlipayAppIDs(ctx, time.Now().Add(-keptAppsReconciledFor))
+	if err != nil {
+		return nil, fmt.Errorf("statement apps: %w", err)
+	}
+	for _, id := range kept {
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		apps = append(apps, tenantStatementApp(ctx, gws, id))
+	}
 	return apps, nil
+}
+
+// tenantStatementApp is a tenant's app (current or kept) in the statements' list; with
+// gws set it carries its bill source.
+func tenantStatementApp(ctx context.Context, gws *gateways, id string) statement.App {
+	app := statement.App{ID: id}
+	if gws != nil {
+		if gw, err := gws.ForApp(ctx, id); err != nil {
+			// One app whose keys do not load fails its own day, not every app's.
+			app.Bills = unavailableBills{app: id, err: err}
+		} else {
+			app.Bills, _ = gw.(payment.BillSource)
+		}
+	}
+	return app
 }
 
 // unavailableBills is the bill source of an app whose gateway cannot be built.

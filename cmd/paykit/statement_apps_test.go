@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -14,7 +15,18 @@ import (
 // pages by id.
 type pagedTenants struct {
 	tenants []payment.Tenant
+	kept    []payment.KeptAlipayApp
 	err     error
+}
+
+func (p pagedTenants) KeptAlipayAppIDs(_ context.Context, leftSince time.Time) ([]string, error) {
+	var out []string
+	for _, k := range p.kept {
+		if !k.LeftAt.Before(leftSince) {
+			out = append(out, k.AppID)
+		}
+	}
+	return out, nil
 }
 
 func (p pagedTenants) TenantsWithAlipayCredentials(_ context.Context, after string) ([]payment.Tenant, error) {
@@ -69,7 +81,7 @@ func TestStatementAppsKeepOtherAppsWhenOneIsBroken(t *testing.T) {
 		}
 		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
 	}
-	gws := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default")
+	gws := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default", "2088default")
 	store.put(payment.Tenant{ID: "good", AlipayAppID: "2021good", AlipaySeller: "2088good", AlipayCredentialsSealed: sealFor(t, kr, "good", "k")})
 	store.put(payment.Tenant{ID: "bad", AlipayAppID: "2021bad", AlipaySeller: "2088bad", AlipayCredentialsSealed: sealFor(t, kr, "bad", "unloadable")})
 	lister := pagedTenants{tenants: []payment.Tenant{store.ts["bad"], store.ts["good"]}}
@@ -83,4 +95,42 @@ func TestStatementAppsKeepOtherAppsWhenOneIsBroken(t *testing.T) {
 	if _, err := apps[1].Bills.BillDownloadURL(ctx, "2026-12-01"); err == nil || !strings.Contains(err.Error(), "2021bad") {
 		t.Fatalf("the broken app's bill source: %v", err)
 	}
+}
+
+// An app a tenant has left is still reconciled, with its kept keys, for
+// keptAppsReconciledFor after the move: its old payments are paid and refunded there.
+// One left longer ago, or also current, is not listed again.
+func TestStatementAppsListKeptApps(t *testing.T) {
+	ctx := context.Background()
+	kr := testKeyring(t)
+	store := &memTenants{ts: map[string]payment.Tenant{}}
+	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
+		return billGateway{namedGateway{app: appID, key: c.AppPrivateKeyPEM}}, nil
+	}
+	gws := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default", "2088default")
+	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a")})
+	store.move(payment.Tenant{ID: "a", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-b")})
+	now := time.Now()
+	lister := pagedTenants{tenants: []payment.Tenant{store.ts["a"]}, kept: []payment.KeptAlipayApp{
+		{TenantID: "a", AppID: "2021A", LeftAt: now.Add(-time.Hour)},
+		{TenantID: "a", AppID: "2021B", LeftAt: now.Add(-time.Hour)}, // came back to B: listed once
+		{TenantID: "x", AppID: "2021gone", LeftAt: now.Add(-keptAppsReconciledFor - time.Hour)},
+	}}
+	apps, err := statementApps(ctx, Config{AlipayAppID: "2021default"}, lister, gws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := statementAppIDs(apps); !reflect.DeepEqual(got, []string{"2021default", "2021B", "2021A"}) {
+		t.Fatalf("apps %v, want the default, the current and the kept app", got)
+	}
+	if u, err := apps[2].Bills.BillDownloadURL(ctx, "2026-12-01"); err != nil || u != "bill:2021A:key-a" {
+		t.Fatalf("the kept app's bills: %q, %v; want them fetched with its kept keys", u, err)
+	}
+}
+
+// billGateway is a namedGateway that serves bills.
+type billGateway struct{ namedGateway }
+
+func (b billGateway) BillDownloadURL(context.Context, string) (string, error) {
+	return "bill:" + b.app + ":" + b.key, nil
 }

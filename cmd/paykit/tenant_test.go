@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/secrets"
 )
 
 type memTenantStore struct {
-	ts   map[string]payment.Tenant
-	open map[string]string // tenant id → a payment that still depends on its app
+	ts map[string]payment.Tenant
 }
 
 func (m *memTenantStore) TenantsByAlipayApp(_ context.Context, appID string) ([]payment.Tenant, error) {
@@ -25,10 +26,6 @@ func (m *memTenantStore) TenantsByAlipayApp(_ context.Context, appID string) ([]
 		}
 	}
 	return out, nil
-}
-
-func (m *memTenantStore) TenantOpenPayment(_ context.Context, id string, _ time.Time) (string, error) {
-	return m.open[id], nil
 }
 
 func (m *memTenantStore) GetTenant(_ context.Context, id string) (payment.Tenant, error) {
@@ -131,68 +128,156 @@ func TestSetTenantKeys(t *testing.T) {
 	}
 }
 
-// TestSetTenantGuardsTheAppItsPaymentsLiveOn: keys a tenant supplies never stand for the
-// default app; a tenant with pending or refundable payments is not moved to another app
-// (their trades, refunds and notifications live on the old one); and two tenants share an
-// app only with the same keys and seller.
-func TestSetTenantGuardsTheAppItsPaymentsLiveOn(t *testing.T) {
+// TestSetTenantGuardsTheDefaultAppAndSharedApps: keys a tenant supplies never stand for
+// the default app, and two tenants share an app only with the same keys and seller.
+func TestSetTenantGuardsTheDefaultAppAndSharedApps(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join("..", "..", "alipaysim", "simtest", "insecure-test-keys")
-	ring, _ := secrets.NewKey("k1")
-	cfg := Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
-		PublicURL: "http://127.0.0.1:2", SecretsKeys: ring}
-	st := &memTenantStore{ts: map[string]payment.Tenant{}, open: map[string]string{}}
-	withKeys := func(f tenantFlags) (tenantFlags, payment.AlipayCredentials) {
-		f.appPrivateKeyFile = filepath.Join(dir, "app_private_key.pem")
-		f.alipayPublicKeyFile = filepath.Join(dir, "alipay_public_key.pem")
-		creds, _, err := f.credentials()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f, creds
-	}
+	cfg := testTenantConfig()
+	st := &memTenantStore{ts: map[string]payment.Tenant{}}
 
 	// Key files for the default app (the flags' default app_id): refused.
-	f, creds := withKeys(tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: cfg.AlipayAppID, seller: cfg.AlipaySellerID})
+	f, creds := withTestKeys(t, tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: cfg.AlipayAppID, seller: cfg.AlipaySellerID})
 	if err := setTenant(ctx, cfg, st, f, creds, true); err == nil || !strings.Contains(err.Error(), "default app") {
 		t.Fatalf("keys for the default app: %v", err)
 	}
-
-	// shop1 on the default app with a pending payment is not moved to its own app.
-	if err := setTenant(ctx, cfg, st, tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: cfg.AlipayAppID, seller: cfg.AlipaySellerID}, payment.AlipayCredentials{}, false); err != nil {
-		t.Fatal(err)
-	}
-	st.open["shop1"] = "P-PENDING"
-	f, creds = withKeys(tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: "2021own", seller: "2088own"})
-	if err := setTenant(ctx, cfg, st, f, creds, true); err == nil || !strings.Contains(err.Error(), "P-PENDING") {
-		t.Fatalf("moved with an open payment: %v", err)
-	}
-	if got := st.ts["shop1"]; got.AlipayAppID != cfg.AlipayAppID || got.AlipayCredentialsSealed != "" {
-		t.Fatalf("tenant changed by a refused move: %+v", got)
-	}
-	// Without open payments the move is allowed; back to the default app the same rule holds.
-	delete(st.open, "shop1")
+	f, creds = withTestKeys(t, tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: "2021own", seller: "2088own"})
 	if err := setTenant(ctx, cfg, st, f, creds, true); err != nil {
 		t.Fatal(err)
 	}
-	st.open["shop1"] = "P-PAID"
-	cleared := tenantFlags{id: "shop1", apiKey: "sk_test_0123456789abcdef", appID: cfg.AlipayAppID, seller: cfg.AlipaySellerID, clearKeys: true}
-	if err := setTenant(ctx, cfg, st, cleared, payment.AlipayCredentials{}, false); err == nil || st.ts["shop1"].AlipayCredentialsSealed == "" {
-		t.Fatalf("keys cleared with a refundable payment: %v", err)
-	}
-	// New keys for the same app and seller (a key rotation at Alipay): allowed with open payments.
-	if err := setTenant(ctx, cfg, st, f, creds, true); err != nil {
-		t.Fatalf("same app, new keys: %v", err)
-	}
-
 	// shop2 on shop1's app: the same keys and seller are fine, another seller is not.
-	f2, creds2 := withKeys(tenantFlags{id: "shop2", apiKey: "sk_test_fedcba9876543210", appID: "2021own", seller: "2088own"})
+	f2, creds2 := withTestKeys(t, tenantFlags{id: "shop2", apiKey: "sk_test_fedcba9876543210", appID: "2021own", seller: "2088own"})
 	if err := setTenant(ctx, cfg, st, f2, creds2, true); err != nil {
 		t.Fatalf("same app, same keys: %v", err)
 	}
-	f3, creds3 := withKeys(tenantFlags{id: "shop3", apiKey: "sk_test_aaaabbbbccccdddd", appID: "2021own", seller: "2088other"})
+	f3, creds3 := withTestKeys(t, tenantFlags{id: "shop3", apiKey: "sk_test_aaaabbbbccccdddd", appID: "2021own", seller: "2088other"})
 	if err := setTenant(ctx, cfg, st, f3, creds3, true); err == nil || !strings.Contains(err.Error(), "already held") {
 		t.Fatalf("same app, other seller: %v", err)
+	}
+}
+
+func testTenantConfig() Config {
+	ring, _ := secrets.NewKey("k1")
+	return Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
+		PublicURL: "http://127.0.0.1:2", SecretsKeys: ring}
+}
+
+// withTestKeys gives f the simulator's insecure test keys as its key files.
+func withTestKeys(tb testing.TB, f tenantFlags) (tenantFlags, payment.AlipayCredentials) {
+	tb.Helper()
+	dir := filepath.Join("..", "..", "alipaysim", "simtest", "insecure-test-keys")
+	f.appPrivateKeyFile = filepath.Join(dir, "app_private_key.pem")
+	f.alipayPublicKeyFile = filepath.Join(dir, "alipay_public_key.pem")
+	creds, _, err := f.credentials()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f, creds
+}
+
+// TestTenantMovesToAnotherAppAtAnyTime runs `paykit tenant` against MySQL: a tenant with
+// a pending and a paid payment on its own app A is moved to app B, then back to the
+// default app, each move accepted at once. A's and then B's keys are kept, so the
+// payments opened on A still resolve to A (with A's seller), a new payment is opened on
+// B, a refund records its payment's app, a re-run with fewer flags keeps every kept app,
+// and A's notifications still find A's keys. Before, the move was refused while a
+// payment was pending or paid in the last 366 days, and nothing of A was kept.
+func TestTenantMovesToAnotherAppAtAnyTime(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	t.Cleanup(func() { _ = st.Close() })
+	cfg := testTenantConfig()
+	kr, _ := cfg.secretsKeyring()
+	build := func(appID, seller string, c payment.AlipayCredentials) (payment.Gateway, error) {
+		return newAppGateway(cfg, appID, seller, c)
+	}
+	gws := newGatewayResolver(st, kr, build, namedGateway{app: "default"}, cfg.AlipayAppID, cfg.AlipaySellerID)
+	gws.ttl = 0
+
+	f, creds := withTestKeys(t, tenantFlags{id: "mover", apiKey: "sk_test_0123456789abcdef", appID: "2021A", seller: "2088A"})
+	if err := setTenant(ctx, cfg, st, f, creds, true); err != nil {
+		t.Fatal(err)
+	}
+	open := func(no string) payment.Payment {
+		t.Helper()
+		app, err := gws.For(ctx, "mover")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _, err := st.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: no, TenantID: "mover", OrderID: "o-" + no,
+			Amount: 100, Currency: "CNY", Subject: "s", ExpireAt: time.Now().Add(time.Hour), AlipayAppID: app.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pending := open("PPENDING")
+	paid := open("PPAID")
+	if _, err := st.MarkPaid(ctx, paid.PaymentNo, "T-PAID", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	refund, _, err := st.CreateRefund(ctx, payment.NewRefund{RefundNo: "R1", TenantID: "mover", PaymentNo: paid.PaymentNo, Amount: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Moved to B while a payment is pending, one is paid and a refund is pending.
+	f, creds = withTestKeys(t, tenantFlags{id: "mover", appID: "2021B", seller: "2088B", given: map[string]bool{"alipay-app-id": true, "alipay-seller-id": true}})
+	if err := setTenant(ctx, cfg, st, f, creds, true); err != nil {
+		t.Fatalf("moving a tenant with open payments: %v, want it allowed", err)
+	}
+	// A re-run with fewer flags (an API key rotation) changes no app, current or kept.
+	rerun, _, err := parseTenantFlags(cfg, []string{"-id", "mover", "-api-key", "sk_test_rotated_0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setTenant(ctx, cfg, st, rerun, payment.AlipayCredentials{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if tn, _ := st.GetTenant(ctx, "mover"); tn.AlipayAppID != "2021B" || tn.AlipaySeller != "2088B" {
+		t.Fatalf("after the re-run the tenant is on %s/%s, want 2021B/2088B", tn.AlipayAppID, tn.AlipaySeller)
+	}
+	newer := open("PNEW")
+
+	for _, c := range []struct {
+		name, appID, wantSeller string
+	}{
+		{"the pending payment", pending.AlipayAppID, "2088A"},
+		{"the paid payment", paid.AlipayAppID, "2088A"},
+		{"the pending refund", refund.AlipayAppID, "2088A"},
+		{"a payment opened after the move", newer.AlipayAppID, "2088B"},
+	} {
+		app, err := gws.ForPayment(ctx, "mover", c.appID)
+		if err != nil {
+			t.Fatalf("%s (app %q): %v", c.name, c.appID, err)
+		}
+		if app.SellerID != c.wantSeller || app.AppID != c.appID {
+			t.Fatalf("%s resolves to %s/%s, want %s/%s", c.name, app.AppID, app.SellerID, c.appID, c.wantSeller)
+		}
+	}
+	if pending.AlipayAppID != "2021A" || refund.AlipayAppID != "2021A" || newer.AlipayAppID != "2021B" {
+		t.Fatalf("recorded apps: pending %q, refund %q, new %q", pending.AlipayAppID, refund.AlipayAppID, newer.AlipayAppID)
+	}
+	if got, err := st.GetPayment(ctx, pending.PaymentNo); err != nil || got.AlipayAppID != "2021A" {
+		t.Fatalf("the pending payment as stored: %q, %v", got.AlipayAppID, err)
+	}
+	if _, err := gws.ForApp(ctx, "2021A"); err != nil {
+		t.Fatalf("A's notifications after the move: %v", err)
+	}
+
+	// Back to the default app: B is kept as well, and A still is.
+	cleared := tenantFlags{id: "mover", appID: cfg.AlipayAppID, seller: cfg.AlipaySellerID, clearKeys: true,
+		given: map[string]bool{"alipay-app-id": true, "alipay-seller-id": true, "clear-alipay-keys": true}}
+	if err := setTenant(ctx, cfg, st, cleared, payment.AlipayCredentials{}, false); err != nil {
+		t.Fatalf("back to the default app: %v", err)
+	}
+	for _, app := range []string{"2021A", "2021B"} {
+		if _, err := gws.ForPayment(ctx, "mover", app); err != nil {
+			t.Fatalf("payments on %s after moving to the default app: %v", app, err)
+		}
+	}
+	if app, err := gws.For(ctx, "mover"); err != nil || app.ID != cfg.AlipayAppID {
+		t.Fatalf("a new payment on the default app records %+v, %v; want %s", app, err, cfg.AlipayAppID)
 	}
 }
 

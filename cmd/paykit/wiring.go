@@ -147,7 +147,7 @@ func newGateways(cfg Config, store tenantApps) (*gateways, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newGatewayResolver(store, keys, build, def, cfg.AlipayAppID), nil
+	return newGatewayResolver(store, keys, build, def, cfg.AlipayAppID, cfg.AlipaySellerID), nil
 }
 
 // newAppGateway builds the gateway of one Alipay app on the configured gateway URL, in
