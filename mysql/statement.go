@@ -143,7 +143,7 @@ func (st *Store) RefundsByOutRequestNo(ctx context.Context, outRequestNos []stri
 }
 
 // onApp selects the rows opened on an app, by the app they recorded (alipay_app_id; an
-// empty one counts for the default app, see migration 0029), not by their tenant's
+// empty one counts for the default app, see migration 0032), not by their tenant's
 // current app: a tenant that moved has its older payments and refunds in the old app's
 // bills.
 func onApp(alias string) string {

@@ -43,7 +43,7 @@ func TestPaymentAndRefundRecordTheirAlipayApp(t *testing.T) {
 	if got, err := st.GetRefund(ctx, "t1", "R1"); err != nil || got.AlipayAppID != "2021A" {
 		t.Fatalf("stored refund's app = %q, %v", got.AlipayAppID, err)
 	}
-	// Without an app given, the column's default "" (the default app, as migration 0026 says).
+	// Without an app given, the column's default "" (the default app, as migration 0029 says).
 	if p, err := st.GetPayment(ctx, createPending(t, st, "t1", "o2", "PAPP2").PaymentNo); err != nil || p.AlipayAppID != "" {
 		t.Fatalf("a payment recorded without its app reads %q, %v", p.AlipayAppID, err)
 	}
@@ -167,13 +167,13 @@ func TestStatementTotalsFollowThePaymentsApp(t *testing.T) {
 	}
 }
 
-// Migration 0029 fills in the app of the payments and refunds recorded before 0026: a
+// Migration 0032 fills in the app of the payments and refunds recorded before 0029: a
 // tenant with its own keys gets its app, every other stays on the default app (""); run
 // again it changes nothing.
 func TestMigrationBackfillsThePaymentsApp(t *testing.T) {
 	db, _ := testenv.EmptyMySQL(t)
 	ctx := context.Background()
-	if err := migrations.UpTo(ctx, db, 28, migrations.Options{}); err != nil {
+	if err := migrations.UpTo(ctx, db, 31, migrations.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	st := mysql.NewStore(db)

@@ -113,7 +113,7 @@ type Payment struct {
 	WorkflowID  string `json:"workflow_id"`
 	// AlipayAppID is the app_id of the Alipay app the payment was opened on (App.ID):
 	// its tenant's own app or the deployment's default app; "" is the default app too,
-	// for a payment recorded before its app was (migration 0029). Every later call about
+	// for a payment recorded before its app was (migration 0032). Every later call about
 	// the payment goes to that app, wherever its tenant has moved since. It is internal:
 	// answers and workflow payloads do not carry it.
 	AlipayAppID string    `json:"-"`

@@ -31,7 +31,7 @@ type buildGateway func(appID, sellerID string, creds payment.AlipayCredentials) 
 // (tenant_alipay_apps): a tenant's own app, current or kept, gets a gateway built once
 // and cached until its keys change; the default app (ALIPAY_* in the environment) serves
 // every tenant without keys of its own, and every payment that recorded it (its app_id,
-// or "" for one recorded before migration 0029).
+// or "" for one recorded before migration 0032).
 type gateways struct {
 	store     tenantApps
 	keys      *secrets.Keyring // nil: no PAYKIT_SECRETS_KEYS, so no tenant can have its own app
@@ -100,7 +100,7 @@ func (g *gateways) For(ctx context.Context, tenantID string) (payment.App, error
 func (g *gateways) ForPayment(ctx context.Context, tenantID, appID string) (payment.App, error) {
 	if appID == "" || appID == g.defApp {
 		// As in For: the default app is always the deployment's, with its keys. "" is a
-		// payment recorded on it before its app was recorded (migration 0029).
+		// payment recorded on it before its app was recorded (migration 0032).
 		return g.defaultApp(), nil
 	}
 	t, err := g.tenant(ctx, tenantID)

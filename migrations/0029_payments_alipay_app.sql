@@ -8,9 +8,9 @@
 -- or the deployment's default app (ALIPAY_APP_ID, whose keys are the deployment's).
 -- Recording the default app's id too keeps a payment on its app if ALIPAY_APP_ID is
 -- changed later. '' is the column's default and means the default app as it is
--- configured: 0029 leaves it on the rows of tenants on the default app, so that it does
+-- configured: 0032 leaves it on the rows of tenants on the default app, so that it does
 -- not write the whole table, and the code reads '' and the default app's id alike
--- (payment.Gateways.ForPayment, the statements' scope). Migrations 0026-0029 are one
+-- (payment.Gateways.ForPayment, the statements' scope). Migrations 0029-0032 are one
 -- change, one DDL statement each.
 --
 -- INSTANT: only the table's metadata changes, with no copy of a big table, on MariaDB
@@ -20,6 +20,6 @@
 ALTER TABLE payments ADD COLUMN alipay_app_id VARCHAR(64) NOT NULL DEFAULT '', ALGORITHM = INSTANT;
 
 -- +goose Down
--- While no tenant has moved (0028's guard), every payment's app is its tenant's current
+-- While no tenant has moved (0031's guard), every payment's app is its tenant's current
 -- one, which the code before this migration assumes: nothing is lost.
 ALTER TABLE payments DROP COLUMN alipay_app_id;

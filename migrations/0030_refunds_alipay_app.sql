@@ -1,5 +1,5 @@
 -- A refund records the Alipay app its payment was opened on (payments.alipay_app_id, ''
--- the default app as 0026 says), copied from the payment when it is created: Alipay
+-- the default app as 0029 says), copied from the payment when it is created: Alipay
 -- refunds a trade only through the app that holds it.
 
 -- +goose Up
