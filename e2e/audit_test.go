@@ -29,7 +29,7 @@ func TestScheduledAuditChecksWhatChangesAfterItsFirstWindow(t *testing.T) {
 	// The order's first attempt, closed; its second, paid.
 	first, _, err := env.store.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: "PA" + randHex(8), TenantID: tn.id,
 		OrderID: "a1", Amount: 990, Currency: "CNY", Subject: "first attempt", ExpireAt: time.Now().Add(time.Minute),
-		WorkflowID: payment.WorkflowID(tn.id, "a1")})
+		WorkflowID: payment.WorkflowID(tn.id, "a1"), AlipayAppID: appID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func (st *Store) AuditRecords(ctx context.Context, paymentNos []string) ([]audit
 	if len(paymentNos) > maxListLimit {
 		return nil, fmt.Errorf("mysql: audit records: %d payments, at most %d at once", len(paymentNos), maxListLimit)
 	}
-	// The list is padded with its first entry to a power of two (at least 8), so that a
+	// The list is padded with its last entry to a power of two (at least 8), so that a
 	// handful of prepared statements serve every page size.
 	n := 8
 	for n < len(paymentNos) {
@@ -218,10 +218,17 @@ func (st *Store) AuditWatermark(ctx context.Context, scope string) (time.Time, e
 	return at, nil
 }
 
+// maxWatermarkScope is the width of audit_watermarks.scope.
+const maxWatermarkScope = 191
+
 // AdvanceAuditWatermark moves the watermark of scope from from (zero: there is none
 // yet) to to. It reports false, and changes nothing, if the watermark is elsewhere; a
 // watermark already at to (a retried advance) counts as moved.
 func (st *Store) AdvanceAuditWatermark(ctx context.Context, scope string, from, to time.Time) (bool, error) {
+	if len(scope) > maxWatermarkScope {
+		// INSERT IGNORE would store it truncated, never to be found again.
+		return false, fmt.Errorf("mysql: audit watermark scope %q is longer than %d bytes", scope, maxWatermarkScope)
+	}
 	q, args := qMoveAuditWatermark, []any{dbTime(to), st.clock(), scope, dbTime(from)}
 	if from.IsZero() {
 		q, args = qCreateAuditWatermark, []any{scope, dbTime(to), st.clock()}

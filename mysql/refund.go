@@ -27,15 +27,17 @@ ORDER BY created_at, id LIMIT ?`
 	// qReserveRefund is the compare-and-set that keeps the refunded total within the paid
 	// amount: it matches no row once the payment is not PAID or the refund would not fit.
 	// It leaves version and updated_at alone: they describe the payment's own state,
-	// and the auditor reads updated_at as the time the payment became PAID.
-	qReserveRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?
+	// and the auditor reads updated_at as the time the payment became PAID. The explicit
+	// updated_at = updated_at keeps the column's ON UPDATE stamp (migration 0025) off;
+	// the refund row written in the same transaction is the change the audit sees.
+	qReserveRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?, updated_at = updated_at
 WHERE id = ? AND status = 1 AND refunded_fen + ? <= amount_fen`
 	// qReserveClosedRefund is qReserveRefund for the money Alipay took for a payment
 	// that is closed or failed locally (a paid_after_close anomaly).
-	qReserveClosedRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?
+	qReserveClosedRefund = `UPDATE payments SET refunded_fen = refunded_fen + ?, updated_at = updated_at
 WHERE id = ? AND status IN (2, 3) AND refunded_fen + ? <= amount_fen`
 	// qReleaseRefund gives a failed refund's reservation back.
-	qReleaseRefund = `UPDATE payments SET refunded_fen = refunded_fen - ?
+	qReleaseRefund = `UPDATE payments SET refunded_fen = refunded_fen - ?, updated_at = updated_at
 WHERE id = ? AND refunded_fen >= ?`
 	qInsertRefund = `INSERT INTO refunds
 	(refund_no, tenant_id, payment_no, out_request_no, amount_fen, reason, status, workflow_id, version, created_at, updated_at, alipay_app_id)
