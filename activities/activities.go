@@ -57,7 +57,7 @@ type RefundRedriver interface {
 
 // Activities holds the dependencies of every activity. It is built once in the worker.
 type Activities struct {
-	Store   payment.Store
+	Store   Stores
 	Gateway payment.Gateway
 	// Gateways, if set, picks the gateway of each payment: a new one is opened on its
 	// tenant's current app (its own Alipay app, or the default one), and everything

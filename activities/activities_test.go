@@ -124,7 +124,7 @@ func newFixture(tb testing.TB) *fixture {
 		tb.Fatal(err)
 	}
 	f.acts = &activities.Activities{
-		Store: st, Gateway: gw, HTTP: &http.Client{Timeout: 5 * time.Second},
+		Store: storesOf(st), Gateway: gw, HTTP: &http.Client{Timeout: 5 * time.Second},
 		Locker: redis.OrderLocker{Client: redis.New(rdb, prefix), TTL: 10 * time.Second, Wait: 200 * time.Millisecond},
 		Logger: slog.New(slog.DiscardHandler), Benefit: "vip_month",
 	}
@@ -507,4 +507,12 @@ func TestMarkPaid_RedisDownStillExactlyOnce(t *testing.T) {
 		t.Fatalf("outbox events = %d, want 1", c)
 	}
 	t.Logf("Redis down: %d concurrent MarkPaid calls, %d change, 1 event", n, changed)
+}
+
+// storesOf gives every noun of the activities' Stores the one MariaDB store.
+func storesOf(st *mysql.Store) activities.Stores {
+	return activities.Stores{
+		Payments: st, PaymentTransitions: st, PayLinks: st, Refunds: st, RefundTransitions: st,
+		Outbox: st, EventFeed: st, Grants: st, IdempotencyKeys: st, Tenants: st, Anomalies: st,
+	}
 }

@@ -10,11 +10,12 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/payment/paymenttest"
 )
 
 // refundGateway answers every refund with err.
 type refundGateway struct {
-	payment.Gateway
+	paymenttest.Gateway
 	err error
 }
 

@@ -18,18 +18,19 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/payment/paymenttest"
 	"github.com/paykit/paykit/workflows"
 )
 
-// fakeStore implements payment.Store in memory for handler tests; the real store is
-// tested against MariaDB in mysql/ and end to end in e2e/.
+// fakeStore implements in memory every noun of api.Stores for handler tests; the real
+// store is tested against MariaDB in mysql/ and end to end in e2e/.
 type fakeStore struct {
-	payment.Store
 	mu        sync.Mutex
 	down      bool
 	tenant    payment.Tenant
 	payments  map[string]payment.Payment
 	notes     []payment.ChannelNotification
+	purged    map[int64]bool // notifications PurgeNotifications deleted, by id
 	idem      map[string]payment.IdempotencyRecord
 	released  int
 	takeovers int
@@ -44,6 +45,14 @@ type fakeStore struct {
 	// orderPayments is what ListOrderPayments lists (newest first); events the outbox.
 	orderPayments []payment.Payment
 	events        []payment.Event
+}
+
+// stores gives the fake as every noun the API uses.
+func (f *fakeStore) stores() api.Stores {
+	return api.Stores{
+		Payments: f, PayLinks: f, Refunds: f, IdempotencyKeys: f, Notifications: f, Inbox: f,
+		EventFeed: f, Tenants: f, Anomalies: f, Pinger: f,
+	}
 }
 
 func (f *fakeStore) err() error {
@@ -207,6 +216,25 @@ func (f *fakeStore) ArmNotification(_ context.Context, id int64, due time.Time) 
 	return nil
 }
 
+func (f *fakeStore) PurgeNotifications(_ context.Context, before time.Time, limit int) (int64, error) {
+	if err := f.err(); err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n int64
+	for _, note := range f.notes {
+		if n < int64(limit) && !f.purged[note.ID] && note.ReceivedAt.Before(before) && (!note.Verified || !note.SettledAt.IsZero()) {
+			if f.purged == nil {
+				f.purged = map[int64]bool{}
+			}
+			f.purged[note.ID] = true
+			n++
+		}
+	}
+	return n, nil
+}
+
 // note returns a copy of the i-th recorded notification, once pred holds for it (the
 // inbox hands notifications over in the background) or after 5 s.
 func (f *fakeStore) note(t *testing.T, i int, pred func(payment.ChannelNotification) bool) payment.ChannelNotification {
@@ -282,6 +310,18 @@ func (f *fakeStore) RenewIdempotencyKey(_ context.Context, held payment.Idempote
 	f.renewals++
 	return nil
 }
+func (f *fakeStore) PurgeExpiredIdempotencyKeys(_ context.Context, now time.Time) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var n int64
+	for k, rec := range f.idem {
+		if rec.ExpiresAt.Before(now) {
+			delete(f.idem, k)
+			n++
+		}
+	}
+	return n, f.err()
+}
 func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, held payment.IdempotencyRecord) error {
 	key := held.Key
 	f.mu.Lock()
@@ -293,7 +333,7 @@ func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, held payment.Idempo
 	return nil
 }
 
-type fakeGateway struct{ payment.Gateway }
+type fakeGateway struct{ paymenttest.Gateway }
 
 func (fakeGateway) DecodeNotification(_ context.Context, form url.Values) (payment.Notification, error) {
 	if form.Get("sign") != "good" {
@@ -539,7 +579,7 @@ func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore,
 		o.gateways = payment.SingleGateway{Gateway: fakeGateway{}}
 	}
 	// Every exchange a test makes is checked against the OpenAPI contract.
-	srv := httptest.NewServer(checked(t, api.New(o.cfg, st, o.gateways, orch, o.cache, o.logger, nil)))
+	srv := httptest.NewServer(checked(t, api.New(o.cfg, st.stores(), o.gateways, orch, o.cache, o.logger, nil)))
 	t.Cleanup(srv.Close)
 	return srv, st, orch
 }

@@ -92,6 +92,20 @@ func TestCheckoutRefusedByAlipayIs422(t *testing.T) {
 	}
 }
 
+func (f *fakeStore) SetPayLink(_ context.Context, no, link string) error {
+	if err := f.err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.payments[no]; ok && p.Status == payment.StatusPending {
+		if f.links == nil {
+			f.links = map[string]string{}
+		}
+		f.links[no] = link
+	}
+	return nil
+}
 func (f *fakeStore) PendingPayLink(_ context.Context, tenantID, no string) (string, error) {
 	if err := f.err(); err != nil {
 		return "", err

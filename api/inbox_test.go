@@ -15,7 +15,7 @@ import (
 func newInboxServer(t *testing.T) (*api.Server, *httptest.Server, *fakeStore, *fakeOrch) {
 	t.Helper()
 	_, st, orch := newServer(t)
-	s := api.New(api.Config{}, st, payment.SingleGateway{Gateway: fakeGateway{}}, orch, nil, nil, nil)
+	s := api.New(api.Config{}, st.stores(), payment.SingleGateway{Gateway: fakeGateway{}}, orch, nil, nil, nil)
 	srv := httptest.NewServer(checked(t, s))
 	t.Cleanup(srv.Close)
 	return s, srv, st, orch

@@ -62,7 +62,7 @@ func TestEveryRouteIsInTheContractAndBack(t *testing.T) {
 		}
 	}
 	slices.Sort(inDoc)
-	srv := api.New(api.Config{}, &fakeStore{}, payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
+	srv := api.New(api.Config{}, (&fakeStore{}).stores(), payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
 	routes := srv.Routes()
 	for _, r := range routes {
 		if !slices.Contains(inDoc, r) {
@@ -119,7 +119,7 @@ func TestContractCatchesDrift(t *testing.T) {
 			tenant:   payment.Tenant{ID: "t1", APIKeyHash: api.HashAPIKey(key)},
 			payments: map[string]payment.Payment{"P1": {PaymentNo: "P1", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY", Subject: "s"}},
 		}
-		return api.New(api.Config{}, st, payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
+		return api.New(api.Config{}, st.stores(), payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
 	}
 	get := func(t *testing.T, h http.Handler, path string) []error {
 		var drift []error

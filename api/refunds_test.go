@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,6 +56,20 @@ func (f *fakeStore) GetRefund(_ context.Context, tenantID, no string) (payment.R
 		return r, payment.ErrNotFound
 	}
 	return r, nil
+}
+
+// ListPaymentRefunds lists a payment's refunds by refund_no (the fake keeps no times).
+func (f *fakeStore) ListPaymentRefunds(_ context.Context, tenantID, paymentNo string) ([]payment.Refund, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var rs []payment.Refund
+	for _, r := range f.refunds {
+		if r.TenantID == tenantID && r.PaymentNo == paymentNo {
+			rs = append(rs, r)
+		}
+	}
+	slices.SortFunc(rs, func(a, b payment.Refund) int { return strings.Compare(a.RefundNo, b.RefundNo) })
+	return rs, nil
 }
 
 func TestRefundRequests(t *testing.T) {

@@ -127,7 +127,7 @@ func (c Config) withDefaults() Config {
 type Server struct {
 	echo     *echo.Echo
 	cfg      Config
-	store    payment.Store
+	store    Stores
 	gateways payment.Gateways
 	orch     Orchestrator
 	cache    Cache
@@ -140,8 +140,12 @@ type Server struct {
 	unverified unverifiedSampler
 }
 
-// New builds the server and its routes. cache may be nil (no Redis).
-func New(cfg Config, store payment.Store, gateways payment.Gateways, orch Orchestrator, cache Cache, logger *slog.Logger, metrics *Metrics) *Server {
+// New builds the server and its routes. cache may be nil (no Redis). It panics if a noun
+// of store is not set: that is a wiring mistake, not a condition to serve with.
+func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator, cache Cache, logger *slog.Logger, metrics *Metrics) *Server {
+	if err := store.check(); err != nil {
+		panic(err)
+	}
 	if logger == nil {
 		logger = slog.Default()
 	}

@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/payment/paymenttest"
 )
 
 // appGateway verifies notifications of one app: signed with its key (sign == key) and
 // naming its app_id, as the Alipay adapter does.
 type appGateway struct {
-	payment.Gateway
+	paymenttest.Gateway
 	appID, key string
 }
 

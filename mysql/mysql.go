@@ -1,4 +1,5 @@
-// Package mysql implements payment.Store on MySQL 8 or MariaDB 10.11.
+// Package mysql implements the store's interfaces of package payment (Payments, Refunds,
+// Outbox, IdempotencyKeys, …, StatementStore) on MySQL 8 or MariaDB 10.11.
 //
 // Every write is safe to repeat. Duplicates are resolved by unique indexes (never by
 // check-then-write), state changes are compare-and-set updates under a row lock, and
@@ -127,7 +128,7 @@ func ParseDSN(dsn string) (*gomysql.Config, error) {
 	return cfg, nil
 }
 
-// Store implements payment.Store on a *sql.DB opened with Open.
+// Store implements every store interface of package payment on a *sql.DB opened with Open.
 type Store struct {
 	db    *sql.DB
 	stmts stmtCache
@@ -136,7 +137,23 @@ type Store struct {
 	afterEventInsert func(paymentNo string)
 }
 
-var _ payment.Store = (*Store)(nil)
+var (
+	_ payment.Payments           = (*Store)(nil)
+	_ payment.PaymentTransitions = (*Store)(nil)
+	_ payment.PayLinks           = (*Store)(nil)
+	_ payment.Notifications      = (*Store)(nil)
+	_ payment.Inbox              = (*Store)(nil)
+	_ payment.Grants             = (*Store)(nil)
+	_ payment.Outbox             = (*Store)(nil)
+	_ payment.EventFeed          = (*Store)(nil)
+	_ payment.IdempotencyKeys    = (*Store)(nil)
+	_ payment.Refunds            = (*Store)(nil)
+	_ payment.RefundTransitions  = (*Store)(nil)
+	_ payment.Anomalies          = (*Store)(nil)
+	_ payment.Tenants            = (*Store)(nil)
+	_ payment.TenantSettings     = (*Store)(nil)
+	_ payment.Pinger             = (*Store)(nil)
+)
 
 // NewStore returns a store on db. The schema must have been migrated (migrations.Up).
 // Statements are prepared on first use and reused; Close releases them.

@@ -30,7 +30,4 @@ type Inbox interface {
 	// need nothing more (settled, unverified, or recorded before the inbox), and returns
 	// how many it deleted. Unsettled ones are kept whatever their age.
 	PurgeNotifications(ctx context.Context, before time.Time, limit int) (int64, error)
-	// UnsettledNotifications counts the unsettled verified notifications received before
-	// before, and returns the oldest one's received time.
-	UnsettledNotifications(ctx context.Context, before time.Time) (n int64, oldest time.Time, err error)
 }

@@ -1,6 +1,7 @@
 // Package payment holds the domain of the payment system: payments and their state
-// machine, money, tenants, and the small interfaces (Store, Gateway) that adapters
-// implement. It imports nothing else from this module.
+// machine, money, tenants, and the small interfaces that adapters implement: one per noun
+// of the store (Payments, Refunds, Outbox, IdempotencyKeys, … in store.go) and Gateway.
+// It imports nothing else from this module.
 package payment
 
 import (

@@ -162,5 +162,4 @@ type StatementStore interface {
 	// returns it as stored (Runs counts the runs).
 	SaveStatementReport(ctx context.Context, r StatementReport) (StatementReport, error)
 	GetStatementReport(ctx context.Context, appID, billDate string) (StatementReport, error)
-	RecordAnomaly(ctx context.Context, a Anomaly) error
 }

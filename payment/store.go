@@ -204,12 +204,46 @@ type Anomaly struct {
 	CreatedAt time.Time
 }
 
-// Store is the durable state of the system. Every write is safe to repeat.
-type Store interface {
+// The durable state of the system is split into one small interface per noun, each with
+// the methods one concern needs (no more than a dozen). Every write is safe to repeat.
+// mysql.Store implements them all; a consumer declares, next to itself, the ones it
+// uses, so that its signature says what it may touch and a test fake implements only
+// those. For example the API's (api.Stores):
+//
+//	type Stores struct {
+//		payment.Payments
+//		payment.Refunds
+//		payment.IdempotencyKeys
+//		...
+//	}
+//
+// and its wiring assigns the same *mysql.Store to each; a handler test assigns the fakes
+// it needs, and api.New refuses a Stores with a noun left nil.
+
+// Payments are the payments and their orders as the checkout and the reads see them.
+type Payments interface {
 	// CreatePendingPayment inserts a pending payment and upserts its order. A duplicate on
 	// the active-order index or on payment_no is not an error: the existing payment for
 	// that order (or payment_no) is returned with existed=true.
 	CreatePendingPayment(ctx context.Context, np NewPayment) (p Payment, existed bool, err error)
+	// GetPayment returns a payment by payment_no, or an error wrapping ErrNotFound.
+	GetPayment(ctx context.Context, paymentNo string) (Payment, error)
+	// GetTenantPayment is GetPayment restricted to one tenant: another tenant's payment is
+	// ErrNotFound.
+	GetTenantPayment(ctx context.Context, tenantID, paymentNo string) (Payment, error)
+	// OrderPaidPayment returns the order's most recent PAID payment, with ok=false if the
+	// order has none.
+	OrderPaidPayment(ctx context.Context, tenantID, orderID string) (p Payment, ok bool, err error)
+	// OrderStanding returns the order's most recent PAID payment and its pending payment,
+	// each nil if it has none, in one round trip (the checkout's first read).
+	OrderStanding(ctx context.Context, tenantID, orderID string) (paid, pending *Payment, err error)
+	// ListOrderPayments returns every payment of one order, newest first.
+	ListOrderPayments(ctx context.Context, tenantID, orderID string) ([]Payment, error)
+}
+
+// PaymentTransitions move a pending payment to its end, each in one local transaction with
+// its outbox event, and find the pending payments the sweeper re-drives.
+type PaymentTransitions interface {
 	// MarkPaid moves a pending payment to paid in one local transaction (row lock, status
 	// compare-and-set, order update, trade_no, outbox event). If the payment is not
 	// pending, it returns the current state with Changed=false and a nil error.
@@ -218,20 +252,13 @@ type Store interface {
 	ClosePayment(ctx context.Context, paymentNo, reason string) (Transition, error)
 	// FailPayment moves a pending payment to failed and cancels its order, the same way.
 	FailPayment(ctx context.Context, paymentNo, reason string) (Transition, error)
-	// OrderPaidPayment returns the order's most recent PAID payment, with ok=false if the
-	// order has none.
-	OrderPaidPayment(ctx context.Context, tenantID, orderID string) (p Payment, ok bool, err error)
-	// OrderStanding returns the order's most recent PAID payment and its pending payment,
-	// each nil if it has none, in one round trip (the checkout's first read).
-	OrderStanding(ctx context.Context, tenantID, orderID string) (paid, pending *Payment, err error)
+	// PendingPaymentsBefore returns up to limit payments still pending that were created
+	// before the given time, oldest first.
+	PendingPaymentsBefore(ctx context.Context, before time.Time, limit int) ([]Payment, error)
+}
 
-	// GetPayment returns a payment by payment_no, or an error wrapping ErrNotFound.
-	GetPayment(ctx context.Context, paymentNo string) (Payment, error)
-	// GetTenantPayment is GetPayment restricted to one tenant: another tenant's payment is
-	// ErrNotFound.
-	GetTenantPayment(ctx context.Context, tenantID, paymentNo string) (Payment, error)
-	// ListOrderPayments returns every payment of one order, newest first.
-	ListOrderPayments(ctx context.Context, tenantID, orderID string) ([]Payment, error)
+// PayLinks keep the way to pay a pending payment.
+type PayLinks interface {
 	// SetPayLink keeps the way to pay a pending payment (its cashier URL, QR code or app
 	// order string) so that it can be shown again; a payment no longer pending is left
 	// as it is.
@@ -239,18 +266,21 @@ type Store interface {
 	// PendingPayLink returns the pay link kept for a tenant's payment while it is
 	// pending, and "" once it is not (or none was kept).
 	PendingPayLink(ctx context.Context, tenantID, paymentNo string) (string, error)
-	// PendingPaymentsBefore returns up to limit payments still pending that were created
-	// before the given time, oldest first.
-	PendingPaymentsBefore(ctx context.Context, before time.Time, limit int) ([]Payment, error)
+}
 
+// Notifications are Alipay's notifications as received, kept whatever their fate (see
+// Inbox for what happens to a verified one after it is acknowledged).
+type Notifications interface {
 	// RecordNotification stores a received notification. For a verified one it returns
 	// inserted=false and the stored row if its (channel, notify_id) was seen before.
 	// Unverified ones are always inserted and never claim the notify_id.
 	RecordNotification(ctx context.Context, n ChannelNotification) (stored ChannelNotification, inserted bool, err error)
 	// SetNotificationOutcome records what was done with a notification.
 	SetNotificationOutcome(ctx context.Context, id int64, outcome string) error
-	Inbox
+}
 
+// Grants are the entitlements issued for paid payments, one per payment.
+type Grants interface {
 	// GrantBenefit inserts a grant; created=false if the payment was granted before,
 	// under any benefit name: a payment is granted once.
 	GrantBenefit(ctx context.Context, g BenefitGrant) (created bool, err error)
@@ -260,7 +290,11 @@ type Store interface {
 	// marked paid before markedBefore that have no grant at all, oldest paid first: the
 	// grants a workflow lost, for the sweeper to repair.
 	PaidWithoutGrant(ctx context.Context, paidAfter, markedBefore time.Time, limit int) ([]Payment, error)
+}
 
+// Outbox is the delivery side of the merchant-facing events: what is due, who holds an
+// attempt, and how it ended.
+type Outbox interface {
 	// GetEvent returns an outbox event by id.
 	GetEvent(ctx context.Context, eventID string) (Event, error)
 	// DueEvents returns up to limit events that are undelivered, not dead, created before
@@ -282,11 +316,6 @@ type Store interface {
 	// MarkEventDelivered records a successful delivery, even of a dead event (which is
 	// then no longer dead); repeating it changes nothing.
 	MarkEventDelivered(ctx context.Context, eventID string) error
-	// ListTenantEvents returns up to limit of a tenant's events with Seq above afterSeq,
-	// in Seq order: the merchant's event feed.
-	ListTenantEvents(ctx context.Context, tenantID string, afterSeq int64, limit int) ([]Event, error)
-	// GetTenantEvent returns a tenant's event by id; another tenant's is ErrNotFound.
-	GetTenantEvent(ctx context.Context, tenantID, eventID string) (Event, error)
 	// ClaimEventForRedelivery takes a tenant's event (delivered, dead or pending) for one
 	// delivery attempt until until, unless a sweeper's claim or another redelivery's
 	// holds it at now; it also keeps sweepers off it until then. claimed=false means it
@@ -295,7 +324,19 @@ type Store interface {
 	ClaimEventForRedelivery(ctx context.Context, tenantID, eventID string, now, until time.Time) (claimed bool, err error)
 	// ReleaseEventClaim ends the hold taken until until, if it is still that one.
 	ReleaseEventClaim(ctx context.Context, eventID string, until time.Time) error
+}
 
+// EventFeed is a tenant's read of its own events.
+type EventFeed interface {
+	// ListTenantEvents returns up to limit of a tenant's events with Seq above afterSeq,
+	// in Seq order: the merchant's event feed.
+	ListTenantEvents(ctx context.Context, tenantID string, afterSeq int64, limit int) ([]Event, error)
+	// GetTenantEvent returns a tenant's event by id; another tenant's is ErrNotFound.
+	GetTenantEvent(ctx context.Context, tenantID, eventID string) (Event, error)
+}
+
+// IdempotencyKeys are the durable records of the Idempotency-Key protocol.
+type IdempotencyKeys interface {
 	// ReserveIdempotencyKey claims key for a request with the given fingerprint. A record
 	// whose lock has expired while in flight is taken over.
 	ReserveIdempotencyKey(ctx context.Context, rec IdempotencyRecord) (ReserveOutcome, IdempotencyRecord, error)
@@ -306,15 +347,17 @@ type Store interface {
 	// ReleaseIdempotencyKey deletes an in-flight key so that the client may retry (used
 	// when the request failed with a retryable error). Only the current holder releases.
 	ReleaseIdempotencyKey(ctx context.Context, held IdempotencyRecord) error
-	// PurgeExpiredIdempotencyKeys deletes keys that expired before now.
-	PurgeExpiredIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
-
 	// RenewIdempotencyKey extends the in-flight lock of the request that holds the key
 	// (held as ReserveIdempotencyKey returned it) to held.LockedUntil, so that a request
 	// outliving its lock keeps its key. A holder whose key was taken over gets an
 	// ECONFLICT error.
 	RenewIdempotencyKey(ctx context.Context, held IdempotencyRecord) error
+	// PurgeExpiredIdempotencyKeys deletes keys that expired before now.
+	PurgeExpiredIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
+}
 
+// Refunds are the refunds as a merchant asks for and reads them.
+type Refunds interface {
 	// CreateRefund reserves n.Amount of a PAID payment and inserts the pending refund in
 	// one transaction, under the payment's row lock, with a compare-and-set that keeps the
 	// payment's refunded total within its amount. A refund_no the tenant used before
@@ -329,6 +372,11 @@ type Store interface {
 	GetRefundByOutRequestNo(ctx context.Context, outRequestNo string) (Refund, error)
 	// ListPaymentRefunds returns the refunds of a tenant's payment, oldest first.
 	ListPaymentRefunds(ctx context.Context, tenantID, paymentNo string) ([]Refund, error)
+}
+
+// RefundTransitions move a pending refund to its end, and find the pending refunds the
+// sweeper re-drives.
+type RefundTransitions interface {
 	// MarkRefundSucceeded moves a pending refund to succeeded with its refund.succeeded
 	// outbox event in one transaction. A refund that is not pending is returned as it is
 	// with Changed=false.
@@ -339,22 +387,35 @@ type Store interface {
 	// PendingRefundsBefore returns up to limit refunds still pending that were created
 	// before the given time, oldest first.
 	PendingRefundsBefore(ctx context.Context, before time.Time, limit int) ([]Refund, error)
+}
 
+// Anomalies are the cases an operator must look at.
+type Anomalies interface {
 	// RecordAnomaly stores an operator-visible anomaly.
 	RecordAnomaly(ctx context.Context, a Anomaly) error
+}
 
-	// UpsertTenant creates or updates a tenant.
-	UpsertTenant(ctx context.Context, t Tenant) error
+// Tenants are read on every request: by API key, and by id.
+type Tenants interface {
 	// TenantByAPIKeyHash finds the tenant owning an API key hash, or ErrNotFound.
 	TenantByAPIKeyHash(ctx context.Context, hash string) (Tenant, error)
 	// GetTenant returns a tenant by id, or ErrNotFound.
 	GetTenant(ctx context.Context, id string) (Tenant, error)
+}
+
+// TenantSettings are the writes of tenant administration.
+type TenantSettings interface {
+	// UpsertTenant creates or updates a tenant.
+	UpsertTenant(ctx context.Context, t Tenant) error
 	// RotateWebhookSecret makes secret the tenant's webhook secret and keeps the one it
 	// replaces valid until oldValidUntil.
 	RotateWebhookSecret(ctx context.Context, tenantID, secret string, oldValidUntil time.Time) error
 	// ExpirePreviousWebhookSecret ends a rotation: only the current secret signs.
 	ExpirePreviousWebhookSecret(ctx context.Context, tenantID string) error
+}
 
+// Pinger checks that the store answers (readiness).
+type Pinger interface {
 	// Ping checks the connection.
 	Ping(ctx context.Context) error
 }

@@ -52,6 +52,8 @@ type Params struct {
 // Reconciler reconciles one app's bill of one day. It is safe for concurrent use.
 type Reconciler struct {
 	Store payment.StatementStore
+	// Anomalies records what the reconciliation finds for an operator.
+	Anomalies payment.Anomalies
 	// HTTP downloads bills; nil means a client with a 5-minute timeout.
 	HTTP *http.Client
 	// TempDir holds a bill while it is read; empty means os.TempDir().
@@ -116,6 +118,9 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 			return payment.StatementReport{}, err
 		}
 		defer os.Remove(path)
+	}
+	if r.Store == nil || r.Anomalies == nil {
+		return payment.StatementReport{}, errors.New("statement: the Reconciler needs a Store and Anomalies")
 	}
 	unlock, err := r.Store.LockStatement(ctx, p.App.ID, p.BillDate)
 	if err != nil {
@@ -412,7 +417,7 @@ func (x *run) found(kind, tenantID, ref, tradeNo string, amount payment.Amount, 
 	}
 	x.rep.Discrepancies++
 	x.rep.ByKind[kind]++
-	err := x.r.Store.RecordAnomaly(x.ctx, payment.Anomaly{
+	err := x.r.Anomalies.RecordAnomaly(x.ctx, payment.Anomaly{
 		Kind: kind, TenantID: tenantID, PaymentNo: ref, TradeNo: tradeNo, Amount: amount,
 		Detail:    fmt.Sprintf("statement %s %s: %s", x.p.App.ID, x.p.BillDate, detail),
 		CreatedAt: x.r.now(),

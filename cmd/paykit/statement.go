@@ -155,9 +155,9 @@ func statementSchedule(cfg Config, appIDs []string) worker.StatementConfig {
 	}
 }
 
-func newReconciler(cfg Config, store payment.StatementStore, logger *slog.Logger) *statement.Reconciler {
+func newReconciler(cfg Config, store *mysql.Store, logger *slog.Logger) *statement.Reconciler {
 	return &statement.Reconciler{
-		Store: store, HTTP: &http.Client{Timeout: 10 * time.Minute}, TempDir: cfg.Statement.TempDir,
+		Store: store, Anomalies: store, HTTP: &http.Client{Timeout: 10 * time.Minute}, TempDir: cfg.Statement.TempDir,
 		Logger: logger.With("component", "statement"),
 	}
 }

@@ -231,9 +231,9 @@ func (r redisCache) CacheResponse(ctx context.Context, rec payment.IdempotencyRe
 
 func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
 
-func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
+func newActivities(cfg Config, store *mysql.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
 	acts := &activities.Activities{
-		Store: store, Gateway: gw, WebhookPolicy: cfg.WebhookPolicy,
+		Store: activityStores(store), Gateway: gw, WebhookPolicy: cfg.WebhookPolicy,
 		HTTP:     &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport("webhook", activities.NewWebhookTransport(cfg.WebhookPolicy))},
 		Temporal: tc, Redriver: orch, RefundRedriver: orch, Logger: logger, Benefit: cfg.Benefit, EventRetry: cfg.EventRetry,
 	}
@@ -241,6 +241,22 @@ func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redi
 		acts.Locker = redis.OrderLocker{Client: rc, TTL: 10 * time.Second, Wait: 300 * time.Millisecond}
 	}
 	return acts
+}
+
+// apiStores and activityStores give every noun the API and the activities use the one
+// MySQL store.
+func apiStores(st *mysql.Store) api.Stores {
+	return api.Stores{
+		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
+		EventFeed: st, Tenants: st, Anomalies: st, Pinger: st,
+	}
+}
+
+func activityStores(st *mysql.Store) activities.Stores {
+	return activities.Stores{
+		Payments: st, PaymentTransitions: st, PayLinks: st, Refunds: st, RefundTransitions: st,
+		Outbox: st, EventFeed: st, Grants: st, IdempotencyKeys: st, Tenants: st, Anomalies: st,
+	}
 }
 
 // system is every dependency the API and the worker share, opened once.
@@ -319,7 +335,7 @@ func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics
 	if cfg.DirectCheckout {
 		ac.DirectCheckoutTTL = cfg.Timing.PaymentTTL
 	}
-	return api.New(ac, s.store, s.gws, s.orch, s.cache(), logger, metrics)
+	return api.New(ac, apiStores(s.store), s.gws, s.orch, s.cache(), logger, metrics)
 }
 
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
