@@ -1,7 +1,23 @@
 // Package payment holds the domain of the payment system: payments and their state
-// machine, money, tenants, and the small interfaces that adapters implement: one per noun
-// of the store (Payments, Refunds, Outbox, IdempotencyKeys, … in store.go) and Gateway.
-// It imports nothing else from this module.
+// machine, money, tenants, and the small interfaces that adapters implement: Gateway,
+// and the store's (store.go). It imports nothing else from this module.
+//
+// The durable state is one small interface per noun (Payments, PaymentTransitions,
+// PayLinks, Refunds, Outbox, Inbox, IdempotencyKeys, Tenants, …), each with the methods
+// one concern needs and never more than 12 (internal/house checks it). Every write is
+// safe to repeat. mysql.Store implements them all. A consumer declares, next to itself,
+// the nouns it uses, so that its signature says what it may touch and a test fake
+// implements only those; the API's, for example (api.Stores):
+//
+//	type Stores struct {
+//		payment.Payments        // the checkout and the payment reads
+//		payment.Refunds         // refund requests and reads
+//		payment.IdempotencyKeys // the Idempotency-Key protocol
+//		...
+//	}
+//
+// Its wiring sets each noun to the same *mysql.Store; a handler test sets each to its
+// fake, and api.New refuses a Stores with one left nil.
 package payment
 
 import (

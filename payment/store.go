@@ -204,21 +204,7 @@ type Anomaly struct {
 	CreatedAt time.Time
 }
 
-// The durable state of the system is split into one small interface per noun, each with
-// the methods one concern needs (no more than a dozen). Every write is safe to repeat.
-// mysql.Store implements them all; a consumer declares, next to itself, the ones it
-// uses, so that its signature says what it may touch and a test fake implements only
-// those. For example the API's (api.Stores):
-//
-//	type Stores struct {
-//		payment.Payments
-//		payment.Refunds
-//		payment.IdempotencyKeys
-//		...
-//	}
-//
-// and its wiring assigns the same *mysql.Store to each; a handler test assigns the fakes
-// it needs, and api.New refuses a Stores with a noun left nil.
+// The store's interfaces: see the package documentation for the rule.
 
 // Payments are the payments and their orders as the checkout and the reads see them.
 type Payments interface {
