@@ -44,35 +44,113 @@ func Options(addr string) (*goredis.Options, error) {
 			return nil, fmt.Errorf("redis: parse url: %w", err)
 		}
 	}
-	opt.DialTimeout = dialTimeout
-	opt.ReadTimeout = ioTimeout
-	opt.WriteTimeout = ioTimeout
-	opt.PoolTimeout = poolTimeout
-	opt.PoolSize = poolSize
-	opt.MaxRetries = maxRetries
-	opt.DialerRetries = dialAttempts
+	short(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.PoolSize, &opt.MaxRetries, &opt.DialerRetries)
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return opt, nil
 }
 
-// Open returns a client for addr built from Options, after checking it with PING.
-func Open(ctx context.Context, addr string) (*goredis.Client, error) {
-	opt, err := Options(addr)
+// Deployment says which Redis to use: one server, a Redis Cluster or a Sentinel-managed
+// failover pair. Every command paykit sends and every script it runs touches one key, so
+// any of them works; none of them is ever the source of truth.
+type Deployment struct {
+	// Addr is one address (host:port, or a redis:// or rediss:// URL), or several
+	// host:port, comma-separated: the seed nodes of a Redis Cluster, or with MasterName
+	// the Sentinels.
+	Addr string
+	// Cluster makes a single address a Redis Cluster's (a configuration endpoint).
+	Cluster bool
+	// MasterName is the Sentinel master's name; Addr then lists the Sentinels.
+	MasterName string
+}
+
+// Addrs splits Addr on commas, trimming spaces and dropping empty entries.
+func (d Deployment) Addrs() []string {
+	var out []string
+	for _, a := range strings.Split(d.Addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Kind is "single", "cluster" or "sentinel".
+func (d Deployment) Kind() string {
+	switch {
+	case d.MasterName != "":
+		return "sentinel"
+	case d.Cluster || len(d.Addrs()) > 1:
+		return "cluster"
+	}
+	return "single"
+}
+
+// Dial returns a client for d with Options' short timeouts and single retry, without
+// checking that it answers. A URL is only taken for a single server or a cluster's
+// configuration endpoint; a list holds host:port entries only.
+func Dial(d Deployment) (goredis.UniversalClient, error) {
+	addrs := d.Addrs()
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("redis: no address")
+	}
+	isURL := func(a string) bool { return strings.HasPrefix(a, "redis://") || strings.HasPrefix(a, "rediss://") }
+	switch d.Kind() {
+	case "single":
+		opt, err := Options(addrs[0])
+		if err != nil {
+			return nil, err
+		}
+		return goredis.NewClient(opt), nil
+	case "cluster":
+		if len(addrs) == 1 && isURL(addrs[0]) {
+			opt, err := goredis.ParseClusterURL(addrs[0])
+			if err != nil {
+				return nil, fmt.Errorf("redis: parse cluster url: %w", err)
+			}
+			short(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.PoolSize, &opt.MaxRetries, &opt.DialerRetries)
+			opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+			return goredis.NewClusterClient(opt), nil
+		}
+	}
+	for _, a := range addrs {
+		if isURL(a) {
+			return nil, fmt.Errorf("redis: %q: a list of %s addresses takes host:port entries, not URLs", d.Addr, d.Kind())
+		}
+	}
+	opt := &goredis.UniversalOptions{Addrs: addrs, MasterName: d.MasterName, IsClusterMode: d.Kind() == "cluster"}
+	short(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.PoolSize, &opt.MaxRetries, &opt.DialerRetries)
+	if d.Kind() == "cluster" {
+		// A moved slot is followed at most this often before the command counts as failed.
+		opt.MaxRedirects = 3
+		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
+	return goredis.NewUniversalClient(opt), nil
+}
+
+// short sets the timeouts, pool and retries every client of this package has.
+func short(dial, read, write, pool *time.Duration, size, retries, dialRetries *int) {
+	*dial, *read, *write, *pool = dialTimeout, ioTimeout, ioTimeout, poolTimeout
+	*size, *retries, *dialRetries = poolSize, maxRetries, dialAttempts
+}
+
+// Open returns a client for addr (as Deployment.Addr: several comma-separated addresses
+// are a cluster's), after checking it with PING.
+func Open(ctx context.Context, addr string) (goredis.UniversalClient, error) {
+	rdb, err := Dial(Deployment{Addr: addr})
 	if err != nil {
 		return nil, err
 	}
-	rdb := goredis.NewClient(opt)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis: ping %s: %w", opt.Addr, err)
+		return nil, fmt.Errorf("redis: ping %s: %w", addr, err)
 	}
 	return rdb, nil
 }
 
-// Client is the paykit view of a Redis server: every key it touches starts with its
+// Client is the paykit view of a Redis deployment: every key it touches starts with its
 // prefix, so tests and deployments sharing a server do not see each other's keys.
 type Client struct {
-	rdb          *goredis.Client
+	rdb          goredis.UniversalClient
 	prefix       string
 	release      *goredis.Script
 	extend       *goredis.Script
@@ -82,7 +160,7 @@ type Client struct {
 
 // New returns a Client on rdb whose keys all start with prefix (for example "paykit:").
 // The prefix is used as given.
-func New(client *goredis.Client, prefix string) *Client {
+func New(client goredis.UniversalClient, prefix string) *Client {
 	return &Client{
 		rdb:          client,
 		prefix:       prefix,
@@ -94,7 +172,7 @@ func New(client *goredis.Client, prefix string) *Client {
 }
 
 // Redis returns the underlying go-redis client.
-func (c *Client) Redis() *goredis.Client { return c.rdb }
+func (c *Client) Redis() goredis.UniversalClient { return c.rdb }
 
 // Prefix returns the key prefix.
 func (c *Client) Prefix() string { return c.prefix }

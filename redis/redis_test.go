@@ -397,7 +397,7 @@ func TestPrefixIsolation(t *testing.T) {
 	if _, ok, err := b.TryLock(ctx, "k", time.Minute); err != nil || !ok {
 		t.Fatal("prefixes are not isolated", ok, err)
 	}
-	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	keys, err := testenv.RedisKeys(ctx, rdb, prefix+"*")
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("keys under the test prefix: %v %v", keys, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -36,8 +37,9 @@ const (
 
 // Commands that start the services on the development machine.
 const (
-	startMariaDB = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
-	startRedis   = `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log`
+	startMariaDB      = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
+	startRedisCluster = "PAYKIT_TEST_REDIS_ADDR=cluster (three masters of the test's own)"
+	startRedis        = `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log`
 )
 
 const setupTimeout = 60 * time.Second
@@ -105,43 +107,66 @@ func newDatabase(tb testing.TB) (*sql.DB, string) {
 	return db, dsn
 }
 
-// Redis returns a client on the server named by PAYKIT_TEST_REDIS_ADDR (default
-// 127.0.0.1:6379) and a key prefix unique to this test ("paykit_t_<random>:"). Every key
-// under the prefix is deleted when the test ends.
-func Redis(tb testing.TB) (*goredis.Client, string) {
+// Redis returns a client on the Redis of RedisAddr (several comma-separated addresses
+// are a Redis Cluster's) and a key
+// prefix unique to this test ("paykit_t_<random>:"). Every key under the prefix is
+// deleted when the test ends, on every master of a cluster.
+func Redis(tb testing.TB) (goredis.UniversalClient, string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	addr := env(RedisAddrEnv, DefaultRedisAddr)
+	addr := RedisAddr(tb)
 	rdb, err := redis.Open(ctx, addr)
 	if err != nil {
-		tb.Fatalf("testenv: Redis at %s is unreachable (%v); start it with:\n\t%s\nor point %s at a server",
-			addr, err, startRedis, RedisAddrEnv)
+		tb.Fatalf("testenv: Redis at %s is unreachable (%v); start it with:\n\t%s\nor point %s at a server (or at a cluster started with %s)",
+			addr, err, startRedis, RedisAddrEnv, startRedisCluster)
 	}
 	prefix := "paykit_t_" + randomHex(6) + ":"
 	tb.Cleanup(func() {
 		defer rdb.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			tb.Errorf("testenv: scan %s*: %v", prefix, err)
-			return
-		}
-		for len(keys) > 0 {
-			n := min(len(keys), 500)
-			if err := rdb.Unlink(ctx, keys[:n]...).Err(); err != nil {
-				tb.Errorf("testenv: unlink %s*: %v", prefix, err)
-				return
-			}
-			keys = keys[n:]
+		if err := forEachMaster(ctx, rdb, func(ctx context.Context, node *goredis.Client) error {
+			return unlinkPrefix(ctx, node, prefix)
+		}); err != nil {
+			tb.Errorf("testenv: delete %s*: %v", prefix, err)
 		}
 	})
 	return rdb, prefix
+}
+
+// forEachMaster calls fn on each master of a cluster, or on the one server.
+func forEachMaster(ctx context.Context, rdb goredis.UniversalClient, fn func(context.Context, *goredis.Client) error) error {
+	switch c := rdb.(type) {
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *goredis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("testenv: a %T cannot be scanned", rdb)
+}
+
+// unlinkPrefix deletes every key of one server under prefix, one key per command (keys
+// of a cluster node live in different slots).
+func unlinkPrefix(ctx context.Context, node *goredis.Client, prefix string) error {
+	iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	pipe := node.Pipeline()
+	for _, k := range keys {
+		pipe.Unlink(ctx, k)
+	}
+	if len(keys) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func env(name, def string) string {
@@ -170,4 +195,19 @@ func Parallel(n int, fn func(i int)) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// RedisKeys lists the keys matching pattern on every master of a cluster, or on the one
+// server (KEYS on a cluster client asks one node only).
+func RedisKeys(ctx context.Context, rdb goredis.UniversalClient, pattern string) ([]string, error) {
+	var mu sync.Mutex
+	var keys []string
+	err := forEachMaster(ctx, rdb, func(ctx context.Context, node *goredis.Client) error {
+		ks, err := node.Keys(ctx, pattern).Result()
+		mu.Lock()
+		keys = append(keys, ks...)
+		mu.Unlock()
+		return err
+	})
+	return keys, err
 }

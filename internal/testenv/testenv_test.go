@@ -62,7 +62,7 @@ func TestRedis_PrefixCleanedAfterTest(t *testing.T) {
 		}
 	})
 	rdb, _ := testenv.Redis(t)
-	keys, err := rdb.Keys(context.Background(), prefix+"*").Result()
+	keys, err := testenv.RedisKeys(context.Background(), rdb, prefix+"*")
 	if err != nil {
 		t.Fatal(err)
 	}
