@@ -56,7 +56,7 @@ func TestRandomizedFaults(t *testing.T) {
 		seed, dur, seed, dur)
 
 	resetFaults(t)
-	proxy := newTCPProxy(t, envOr("PAYKIT_TEST_REDIS_ADDR", "127.0.0.1:6379"))
+	proxy := newTCPProxy(t, singleRedisAddr())
 	st := newStack(t, stackOptions{paymentTTL: 8 * time.Second, redisAddr: proxy.addr(), extraEnv: []string{
 		"PAYKIT_SWEEP_STALE_AFTER=10s", "PAYKIT_WEBHOOK_MAX_ATTEMPTS=3"}})
 	pauseOtherSweepers(t, st)

@@ -32,6 +32,7 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -230,13 +231,34 @@ func portOf(addr string) string {
 	return p
 }
 
-func pingRedis() error {
-	addr := envOr("PAYKIT_TEST_REDIS_ADDR", "127.0.0.1:6379")
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return fmt.Errorf("redis at %s is not reachable; start it with `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save \"\" --appendonly no`: %w", addr, err)
+// redisAddr is the Redis of every stack that names none: PAYKIT_TEST_REDIS_ADDR, or with
+// "cluster" the nodes of a three-master Redis Cluster of this test process's own.
+var redisAddr string
+
+// singleRedisAddr is the one Redis server of the tests that need a single server (the
+// fault suite's proxy in front of it, the benchmark's command counts): redisAddr, or the
+// default server when the tests run on a cluster.
+func singleRedisAddr() string {
+	if strings.Contains(redisAddr, ",") {
+		return testenv.DefaultRedisAddr
 	}
-	return conn.Close()
+	return redisAddr
+}
+
+func pingRedis() error {
+	addr, err := testenv.SharedRedisAddr()
+	if err != nil {
+		return err
+	}
+	for _, a := range strings.Split(addr, ",") {
+		conn, err := net.DialTimeout("tcp", a, time.Second)
+		if err != nil {
+			return fmt.Errorf("redis at %s is not reachable; start it with `redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save \"\" --appendonly no`: %w", a, err)
+		}
+		_ = conn.Close()
+	}
+	redisAddr = addr
+	return nil
 }
 
 func (s *system) start(name, bin string, args, envv []string) (*proc, error) {
@@ -314,6 +336,7 @@ func (s *system) shutdown() {
 	if s.merchant != nil {
 		s.merchant.srv.Close()
 	}
+	testenv.StopSharedRedis()
 	if s.db != nil {
 		_, _ = s.db.Exec("DROP DATABASE IF EXISTS " + s.dbName)
 		s.db.Close()
@@ -414,7 +437,7 @@ func startStack(name string, o stackOptions) (*stack, error) {
 		o.paymentTTL = time.Minute
 	}
 	if o.redisAddr == "" {
-		o.redisAddr = envOr("PAYKIT_TEST_REDIS_ADDR", "127.0.0.1:6379")
+		o.redisAddr = redisAddr
 	}
 	if o.taskQueue == "" {
 		o.taskQueue = "e2e-" + randHex(4)

@@ -225,7 +225,7 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 	p := &perf{cfg: cfg, floorTQ: "perf-floor-" + randHex(4)}
 
 	// A Redis of its own, so that its command counts are paykit's alone.
-	redisAddr := envOr("PAYKIT_TEST_REDIS_ADDR", "127.0.0.1:6379")
+	redisAddr := singleRedisAddr()
 	if bin, err := exec.LookPath("redis-server"); err == nil {
 		addr := freeAddr()
 		if _, err := env.start("perf-redis", bin, []string{"--bind", "127.0.0.1", "--port", portOf(addr), "--save", "", "--appendonly", "no"}, nil); err != nil {

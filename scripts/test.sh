@@ -4,7 +4,7 @@
 # the Alipay simulator tests (also against Alipay's official Node SDK), and the end-to-end tests that run the Temporal dev server,
 # the simulator, the API and the worker as real processes talking real HTTP; the 90 s soak on a Temporal server of its own; a bounded fuzz of
 # the Alipay notification boundary; then the e2e happy path, two storms and the two-API two-worker topology again on
-# the real Temporal server on PostgreSQL.
+# the real Temporal server on PostgreSQL; the Redis tests and the storms on a Redis Cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
@@ -37,6 +37,12 @@ PAYKIT_SOAK_STALL_DIR="$PWD/.artifacts/soak" go test -race -count=1 -timeout 10m
 go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
 PAYKIT_E2E_TEMPORAL=postgres go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce)$' ./e2e
+# The Redis storage tests and the happy path and two storms again on a Redis Cluster of
+# three masters started from redis-server for the run (e2e/TestRedisClusterMasterKilledMidStorm,
+# in the pass above, kills one of its own cluster's masters mid-storm).
+PAYKIT_TEST_REDIS_ADDR=cluster go test -race -count=1 ./redis ./internal/testenv ./activities
+PAYKIT_TEST_REDIS_ADDR=cluster go test -race -count=1 -timeout 10m \
+  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce)$' ./e2e
 # An independent client (Alipay's official Node SDK) against the simulator.
 tools/alipay-sdk-check/run.sh
 # A second independent Go client (gopay), which posts to gateway.do?charset=utf-8.

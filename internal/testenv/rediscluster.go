@@ -155,18 +155,35 @@ var (
 	sharedClusterOnce sync.Once
 )
 
-// RedisAddr is the Redis address tests use: PAYKIT_TEST_REDIS_ADDR (default
+// SharedRedisAddr is the Redis address tests use: PAYKIT_TEST_REDIS_ADDR (default
 // 127.0.0.1:6379). The value "cluster" starts a three-master Redis Cluster private to
 // this test process, once, and gives its nodes comma-separated.
-func RedisAddr(tb testing.TB) string {
-	tb.Helper()
+func SharedRedisAddr() (string, error) {
 	addr := env(RedisAddrEnv, DefaultRedisAddr)
 	if addr != "cluster" {
-		return addr
+		return addr, nil
 	}
 	sharedClusterOnce.Do(func() { sharedCluster, sharedClusterErr = StartRedisCluster(3) })
 	if sharedClusterErr != nil {
-		tb.Fatalf("testenv: %s=cluster: %v", RedisAddrEnv, sharedClusterErr)
+		return "", fmt.Errorf("testenv: %s=cluster: %w", RedisAddrEnv, sharedClusterErr)
 	}
-	return sharedCluster.Addr()
+	return sharedCluster.Addr(), nil
+}
+
+// StopSharedRedis stops the cluster SharedRedisAddr started, if any (its servers also
+// die with the process).
+func StopSharedRedis() {
+	if sharedCluster != nil {
+		sharedCluster.Stop()
+	}
+}
+
+// RedisAddr is SharedRedisAddr for one test, which it fails if the cluster cannot start.
+func RedisAddr(tb testing.TB) string {
+	tb.Helper()
+	addr, err := SharedRedisAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return addr
 }
