@@ -440,7 +440,7 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 		if err := checkSharedApp(ctx, cfg, store, f, creds); err != nil {
 			return err
 		}
-		if _, err := newAppGateway(cfg, f.appID, f.seller, creds); err != nil {
+		if _, err := alipayApps(cfg).Build(f.appID, f.seller, creds); err != nil {
 			if creds.CertMode() {
 				return errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
 			}
@@ -602,3 +602,6 @@ func reencryptTenants(ctx context.Context, store credentialResealer, kr *secrets
 		}
 	}
 }
+
+// errNoSecretsKey is returned when credentials must be sealed without a keyring.
+var errNoSecretsKey = errors.New("PAYKIT_SECRETS_KEYS is not set: generate a key with `paykit tenant -new-secrets-key` and set PAYKIT_SECRETS_KEYS=<id>:<key> for every paykit process")

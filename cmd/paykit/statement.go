@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/statement"
@@ -71,10 +72,10 @@ const keptAppsReconciledFor = 400 * 24 * time.Hour
 // deployment's default app (ALIPAY_APP_ID), every app a tenant has its own keys for, and
 // every app a tenant left less than keptAppsReconciledFor ago, each once. With gws set
 // each carries its bill source (its app's gateway); without, only the IDs are listed.
-func statementApps(ctx context.Context, cfg Config, store tenantAppLister, gws *gateways) ([]statement.App, error) {
+func statementApps(ctx context.Context, cfg Config, store tenantAppLister, gws *gateways.Resolver) ([]statement.App, error) {
 	def := statement.App{ID: cfg.AlipayAppID, Default: true}
 	if gws != nil {
-		def.Bills, _ = gws.def.(payment.BillSource)
+		def.Bills, _ = gws.Default().(payment.BillSource)
 	}
 	apps := []statement.App{def}
 	seen := map[string]bool{cfg.AlipayAppID: true}
@@ -114,7 +115,7 @@ func statementApps(ctx context.Context, cfg Config, store tenantAppLister, gws *
 
 // tenantStatementApp is a tenant's app (current or kept) in the statements' list; with
 // gws set it carries its bill source.
-func tenantStatementApp(ctx context.Context, gws *gateways, id string) statement.App {
+func tenantStatementApp(ctx context.Context, gws *gateways.Resolver, id string) statement.App {
 	app := statement.App{ID: id}
 	if gws != nil {
 		if gw, err := gws.ForApp(ctx, id); err != nil {
@@ -168,15 +169,6 @@ func (s *system) withStatements(acts *activities.Activities, cfg Config, logger 
 	acts.StatementApps = func(ctx context.Context) ([]statement.App, error) {
 		return statementApps(ctx, cfg, s.store, s.gws)
 	}
-}
-
-// BillDownloadURL keeps the bill capability of the wrapped gateway.
-func (c cashierRewrite) BillDownloadURL(ctx context.Context, billDate string) (string, error) {
-	b, ok := c.Gateway.(payment.BillSource)
-	if !ok {
-		return "", errors.New("the gateway cannot download bills")
-	}
-	return b.BillDownloadURL(ctx, billDate)
 }
 
 // Exit codes of paykit statement.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/gateways/gatewaystest"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -73,18 +75,18 @@ func TestStatementAppsListEveryTenantAppOnce(t *testing.T) {
 // source.
 func TestStatementAppsKeepOtherAppsWhenOneIsBroken(t *testing.T) {
 	ctx := context.Background()
-	kr := testKeyring(t)
-	store := &memTenants{ts: map[string]payment.Tenant{}}
+	kr := gatewaystest.Keyring(t)
+	store := gatewaystest.NewTenants()
 	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
 		if c.AppPrivateKeyPEM == "unloadable" {
 			return nil, errors.New("bad key")
 		}
-		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
+		return gatewaystest.Named{App: appID, Key: c.AppPrivateKeyPEM}, nil
 	}
-	gws := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default", "2088default")
-	store.put(payment.Tenant{ID: "good", AlipayAppID: "2021good", AlipaySeller: "2088good", AlipayCredentialsSealed: sealFor(t, kr, "good", "k")})
-	store.put(payment.Tenant{ID: "bad", AlipayAppID: "2021bad", AlipaySeller: "2088bad", AlipayCredentialsSealed: sealFor(t, kr, "bad", "unloadable")})
-	lister := pagedTenants{tenants: []payment.Tenant{store.ts["bad"], store.ts["good"]}}
+	gws := gateways.New(store, kr, build, gatewaystest.Named{App: "default"}, "2021default", "2088default")
+	store.Put(payment.Tenant{ID: "good", AlipayAppID: "2021good", AlipaySeller: "2088good", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "good", "k")})
+	store.Put(payment.Tenant{ID: "bad", AlipayAppID: "2021bad", AlipaySeller: "2088bad", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "bad", "unloadable")})
+	lister := pagedTenants{tenants: []payment.Tenant{store.Tenant("bad"), store.Tenant("good")}}
 	apps, err := statementApps(ctx, Config{AlipayAppID: "2021default"}, lister, gws)
 	if err != nil {
 		t.Fatalf("one broken app failed the list: %v", err)
@@ -102,16 +104,16 @@ func TestStatementAppsKeepOtherAppsWhenOneIsBroken(t *testing.T) {
 // One left longer ago, or also current, is not listed again.
 func TestStatementAppsListKeptApps(t *testing.T) {
 	ctx := context.Background()
-	kr := testKeyring(t)
-	store := &memTenants{ts: map[string]payment.Tenant{}}
+	kr := gatewaystest.Keyring(t)
+	store := gatewaystest.NewTenants()
 	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
-		return billGateway{namedGateway{app: appID, key: c.AppPrivateKeyPEM}}, nil
+		return gatewaystest.Bills{Named: gatewaystest.Named{App: appID, Key: c.AppPrivateKeyPEM}}, nil
 	}
-	gws := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default", "2088default")
-	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a")})
-	store.move(payment.Tenant{ID: "a", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-b")})
+	gws := gateways.New(store, kr, build, gatewaystest.Named{App: "default"}, "2021default", "2088default")
+	store.Put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "a", "key-a")})
+	store.Move(payment.Tenant{ID: "a", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "a", "key-b")})
 	now := time.Now()
-	lister := pagedTenants{tenants: []payment.Tenant{store.ts["a"]}, kept: []payment.KeptAlipayApp{
+	lister := pagedTenants{tenants: []payment.Tenant{store.Tenant("a")}, kept: []payment.KeptAlipayApp{
 		{TenantID: "a", AppID: "2021A", LeftAt: now.Add(-time.Hour)},
 		{TenantID: "a", AppID: "2021B", LeftAt: now.Add(-time.Hour)}, // came back to B: listed once
 		{TenantID: "x", AppID: "2021gone", LeftAt: now.Add(-keptAppsReconciledFor - time.Hour)},
@@ -126,11 +128,4 @@ func TestStatementAppsListKeptApps(t *testing.T) {
 	if u, err := apps[2].Bills.BillDownloadURL(ctx, "2026-12-01"); err != nil || u != "bill:2021A:key-a" {
 		t.Fatalf("the kept app's bills: %q, %v; want them fetched with its kept keys", u, err)
 	}
-}
-
-// billGateway is a namedGateway that serves bills.
-type billGateway struct{ namedGateway }
-
-func (b billGateway) BillDownloadURL(context.Context, string) (string, error) {
-	return "bill:" + b.app + ":" + b.key, nil
 }

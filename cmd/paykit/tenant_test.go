@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/gateways/gatewaystest"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -189,10 +191,10 @@ func TestTenantMovesToAnotherAppAtAnyTime(t *testing.T) {
 	cfg := testTenantConfig()
 	kr, _ := cfg.secretsKeyring()
 	build := func(appID, seller string, c payment.AlipayCredentials) (payment.Gateway, error) {
-		return newAppGateway(cfg, appID, seller, c)
+		return alipayApps(cfg).Build(appID, seller, c)
 	}
-	gws := newGatewayResolver(st, kr, build, namedGateway{app: "default"}, cfg.AlipayAppID, cfg.AlipaySellerID)
-	gws.ttl = 0
+	gws := gateways.New(st, kr, build, gatewaystest.Named{App: "default"}, cfg.AlipayAppID, cfg.AlipaySellerID)
+	gws.SetTTL(0)
 
 	f, creds := withTestKeys(t, tenantFlags{id: "mover", apiKey: "sk_test_0123456789abcdef", appID: "2021A", seller: "2088A"})
 	if err := setTenant(ctx, cfg, st, f, creds, true); err != nil {

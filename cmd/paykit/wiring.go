@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -19,9 +18,9 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/paykit/paykit/activities"
-	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/internal/temporalmetrics"
 	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/mysql"
@@ -124,7 +123,7 @@ func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *pro
 
 // newGateways returns the gateway resolver: each tenant's own Alipay app, and the
 // default app of the environment (ALIPAY_*) for tenants without one.
-func newGateways(cfg Config, store tenantApps) (*gateways, error) {
+func newGateways(cfg Config, store gateways.Store) (*gateways.Resolver, error) {
 	appPriv, alipayPub, err := cfg.alipayKeys()
 	if err != nil {
 		return nil, err
@@ -133,9 +132,7 @@ func newGateways(cfg Config, store tenantApps) (*gateways, error) {
 	if err != nil {
 		return nil, err
 	}
-	build := func(appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error) {
-		return newAppGateway(cfg, appID, sellerID, creds)
-	}
+	build := alipayApps(cfg).Build
 	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, payment.AlipayCredentials{
 		AppPrivateKeyPEM: appPriv, AlipayPublicKeyPEM: alipayPub,
 		AppCertPEM: appCert, AlipayCertPEM: alipayCert, RootCertPEM: rootCert,
@@ -147,62 +144,12 @@ func newGateways(cfg Config, store tenantApps) (*gateways, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newGatewayResolver(store, keys, build, def, cfg.AlipayAppID, cfg.AlipaySellerID), nil
+	return gateways.New(store, keys, build, def, cfg.AlipayAppID, cfg.AlipaySellerID), nil
 }
 
-// newAppGateway builds the gateway of one Alipay app on the configured gateway URL, in
-// certificate mode when creds carry the three certificates.
-func newAppGateway(cfg Config, appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error) {
-	gw, err := alipay.New(alipay.Config{
-		AppID:              appID,
-		SellerID:           sellerID,
-		AppPrivateKeyPEM:   creds.AppPrivateKeyPEM,
-		AlipayPublicKeyPEM: creds.AlipayPublicKeyPEM,
-		AppCertPEM:         creds.AppCertPEM,
-		AlipayCertPEM:      creds.AlipayCertPEM,
-		AlipayRootCertPEM:  creds.RootCertPEM,
-		GatewayURL:         cfg.AlipayGatewayURL,
-		NotifyURL:          cfg.PublicURL + "/callbacks/alipay",
-		HTTPClient:         &http.Client{Timeout: 10 * time.Second},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if cfg.AlipayCashierBaseURL == "" {
-		return gw, nil
-	}
-	base, err := url.Parse(cfg.AlipayCashierBaseURL)
-	if err != nil || base.Host == "" {
-		return nil, fmt.Errorf("ALIPAY_CASHIER_BASE_URL=%q is not an absolute URL", cfg.AlipayCashierBaseURL)
-	}
-	return cashierRewrite{Gateway: gw, base: base}, nil
-}
-
-// cashierRewrite serves page- and wap-pay URLs under another host. The signature covers
-// only the query, so the URL stays valid.
-type cashierRewrite struct {
-	payment.Gateway
-	base *url.URL
-}
-
-func (c cashierRewrite) PagePayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
-	return c.rewrite(c.Gateway.PagePayURL(ctx, req))
-}
-
-func (c cashierRewrite) WapPayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
-	return c.rewrite(c.Gateway.WapPayURL(ctx, req))
-}
-
-func (c cashierRewrite) rewrite(raw string, err error) (string, error) {
-	if err != nil {
-		return "", err
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("pay url: %w", err)
-	}
-	u.Scheme, u.Host = c.base.Scheme, c.base.Host
-	return u.String(), nil
+// alipayApps builds the gateways of Alipay apps on the configured gateway URL.
+func alipayApps(cfg Config) gateways.Alipay {
+	return gateways.Alipay{GatewayURL: cfg.AlipayGatewayURL, NotifyURL: cfg.PublicURL + "/callbacks/alipay", CashierBaseURL: cfg.AlipayCashierBaseURL}
 }
 
 // redisCache adapts the Redis primitives to the API's fast path.
@@ -248,7 +195,7 @@ type system struct {
 	store *mysql.Store
 	redis *redis.Client // nil when Redis is disabled
 	tc    client.Client
-	gws   *gateways
+	gws   *gateways.Resolver
 	orch  *orchestrator.Orchestrator
 	trace *tracing.Tracing // disabled unless an exporter is configured
 }
@@ -323,7 +270,7 @@ func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics
 }
 
 func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
-	acts := newActivities(cfg, s.store, s.gws.def, s.redis, s.tc, s.orch, logger, s.trace)
+	acts := newActivities(cfg, s.store, s.gws.Default(), s.redis, s.tc, s.orch, logger, s.trace)
 	acts.Gateways = s.gws
 	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
 	acts.Watermarks = s.store
