@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 )
@@ -22,7 +23,7 @@ type anomalyLister interface {
 
 // runAnomalies prints the anomalies an operator must resolve: money Alipay reports for
 // a payment that is closed locally, or a paid amount that differs.
-func runAnomalies(ctx context.Context, cfg Config, args []string, out io.Writer) error {
+func runAnomalies(ctx context.Context, cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("anomalies", flag.ContinueOnError)
 	since := fs.Duration("since", 7*24*time.Hour, "show anomalies recorded within this long")
 	limit := fs.Int("limit", 100, "show at most this many (at most 1000)")
@@ -92,7 +93,7 @@ type refundStarter interface {
 	StartRefund(ctx context.Context, r payment.Refund) error
 }
 
-func resolveByRefund(ctx context.Context, cfg Config, paymentNo string, out io.Writer) error {
+func resolveByRefund(ctx context.Context, cfg config.Config, paymentNo string, out io.Writer) error {
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/orchestrator"
 )
 
@@ -25,7 +26,7 @@ const (
 
 // runAudit compares the payments that changed in a window with Alipay and prints what is
 // broken. It returns the process exit code.
-func runAudit(ctx context.Context, cfg Config, args []string, out, errOut io.Writer, logger *slog.Logger) int {
+func runAudit(ctx context.Context, cfg config.Config, args []string, out, errOut io.Writer, logger *slog.Logger) int {
 	p, asJSON, err := parseAuditFlags(args, time.Now(), errOut)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -102,7 +103,7 @@ func parseInstant(s string, now time.Time) (time.Time, error) {
 }
 
 // openAuditor builds the auditor on MySQL, Alipay and Temporal from the configuration.
-func openAuditor(ctx context.Context, cfg Config, logger *slog.Logger) (*audit.Auditor, func(), error) {
+func openAuditor(ctx context.Context, cfg config.Config, logger *slog.Logger) (*audit.Auditor, func(), error) {
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/alipaysim/simtest"
 	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -156,7 +157,7 @@ func TestAuditCommand(t *testing.T) {
 
 func TestRunAudit_ExitsTwoWhenItCannotAudit(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
-	cfg, err := LoadConfig(func(string) (string, bool) { return "", false })
+	cfg, err := config.Load(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +207,8 @@ func TestParseAuditFlags(t *testing.T) {
 }
 
 func TestAuditSchedule_Config(t *testing.T) {
-	load := func(vars map[string]string) (Config, error) {
-		return LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	load := func(vars map[string]string) (config.Config, error) {
+		return config.Load(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	}
 	cfg, err := load(nil)
 	if err != nil || cfg.AuditEvery != 24*time.Hour {

@@ -30,6 +30,7 @@ import (
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -60,7 +61,7 @@ type devOptions struct {
 // devTracing writes the spans of `paykit dev` to a file (emptied first), unless -traces
 // is "off", so that `paykit trace -tenant demo -order 1001` shows a payment's trace with
 // no collector to run. An OTLP endpoint in the environment is used as well.
-func devTracing(ctx context.Context, cfg *Config, o devOptions, logger *slog.Logger) (*tracing.Tracing, error) {
+func devTracing(ctx context.Context, cfg *config.Config, o devOptions, logger *slog.Logger) (*tracing.Tracing, error) {
 	switch o.traces {
 	case "off":
 		cfg.TraceFile = ""
@@ -80,7 +81,7 @@ func devTracing(ctx context.Context, cfg *Config, o devOptions, logger *slog.Log
 // runDev runs the whole system locally: it starts (or reuses) a Temporal dev server with
 // its Web UI, applies the migrations, makes sure Redis answers, and runs the Alipay
 // simulator, a demo merchant webhook receiver, the worker and the API in this process.
-func runDev(ctx context.Context, cfg Config, args []string) error {
+func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	var o devOptions
 	fs.StringVar(&o.dir, "dir", ".dev", "directory for keys, the Temporal database and logs")
@@ -94,7 +95,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logger := newLogger(Config{LogLevel: cfg.LogLevel, LogFormat: "text"})
+	logger := newLogger(config.Config{LogLevel: cfg.LogLevel, LogFormat: "text"})
 	slog.SetDefault(logger)
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
@@ -118,7 +119,7 @@ func runDev(ctx context.Context, cfg Config, args []string) error {
 			return err
 		}
 		cfg.AlipayPublicKey = ""
-		cfg.AlipayCerts = AlipayCerts{App: certs.AppCertPEM, Public: certs.AlipayCertPEM, Root: certs.AlipayRootCertPEM}
+		cfg.AlipayCerts = config.AlipayCerts{App: certs.AppCertPEM, Public: certs.AlipayCertPEM, Root: certs.AlipayRootCertPEM}
 	}
 	simURL := "http://" + o.simAddr
 	cfg.AlipayGatewayURL = simURL + alipaysim.GatewayPath
@@ -290,7 +291,7 @@ func ensureDatabase(ctx context.Context, dsn string) error {
 	return err
 }
 
-func ensureRedis(ctx context.Context, cfg Config, logger *slog.Logger) {
+func ensureRedis(ctx context.Context, cfg config.Config, logger *slog.Logger) {
 	if cfg.RedisAddr == "" || reachable(cfg.RedisAddr) {
 		return
 	}
@@ -319,7 +320,7 @@ func reachable(addr string) bool {
 // ensureTemporal reuses a server already listening on the configured address, or starts
 // the pinned dev server with a persistent SQLite database in WAL mode and the search
 // attributes registered.
-func ensureTemporal(ctx context.Context, cfg Config, o devOptions, logger *slog.Logger) (*exec.Cmd, error) {
+func ensureTemporal(ctx context.Context, cfg config.Config, o devOptions, logger *slog.Logger) (*exec.Cmd, error) {
 	if reachable(cfg.TemporalAddr) {
 		logger.Info("using the Temporal server already running", "addr", cfg.TemporalAddr)
 		return nil, nil
@@ -411,7 +412,7 @@ func registerSearchAttributes(ctx context.Context, tc client.Client, namespace s
 	return nil
 }
 
-func printWalkthrough(cfg Config, o devOptions, simURL string) {
+func printWalkthrough(cfg config.Config, o devOptions, simURL string) {
 	api := "http://" + cfg.HTTPAddr
 	fmt.Printf(`
 ================================================================================

@@ -20,6 +20,7 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
@@ -55,7 +56,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := LoadConfig(os.LookupEnv)
+	cfg, err := config.Load(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paykit:", err)
 		os.Exit(2)
@@ -115,7 +116,7 @@ func exitCode(logger *slog.Logger, cmd string, err error) int {
 // runMigrate creates the database if it is missing (CREATE DATABASE IF NOT EXISTS, so a
 // user without that privilege on an existing database loses nothing) and applies the
 // migrations.
-func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
+func runMigrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if err := ensureDatabase(ctx, cfg.MySQLDSN); err != nil {
 		logger.Warn("could not create the database; migrating it if it exists", "err", err)
 	}
@@ -135,14 +136,14 @@ func runMigrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	return nil
 }
 
-func migrateOptions(cfg Config, logger *slog.Logger) migrations.Options {
+func migrateOptions(cfg config.Config, logger *slog.Logger) migrations.Options {
 	return migrations.Options{LockWait: cfg.MigrateLockWait, Logger: logger}
 }
 
 // runMigrateCmd is `paykit migrate`: up to the latest version, or with -down-to back to
 // a version, which refuses to drop tables holding payments, refunds or credentials
 // unless -force.
-func runMigrateCmd(ctx context.Context, cfg Config, args []string, logger *slog.Logger) error {
+func runMigrateCmd(ctx context.Context, cfg config.Config, args []string, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	downTo := fs.Int64("down-to", -1, "roll back to this version (0: an empty schema) instead of migrating up")
 	force := fs.Bool("force", false, "with -down-to: drop tables and columns even if they hold records")
@@ -169,7 +170,7 @@ func runMigrateCmd(ctx context.Context, cfg Config, args []string, logger *slog.
 	return nil
 }
 
-func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
+func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	tr, err := setupTracing(ctx, cfg, "paykit-api", logger)
 	if err != nil {
 		return err
@@ -186,7 +187,7 @@ func runAPI(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	return sys.apiServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
 }
 
-func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
+func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	tr, err := setupTracing(ctx, cfg, "paykit-worker", logger)
 	if err != nil {
 		return err
@@ -213,7 +214,7 @@ func runWorker(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	return g.Wait()
 }
 
-func workerConfig(cfg Config, statementAppIDs []string) worker.Config {
+func workerConfig(cfg config.Config, statementAppIDs []string) worker.Config {
 	return worker.Config{
 		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter,
 		SweepGrantGrace: cfg.SweepGrantGrace, PurgeEvery: cfg.PurgeEvery,
@@ -230,7 +231,7 @@ func workerConfig(cfg Config, statementAppIDs []string) worker.Config {
 // of its life is past the grant and webhook SLAs. A lag of the SLAs alone let a payment
 // created near the window's end and paid near its expiry be audited before its webhook
 // was due, and never again.
-func auditLag(cfg Config) time.Duration {
+func auditLag(cfg config.Config) time.Duration {
 	ttl := cfg.Timing.PaymentTTL
 	return max(ttl+audit.DefaultGrantSLA, ttl+audit.DefaultWebhookSLA, ttl+audit.DefaultPendingGrace)
 }
@@ -271,7 +272,7 @@ func (f tenantFlags) over(old payment.Tenant) tenantFlags {
 	return f
 }
 
-func runTenant(ctx context.Context, cfg Config, args []string) error {
+func runTenant(ctx context.Context, cfg config.Config, args []string) error {
 	f, rot, err := parseTenantFlags(cfg, args)
 	if err != nil {
 		return err
@@ -280,7 +281,7 @@ func runTenant(ctx context.Context, cfg Config, args []string) error {
 }
 
 // parseTenantFlags reads `paykit tenant`'s flags and records which were given.
-func parseTenantFlags(cfg Config, args []string) (tenantFlags, secretRotation, error) {
+func parseTenantFlags(cfg config.Config, args []string) (tenantFlags, secretRotation, error) {
 	var f tenantFlags
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	fs.StringVar(&f.id, "id", "", "tenant id (A-Z a-z 0-9 _ -)")
@@ -312,7 +313,7 @@ func parseTenantFlags(cfg Config, args []string) (tenantFlags, secretRotation, e
 	return f, rot, nil
 }
 
-func runTenantWith(ctx context.Context, cfg Config, f tenantFlags, rot secretRotation) error {
+func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot secretRotation) error {
 	if rot.requested() {
 		store, err := openStore(ctx, cfg)
 		if err != nil {
@@ -334,7 +335,7 @@ func runTenantWith(ctx context.Context, cfg Config, f tenantFlags, rot secretRot
 		return nil
 	}
 	if f.reencrypt {
-		kr, err := cfg.secretsKeyring()
+		kr, err := cfg.SecretsKeyring()
 		if err != nil {
 			return err
 		}
@@ -413,7 +414,7 @@ type tenantStore interface {
 // A tenant may move to another app at any time: its payments keep the app they were
 // opened on, and the store keeps the old app's keys (mysql.Store.UpsertTenant and
 // SetTenantAlipayCredentials) in the transaction that moves it.
-func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials, setKeys bool) error {
+func setTenant(ctx context.Context, cfg config.Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials, setKeys bool) error {
 	stored, err := store.GetTenant(ctx, f.id)
 	exists := err == nil
 	if err != nil && !errors.Is(err, payment.ErrNotFound) {
@@ -446,7 +447,7 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 			}
 			return errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
 		}
-		kr, err := cfg.secretsKeyring()
+		kr, err := cfg.SecretsKeyring()
 		if err != nil {
 			return err
 		}
@@ -496,7 +497,7 @@ func setTenant(ctx context.Context, cfg Config, store tenantStore, f tenantFlags
 
 // checkSharedApp refuses keys for an app_id that another tenant holds with other keys or
 // another seller: notifications of that app could no longer be verified for either.
-func checkSharedApp(ctx context.Context, cfg Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials) error {
+func checkSharedApp(ctx context.Context, cfg config.Config, store tenantStore, f tenantFlags, creds payment.AlipayCredentials) error {
 	others, err := store.TenantsByAlipayApp(ctx, f.appID)
 	if err != nil {
 		return err
@@ -507,7 +508,7 @@ func checkSharedApp(ctx context.Context, cfg Config, store tenantStore, f tenant
 		}
 		same := o.AlipaySeller == f.seller
 		if same {
-			kr, err := cfg.secretsKeyring()
+			kr, err := cfg.SecretsKeyring()
 			if err != nil {
 				return err
 			}

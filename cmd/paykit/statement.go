@@ -19,41 +19,13 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/statement"
 	"github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
 )
-
-// statementConfig is the daily reconciliation's settings.
-type statementConfig struct {
-	// At is when the schedule runs each morning, China time, as an offset from midnight
-	// (PAYKIT_STATEMENT_AT=09:30).
-	At time.Duration
-	// RetryEvery and GiveUpAfter: how often to ask again for a bill not yet published,
-	// and how long after the day's end to keep asking.
-	RetryEvery  time.Duration
-	GiveUpAfter time.Duration
-	// TempDir holds a bill while it is read (empty: the system's).
-	TempDir string
-}
-
-func loadStatementConfig(e *env) statementConfig {
-	c := statementConfig{
-		RetryEvery:  e.dur("PAYKIT_STATEMENT_RETRY_EVERY", workflows.DefaultStatementRetryEvery),
-		GiveUpAfter: e.dur("PAYKIT_STATEMENT_GIVE_UP_AFTER", workflows.DefaultStatementGiveUp),
-		TempDir:     e.str("PAYKIT_STATEMENT_DIR", ""),
-	}
-	at := e.str("PAYKIT_STATEMENT_AT", "09:30")
-	t, err := time.Parse("15:04", at)
-	if err != nil {
-		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_STATEMENT_AT=%q is not a China time of day like 09:30", at))
-		t, _ = time.Parse("15:04", "09:30")
-	}
-	c.At = time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute
-	return c
-}
 
 // tenantAppLister pages through the tenants that have an Alipay app of their own, and
 // lists the apps tenants have left.
@@ -72,7 +44,7 @@ const keptAppsReconciledFor = 400 * 24 * time.Hour
 // deployment's default app (ALIPAY_APP_ID), every app a tenant has its own keys for, and
 // every app a tenant left less than keptAppsReconciledFor ago, each once. With gws set
 // each carries its bill source (its app's gateway); without, only the IDs are listed.
-func statementApps(ctx context.Context, cfg Config, store tenantAppLister, gws *gateways.Resolver) ([]statement.App, error) {
+func statementApps(ctx context.Context, cfg config.Config, store tenantAppLister, gws *gateways.Resolver) ([]statement.App, error) {
 	def := statement.App{ID: cfg.AlipayAppID, Default: true}
 	if gws != nil {
 		def.Bills, _ = gws.Default().(payment.BillSource)
@@ -149,14 +121,14 @@ func statementAppIDs(apps []statement.App) []string {
 // statementSchedule is the worker's schedule of the daily reconciliation, one per app
 // listed when the worker starts (a tenant app added later gets its schedule at the next
 // worker start; `paykit statement -run` reconciles it by hand meanwhile).
-func statementSchedule(cfg Config, appIDs []string) worker.StatementConfig {
+func statementSchedule(cfg config.Config, appIDs []string) worker.StatementConfig {
 	return worker.StatementConfig{
 		Apps: appIDs, At: cfg.Statement.At,
 		RetryEvery: cfg.Statement.RetryEvery, GiveUpAfter: cfg.Statement.GiveUpAfter,
 	}
 }
 
-func newReconciler(cfg Config, store payment.StatementStore, logger *slog.Logger) *statement.Reconciler {
+func newReconciler(cfg config.Config, store payment.StatementStore, logger *slog.Logger) *statement.Reconciler {
 	return &statement.Reconciler{
 		Store: store, HTTP: &http.Client{Timeout: 10 * time.Minute}, TempDir: cfg.Statement.TempDir,
 		Logger: logger.With("component", "statement"),
@@ -164,7 +136,7 @@ func newReconciler(cfg Config, store payment.StatementStore, logger *slog.Logger
 }
 
 // withStatements gives the worker's activities the reconciler and the app list.
-func (s *system) withStatements(acts *activities.Activities, cfg Config, logger *slog.Logger) {
+func (s *system) withStatements(acts *activities.Activities, cfg config.Config, logger *slog.Logger) {
 	acts.Statements = newReconciler(cfg, s.store, logger)
 	acts.StatementApps = func(ctx context.Context) ([]statement.App, error) {
 		return statementApps(ctx, cfg, s.store, s.gws)
@@ -220,7 +192,7 @@ func parseStatementFlags(args []string, now time.Time, errOut io.Writer) (statem
 
 // runStatement prints (and with -run first reconciles) the statement of a day. It
 // returns the process exit code.
-func runStatement(ctx context.Context, cfg Config, args []string, out, errOut io.Writer, logger *slog.Logger) int {
+func runStatement(ctx context.Context, cfg config.Config, args []string, out, errOut io.Writer, logger *slog.Logger) int {
 	f, err := parseStatementFlags(args, time.Now(), errOut)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -267,7 +239,7 @@ func runStatement(ctx context.Context, cfg Config, args []string, out, errOut io
 }
 
 // runStatementDay reconciles the day of every app, through Temporal or in this process.
-func runStatementDay(ctx context.Context, cfg Config, f statementFlags, apps []statement.App, store *mysql.Store, errOut io.Writer, logger *slog.Logger) (int, error) {
+func runStatementDay(ctx context.Context, cfg config.Config, f statementFlags, apps []statement.App, store *mysql.Store, errOut io.Writer, logger *slog.Logger) (int, error) {
 	if f.direct {
 		gws, err := newGateways(cfg, store)
 		if err != nil {
@@ -400,7 +372,7 @@ func printStatement(ctx context.Context, store *mysql.Store, appID string, f sta
 // statementAppIDs lists the apps the worker schedules a daily reconciliation for. A
 // failure to list the tenants' apps is logged and leaves the default app alone scheduled:
 // a worker does not refuse to start over it.
-func (s *system) statementAppIDs(ctx context.Context, cfg Config, logger *slog.Logger) []string {
+func (s *system) statementAppIDs(ctx context.Context, cfg config.Config, logger *slog.Logger) []string {
 	apps, err := statementApps(ctx, cfg, s.store, nil)
 	if err != nil {
 		logger.Error("listing the Alipay apps to reconcile failed; scheduling the default app only", "err", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/gateways/gatewaystest"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -47,7 +48,7 @@ func (p pagedTenants) TenantsWithAlipayCredentials(_ context.Context, after stri
 // Every app a tenant has its own keys for is reconciled once, after the default app,
 // however many tenants share it and across pages.
 func TestStatementAppsListEveryTenantAppOnce(t *testing.T) {
-	cfg := Config{AlipayAppID: "2021000000000001"}
+	cfg := config.Config{AlipayAppID: "2021000000000001"}
 	store := pagedTenants{tenants: []payment.Tenant{
 		{ID: "a", AlipayAppID: "2021000000000002"},
 		{ID: "b", AlipayAppID: "2021000000000001"}, // the default app, with its own copy of the keys
@@ -87,7 +88,7 @@ func TestStatementAppsKeepOtherAppsWhenOneIsBroken(t *testing.T) {
 	store.Put(payment.Tenant{ID: "good", AlipayAppID: "2021good", AlipaySeller: "2088good", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "good", "k")})
 	store.Put(payment.Tenant{ID: "bad", AlipayAppID: "2021bad", AlipaySeller: "2088bad", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "bad", "unloadable")})
 	lister := pagedTenants{tenants: []payment.Tenant{store.Tenant("bad"), store.Tenant("good")}}
-	apps, err := statementApps(ctx, Config{AlipayAppID: "2021default"}, lister, gws)
+	apps, err := statementApps(ctx, config.Config{AlipayAppID: "2021default"}, lister, gws)
 	if err != nil {
 		t.Fatalf("one broken app failed the list: %v", err)
 	}
@@ -118,7 +119,7 @@ func TestStatementAppsListKeptApps(t *testing.T) {
 		{TenantID: "a", AppID: "2021B", LeftAt: now.Add(-time.Hour)}, // came back to B: listed once
 		{TenantID: "x", AppID: "2021gone", LeftAt: now.Add(-keptAppsReconciledFor - time.Hour)},
 	}}
-	apps, err := statementApps(ctx, Config{AlipayAppID: "2021default"}, lister, gws)
+	apps, err := statementApps(ctx, config.Config{AlipayAppID: "2021default"}, lister, gws)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -21,7 +22,7 @@ import (
 // itself from flags): it creates the namespace if it is missing and registers the payment
 // search attributes, then waits until both are in effect. It is idempotent, so a
 // deployment can run it before every rollout.
-func runTemporalSetup(ctx context.Context, cfg Config, args []string, logger *slog.Logger) error {
+func runTemporalSetup(ctx context.Context, cfg config.Config, args []string, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("temporal-setup", flag.ContinueOnError)
 	retention := fs.Duration("retention", 30*24*time.Hour, "history retention of closed workflows, for a namespace this command creates")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long to wait for the server to be reachable and the setup to take effect")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/gateways/gatewaystest"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -67,9 +68,9 @@ func TestSetTenantKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring, _ := secrets.NewKey("k1")
-	cfg := Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
+	cfg := config.Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
 		PublicURL: "http://127.0.0.1:2", SecretsKeys: ring}
-	kr, _ := cfg.secretsKeyring()
+	kr, _ := cfg.SecretsKeyring()
 	st := &memTenantStore{ts: map[string]payment.Tenant{}}
 	base := tenantFlags{id: "shop2", apiKey: "sk_test_0123456789abcdef", appID: "2021own", seller: "2088own"}
 
@@ -157,9 +158,9 @@ func TestSetTenantGuardsTheDefaultAppAndSharedApps(t *testing.T) {
 	}
 }
 
-func testTenantConfig() Config {
+func testTenantConfig() config.Config {
 	ring, _ := secrets.NewKey("k1")
-	return Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
+	return config.Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
 		PublicURL: "http://127.0.0.1:2", SecretsKeys: ring}
 }
 
@@ -189,7 +190,7 @@ func TestTenantMovesToAnotherAppAtAnyTime(t *testing.T) {
 	st := mysql.NewStore(db)
 	t.Cleanup(func() { _ = st.Close() })
 	cfg := testTenantConfig()
-	kr, _ := cfg.secretsKeyring()
+	kr, _ := cfg.SecretsKeyring()
 	build := func(appID, seller string, c payment.AlipayCredentials) (payment.Gateway, error) {
 		return alipayApps(cfg).Build(appID, seller, c)
 	}
@@ -290,7 +291,7 @@ func TestTenantMovesToAnotherAppAtAnyTime(t *testing.T) {
 // rotation silently stopped every webhook.
 func TestTenantRerunChangesOnlyTheGivenFields(t *testing.T) {
 	ctx := context.Background()
-	cfg := Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
+	cfg := config.Config{AlipayAppID: "2021default", AlipaySellerID: "2088default", AlipayGatewayURL: "http://127.0.0.1:1/gateway.do",
 		PublicURL: "http://127.0.0.1:2"}
 	st := &memTenantStore{ts: map[string]payment.Tenant{}}
 	run := func(args ...string) error {

@@ -10,12 +10,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/payment"
 )
 
 // setupTracing starts the process's tracing from cfg (off unless an exporter is set).
-func setupTracing(ctx context.Context, cfg Config, service string, logger *slog.Logger) (*tracing.Tracing, error) {
+func setupTracing(ctx context.Context, cfg config.Config, service string, logger *slog.Logger) (*tracing.Tracing, error) {
 	tr, err := tracing.Setup(ctx, tracing.Options{Service: service, OTLP: cfg.TraceOTLP, File: cfg.TraceFile})
 	if err != nil {
 		return nil, err
@@ -37,7 +38,7 @@ func shutdownTracing(tr *tracing.Tracing, logger *slog.Logger) {
 
 // runTrace prints the traces of one payment (by tenant and order, or by workflow id),
 // or one trace by id, from a span file written with PAYKIT_TRACE_FILE.
-func runTrace(cfg Config, args []string, out io.Writer) error {
+func runTrace(cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	file := fs.String("file", cfg.TraceFile, "span file (PAYKIT_TRACE_FILE; paykit dev writes .dev/traces.jsonl)")
 	tenant := fs.String("tenant", "", "tenant id of the payment")

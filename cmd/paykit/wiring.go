@@ -21,6 +21,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/temporalmetrics"
 	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/mysql"
@@ -29,7 +30,7 @@ import (
 	"github.com/paykit/paykit/redis"
 )
 
-func newLogger(cfg Config) *slog.Logger {
+func newLogger(cfg config.Config) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		level = slog.LevelInfo
@@ -44,12 +45,12 @@ func newLogger(cfg Config) *slog.Logger {
 	return slog.New(tracing.LogHandler(h))
 }
 
-func openStore(ctx context.Context, cfg Config) (*mysql.Store, error) {
+func openStore(ctx context.Context, cfg config.Config) (*mysql.Store, error) {
 	return openTracedStore(ctx, cfg, nil)
 }
 
 // openTracedStore is openStore with a span per SQL call when tr is enabled.
-func openTracedStore(ctx context.Context, cfg Config, tr *tracing.Tracing) (*mysql.Store, error) {
+func openTracedStore(ctx context.Context, cfg config.Config, tr *tracing.Tracing) (*mysql.Store, error) {
 	var opts []mysql.OpenOption
 	if tr.Enabled() {
 		opts = append(opts, mysql.WithTracing())
@@ -72,7 +73,7 @@ func redactDSN(dsn string) string {
 
 // openRedis returns the Redis fast path, or nil if disabled. Redis being down at start is
 // not fatal: the client reconnects, and until then MySQL answers alone.
-func openRedis(cfg Config, logger *slog.Logger, tr *tracing.Tracing) (*redis.Client, error) {
+func openRedis(cfg config.Config, logger *slog.Logger, tr *tracing.Tracing) (*redis.Client, error) {
 	if cfg.RedisAddr == "" {
 		logger.Warn("redis disabled: checkout tokens are unavailable and every check goes to MySQL")
 		return nil, nil
@@ -98,7 +99,7 @@ func openRedis(cfg Config, logger *slog.Logger, tr *tracing.Tracing) (*redis.Cli
 
 // dialTemporal connects the client; with tr enabled, its calls, and the workflows and
 // activities of any worker made from it, are traced.
-func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (client.Client, error) {
+func dialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (client.Client, error) {
 	mh, err := temporalmetrics.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("temporal metrics: %w", err)
@@ -123,24 +124,17 @@ func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *pro
 
 // newGateways returns the gateway resolver: each tenant's own Alipay app, and the
 // default app of the environment (ALIPAY_*) for tenants without one.
-func newGateways(cfg Config, store gateways.Store) (*gateways.Resolver, error) {
-	appPriv, alipayPub, err := cfg.alipayKeys()
-	if err != nil {
-		return nil, err
-	}
-	appCert, alipayCert, rootCert, err := cfg.AlipayCerts.load()
+func newGateways(cfg config.Config, store gateways.Store) (*gateways.Resolver, error) {
+	creds, err := cfg.DefaultAppCredentials()
 	if err != nil {
 		return nil, err
 	}
 	build := alipayApps(cfg).Build
-	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, payment.AlipayCredentials{
-		AppPrivateKeyPEM: appPriv, AlipayPublicKeyPEM: alipayPub,
-		AppCertPEM: appCert, AlipayCertPEM: alipayCert, RootCertPEM: rootCert,
-	})
+	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, creds)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := cfg.secretsKeyring()
+	keys, err := cfg.SecretsKeyring()
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +142,7 @@ func newGateways(cfg Config, store gateways.Store) (*gateways.Resolver, error) {
 }
 
 // alipayApps builds the gateways of Alipay apps on the configured gateway URL.
-func alipayApps(cfg Config) gateways.Alipay {
+func alipayApps(cfg config.Config) gateways.Alipay {
 	return gateways.Alipay{GatewayURL: cfg.AlipayGatewayURL, NotifyURL: cfg.PublicURL + "/callbacks/alipay", CashierBaseURL: cfg.AlipayCashierBaseURL}
 }
 
@@ -178,7 +172,7 @@ func (r redisCache) CacheResponse(ctx context.Context, rec payment.IdempotencyRe
 
 func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
 
-func newActivities(cfg Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
+func newActivities(cfg config.Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
 	acts := &activities.Activities{
 		Store: store, Gateway: gw, WebhookPolicy: cfg.WebhookPolicy,
 		HTTP:     &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport("webhook", activities.NewWebhookTransport(cfg.WebhookPolicy))},
@@ -210,7 +204,7 @@ func newRegistry() *prometheus.Registry {
 
 // openSystem opens every dependency. The Temporal client reports its metrics to reg;
 // with tr enabled, MySQL, Redis and Temporal calls are traced.
-func openSystem(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (*system, error) {
+func openSystem(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (*system, error) {
 	s := &system{trace: tr}
 	var err error
 	if s.store, err = openTracedStore(ctx, cfg, tr); err != nil {
@@ -260,7 +254,7 @@ func (s *system) cache() api.Cache {
 	return redisCache{c: s.redis}
 }
 
-func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
+func (s *system) apiServer(cfg config.Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	ac := api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
 		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention}
 	if cfg.DirectCheckout {
@@ -269,7 +263,7 @@ func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics
 	return api.New(ac, s.store, s.gws, s.orch, s.cache(), logger, metrics)
 }
 
-func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
+func (s *system) activities(cfg config.Config, logger *slog.Logger) *activities.Activities {
 	acts := newActivities(cfg, s.store, s.gws.Default(), s.redis, s.tc, s.orch, logger, s.trace)
 	acts.Gateways = s.gws
 	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
