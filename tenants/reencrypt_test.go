@@ -1,4 +1,4 @@
-package main
+package tenants_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/paykit/paykit/gateways/gatewaystest"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/secrets"
+	"github.com/paykit/paykit/tenants"
 )
 
 // TestReencryptTenants: after a rotation, every tenant's credentials are sealed under
@@ -26,7 +27,7 @@ func TestReencryptTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed, total, err := reencryptTenants(ctx, st, ring)
+	changed, total, err := tenants.Reencrypt(ctx, st, ring)
 	if err != nil || changed != 3 || total != 3 {
 		t.Fatalf("reencrypt = %d of %d, %v", changed, total, err)
 	}
@@ -47,7 +48,7 @@ func TestReencryptTenants(t *testing.T) {
 	if c, _ := payment.DecodeAlipayCredentials(b); c.AppPrivateKeyPEM != "key-a-old" {
 		t.Fatal("a's kept app: wrong credentials")
 	}
-	if changed, _, err := reencryptTenants(ctx, st, ring); err != nil || changed != 0 {
+	if changed, _, err := tenants.Reencrypt(ctx, st, ring); err != nil || changed != 0 {
 		t.Fatalf("second run changed %d, %v", changed, err)
 	}
 }
