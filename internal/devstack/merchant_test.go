@@ -1,4 +1,4 @@
-package main
+package devstack_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/alipaysim/simtest"
 	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/internal/devstack"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -32,7 +33,7 @@ func TestDemoMerchantVerifiesTheCashierReturn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	merchant := httptest.NewServer(demoMerchant(slog.New(slog.DiscardHandler), gw))
+	merchant := httptest.NewServer(devstack.Merchant(slog.New(slog.DiscardHandler), gw, "whsec_demo_local_only"))
 	t.Cleanup(merchant.Close)
 
 	// Served under another host, as ALIPAY_CASHIER_BASE_URL does; the signature still holds.

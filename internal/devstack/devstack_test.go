@@ -1,10 +1,11 @@
-package main
+package devstack_test
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/paykit/paykit/alipaysim"
-	"github.com/paykit/paykit/internal/config"
+	"github.com/paykit/paykit/internal/devstack"
 )
 
 func TestDevCertsIssuedOnceThenLoaded(t *testing.T) {
@@ -13,12 +14,12 @@ func TestDevCertsIssuedOnceThenLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := newLogger(config.Config{LogLevel: "error", LogFormat: "text"})
-	first, err := devCerts(dir, keys, logger)
+	logger := slog.New(slog.DiscardHandler)
+	first, err := devstack.Certs(dir, keys, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := devCerts(dir, keys, logger)
+	again, err := devstack.Certs(dir, keys, logger)
 	if err != nil || again != first {
 		t.Fatalf("second run issued new certificates (%v)", err)
 	}
