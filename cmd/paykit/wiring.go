@@ -146,32 +146,6 @@ func alipayApps(cfg config.Config) gateways.Alipay {
 	return gateways.Alipay{GatewayURL: cfg.AlipayGatewayURL, NotifyURL: cfg.PublicURL + "/callbacks/alipay", CashierBaseURL: cfg.AlipayCashierBaseURL}
 }
 
-// redisCache adapts the Redis primitives to the API's fast path.
-type redisCache struct{ c *redis.Client }
-
-func (r redisCache) IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration) (string, error) {
-	return r.c.IssueToken(ctx, tenantID, orderID, ttl)
-}
-
-func (r redisCache) ClaimToken(ctx context.Context, tenantID, token, orderID, binder string) (string, bool, error) {
-	return r.c.ClaimToken(ctx, tenantID, token, orderID, binder)
-}
-
-func (r redisCache) ReleaseToken(ctx context.Context, tenantID, token, binder string) error {
-	_, err := r.c.ReleaseToken(ctx, tenantID, token, binder)
-	return err
-}
-
-func (r redisCache) CachedResponse(ctx context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error) {
-	return r.c.CachedIdempotentResponse(ctx, tenantID, key)
-}
-
-func (r redisCache) CacheResponse(ctx context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error {
-	return r.c.CacheIdempotentResponse(ctx, rec.TenantID, rec.Key, rec.Fingerprint, rec.ResponseStatus, rec.ResponseBody, ttl)
-}
-
-func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
-
 func newActivities(cfg config.Config, store payment.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
 	acts := &activities.Activities{
 		Store: store, Gateway: gw, WebhookPolicy: cfg.WebhookPolicy,
@@ -251,7 +225,7 @@ func (s *system) cache() api.Cache {
 	if s.redis == nil {
 		return nil
 	}
-	return redisCache{c: s.redis}
+	return redis.APICache{Client: s.redis}
 }
 
 func (s *system) apiServer(cfg config.Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
