@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/paykit/paykit/internal/config"
@@ -55,23 +54,8 @@ func runTrace(cfg config.Config, args []string, out io.Writer) error {
 		fs.Usage()
 		return errors.New("trace: -file and either -trace or -tenant with -order (or -workflow) are required")
 	}
-	f, err := os.Open(*file)
-	if err != nil {
+	if err := tracing.PrintTraces(out, *file, *workflowID, *traceID); err != nil {
 		return fmt.Errorf("trace: %w", err)
-	}
-	defer f.Close()
-	spans, err := tracing.ReadSpans(f)
-	if err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	ids := []string{*traceID}
-	if *traceID == "" {
-		if ids = tracing.TracesOf(spans, *workflowID); len(ids) == 0 {
-			return fmt.Errorf("trace: no span of %s in %s", *workflowID, *file)
-		}
-	}
-	for _, id := range ids {
-		tracing.WriteTree(out, spans, id)
 	}
 	return nil
 }
