@@ -75,6 +75,15 @@ func WriteReport(out io.Writer, rep Report, asJSON bool) error {
 	return tw.Flush()
 }
 
+// Lag is how long before a scheduled audit its window ends, for payments that live
+// paymentTTL: long enough that every payment in it is past its expiry plus the pending
+// grace, and one paid at the last moment of its life is past the grant and webhook SLAs.
+// A lag of the SLAs alone let a payment created near the window's end and paid near its
+// expiry be audited before its webhook was due, and never again.
+func Lag(paymentTTL time.Duration) time.Duration {
+	return max(paymentTTL+DefaultGrantSLA, paymentTTL+DefaultWebhookSLA, paymentTTL+DefaultPendingGrace)
+}
+
 // ParseInstant reads "now", a duration before now ("24h") or an RFC 3339 time.
 func ParseInstant(s string, now time.Time) (time.Time, error) {
 	if s == "now" {

@@ -216,20 +216,10 @@ func workerConfig(cfg config.Config, statementAppIDs []string) worker.Config {
 	return worker.Config{
 		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter,
 		SweepGrantGrace: cfg.SweepGrantGrace, PurgeEvery: cfg.PurgeEvery,
-		AuditEvery: cfg.AuditEvery, AuditLag: auditLag(cfg),
+		AuditEvery: cfg.AuditEvery, AuditLag: audit.Lag(cfg.Timing.PaymentTTL),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
 		WorkflowCacheSize: cfg.WorkflowCacheSize,
 		Statements:        statementSchedule(cfg, statementAppIDs),
 	}
-}
-
-// auditLag is how long before a scheduled audit its window ends: long enough that every
-// payment in it is past its expiry plus the pending grace, and one paid at the last moment
-// of its life is past the grant and webhook SLAs. A lag of the SLAs alone let a payment
-// created near the window's end and paid near its expiry be audited before its webhook
-// was due, and never again.
-func auditLag(cfg config.Config) time.Duration {
-	ttl := cfg.Timing.PaymentTTL
-	return max(ttl+audit.DefaultGrantSLA, ttl+audit.DefaultWebhookSLA, ttl+audit.DefaultPendingGrace)
 }
