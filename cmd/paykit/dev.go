@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,11 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
-	gomysql "github.com/go-sql-driver/mysql"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paykit/paykit/activities"
@@ -24,6 +20,7 @@ import (
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/devstack"
 	"github.com/paykit/paykit/internal/tracing"
+	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
@@ -93,15 +90,9 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	}
 
 	keyDir := filepath.Join(o.dir, "keys")
-	keys, err := alipaysim.LoadKeyDir(keyDir)
+	keys, err := devstack.Keys(keyDir, logger)
 	if err != nil {
-		logger.Info("generating development Alipay keys", "dir", keyDir)
-		if keys, err = alipaysim.GenerateKeys(2048); err != nil {
-			return err
-		}
-		if err := keys.WriteDir(keyDir); err != nil {
-			return err
-		}
+		return err
 	}
 	cfg.AlipayAppPrivateKey, cfg.AlipayPublicKey = keys.AppPrivateKeyPEM, keys.AlipayPublicKeyPEM
 	var certs alipaysim.CertSet
@@ -125,18 +116,12 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	}
 	devstack.EnsureRedis(ctx, cfg.RedisAddr, logger)
 
-	temporalProc, err := devstack.StartTemporal(ctx, devstack.Temporal{Addr: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace,
+	stopTemporal, err := devstack.StartTemporal(ctx, devstack.Temporal{Addr: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace,
 		UIPort: o.uiPort, Dir: o.dir, CLI: o.temporalCLI}, logger)
 	if err != nil {
 		return err
 	}
-	if temporalProc != nil {
-		defer func() {
-			// The server may run under `go tool`; stop the whole process group.
-			_ = syscall.Kill(-temporalProc.Process.Pid, syscall.SIGTERM)
-			_ = temporalProc.Wait()
-		}()
-	}
+	defer stopTemporal()
 
 	tr, err := devTracing(ctx, &cfg, o, logger)
 	if err != nil {
@@ -218,25 +203,11 @@ func serve(ctx context.Context, addr string, h http.Handler) error {
 	}
 }
 
+// ensureDatabase creates the database of PAYKIT_MYSQL_DSN if it is missing.
 func ensureDatabase(ctx context.Context, dsn string) error {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return err
 	}
-	name := c.DBName
-	if name == "" {
-		return errors.New("PAYKIT_MYSQL_DSN must name a database")
-	}
-	c.DBName = ""
-	conn, err := gomysql.NewConnector(c)
-	if err != nil {
-		return err
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("mysql at %s is not reachable; start MariaDB with `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`: %w", c.Addr, err)
-	}
-	_, err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+strings.ReplaceAll(name, "`", "")+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-	return err
+	return migrations.EnsureDatabase(ctx, c)
 }

@@ -56,8 +56,19 @@ type Temporal struct {
 
 // StartTemporal reuses a server already listening on t.Addr, or starts the pinned dev
 // server with a persistent SQLite database in WAL mode and the search attributes
-// registered. The server it starts runs in a process group of its own.
-func StartTemporal(ctx context.Context, t Temporal, logger *slog.Logger) (*exec.Cmd, error) {
+// registered. stop ends the server it started, if any; it is never nil.
+func StartTemporal(ctx context.Context, t Temporal, logger *slog.Logger) (stop func(), err error) {
+	cmd, err := startTemporal(ctx, t, logger)
+	return func() {
+		if cmd != nil {
+			// The server may run under `go tool`; stop the whole process group.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	}, err
+}
+
+func startTemporal(ctx context.Context, t Temporal, logger *slog.Logger) (*exec.Cmd, error) {
 	if reachable(t.Addr) {
 		logger.Info("using the Temporal server already running", "addr", t.Addr)
 		return nil, nil
@@ -115,6 +126,19 @@ func StartTemporal(ctx context.Context, t Temporal, logger *slog.Logger) (*exec.
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
+}
+
+// Keys loads the development Alipay keys from keyDir, generating them the first time.
+func Keys(keyDir string, logger *slog.Logger) (alipaysim.KeySet, error) {
+	keys, err := alipaysim.LoadKeyDir(keyDir)
+	if err == nil {
+		return keys, nil
+	}
+	logger.Info("generating development Alipay keys", "dir", keyDir)
+	if keys, err = alipaysim.GenerateKeys(2048); err != nil {
+		return keys, err
+	}
+	return keys, keys.WriteDir(keyDir)
 }
 
 // Certs loads the development certificates from keyDir, issuing them for keys the
