@@ -2,45 +2,36 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/orchestrator"
-)
-
-// Exit codes of paykit audit.
-const (
-	auditClean    = 0 // every invariant holds
-	auditFindings = 1 // at least one finding
-	auditFailed   = 2 // the audit could not run
 )
 
 // runAudit compares the payments that changed in a window with Alipay and prints what is
 // broken. It returns the process exit code.
-func runAudit(ctx context.Context, cfg Config, args []string, out, errOut io.Writer, logger *slog.Logger) int {
+func runAudit(ctx context.Context, cfg config.Config, args []string, out, errOut io.Writer, logger *slog.Logger) int {
 	p, asJSON, err := parseAuditFlags(args, time.Now(), errOut)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		return auditClean
+		return audit.ExitClean
 	case err != nil:
 		fmt.Fprintln(errOut, "paykit audit:", err)
-		return auditFailed
+		return audit.ExitFailed
 	}
 	aud, closeAll, err := openAuditor(ctx, cfg, logger)
 	if err != nil {
 		logger.Error("paykit audit failed", "err", err)
-		return auditFailed
+		return audit.ExitFailed
 	}
 	defer closeAll()
-	code, err := auditAndPrint(ctx, aud, p, asJSON, out)
+	code, err := aud.RunAndPrint(ctx, out, p, asJSON)
 	if err != nil {
 		logger.Error("paykit audit failed", "err", err)
 	}
@@ -68,10 +59,10 @@ func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Para
 	}
 	p := audit.Params{TenantID: *tenantID, GrantSLA: *grantSLA, WebhookSLA: *webhookSLA, PendingGrace: *grace, NotificationSLA: *notifySLA}
 	var err error
-	if p.Since, err = parseInstant(*since, now); err != nil {
+	if p.Since, err = audit.ParseInstant(*since, now); err != nil {
 		return audit.Params{}, false, fmt.Errorf("-since: %w", err)
 	}
-	if p.Until, err = parseInstant(*until, now); err != nil {
+	if p.Until, err = audit.ParseInstant(*until, now); err != nil {
 		return audit.Params{}, false, fmt.Errorf("-until: %w", err)
 	}
 	if p.GrantSLA <= 0 || p.WebhookSLA <= 0 || p.PendingGrace <= 0 || p.NotificationSLA <= 0 {
@@ -83,26 +74,8 @@ func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Para
 	return p, *asJSON, nil
 }
 
-// parseInstant reads "now", a duration before now ("24h") or an RFC 3339 time.
-func parseInstant(s string, now time.Time) (time.Time, error) {
-	if s == "now" {
-		return now, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil {
-		if d < 0 {
-			return time.Time{}, fmt.Errorf("%q: a duration counts back from now and must not be negative", s)
-		}
-		return now.Add(-d), nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither now, a duration like 24h nor an RFC 3339 time", s)
-	}
-	return t, nil
-}
-
 // openAuditor builds the auditor on MySQL, Alipay and Temporal from the configuration.
-func openAuditor(ctx context.Context, cfg Config, logger *slog.Logger) (*audit.Auditor, func(), error) {
+func openAuditor(ctx context.Context, cfg config.Config, logger *slog.Logger) (*audit.Auditor, func(), error) {
 	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -120,60 +93,4 @@ func openAuditor(ctx context.Context, cfg Config, logger *slog.Logger) (*audit.A
 	}
 	aud := &audit.Auditor{Store: store, Gateways: gws, Workflows: orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)}
 	return aud, func() { tc.Close(); closeStore() }, nil
-}
-
-// auditAndPrint runs the audit and prints the report; it returns the exit code.
-func auditAndPrint(ctx context.Context, aud *audit.Auditor, p audit.Params, asJSON bool, out io.Writer) (int, error) {
-	rep, err := aud.Run(ctx, p)
-	if err != nil {
-		return auditFailed, err
-	}
-	if err := printReport(rep, asJSON, out); err != nil {
-		return auditFailed, err
-	}
-	if len(rep.Findings) > 0 {
-		return auditFindings, nil
-	}
-	return auditClean, nil
-}
-
-func printReport(rep audit.Report, asJSON bool, out io.Writer) error {
-	if asJSON {
-		enc := json.NewEncoder(out)
-		for _, f := range rep.Findings {
-			if err := enc.Encode(f); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	counts := rep.Counts()
-	var perKind []string
-	for _, k := range audit.Kinds() {
-		perKind = append(perKind, fmt.Sprintf("%s=%d", k, counts[k]))
-	}
-	if _, err := fmt.Fprintf(out, "audit of payments changed %s to %s: %d payments, %d queried at Alipay, %d pending still in flight\nfindings: %d (%s)\n",
-		rep.Since.UTC().Format(time.RFC3339), rep.Until.UTC().Format(time.RFC3339), rep.Payments, rep.Queried, rep.InFlight,
-		len(rep.Findings), strings.Join(perKind, " ")); err != nil {
-		return err
-	}
-	if len(rep.Findings) == 0 {
-		_, err := fmt.Fprintln(out, "no findings")
-		return err
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tTENANT\tORDER\tPAYMENT_NO\tSTATUS\tAMOUNT (CNY)\tALIPAY (CNY)\tDETAIL")
-	for _, f := range rep.Findings {
-		alipayAmount := "-"
-		if f.AlipayAmountFen != 0 {
-			alipayAmount = f.AlipayAmountFen.Yuan()
-		}
-		detail := strings.Join(strings.Fields(f.Detail), " ")
-		if r := []rune(detail); len(r) > 200 {
-			detail = string(r[:197]) + "..."
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Kind, f.TenantID, f.OrderID, f.PaymentNo, f.Status,
-			f.AmountFen.Yuan(), alipayAmount, detail)
-	}
-	return tw.Flush()
 }

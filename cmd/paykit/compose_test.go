@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/paykit/paykit/internal/config"
 )
 
 type composeService struct {
@@ -242,7 +244,7 @@ func TestDockerCompose(t *testing.T) {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
 	read := map[string]bool{}
-	if _, err := LoadConfig(func(k string) (string, bool) { read[k] = true; return "", false }); err != nil {
+	if _, err := config.Load(func(k string) (string, bool) { read[k] = true; return "", false }); err != nil {
 		t.Fatal(err)
 	}
 	profile := func(s composeService) string {

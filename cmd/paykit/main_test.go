@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+
+	"github.com/paykit/paykit/internal/config"
 )
 
 // TestHelpIsNotAnError: `paykit tenant -h` and `paykit anomalies -h` print their usage
@@ -19,9 +21,9 @@ func TestHelpIsNotAnError(t *testing.T) {
 			var err error
 			switch cmd {
 			case "tenant":
-				err = runTenant(context.Background(), Config{}, []string{"-h"})
+				err = runTenant(context.Background(), config.Config{}, []string{"-h"})
 			case "anomalies":
-				err = runAnomalies(context.Background(), Config{}, []string{"-h"}, &bytes.Buffer{})
+				err = runAnomalies(context.Background(), config.Config{}, []string{"-h"}, &bytes.Buffer{})
 			}
 			if code := exitCode(logger, cmd, err); code != 0 {
 				t.Fatalf("exit code %d, want 0", code)

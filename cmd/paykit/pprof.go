@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+
+	"github.com/paykit/paykit/internal/config"
 )
 
 // startPprof serves net/http/pprof on cfg.PprofAddr, if set, for as long as ctx lives.
 // It is off by default: profiles show internals and cost CPU while they are taken, so
 // they are for benchmarks and incidents, on a loopback or otherwise private address.
-func startPprof(ctx context.Context, cfg Config, logger *slog.Logger) {
+func startPprof(ctx context.Context, cfg config.Config, logger *slog.Logger) {
 	if cfg.PprofAddr == "" {
 		return
 	}

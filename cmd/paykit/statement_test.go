@@ -37,19 +37,3 @@ func TestParseStatementFlags(t *testing.T) {
 		})
 	}
 }
-
-func TestStatementConfig(t *testing.T) {
-	cfg, err := LoadConfig(func(k string) (string, bool) {
-		v, ok := map[string]string{"PAYKIT_STATEMENT_AT": "06:45"}[k]
-		return v, ok
-	})
-	if err != nil || cfg.Statement.At != 6*time.Hour+45*time.Minute {
-		t.Fatalf("at %s, %v", cfg.Statement.At, err)
-	}
-	if _, err := LoadConfig(func(k string) (string, bool) {
-		v, ok := map[string]string{"PAYKIT_STATEMENT_AT": "9h30"}[k]
-		return v, ok
-	}); err == nil || !strings.Contains(err.Error(), "PAYKIT_STATEMENT_AT") {
-		t.Fatalf("a malformed PAYKIT_STATEMENT_AT: %v", err)
-	}
-}

@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/payment"
 )
 
 // setupTracing starts the process's tracing from cfg (off unless an exporter is set).
-func setupTracing(ctx context.Context, cfg Config, service string, logger *slog.Logger) (*tracing.Tracing, error) {
+func setupTracing(ctx context.Context, cfg config.Config, service string, logger *slog.Logger) (*tracing.Tracing, error) {
 	tr, err := tracing.Setup(ctx, tracing.Options{Service: service, OTLP: cfg.TraceOTLP, File: cfg.TraceFile})
 	if err != nil {
 		return nil, err
@@ -37,7 +37,7 @@ func shutdownTracing(tr *tracing.Tracing, logger *slog.Logger) {
 
 // runTrace prints the traces of one payment (by tenant and order, or by workflow id),
 // or one trace by id, from a span file written with PAYKIT_TRACE_FILE.
-func runTrace(cfg Config, args []string, out io.Writer) error {
+func runTrace(cfg config.Config, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	file := fs.String("file", cfg.TraceFile, "span file (PAYKIT_TRACE_FILE; paykit dev writes .dev/traces.jsonl)")
 	tenant := fs.String("tenant", "", "tenant id of the payment")
@@ -54,23 +54,8 @@ func runTrace(cfg Config, args []string, out io.Writer) error {
 		fs.Usage()
 		return errors.New("trace: -file and either -trace or -tenant with -order (or -workflow) are required")
 	}
-	f, err := os.Open(*file)
-	if err != nil {
+	if err := tracing.PrintTraces(out, *file, *workflowID, *traceID); err != nil {
 		return fmt.Errorf("trace: %w", err)
-	}
-	defer f.Close()
-	spans, err := tracing.ReadSpans(f)
-	if err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	ids := []string{*traceID}
-	if *traceID == "" {
-		if ids = tracing.TracesOf(spans, *workflowID); len(ids) == 0 {
-			return fmt.Errorf("trace: no span of %s in %s", *workflowID, *file)
-		}
-	}
-	for _, id := range ids {
-		tracing.WriteTree(out, spans, id)
 	}
 	return nil
 }

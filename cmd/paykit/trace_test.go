@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/paykit/paykit/internal/config"
 )
 
 // TestTracePrintsAPaymentsTraces: `paykit trace -tenant -order` finds the payment's
@@ -21,7 +23,7 @@ func TestTracePrintsAPaymentsTraces(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := runTrace(Config{TraceFile: path}, []string{"-tenant", "demo", "-order", "1001"}, &out); err != nil {
+	if err := runTrace(config.Config{TraceFile: path}, []string{"-tenant", "demo", "-order", "1001"}, &out); err != nil {
 		t.Fatal(err)
 	}
 	want := "trace t1\n  POST /v1/payments  [paykit-api] +0s 200ms\n    RunWorkflow:PaymentWorkflow  [paykit-worker] +100ms 900ms\n"
@@ -29,13 +31,13 @@ func TestTracePrintsAPaymentsTraces(t *testing.T) {
 		t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
 	}
 	out.Reset()
-	if err := runTrace(Config{TraceFile: path}, []string{"-trace", "t2"}, &out); err != nil || !strings.Contains(out.String(), "POST /callbacks/alipay") {
+	if err := runTrace(config.Config{TraceFile: path}, []string{"-trace", "t2"}, &out); err != nil || !strings.Contains(out.String(), "POST /callbacks/alipay") {
 		t.Errorf("-trace t2: %v\n%s", err, out.String())
 	}
-	if err := runTrace(Config{TraceFile: path}, []string{"-tenant", "demo", "-order", "9"}, &out); err == nil || !strings.Contains(err.Error(), "payment:demo:9") {
+	if err := runTrace(config.Config{TraceFile: path}, []string{"-tenant", "demo", "-order", "9"}, &out); err == nil || !strings.Contains(err.Error(), "payment:demo:9") {
 		t.Errorf("unknown payment: %v", err)
 	}
-	if err := runTrace(Config{}, []string{"-tenant", "demo", "-order", "1001"}, &out); err == nil {
+	if err := runTrace(config.Config{}, []string{"-tenant", "demo", "-order", "1001"}, &out); err == nil {
 		t.Error("no span file: want an error")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -19,9 +18,10 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/paykit/paykit/activities"
-	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/temporalmetrics"
 	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/mysql"
@@ -30,7 +30,7 @@ import (
 	"github.com/paykit/paykit/redis"
 )
 
-func newLogger(cfg Config) *slog.Logger {
+func newLogger(cfg config.Config) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		level = slog.LevelInfo
@@ -45,12 +45,12 @@ func newLogger(cfg Config) *slog.Logger {
 	return slog.New(tracing.LogHandler(h))
 }
 
-func openStore(ctx context.Context, cfg Config) (*mysql.Store, error) {
+func openStore(ctx context.Context, cfg config.Config) (*mysql.Store, error) {
 	return openTracedStore(ctx, cfg, nil)
 }
 
 // openTracedStore is openStore with a span per SQL call when tr is enabled.
-func openTracedStore(ctx context.Context, cfg Config, tr *tracing.Tracing) (*mysql.Store, error) {
+func openTracedStore(ctx context.Context, cfg config.Config, tr *tracing.Tracing) (*mysql.Store, error) {
 	var opts []mysql.OpenOption
 	if tr.Enabled() {
 		opts = append(opts, mysql.WithTracing())
@@ -73,7 +73,7 @@ func redactDSN(dsn string) string {
 
 // openRedis returns the Redis fast path, or nil if disabled. Redis being down at start is
 // not fatal: the client reconnects, and until then MySQL answers alone.
-func openRedis(cfg Config, logger *slog.Logger, tr *tracing.Tracing) (*redis.Client, error) {
+func openRedis(cfg config.Config, logger *slog.Logger, tr *tracing.Tracing) (*redis.Client, error) {
 	if cfg.RedisAddr == "" {
 		logger.Warn("redis disabled: checkout tokens are unavailable and every check goes to MySQL")
 		return nil, nil
@@ -99,7 +99,7 @@ func openRedis(cfg Config, logger *slog.Logger, tr *tracing.Tracing) (*redis.Cli
 
 // dialTemporal connects the client; with tr enabled, its calls, and the workflows and
 // activities of any worker made from it, are traced.
-func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (client.Client, error) {
+func dialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (client.Client, error) {
 	mh, err := temporalmetrics.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("temporal metrics: %w", err)
@@ -124,114 +124,29 @@ func dialTemporal(ctx context.Context, cfg Config, logger *slog.Logger, reg *pro
 
 // newGateways returns the gateway resolver: each tenant's own Alipay app, and the
 // default app of the environment (ALIPAY_*) for tenants without one.
-func newGateways(cfg Config, store tenantApps) (*gateways, error) {
-	appPriv, alipayPub, err := cfg.alipayKeys()
+func newGateways(cfg config.Config, store gateways.Store) (*gateways.Resolver, error) {
+	creds, err := cfg.DefaultAppCredentials()
 	if err != nil {
 		return nil, err
 	}
-	appCert, alipayCert, rootCert, err := cfg.AlipayCerts.load()
+	build := alipayApps(cfg).Build
+	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, creds)
 	if err != nil {
 		return nil, err
 	}
-	build := func(appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error) {
-		return newAppGateway(cfg, appID, sellerID, creds)
-	}
-	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, payment.AlipayCredentials{
-		AppPrivateKeyPEM: appPriv, AlipayPublicKeyPEM: alipayPub,
-		AppCertPEM: appCert, AlipayCertPEM: alipayCert, RootCertPEM: rootCert,
-	})
+	keys, err := cfg.SecretsKeyring()
 	if err != nil {
 		return nil, err
 	}
-	keys, err := cfg.secretsKeyring()
-	if err != nil {
-		return nil, err
-	}
-	return newGatewayResolver(store, keys, build, def, cfg.AlipayAppID, cfg.AlipaySellerID), nil
+	return gateways.New(store, keys, build, def, cfg.AlipayAppID, cfg.AlipaySellerID), nil
 }
 
-// newAppGateway builds the gateway of one Alipay app on the configured gateway URL, in
-// certificate mode when creds carry the three certificates.
-func newAppGateway(cfg Config, appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error) {
-	gw, err := alipay.New(alipay.Config{
-		AppID:              appID,
-		SellerID:           sellerID,
-		AppPrivateKeyPEM:   creds.AppPrivateKeyPEM,
-		AlipayPublicKeyPEM: creds.AlipayPublicKeyPEM,
-		AppCertPEM:         creds.AppCertPEM,
-		AlipayCertPEM:      creds.AlipayCertPEM,
-		AlipayRootCertPEM:  creds.RootCertPEM,
-		GatewayURL:         cfg.AlipayGatewayURL,
-		NotifyURL:          cfg.PublicURL + "/callbacks/alipay",
-		HTTPClient:         &http.Client{Timeout: 10 * time.Second},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if cfg.AlipayCashierBaseURL == "" {
-		return gw, nil
-	}
-	base, err := url.Parse(cfg.AlipayCashierBaseURL)
-	if err != nil || base.Host == "" {
-		return nil, fmt.Errorf("ALIPAY_CASHIER_BASE_URL=%q is not an absolute URL", cfg.AlipayCashierBaseURL)
-	}
-	return cashierRewrite{Gateway: gw, base: base}, nil
+// alipayApps builds the gateways of Alipay apps on the configured gateway URL.
+func alipayApps(cfg config.Config) gateways.Alipay {
+	return gateways.Alipay{GatewayURL: cfg.AlipayGatewayURL, NotifyURL: cfg.PublicURL + "/callbacks/alipay", CashierBaseURL: cfg.AlipayCashierBaseURL}
 }
 
-// cashierRewrite serves page- and wap-pay URLs under another host. The signature covers
-// only the query, so the URL stays valid.
-type cashierRewrite struct {
-	payment.Gateway
-	base *url.URL
-}
-
-func (c cashierRewrite) PagePayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
-	return c.rewrite(c.Gateway.PagePayURL(ctx, req))
-}
-
-func (c cashierRewrite) WapPayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
-	return c.rewrite(c.Gateway.WapPayURL(ctx, req))
-}
-
-func (c cashierRewrite) rewrite(raw string, err error) (string, error) {
-	if err != nil {
-		return "", err
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("pay url: %w", err)
-	}
-	u.Scheme, u.Host = c.base.Scheme, c.base.Host
-	return u.String(), nil
-}
-
-// redisCache adapts the Redis primitives to the API's fast path.
-type redisCache struct{ c *redis.Client }
-
-func (r redisCache) IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration) (string, error) {
-	return r.c.IssueToken(ctx, tenantID, orderID, ttl)
-}
-
-func (r redisCache) ClaimToken(ctx context.Context, tenantID, token, orderID, binder string) (string, bool, error) {
-	return r.c.ClaimToken(ctx, tenantID, token, orderID, binder)
-}
-
-func (r redisCache) ReleaseToken(ctx context.Context, tenantID, token, binder string) error {
-	_, err := r.c.ReleaseToken(ctx, tenantID, token, binder)
-	return err
-}
-
-func (r redisCache) CachedResponse(ctx context.Context, tenantID, key string) (payment.IdempotencyRecord, bool, error) {
-	return r.c.CachedIdempotentResponse(ctx, tenantID, key)
-}
-
-func (r redisCache) CacheResponse(ctx context.Context, rec payment.IdempotencyRecord, ttl time.Duration) error {
-	return r.c.CacheIdempotentResponse(ctx, rec.TenantID, rec.Key, rec.Fingerprint, rec.ResponseStatus, rec.ResponseBody, ttl)
-}
-
-func (r redisCache) Ping(ctx context.Context) error { return r.c.Ping(ctx) }
-
-func newActivities(cfg Config, store *mysql.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
+func newActivities(cfg config.Config, store *mysql.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
 	acts := &activities.Activities{
 		Store: activityStores(store), Gateway: gw, WebhookPolicy: cfg.WebhookPolicy,
 		HTTP:     &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport("webhook", activities.NewWebhookTransport(cfg.WebhookPolicy))},
@@ -264,7 +179,7 @@ type system struct {
 	store *mysql.Store
 	redis *redis.Client // nil when Redis is disabled
 	tc    client.Client
-	gws   *gateways
+	gws   *gateways.Resolver
 	orch  *orchestrator.Orchestrator
 	trace *tracing.Tracing // disabled unless an exporter is configured
 }
@@ -279,7 +194,7 @@ func newRegistry() *prometheus.Registry {
 
 // openSystem opens every dependency. The Temporal client reports its metrics to reg;
 // with tr enabled, MySQL, Redis and Temporal calls are traced.
-func openSystem(ctx context.Context, cfg Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (*system, error) {
+func openSystem(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (*system, error) {
 	s := &system{trace: tr}
 	var err error
 	if s.store, err = openTracedStore(ctx, cfg, tr); err != nil {
@@ -326,10 +241,10 @@ func (s *system) cache() api.Cache {
 	if s.redis == nil {
 		return nil
 	}
-	return redisCache{c: s.redis}
+	return redis.APICache{Client: s.redis}
 }
 
-func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
+func (s *system) apiServer(cfg config.Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	ac := api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
 		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention}
 	if cfg.DirectCheckout {
@@ -338,8 +253,8 @@ func (s *system) apiServer(cfg Config, logger *slog.Logger, metrics *api.Metrics
 	return api.New(ac, apiStores(s.store), s.gws, s.orch, s.cache(), logger, metrics)
 }
 
-func (s *system) activities(cfg Config, logger *slog.Logger) *activities.Activities {
-	acts := newActivities(cfg, s.store, s.gws.def, s.redis, s.tc, s.orch, logger, s.trace)
+func (s *system) activities(cfg config.Config, logger *slog.Logger) *activities.Activities {
+	acts := newActivities(cfg, s.store, s.gws.Default(), s.redis, s.tc, s.orch, logger, s.trace)
 	acts.Gateways = s.gws
 	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
 	acts.Watermarks = s.store

@@ -170,3 +170,27 @@ func WriteTree(w io.Writer, spans []Span, traceID string) {
 		walk(r, 0)
 	}
 }
+
+// PrintTraces prints as trees the trace traceID or, without it, every trace with a span
+// of the workflow workflowID, from the span file at path.
+func PrintTraces(out io.Writer, path, workflowID, traceID string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	spans, err := ReadSpans(f)
+	if err != nil {
+		return err
+	}
+	ids := []string{traceID}
+	if traceID == "" {
+		if ids = TracesOf(spans, workflowID); len(ids) == 0 {
+			return fmt.Errorf("no span of %s in %s", workflowID, path)
+		}
+	}
+	for _, id := range ids {
+		WriteTree(out, spans, id)
+	}
+	return nil
+}

@@ -1,4 +1,6 @@
-package main
+// Package config is the paykit binary's configuration: one Config, read from the
+// environment with defaults. Nothing else in the program reads the environment.
+package config
 
 import (
 	"fmt"
@@ -62,8 +64,8 @@ type Config struct {
 	PurgeEvery       time.Duration
 	AuditEvery       time.Duration
 	Benefit          string
-	// Statement is the daily statement reconciliation (statement.go).
-	Statement statementConfig
+	// Statement is the daily statement reconciliation.
+	Statement Statement
 
 	WorkflowTaskPollers int
 	// WorkflowCacheSize is the worker's sticky workflow cache (worker.Config).
@@ -166,8 +168,8 @@ func (e *env) int(key string, def int) int {
 // than Alipay's 25 h of redeliveries.
 const minNotificationRetention = 48 * time.Hour
 
-// LoadConfig reads the configuration from the environment.
-func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+// Load reads the configuration from the environment through lookup (os.LookupEnv).
+func Load(lookup func(string) (string, bool)) (Config, error) {
 	e := &env{lookup: lookup}
 	d := workflows.DefaultTiming()
 	dr := payment.DefaultEventRetry()
@@ -221,7 +223,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		PurgeEvery:            e.dur("PAYKIT_PURGE_EVERY", time.Hour),
 		AuditEvery:            e.dur("PAYKIT_AUDIT_EVERY", 24*time.Hour),
 		Benefit:               e.str("PAYKIT_BENEFIT", "order_fulfilment"),
-		Statement:             loadStatementConfig(e),
+		Statement:             loadStatement(e),
 		WorkflowTaskPollers:   e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
 		WorkflowCacheSize:     e.count("PAYKIT_WORKFLOW_CACHE_SIZE", 0),
 		ActivityTaskPollers:   e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
@@ -266,32 +268,40 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	return c, nil
 }
 
-// alipayKeys returns the app private key and the Alipay public key, from the inline
-// variables or else from the files. In certificate mode the Alipay public key comes from
-// its certificate, so only an inline ALIPAY_PUBLIC_KEY is returned (and refused by the
-// adapter as a mixed setup); the default file is not read.
-func (c Config) alipayKeys() (appPriv, alipayPub string, err error) {
-	appPriv, alipayPub = c.AlipayAppPrivateKey, c.AlipayPublicKey
+// DefaultAppCredentials returns the keys of the default app (ALIPAY_*): the app private
+// key and the Alipay public key, from the inline variables or else from the files, and
+// in certificate mode the three certificates. In certificate mode the Alipay public key
+// comes from its certificate, so only an inline ALIPAY_PUBLIC_KEY is returned (and
+// refused by the adapter as a mixed setup); the default file is not read.
+func (c Config) DefaultAppCredentials() (payment.AlipayCredentials, error) {
+	appPriv, alipayPub := c.AlipayAppPrivateKey, c.AlipayPublicKey
 	if appPriv == "" {
 		b, err := os.ReadFile(c.AlipayAppPrivateKeyFile)
 		if err != nil {
-			return "", "", fmt.Errorf("app private key: set ALIPAY_APP_PRIVATE_KEY or ALIPAY_APP_PRIVATE_KEY_FILE (generate dev keys with `go run ./cmd/alipaysim keygen -out .dev/keys`): %w", err)
+			return payment.AlipayCredentials{}, fmt.Errorf("app private key: set ALIPAY_APP_PRIVATE_KEY or ALIPAY_APP_PRIVATE_KEY_FILE (generate dev keys with `go run ./cmd/alipaysim keygen -out .dev/keys`): %w", err)
 		}
 		appPriv = string(b)
 	}
 	if alipayPub == "" && c.AlipayCerts.set() == 0 {
 		b, err := os.ReadFile(c.AlipayPublicKeyFile)
 		if err != nil {
-			return "", "", fmt.Errorf("alipay public key: set ALIPAY_PUBLIC_KEY or ALIPAY_PUBLIC_KEY_FILE: %w", err)
+			return payment.AlipayCredentials{}, fmt.Errorf("alipay public key: set ALIPAY_PUBLIC_KEY or ALIPAY_PUBLIC_KEY_FILE: %w", err)
 		}
 		alipayPub = string(b)
 	}
-	return appPriv, alipayPub, nil
+	appCert, alipayCert, rootCert, err := c.AlipayCerts.load()
+	if err != nil {
+		return payment.AlipayCredentials{}, err
+	}
+	return payment.AlipayCredentials{
+		AppPrivateKeyPEM: appPriv, AlipayPublicKeyPEM: alipayPub,
+		AppCertPEM: appCert, AlipayCertPEM: alipayCert, RootCertPEM: rootCert,
+	}, nil
 }
 
-// secretsKeyring returns the keyring of PAYKIT_SECRETS_KEYS, or nil if it is not set
+// SecretsKeyring returns the keyring of PAYKIT_SECRETS_KEYS, or nil if it is not set
 // (then no tenant can have an Alipay app of its own).
-func (c Config) secretsKeyring() (*secrets.Keyring, error) {
+func (c Config) SecretsKeyring() (*secrets.Keyring, error) {
 	if c.SecretsKeys == "" {
 		return nil, nil
 	}
@@ -300,4 +310,33 @@ func (c Config) secretsKeyring() (*secrets.Keyring, error) {
 		return nil, fmt.Errorf("PAYKIT_SECRETS_KEYS: %w", err)
 	}
 	return kr, nil
+}
+
+// Statement is the daily reconciliation's settings.
+type Statement struct {
+	// At is when the schedule runs each morning, China time, as an offset from midnight
+	// (PAYKIT_STATEMENT_AT=09:30).
+	At time.Duration
+	// RetryEvery and GiveUpAfter: how often to ask again for a bill not yet published,
+	// and how long after the day's end to keep asking.
+	RetryEvery  time.Duration
+	GiveUpAfter time.Duration
+	// TempDir holds a bill while it is read (empty: the system's).
+	TempDir string
+}
+
+func loadStatement(e *env) Statement {
+	c := Statement{
+		RetryEvery:  e.dur("PAYKIT_STATEMENT_RETRY_EVERY", workflows.DefaultStatementRetryEvery),
+		GiveUpAfter: e.dur("PAYKIT_STATEMENT_GIVE_UP_AFTER", workflows.DefaultStatementGiveUp),
+		TempDir:     e.str("PAYKIT_STATEMENT_DIR", ""),
+	}
+	at := e.str("PAYKIT_STATEMENT_AT", "09:30")
+	t, err := time.Parse("15:04", at)
+	if err != nil {
+		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_STATEMENT_AT=%q is not a China time of day like 09:30", at))
+		t, _ = time.Parse("15:04", "09:30")
+	}
+	c.At = time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute
+	return c
 }

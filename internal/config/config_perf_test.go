@@ -1,6 +1,7 @@
-package main
+package config_test
 
 import (
+	"github.com/paykit/paykit/internal/config"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestLoadConfig_InboxAndPprof(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := LoadConfig(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			c, err := config.Load(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
 			if err != nil || c.InboxSettleBound != tc.bound || c.InboxSweepInterval != tc.sweep ||
 				c.NotificationRetention != tc.retention || c.PprofAddr != tc.wantPprof {
 				t.Fatalf("bound %v sweep %v retention %v pprof %q (%v); want %v %v %v %q", c.InboxSettleBound, c.InboxSweepInterval,
@@ -32,7 +33,7 @@ func TestLoadConfig_InboxAndPprof(t *testing.T) {
 		"PAYKIT_INBOX_SETTLE_BOUND":     "soon",
 		"PAYKIT_NOTIFICATION_RETENTION": "24h", // shorter than Alipay's 25 h of redeliveries
 	} {
-		_, err := LoadConfig(func(key string) (string, bool) { return v, key == k })
+		_, err := config.Load(func(key string) (string, bool) { return v, key == k })
 		if err == nil || !strings.Contains(err.Error(), k) {
 			t.Fatalf("%s=%s: %v; want an error naming it", k, v, err)
 		}
@@ -47,7 +48,7 @@ func TestLoadConfig_WorkflowCacheSize(t *testing.T) {
 		want int
 		ok   bool
 	}{{"", 0, true}, {"0", 0, true}, {"5000", 5000, true}, {"-1", 0, false}, {"lots", 0, false}} {
-		c, err := LoadConfig(func(k string) (string, bool) { return tc.v, k == "PAYKIT_WORKFLOW_CACHE_SIZE" })
+		c, err := config.Load(func(k string) (string, bool) { return tc.v, k == "PAYKIT_WORKFLOW_CACHE_SIZE" })
 		if (err == nil) != tc.ok || (tc.ok && c.WorkflowCacheSize != tc.want) {
 			t.Fatalf("PAYKIT_WORKFLOW_CACHE_SIZE=%q: %d, %v; want %d, ok=%v", tc.v, c.WorkflowCacheSize, err, tc.want, tc.ok)
 		}

@@ -1,4 +1,4 @@
-package main
+package anomalies_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/anomalies"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -30,7 +31,7 @@ func TestPrintAnomalies(t *testing.T) {
 	}
 
 	var table bytes.Buffer
-	if err := printAnomalies(ctx, st, now.Add(-7*24*time.Hour), 100, false, &table); err != nil {
+	if err := anomalies.Print(ctx, &table, st, now.Add(-7*24*time.Hour), 100, false); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
@@ -47,7 +48,7 @@ func TestPrintAnomalies(t *testing.T) {
 	}
 
 	var js bytes.Buffer
-	if err := printAnomalies(ctx, st, now.Add(-60*24*time.Hour), 100, true, &js); err != nil {
+	if err := anomalies.Print(ctx, &js, st, now.Add(-60*24*time.Hour), 100, true); err != nil {
 		t.Fatal(err)
 	}
 	var kinds []string
@@ -66,7 +67,7 @@ func TestPrintAnomalies(t *testing.T) {
 	}
 
 	var none bytes.Buffer
-	if err := printAnomalies(ctx, st, now.Add(time.Minute), 100, false, &none); err != nil || !strings.HasPrefix(none.String(), "no anomalies since") {
+	if err := anomalies.Print(ctx, &none, st, now.Add(time.Minute), 100, false); err != nil || !strings.HasPrefix(none.String(), "no anomalies since") {
 		t.Fatalf("empty: %q %v", none.String(), err)
 	}
 }

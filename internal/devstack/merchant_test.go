@@ -1,4 +1,4 @@
-package main
+package devstack_test
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/alipaysim/simtest"
+	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/internal/devstack"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -31,12 +33,16 @@ func TestDemoMerchantVerifiesTheCashierReturn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	merchant := httptest.NewServer(demoMerchant(slog.New(slog.DiscardHandler), gw))
+	merchant := httptest.NewServer(devstack.Merchant(slog.New(slog.DiscardHandler), gw, "whsec_demo_local_only"))
 	t.Cleanup(merchant.Close)
 
 	// Served under another host, as ALIPAY_CASHIER_BASE_URL does; the signature still holds.
-	base, _ := url.Parse(sim.URL)
-	cashier := cashierRewrite{Gateway: gw, base: base}
+	cashier, err := gateways.Alipay{GatewayURL: sim.URL + alipaysim.GatewayPath, NotifyURL: "http://127.0.0.1:1/callbacks/alipay",
+		CashierBaseURL: sim.URL}.Build(simtest.AppID, simtest.SellerID,
+		payment.AlipayCredentials{AppPrivateKeyPEM: keys.AppPrivateKeyPEM, AlipayPublicKeyPEM: keys.AlipayPublicKeyPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
 	payURL, err := cashier.WapPayURL(context.Background(), payment.TradeRequest{PaymentNo: "PDEMORET", Subject: "demo", Amount: 990,
 		ExpireAt: time.Now().Add(time.Hour), ReturnURL: merchant.URL + "/return"})
 	if err != nil || !strings.HasPrefix(payURL, sim.URL+"/") {

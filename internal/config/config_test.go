@@ -1,6 +1,7 @@
-package main
+package config_test
 
 import (
+	"github.com/paykit/paykit/internal/config"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestLoadConfig_SweeperSettings(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := LoadConfig(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			c, err := config.Load(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)

@@ -1,12 +1,14 @@
-package main
+package config_test
 
 import (
+	"github.com/paykit/paykit/internal/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/gateways"
 )
 
 func TestAlipayCertificateModeConfig(t *testing.T) {
@@ -33,16 +35,16 @@ func TestAlipayCertificateModeConfig(t *testing.T) {
 		"ALIPAY_PUBLIC_CERT_FILE":     file(alipaysim.AlipayCertFile),
 		"ALIPAY_ROOT_CERT":            certs.AlipayRootCertPEM,
 	}
-	load := func(t *testing.T, env map[string]string) (Config, error) {
+	load := func(t *testing.T, env map[string]string) (config.Config, error) {
 		t.Helper()
-		return LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		return config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	}
 	t.Run("all three: certificate mode", func(t *testing.T) {
 		c, err := load(t, full)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newGateways(c, nil); err != nil {
+		if err := defaultGateway(c); err != nil {
 			t.Fatalf("gateway in certificate mode: %v", err)
 		}
 	})
@@ -71,7 +73,7 @@ func TestAlipayCertificateModeConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newGateways(c, nil); err == nil || !strings.Contains(err.Error(), "ALIPAY_APP_CERT_FILE") {
+		if err := defaultGateway(c); err == nil || !strings.Contains(err.Error(), "ALIPAY_APP_CERT_FILE") {
 			t.Fatalf("error %v", err)
 		}
 	})
@@ -84,7 +86,7 @@ func TestAlipayCertificateModeConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newGateways(c, nil); err == nil || !strings.Contains(err.Error(), "not both") {
+		if err := defaultGateway(c); err == nil || !strings.Contains(err.Error(), "not both") {
 			t.Fatalf("error %v", err)
 		}
 	})
@@ -93,25 +95,12 @@ func TestAlipayCertificateModeConfig(t *testing.T) {
 	}
 }
 
-func TestDevCertsIssuedOnceThenLoaded(t *testing.T) {
-	dir := t.TempDir()
-	keys, err := alipaysim.GenerateKeys(1024)
+// defaultGateway builds the default app's gateway from c, as the command does.
+func defaultGateway(c config.Config) error {
+	creds, err := c.DefaultAppCredentials()
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	logger := newLogger(Config{LogLevel: "error", LogFormat: "text"})
-	first, err := devCerts(dir, keys, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := devCerts(dir, keys, logger)
-	if err != nil || again != first {
-		t.Fatalf("second run issued new certificates (%v)", err)
-	}
-	sim, err := alipaysim.New(alipaysim.Config{AppCertPEM: first.AppCertPEM, AlipayCertPEM: first.AlipayCertPEM,
-		AlipayRootCertPEM: first.AlipayRootCertPEM, AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM})
-	if err != nil {
-		t.Fatalf("dev certificates do not start a simulator: %v", err)
-	}
-	sim.Close()
+	_, err = gateways.Alipay{GatewayURL: c.AlipayGatewayURL, NotifyURL: c.PublicURL + "/callbacks/alipay"}.Build(c.AlipayAppID, c.AlipaySellerID, creds)
+	return err
 }

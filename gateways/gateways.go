@@ -1,10 +1,13 @@
-package main
+// Package gateways resolves the Alipay app of a tenant, of a payment and of a
+// notification: the deployment's default app, or a tenant's own app (current, or one it
+// has left and keeps the keys of), whose gateway is built from its sealed keys once and
+// cached until they change.
+package gateways
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,8 +16,8 @@ import (
 	"github.com/paykit/paykit/secrets"
 )
 
-// tenantApps is what the gateway resolver reads; *mysql.Store implements it.
-type tenantApps interface {
+// Store is what the resolver reads; *mysql.Store implements it.
+type Store interface {
 	GetTenant(ctx context.Context, id string) (payment.Tenant, error)
 	// TenantsByAlipayApp returns the tenants with their own keys for an app_id.
 	TenantsByAlipayApp(ctx context.Context, appID string) ([]payment.Tenant, error)
@@ -24,30 +27,36 @@ type tenantApps interface {
 	KeptAlipayAppsByApp(ctx context.Context, appID string) ([]payment.KeptAlipayApp, error)
 }
 
-// buildGateway makes the gateway of one Alipay app.
-type buildGateway func(appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error)
+// Build makes the gateway of one Alipay app from its keys.
+type Build func(appID, sellerID string, creds payment.AlipayCredentials) (payment.Gateway, error)
 
-// gateways is payment.Gateways over the tenants table and the apps tenants have left
+// TenantTTL is how long a tenant read for its gateway is reused: every Alipay call of a
+// payment resolves its tenant, and a change of a tenant's keys takes effect within it. A
+// stale read is harmless after a move: a new payment opened on the old app records it,
+// and the old app's keys are kept.
+const TenantTTL = 5 * time.Second
+
+// Resolver is payment.Gateways over the tenants table and the apps tenants have left
 // (tenant_alipay_apps): a tenant's own app, current or kept, gets a gateway built once
 // and cached until its keys change; the default app (ALIPAY_* in the environment) serves
 // every tenant without keys of its own, and every payment that recorded it (its app_id,
 // or "" for one recorded before migration 0032).
-type gateways struct {
-	store     tenantApps
+type Resolver struct {
+	store     Store
 	keys      *secrets.Keyring // nil: no PAYKIT_SECRETS_KEYS, so no tenant can have its own app
-	build     buildGateway
+	build     Build
 	def       payment.Gateway
 	defApp    string
 	defSeller string
 
-	mu      sync.Mutex
-	cache   map[string]cachedGateway // tenant id, or tenant id and kept app id → the app's gateway
-	tenants map[string]cachedTenant  // tenant id → its last read
-	kept    map[string]cachedKept    // tenant id and app id → its last read
-	ttl     time.Duration            // how long a read is reused (tenantTTL)
+	mu    sync.Mutex
+	built map[string]builtGateway // tenant id, or tenant id and kept app id → the app's gateway
+
+	tenants *ttlCache[payment.Tenant]        // tenant id → its last read
+	kept    *ttlCache[payment.KeptAlipayApp] // tenant id and app id → its last read
 }
 
-type cachedGateway struct {
+type builtGateway struct {
 	// version is a hash of the app_id, seller_id and sealed credentials the gateway was
 	// built from: any change to them (new keys, a re-encryption) builds a new one.
 	version string
@@ -57,21 +66,33 @@ type cachedGateway struct {
 	gw  payment.Gateway
 }
 
-var _ payment.Gateways = (*gateways)(nil)
+var _ payment.Gateways = (*Resolver)(nil)
 
-func newGatewayResolver(store tenantApps, keys *secrets.Keyring, build buildGateway, def payment.Gateway, defApp, defSeller string) *gateways {
-	return &gateways{store: store, keys: keys, build: build, def: def, defApp: defApp, defSeller: defSeller,
-		cache: map[string]cachedGateway{}, tenants: map[string]cachedTenant{}, kept: map[string]cachedKept{}, ttl: tenantTTL}
+// New returns the resolver of the tenants' apps in store, whose keys open with keys (nil:
+// no tenant has an app of its own); def is the gateway of the default app defApp.
+func New(store Store, keys *secrets.Keyring, build Build, def payment.Gateway, defApp, defSeller string) *Resolver {
+	return &Resolver{store: store, keys: keys, build: build, def: def, defApp: defApp, defSeller: defSeller,
+		built: map[string]builtGateway{}, tenants: newTTLCache[payment.Tenant](TenantTTL), kept: newTTLCache[payment.KeptAlipayApp](TenantTTL)}
 }
+
+// SetTTL sets how long a read of a tenant or of its kept app is reused (TenantTTL unless
+// set); zero reads the store at every call.
+func (g *Resolver) SetTTL(d time.Duration) {
+	g.tenants.setTTL(d)
+	g.kept.setTTL(d)
+}
+
+// Default is the gateway of the deployment's default app.
+func (g *Resolver) Default() payment.Gateway { return g.def }
 
 // defaultApp is the deployment's app. A payment opened on it records its app_id, so
 // that a later change of ALIPAY_APP_ID does not take the payment along.
-func (g *gateways) defaultApp() payment.App {
+func (g *Resolver) defaultApp() payment.App {
 	return payment.App{ID: g.defApp, AppID: g.defApp, SellerID: g.defSeller, Gateway: g.def}
 }
 
 // For implements payment.Gateways.
-func (g *gateways) For(ctx context.Context, tenantID string) (payment.App, error) {
+func (g *Resolver) For(ctx context.Context, tenantID string) (payment.App, error) {
 	t, err := g.tenant(ctx, tenantID)
 	if err != nil {
 		return payment.App{}, fmt.Errorf("gateway of tenant %s: %w", tenantID, err)
@@ -97,7 +118,7 @@ func (g *gateways) For(ctx context.Context, tenantID string) (payment.App, error
 
 // ForPayment implements payment.Gateways. The tenant's current app is looked at first:
 // a kept copy of an app the tenant has come back to may hold older keys.
-func (g *gateways) ForPayment(ctx context.Context, tenantID, appID string) (payment.App, error) {
+func (g *Resolver) ForPayment(ctx context.Context, tenantID, appID string) (payment.App, error) {
 	if appID == "" || appID == g.defApp {
 		// As in For: the default app is always the deployment's, with its keys. "" is a
 		// payment recorded on it before its app was recorded (migration 0032).
@@ -130,7 +151,7 @@ func (g *gateways) ForPayment(ctx context.Context, tenantID, appID string) (paym
 // holders are asked first; only an app no tenant holds any more is verified with the
 // keys a tenant kept of it, so that the notifications of its old payments still verify
 // after the move.
-func (g *gateways) ForApp(ctx context.Context, appID string) (payment.Gateway, error) {
+func (g *Resolver) ForApp(ctx context.Context, appID string) (payment.Gateway, error) {
 	if appID != "" && appID == g.defApp {
 		// A notification for the default app is verified with the deployment's Alipay
 		// key only, whatever keys a tenant may have stored for that app_id.
@@ -140,8 +161,8 @@ func (g *gateways) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 	if err != nil {
 		return nil, fmt.Errorf("gateway of app %s: %w", appID, err)
 	}
-	var found *cachedGateway
-	agree := func(c cachedGateway) error {
+	var found *builtGateway
+	agree := func(c builtGateway) error {
 		if found != nil && found.app != c.app {
 			return payment.Errorf(payment.EUNPROCESSABLE, "alipay app %s is configured with different keys or sellers by several tenants", appID)
 		}
@@ -181,114 +202,64 @@ func (g *gateways) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 	return found.gw, nil
 }
 
-// tenantTTL is how long a tenant read for its gateway is reused: every Alipay call of a
-// payment resolves its tenant, and a change of a tenant's keys takes effect within it. A
-// stale read is harmless after a move: a new payment opened on the old app records it,
-// and the old app's keys are kept.
-const tenantTTL = 5 * time.Second
-
-// tenant reads a tenant, reusing a read younger than tenantTTL.
-func (g *gateways) tenant(ctx context.Context, id string) (payment.Tenant, error) {
-	g.mu.Lock()
-	if c, ok := g.tenants[id]; ok && time.Since(c.at) < g.ttl {
-		g.mu.Unlock()
-		return c.t, nil
-	}
-	g.mu.Unlock()
-	t, err := g.store.GetTenant(ctx, id)
-	if err != nil {
-		return t, err
-	}
-	g.mu.Lock()
-	if len(g.tenants) >= maxCachedTenants {
-		clear(g.tenants)
-	}
-	g.tenants[id] = cachedTenant{t: t, at: time.Now()}
-	g.mu.Unlock()
-	return t, nil
+// tenant reads a tenant, reusing a recent read.
+func (g *Resolver) tenant(ctx context.Context, id string) (payment.Tenant, error) {
+	return g.tenants.get(id, func() (payment.Tenant, error) { return g.store.GetTenant(ctx, id) })
 }
 
-// maxCachedTenants bounds the tenant reads kept; past it they are all dropped.
-const maxCachedTenants = 10000
-
-type cachedTenant struct {
-	t  payment.Tenant
-	at time.Time
+// keptApp reads the keys a tenant kept of an app, reusing a recent read: every Alipay
+// call of an old app's payment resolves them.
+func (g *Resolver) keptApp(ctx context.Context, tenantID, appID string) (payment.KeptAlipayApp, error) {
+	return g.kept.get(keptKey(tenantID, appID), func() (payment.KeptAlipayApp, error) {
+		return g.store.KeptAlipayApp(ctx, tenantID, appID)
+	})
 }
 
-func (g *gateways) tenantGateway(t payment.Tenant) (cachedGateway, error) {
+func (g *Resolver) tenantGateway(t payment.Tenant) (builtGateway, error) {
 	return g.appGateway(t.ID, t.ID, t.AlipayAppID, t.AlipaySeller, t.AlipayCredentialsSealed)
 }
 
 // keptGateway is the gateway of an app a tenant has left, from the keys it kept.
-func (g *gateways) keptGateway(k payment.KeptAlipayApp) (cachedGateway, error) {
+func (g *Resolver) keptGateway(k payment.KeptAlipayApp) (builtGateway, error) {
 	return g.appGateway(keptKey(k.TenantID, k.AppID), k.TenantID, k.AppID, k.SellerID, k.CredentialsSealed)
 }
 
 func keptKey(tenantID, appID string) string { return tenantID + "\x00" + appID }
 
-// appGateway builds, or finds in the cache under key, the gateway of a tenant's app from
-// its sealed keys.
-func (g *gateways) appGateway(key, tenantID, appID, seller, sealed string) (cachedGateway, error) {
+// appGateway builds, or finds among those built under key, the gateway of a tenant's
+// app from its sealed keys.
+func (g *Resolver) appGateway(key, tenantID, appID, seller, sealed string) (builtGateway, error) {
 	version := digest(appID, seller, sealed)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if c, ok := g.cache[key]; ok && c.version == version {
+	if c, ok := g.built[key]; ok && c.version == version {
 		return c, nil
 	}
 	if g.keys == nil {
-		return cachedGateway{}, fmt.Errorf("tenant %s has its own alipay app but PAYKIT_SECRETS_KEYS is not set", tenantID)
+		return builtGateway{}, fmt.Errorf("tenant %s has its own alipay app but PAYKIT_SECRETS_KEYS is not set", tenantID)
 	}
 	if appID == "" || seller == "" {
-		return cachedGateway{}, fmt.Errorf("tenant %s has alipay keys but no app_id or seller_id", tenantID)
+		return builtGateway{}, fmt.Errorf("tenant %s has alipay keys but no app_id or seller_id", tenantID)
 	}
 	plain, err := g.keys.Open(sealed, payment.AlipayCredentialsAAD(tenantID))
 	if err != nil {
-		return cachedGateway{}, fmt.Errorf("tenant %s alipay app %s credentials: %w", tenantID, appID, err)
+		return builtGateway{}, fmt.Errorf("tenant %s alipay app %s credentials: %w", tenantID, appID, err)
 	}
 	creds, err := payment.DecodeAlipayCredentials(plain)
 	if err != nil {
-		return cachedGateway{}, fmt.Errorf("tenant %s: %w", tenantID, err)
+		return builtGateway{}, fmt.Errorf("tenant %s: %w", tenantID, err)
 	}
 	gw, err := g.build(appID, seller, creds)
 	if err != nil {
 		// The error of a key parser may quote the key; never pass it on.
-		return cachedGateway{}, fmt.Errorf("tenant %s alipay app %s: the keys do not load", tenantID, appID)
+		return builtGateway{}, fmt.Errorf("tenant %s alipay app %s: the keys do not load", tenantID, appID)
 	}
-	c := cachedGateway{version: version, app: digest(appID, seller, string(plain)), gw: gw}
-	if len(g.cache) >= maxCachedTenants {
-		clear(g.cache)
+	c := builtGateway{version: version, app: digest(appID, seller, string(plain)), gw: gw}
+	if len(g.built) >= maxCached {
+		clear(g.built)
 	}
-	g.cache[key] = c
+	g.built[key] = c
 	return c, nil
-}
-
-type cachedKept struct {
-	k  payment.KeptAlipayApp
-	at time.Time
-}
-
-// keptApp reads the keys a tenant kept of an app, reusing a read younger than the ttl:
-// every Alipay call of an old app's payment resolves them.
-func (g *gateways) keptApp(ctx context.Context, tenantID, appID string) (payment.KeptAlipayApp, error) {
-	key := keptKey(tenantID, appID)
-	g.mu.Lock()
-	if c, ok := g.kept[key]; ok && time.Since(c.at) < g.ttl {
-		g.mu.Unlock()
-		return c.k, nil
-	}
-	g.mu.Unlock()
-	k, err := g.store.KeptAlipayApp(ctx, tenantID, appID)
-	if err != nil {
-		return k, err
-	}
-	g.mu.Lock()
-	if len(g.kept) >= maxCachedTenants {
-		clear(g.kept)
-	}
-	g.kept[key] = cachedKept{k: k, at: time.Now()}
-	g.mu.Unlock()
-	return k, nil
 }
 
 func digest(parts ...string) string {
@@ -299,6 +270,3 @@ func digest(parts ...string) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
-
-// errNoSecretsKey is returned when credentials must be sealed without a keyring.
-var errNoSecretsKey = errors.New("PAYKIT_SECRETS_KEYS is not set: generate a key with `paykit tenant -new-secrets-key` and set PAYKIT_SECRETS_KEYS=<id>:<key> for every paykit process")

@@ -1,4 +1,4 @@
-package main
+package tenants_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/tenants"
 	"github.com/paykit/paykit/webhook"
 )
 
@@ -33,7 +34,7 @@ func TestRotateWebhookSecret(t *testing.T) {
 		return tn.WebhookSecrets(at)
 	}
 	now := time.Now()
-	if _, err := rotateSecret(ctx, st, "rot1", secretRotation{newSecret: newSecret, window: time.Hour}, now); err != nil {
+	if _, err := tenants.RotateSecret(ctx, st, "rot1", tenants.Rotation{NewSecret: newSecret, Window: time.Hour}, now); err != nil {
 		t.Fatal(err)
 	}
 	during := secrets(now.Add(time.Minute))
@@ -51,13 +52,13 @@ func TestRotateWebhookSecret(t *testing.T) {
 		t.Fatalf("secrets after the window: %q", after)
 	}
 	// Rotating to the secret in use changes nothing (a repeated command keeps the old one).
-	if _, err := rotateSecret(ctx, st, "rot1", secretRotation{newSecret: newSecret, window: time.Hour}, now); err != nil {
+	if _, err := tenants.RotateSecret(ctx, st, "rot1", tenants.Rotation{NewSecret: newSecret, Window: time.Hour}, now); err != nil {
 		t.Fatal(err)
 	}
 	if again := secrets(now.Add(time.Minute)); !slices.Equal(again, []string{newSecret, oldSecret}) {
 		t.Fatalf("secrets after repeating the rotation: %q", again)
 	}
-	if _, err := rotateSecret(ctx, st, "rot1", secretRotation{expireOld: true}, now); err != nil {
+	if _, err := tenants.RotateSecret(ctx, st, "rot1", tenants.Rotation{ExpireOld: true}, now); err != nil {
 		t.Fatal(err)
 	}
 	if ended := secrets(now.Add(time.Minute)); !slices.Equal(ended, []string{newSecret}) {
@@ -66,7 +67,7 @@ func TestRotateWebhookSecret(t *testing.T) {
 	if err := webhook.VerifyAt(webhook.Sign(body, now, newSecret), body, oldSecret, webhook.DefaultTolerance, now); !errors.Is(err, webhook.ErrSignature) {
 		t.Fatalf("old secret after expiry: %v", err)
 	}
-	if _, err := rotateSecret(ctx, st, "nobody", secretRotation{expireOld: true}, now); !errors.Is(err, payment.ErrNotFound) {
+	if _, err := tenants.RotateSecret(ctx, st, "nobody", tenants.Rotation{ExpireOld: true}, now); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("unknown tenant: %v", err)
 	}
 }

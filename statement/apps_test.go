@@ -1,4 +1,4 @@
-package main
+package statement_test
 
 import (
 	"context"
@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/gateways/gatewaystest"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/statement"
 )
 
 // pagedTenants serves TenantsWithAlipayCredentials two tenants a page, as the store
@@ -45,7 +48,6 @@ func (p pagedTenants) TenantsWithAlipayCredentials(_ context.Context, after stri
 // Every app a tenant has its own keys for is reconciled once, after the default app,
 // however many tenants share it and across pages.
 func TestStatementAppsListEveryTenantAppOnce(t *testing.T) {
-	cfg := Config{AlipayAppID: "2021000000000001"}
 	store := pagedTenants{tenants: []payment.Tenant{
 		{ID: "a", AlipayAppID: "2021000000000002"},
 		{ID: "b", AlipayAppID: "2021000000000001"}, // the default app, with its own copy of the keys
@@ -53,18 +55,18 @@ func TestStatementAppsListEveryTenantAppOnce(t *testing.T) {
 		{ID: "d", AlipayAppID: "2021000000000002"},
 		{ID: "e", AlipayAppID: "2021000000000004"},
 	}}
-	apps, err := statementApps(context.Background(), cfg, store, nil)
+	apps, err := statement.Apps(context.Background(), "2021000000000001", store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"2021000000000001", "2021000000000002", "2021000000000003", "2021000000000004"}
-	if got := statementAppIDs(apps); !reflect.DeepEqual(got, want) {
+	if got := statement.AppIDs(apps); !reflect.DeepEqual(got, want) {
 		t.Fatalf("apps %v, want %v", got, want)
 	}
 	if !apps[0].Default || apps[1].Default {
 		t.Fatalf("only the first app is the default: %+v", apps)
 	}
-	if _, err := statementApps(context.Background(), cfg, pagedTenants{err: errors.New("db down")}, nil); err == nil {
+	if _, err := statement.Apps(context.Background(), "2021000000000001", pagedTenants{err: errors.New("db down")}, nil); err == nil {
 		t.Fatal("a failing tenant listing must be an error, not the default app alone")
 	}
 }
@@ -73,23 +75,23 @@ func TestStatementAppsListEveryTenantAppOnce(t *testing.T) {
 // source.
 func TestStatementAppsKeepOtherAppsWhenOneIsBroken(t *testing.T) {
 	ctx := context.Background()
-	kr := testKeyring(t)
-	store := &memTenants{ts: map[string]payment.Tenant{}}
+	kr := gatewaystest.Keyring(t)
+	store := gatewaystest.NewTenants()
 	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
 		if c.AppPrivateKeyPEM == "unloadable" {
 			return nil, errors.New("bad key")
 		}
-		return namedGateway{app: appID, key: c.AppPrivateKeyPEM}, nil
+		return gatewaystest.Named{App: appID, Key: c.AppPrivateKeyPEM}, nil
 	}
-	gws := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default", "2088default")
-	store.put(payment.Tenant{ID: "good", AlipayAppID: "2021good", AlipaySeller: "2088good", AlipayCredentialsSealed: sealFor(t, kr, "good", "k")})
-	store.put(payment.Tenant{ID: "bad", AlipayAppID: "2021bad", AlipaySeller: "2088bad", AlipayCredentialsSealed: sealFor(t, kr, "bad", "unloadable")})
-	lister := pagedTenants{tenants: []payment.Tenant{store.ts["bad"], store.ts["good"]}}
-	apps, err := statementApps(ctx, Config{AlipayAppID: "2021default"}, lister, gws)
+	gws := gateways.New(store, kr, build, gatewaystest.Named{App: "default"}, "2021default", "2088default")
+	store.Put(payment.Tenant{ID: "good", AlipayAppID: "2021good", AlipaySeller: "2088good", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "good", "k")})
+	store.Put(payment.Tenant{ID: "bad", AlipayAppID: "2021bad", AlipaySeller: "2088bad", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "bad", "unloadable")})
+	lister := pagedTenants{tenants: []payment.Tenant{store.Tenant("bad"), store.Tenant("good")}}
+	apps, err := statement.Apps(ctx, "2021default", lister, gws)
 	if err != nil {
 		t.Fatalf("one broken app failed the list: %v", err)
 	}
-	if got := statementAppIDs(apps); !reflect.DeepEqual(got, []string{"2021default", "2021bad", "2021good"}) {
+	if got := statement.AppIDs(apps); !reflect.DeepEqual(got, []string{"2021default", "2021bad", "2021good"}) {
 		t.Fatalf("apps %v", got)
 	}
 	if _, err := apps[1].Bills.BillDownloadURL(ctx, "2026-12-01"); err == nil || !strings.Contains(err.Error(), "2021bad") {
@@ -98,39 +100,32 @@ func TestStatementAppsKeepOtherAppsWhenOneIsBroken(t *testing.T) {
 }
 
 // An app a tenant has left is still reconciled, with its kept keys, for
-// keptAppsReconciledFor after the move: its old payments are paid and refunded there.
+// KeptAppsReconciledFor after the move: its old payments are paid and refunded there.
 // One left longer ago, or also current, is not listed again.
 func TestStatementAppsListKeptApps(t *testing.T) {
 	ctx := context.Background()
-	kr := testKeyring(t)
-	store := &memTenants{ts: map[string]payment.Tenant{}}
+	kr := gatewaystest.Keyring(t)
+	store := gatewaystest.NewTenants()
 	build := func(appID, _ string, c payment.AlipayCredentials) (payment.Gateway, error) {
-		return billGateway{namedGateway{app: appID, key: c.AppPrivateKeyPEM}}, nil
+		return gatewaystest.Bills{Named: gatewaystest.Named{App: appID, Key: c.AppPrivateKeyPEM}}, nil
 	}
-	gws := newGatewayResolver(store, kr, build, namedGateway{app: "default"}, "2021default", "2088default")
-	store.put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-a")})
-	store.move(payment.Tenant{ID: "a", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: sealFor(t, kr, "a", "key-b")})
+	gws := gateways.New(store, kr, build, gatewaystest.Named{App: "default"}, "2021default", "2088default")
+	store.Put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "a", "key-a")})
+	store.Move(payment.Tenant{ID: "a", AlipayAppID: "2021B", AlipaySeller: "2088B", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "a", "key-b")})
 	now := time.Now()
-	lister := pagedTenants{tenants: []payment.Tenant{store.ts["a"]}, kept: []payment.KeptAlipayApp{
+	lister := pagedTenants{tenants: []payment.Tenant{store.Tenant("a")}, kept: []payment.KeptAlipayApp{
 		{TenantID: "a", AppID: "2021A", LeftAt: now.Add(-time.Hour)},
 		{TenantID: "a", AppID: "2021B", LeftAt: now.Add(-time.Hour)}, // came back to B: listed once
-		{TenantID: "x", AppID: "2021gone", LeftAt: now.Add(-keptAppsReconciledFor - time.Hour)},
+		{TenantID: "x", AppID: "2021gone", LeftAt: now.Add(-statement.KeptAppsReconciledFor - time.Hour)},
 	}}
-	apps, err := statementApps(ctx, Config{AlipayAppID: "2021default"}, lister, gws)
+	apps, err := statement.Apps(ctx, "2021default", lister, gws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := statementAppIDs(apps); !reflect.DeepEqual(got, []string{"2021default", "2021B", "2021A"}) {
+	if got := statement.AppIDs(apps); !reflect.DeepEqual(got, []string{"2021default", "2021B", "2021A"}) {
 		t.Fatalf("apps %v, want the default, the current and the kept app", got)
 	}
 	if u, err := apps[2].Bills.BillDownloadURL(ctx, "2026-12-01"); err != nil || u != "bill:2021A:key-a" {
 		t.Fatalf("the kept app's bills: %q, %v; want them fetched with its kept keys", u, err)
 	}
-}
-
-// billGateway is a namedGateway that serves bills.
-type billGateway struct{ namedGateway }
-
-func (b billGateway) BillDownloadURL(context.Context, string) (string, error) {
-	return "bill:" + b.app + ":" + b.key, nil
 }

@@ -1,4 +1,4 @@
-package main
+package anomalies_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/anomalies"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -46,11 +47,11 @@ func TestRefundAnomalyRefundsOnceHoweverOftenItRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 5)
 	for i := range errs {
-		wg.Go(func() { errs[i] = refundAnomaly(ctx, st, rec, p.PaymentNo, &bytes.Buffer{}) })
+		wg.Go(func() { errs[i] = anomalies.RefundPaidAfterClose(ctx, &bytes.Buffer{}, st, rec, p.PaymentNo) })
 	}
 	wg.Wait()
 	var out bytes.Buffer
-	if err := refundAnomaly(ctx, st, rec, p.PaymentNo, &out); err != nil {
+	if err := anomalies.RefundPaidAfterClose(ctx, &out, st, rec, p.PaymentNo); err != nil {
 		t.Fatal(err)
 	}
 	for i, err := range errs {
@@ -74,7 +75,7 @@ func TestRefundAnomalyRefundsOnceHoweverOftenItRuns(t *testing.T) {
 	t.Log(out.String())
 
 	// No anomaly, no refund; and a PAID payment is not refunded this way.
-	if err := refundAnomaly(ctx, st, rec, "PNONE", &out); err == nil {
+	if err := anomalies.RefundPaidAfterClose(ctx, &out, st, rec, "PNONE"); err == nil {
 		t.Fatal("refund without an anomaly went through")
 	}
 	paid, _, _ := st.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 500,
@@ -83,7 +84,7 @@ func TestRefundAnomalyRefundsOnceHoweverOftenItRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = st.RecordAnomaly(ctx, payment.Anomaly{Kind: "paid_after_close", TenantID: "t1", PaymentNo: paid.PaymentNo, Amount: 500})
-	if err := refundAnomaly(ctx, st, rec, paid.PaymentNo, &out); payment.ErrorCode(err) != payment.ECONFLICT {
+	if err := anomalies.RefundPaidAfterClose(ctx, &out, st, rec, paid.PaymentNo); payment.ErrorCode(err) != payment.ECONFLICT {
 		t.Fatalf("PAID payment: %v, want conflict", err)
 	}
 }

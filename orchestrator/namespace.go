@@ -1,0 +1,146 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/paykit/paykit/workflows"
+)
+
+// SetupTemporal prepares the Temporal server at addr when it is not the dev server
+// (which does this itself from flags): it creates the namespace ns if it is missing,
+// with the history retention given, and registers the payment search attributes, then
+// waits until both are in effect, retrying until ctx ends. It is idempotent.
+func SetupTemporal(ctx context.Context, addr, ns string, retention time.Duration, logger *slog.Logger) error {
+	var tc client.Client
+	err := retry(ctx, func() error {
+		var err error
+		tc, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger{}})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("temporal at %s: %w", addr, err)
+	}
+	defer tc.Close()
+	changed := false // whether this run created or registered anything
+	err = retry(ctx, func() error {
+		_, err := tc.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
+		var notFound *serviceerror.NamespaceNotFound
+		if !errors.As(err, &notFound) {
+			return err
+		}
+		_, err = tc.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(retention),
+		})
+		var exists *serviceerror.NamespaceAlreadyExists
+		if err == nil || errors.As(err, &exists) {
+			changed = true
+			logger.Info("namespace created", "namespace", ns, "retention", retention.String())
+			return errors.New("namespace created, waiting for it to be in effect")
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	err = retry(ctx, func() error {
+		have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+		if err != nil {
+			return err
+		}
+		for name := range workflows.SearchAttributeTypes() {
+			if _, ok := have.GetCustomAttributes()[name]; !ok {
+				changed = true
+				if err := RegisterSearchAttributes(ctx, tc, ns); err != nil {
+					return err
+				}
+				return fmt.Errorf("search attribute %s registered, waiting for it to be in effect", name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("search attributes in %s: %w", ns, err)
+	}
+	if changed {
+		// Every service of the server reads namespaces (and with SQL visibility the
+		// attributes' aliases) from a cache refreshed every 2 s by default; the frontend
+		// answering is not proof that history sees them yet.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(namespaceRefreshWait):
+		}
+	}
+	return nil
+}
+
+// namespaceRefreshWait outlasts one refresh of the server's namespace cache
+// (system.namespaceCacheRefreshInterval, 2 s by default).
+const namespaceRefreshWait = 3 * time.Second
+
+// retry calls fn every half second until it succeeds or ctx ends, and returns the last
+// error then.
+func retry(ctx context.Context, fn func() error) error {
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// RegisterSearchAttributes adds the payment search attributes to the namespace. An
+// unregistered attribute would leave every payment workflow stuck on its first task.
+func RegisterSearchAttributes(ctx context.Context, tc client.Client, namespace string) error {
+	attrs := map[string]enumspb.IndexedValueType{}
+	for name, typ := range workflows.SearchAttributeTypes() {
+		switch typ {
+		case "Int":
+			attrs[name] = enumspb.INDEXED_VALUE_TYPE_INT
+		default:
+			attrs[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
+		}
+	}
+	existing, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	for name := range existing.GetCustomAttributes() {
+		delete(attrs, name)
+	}
+	if len(attrs) == 0 {
+		return nil
+	}
+	_, err = tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: attrs,
+	})
+	var exists *serviceerror.AlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("register search attributes: %w", err)
+	}
+	return nil
+}
+
+// quietLogger drops the SDK's logs while the server is still coming up.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}
