@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/extra/redisotel/v9"
-	goredis "github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
@@ -78,11 +77,10 @@ func openRedis(cfg config.Config, logger *slog.Logger, tr *tracing.Tracing) (*re
 		logger.Warn("redis disabled: checkout tokens are unavailable and every check goes to MySQL")
 		return nil, nil
 	}
-	opt, err := redis.Options(cfg.RedisAddr)
+	gc, err := redis.Dial(cfg.Redis())
 	if err != nil {
 		return nil, err
 	}
-	gc := goredis.NewClient(opt)
 	if tr.Enabled() {
 		if err := redisotel.InstrumentTracing(gc); err != nil {
 			return nil, fmt.Errorf("redis tracing: %w", err)
@@ -92,7 +90,7 @@ func openRedis(cfg config.Config, logger *slog.Logger, tr *tracing.Tracing) (*re
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := rc.Ping(ctx); err != nil {
-		logger.Warn("redis unavailable at start; continuing on MySQL alone until it answers", "addr", cfg.RedisAddr, "err", err)
+		logger.Warn("redis unavailable at start; continuing on MySQL alone until it answers", "addr", cfg.RedisAddr, "deployment", cfg.Redis().Kind(), "err", err)
 	}
 	return rc, nil
 }

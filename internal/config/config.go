@@ -13,6 +13,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/workflows"
 )
@@ -22,8 +23,11 @@ import (
 // SDK, which read their standard OTEL_* variables (endpoint, headers, sampler, batching)
 // once tracing is on.
 type Config struct {
-	MySQLDSN          string
-	RedisAddr         string // empty disables Redis (the system stays exactly-once, only slower)
+	MySQLDSN  string
+	RedisAddr string // empty disables Redis (the system stays exactly-once, only slower)
+	// RedisCluster and RedisMasterName say what RedisAddr is: see Redis.
+	RedisCluster      bool
+	RedisMasterName   string
 	TemporalAddr      string
 	TemporalNamespace string
 	TaskQueue         string
@@ -241,6 +245,11 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""
 	}
+	c.RedisCluster = e.bool("PAYKIT_REDIS_CLUSTER", false)
+	c.RedisMasterName = e.str("PAYKIT_REDIS_MASTER_NAME", "")
+	if c.RedisCluster && c.RedisMasterName != "" {
+		e.errs = append(e.errs, "PAYKIT_REDIS_CLUSTER and PAYKIT_REDIS_MASTER_NAME exclude each other: a Redis Cluster has no Sentinel master")
+	}
 	if c.SweepStaleAfter == 0 {
 		// A pending payment is only suspicious once it should have been closed.
 		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
@@ -339,4 +348,10 @@ func loadStatement(e *env) Statement {
 	}
 	c.At = time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute
 	return c
+}
+
+// Redis is the Redis deployment RedisAddr names: one server, a Redis Cluster (several
+// addresses, or RedisCluster), or the Sentinels of RedisMasterName.
+func (c Config) Redis() redis.Deployment {
+	return redis.Deployment{Addr: c.RedisAddr, Cluster: c.RedisCluster, MasterName: c.RedisMasterName}
 }
