@@ -10,6 +10,7 @@ import (
 
 	"github.com/paykit/paykit/anomalies"
 	"github.com/paykit/paykit/internal/config"
+	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/orchestrator"
 )
 
@@ -30,21 +31,21 @@ func runAnomalies(ctx context.Context, cfg config.Config, args []string, out io.
 	if *since <= 0 || *limit <= 0 {
 		return fmt.Errorf("anomalies: -since and -limit must be positive")
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
+	defer system.CloseStore(store)
 	return anomalies.Print(ctx, out, store, time.Now().Add(-*since), *limit, *asJSON)
 }
 
 func resolveByRefund(ctx context.Context, cfg config.Config, paymentNo string, out io.Writer) error {
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
-	tc, err := dialTemporal(ctx, cfg, slog.New(slog.DiscardHandler), newRegistry(), nil)
+	defer system.CloseStore(store)
+	tc, err := system.DialTemporal(ctx, cfg, slog.New(slog.DiscardHandler), system.NewRegistry(), nil)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/internal/config"
+	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/orchestrator"
 )
 
@@ -76,17 +77,17 @@ func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Para
 
 // openAuditor builds the auditor on MySQL, Alipay and Temporal from the configuration.
 func openAuditor(ctx context.Context, cfg config.Config, logger *slog.Logger) (*audit.Auditor, func(), error) {
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	closeStore := func() { _ = store.Close(); _ = store.DB().Close() }
-	gws, err := newGateways(cfg, store)
+	gws, err := system.NewGateways(cfg, store)
 	if err != nil {
 		closeStore()
 		return nil, nil, err
 	}
-	tc, err := dialTemporal(ctx, cfg, logger, newRegistry(), nil)
+	tc, err := system.DialTemporal(ctx, cfg, logger, system.NewRegistry(), nil)
 	if err != nil {
 		closeStore()
 		return nil, nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/devstack"
+	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/mysql"
@@ -83,7 +84,7 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logger := newLogger(config.Config{LogLevel: cfg.LogLevel, LogFormat: "text"})
+	logger := system.NewLogger(config.Config{LogLevel: cfg.LogLevel, LogFormat: "text"})
 	slog.SetDefault(logger)
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
@@ -129,16 +130,16 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	}
 	defer shutdownTracing(tr, logger)
 	// One registry: the API's /metrics also shows the worker's counters in dev.
-	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg, tr)
+	reg := system.NewRegistry()
+	sys, err := system.Open(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}
-	defer sys.close()
-	if err := orchestrator.RegisterSearchAttributes(ctx, sys.tc, cfg.TemporalNamespace); err != nil {
+	defer sys.Close()
+	if err := orchestrator.RegisterSearchAttributes(ctx, sys.Temporal, cfg.TemporalNamespace); err != nil {
 		return err
 	}
-	if err := sys.store.UpsertTenant(ctx, payment.Tenant{
+	if err := sys.Store.UpsertTenant(ctx, payment.Tenant{
 		ID: demoTenantID, Name: "Demo merchant", APIKeyHash: api.HashAPIKey(demoAPIKey),
 		NotifyURL: "http://" + o.merchantAdr + "/webhooks", WebhookSecret: demoWebhookSecret,
 		AlipayAppID: cfg.AlipayAppID, AlipaySeller: cfg.AlipaySellerID,
@@ -155,10 +156,10 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	defer sim.Close()
-	acts := sys.activities(cfg, logger.With("component", "worker"))
+	acts := sys.Activities(cfg, logger.With("component", "worker"))
 	acts.Metrics = activities.NewMetrics(reg)
 	acts.StatementMetrics = activities.NewStatementMetrics(reg)
-	srv := sys.apiServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))
+	srv := sys.APIServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(gctx, o.simAddr, sim.Handler()) })
@@ -177,7 +178,7 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 			PublicURL: "http://" + o.shopAddr, Logger: logger}))
 	})
 	g.Go(func() error {
-		return worker.Run(gctx, sys.tc, workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger)), acts, logger.With("component", "worker"))
+		return worker.Run(gctx, sys.Temporal, system.WorkerConfig(cfg, sys.StatementAppIDs(ctx, cfg, logger)), acts, logger.With("component", "worker"))
 	})
 	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
 	devstack.Walkthrough{API: "http://" + cfg.HTTPAddr, Sim: simURL, Merchant: o.merchantAdr, Shop: o.shopAddr,

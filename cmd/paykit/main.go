@@ -19,8 +19,8 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
-	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/internal/config"
+	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/worker"
@@ -59,7 +59,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "paykit:", err)
 		os.Exit(2)
 	}
-	logger := newLogger(cfg)
+	logger := system.NewLogger(cfg)
 	slog.SetDefault(logger)
 	goredis.SetLogger(redis.SlogLogger{Logger: logger})
 	cmd, args := os.Args[1], os.Args[2:]
@@ -118,11 +118,11 @@ func runMigrate(ctx context.Context, cfg config.Config, logger *slog.Logger) err
 	if err := ensureDatabase(ctx, cfg.MySQLDSN); err != nil {
 		logger.Warn("could not create the database; migrating it if it exists", "err", err)
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
+	defer system.CloseStore(store)
 	if err := migrations.UpWith(ctx, store.DB(), migrateOptions(cfg, logger)); err != nil {
 		return err
 	}
@@ -154,11 +154,11 @@ func runMigrateCmd(ctx context.Context, cfg config.Config, args []string, logger
 		}
 		return runMigrate(ctx, cfg, logger)
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
+	defer system.CloseStore(store)
 	o := migrateOptions(cfg, logger)
 	o.Force = *force
 	if err := migrations.DownTo(ctx, store.DB(), *downTo, o); err != nil {
@@ -174,15 +174,15 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer shutdownTracing(tr, logger)
-	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg, tr)
+	reg := system.NewRegistry()
+	sys, err := system.Open(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}
-	defer sys.close()
+	defer sys.Close()
 	startPprof(ctx, cfg, logger)
 	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
-	return sys.apiServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
+	return sys.APIServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
 }
 
 func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
@@ -191,35 +191,23 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 		return err
 	}
 	defer shutdownTracing(tr, logger)
-	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg, tr)
+	reg := system.NewRegistry()
+	sys, err := system.Open(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}
-	defer sys.close()
+	defer sys.Close()
 	startPprof(ctx, cfg, logger)
-	acts := sys.activities(cfg, logger)
+	acts := sys.Activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
 	acts.StatementMetrics = activities.NewStatementMetrics(reg)
-	wcfg := workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger))
+	wcfg := system.WorkerConfig(cfg, sys.StatementAppIDs(ctx, cfg, logger))
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return worker.Run(gctx, sys.tc, wcfg, acts, logger) })
+	g.Go(func() error { return worker.Run(gctx, sys.Temporal, wcfg, acts, logger) })
 	g.Go(func() error { return runGauges(gctx, sys, wcfg, reg, logger) })
 	g.Go(func() error {
 		logger.Info("worker admin listening", "addr", cfg.WorkerAdminAddr, "endpoints", "/healthz /readyz /metrics")
-		return serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.ping, logger))
+		return serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.Ping, logger))
 	})
 	return g.Wait()
-}
-
-func workerConfig(cfg config.Config, statementAppIDs []string) worker.Config {
-	return worker.Config{
-		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter,
-		SweepGrantGrace: cfg.SweepGrantGrace, PurgeEvery: cfg.PurgeEvery,
-		AuditEvery: cfg.AuditEvery, AuditLag: audit.Lag(cfg.Timing.PaymentTTL),
-		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
-		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
-		WorkflowCacheSize: cfg.WorkflowCacheSize,
-		Statements:        statementSchedule(cfg, statementAppIDs),
-	}
 }
