@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/paykit/paykit/internal/config"
@@ -17,7 +15,6 @@ import (
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/statement"
-	"github.com/paykit/paykit/workflows"
 )
 
 type statementFlags struct {
@@ -82,13 +79,9 @@ func runStatement(ctx context.Context, cfg config.Config, args []string, out, er
 		logger.Error("paykit statement failed", "err", err)
 		return statement.ExitNoReport
 	}
-	if f.app != "" {
-		i := slices.IndexFunc(apps, func(a statement.App) bool { return a.ID == f.app })
-		if i < 0 {
-			fmt.Fprintf(errOut, "paykit statement: -app %s is not an Alipay app of this deployment (%s)\n", f.app, strings.Join(statement.AppIDs(apps), ", "))
-			return statement.ExitNoReport
-		}
-		apps = apps[i : i+1]
+	if apps, err = statement.Select(apps, f.app); err != nil {
+		fmt.Fprintln(errOut, "paykit statement: -app", err)
+		return statement.ExitNoReport
 	}
 	if f.run {
 		if err := runStatementDay(ctx, cfg, f, apps, store, errOut, logger); err != nil {
@@ -111,42 +104,16 @@ func runStatement(ctx context.Context, cfg config.Config, args []string, out, er
 // runStatementDay reconciles the day of every app, through Temporal or in this process.
 func runStatementDay(ctx context.Context, cfg config.Config, f statementFlags, apps []statement.App, store *mysql.Store, errOut io.Writer, logger *slog.Logger) error {
 	if f.direct {
-		gws, err := system.NewGateways(cfg, store)
-		if err != nil {
-			return err
-		}
-		withBills, err := statement.Apps(ctx, cfg.AlipayAppID, store, gws)
-		if err != nil {
-			return err
-		}
-		for i, app := range apps {
-			if j := slices.IndexFunc(withBills, func(b statement.App) bool { return b.ID == app.ID }); j >= 0 {
-				apps[i] = withBills[j]
-			}
-		}
-		return system.NewReconciler(cfg, store, logger).RunDay(ctx, apps, f.date)
+		return system.ReconcileInProcess(ctx, cfg, store, apps, f.date, logger)
 	}
-	tc, err := system.DialTemporal(ctx, cfg, logger, system.NewRegistry(), nil)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
-	for _, app := range apps {
-		_, err := orch.ReconcileStatement(ctx, workflows.StatementInput{
-			AppID: app.ID, BillDate: f.date, RetryEvery: cfg.Statement.RetryEvery, GiveUpAfter: cfg.Statement.GiveUpAfter,
-		}, "statement of "+f.date+" for app "+app.ID+" (paykit statement -run)", f.wait)
-		var pending *orchestrator.StatementPending
-		if errors.As(err, &pending) {
-			if st := pending.State; pending.Queried {
-				fmt.Fprintf(errOut, "paykit statement: %s is still %s after %s (attempt %d, next at %s; %s); it goes on in Temporal\n",
-					pending.WorkflowID, st.Phase, f.wait, st.Attempts, st.NextTryAt.In(statement.China).Format(time.DateTime), st.LastError)
-			}
-			return fmt.Errorf("workflow %s did not finish within -wait %s", pending.WorkflowID, f.wait)
+	err := system.ReconcileThroughTemporal(ctx, cfg, apps, f.date, f.wait, logger)
+	var pending *orchestrator.StatementPending
+	if errors.As(err, &pending) {
+		if st := pending.State; pending.Queried {
+			fmt.Fprintf(errOut, "paykit statement: %s is still %s after %s (attempt %d, next at %s; %s); it goes on in Temporal\n",
+				pending.WorkflowID, st.Phase, f.wait, st.Attempts, st.NextTryAt.In(statement.China).Format(time.DateTime), st.LastError)
 		}
-		if err != nil {
-			return err
-		}
+		return fmt.Errorf("workflow %s did not finish within -wait %s", pending.WorkflowID, f.wait)
 	}
-	return nil
+	return err
 }

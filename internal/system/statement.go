@@ -9,7 +9,9 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/statement"
+	"github.com/paykit/paykit/workflows"
 )
 
 // NewReconciler is the statement reconciler on store, downloading bills into
@@ -39,4 +41,38 @@ func (s *System) StatementAppIDs(ctx context.Context, cfg config.Config, logger 
 		return []string{cfg.AlipayAppID}
 	}
 	return statement.AppIDs(apps)
+}
+
+// ReconcileInProcess reconciles the day of apps in this process, without a worker: each
+// app gets its bill source, its gateway, first.
+func ReconcileInProcess(ctx context.Context, cfg config.Config, store *mysql.Store, apps []statement.App, billDate string, logger *slog.Logger) error {
+	gws, err := NewGateways(cfg, store)
+	if err != nil {
+		return err
+	}
+	withBills, err := statement.Apps(ctx, cfg.AlipayAppID, store, gws)
+	if err != nil {
+		return err
+	}
+	return NewReconciler(cfg, store, logger).RunDay(ctx, statement.WithBills(apps, withBills), billDate)
+}
+
+// ReconcileThroughTemporal starts, or joins, the statement workflow of the day of each
+// app in turn and waits at most wait for each; one still running then ends the turn as
+// an *orchestrator.StatementPending.
+func ReconcileThroughTemporal(ctx context.Context, cfg config.Config, apps []statement.App, billDate string, wait time.Duration, logger *slog.Logger) error {
+	tc, err := DialTemporal(ctx, cfg, logger, NewRegistry(), nil)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
+	for _, app := range apps {
+		if _, err := orch.ReconcileStatement(ctx, workflows.StatementInput{
+			AppID: app.ID, BillDate: billDate, RetryEvery: cfg.Statement.RetryEvery, GiveUpAfter: cfg.Statement.GiveUpAfter,
+		}, "statement of "+billDate+" for app "+app.ID+" (paykit statement -run)", wait); err != nil {
+			return err
+		}
+	}
+	return nil
 }
