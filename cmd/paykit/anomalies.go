@@ -11,7 +11,6 @@ import (
 	"github.com/paykit/paykit/anomalies"
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/system"
-	"github.com/paykit/paykit/orchestrator"
 )
 
 // runAnomalies prints the anomalies an operator must resolve: money Alipay reports for
@@ -45,10 +44,10 @@ func resolveByRefund(ctx context.Context, cfg config.Config, paymentNo string, o
 		return err
 	}
 	defer system.CloseStore(store)
-	tc, err := system.DialTemporal(ctx, cfg, slog.New(slog.DiscardHandler), system.NewRegistry(), nil)
+	orch, closeTemporal, err := system.DialOrchestrator(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
-	return anomalies.RefundPaidAfterClose(ctx, out, store, orchestrator.New(tc, cfg.TaskQueue, cfg.Timing), paymentNo)
+	defer closeTemporal()
+	return anomalies.RefundPaidAfterClose(ctx, out, store, orch, paymentNo)
 }

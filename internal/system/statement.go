@@ -9,7 +9,6 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/mysql"
-	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/statement"
 	"github.com/paykit/paykit/workflows"
 )
@@ -61,12 +60,11 @@ func ReconcileInProcess(ctx context.Context, cfg config.Config, store *mysql.Sto
 // app in turn and waits at most wait for each; one still running then ends the turn as
 // an *orchestrator.StatementPending.
 func ReconcileThroughTemporal(ctx context.Context, cfg config.Config, apps []statement.App, billDate string, wait time.Duration, logger *slog.Logger) error {
-	tc, err := DialTemporal(ctx, cfg, logger, NewRegistry(), nil)
+	orch, closeTemporal, err := DialOrchestrator(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
-	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
+	defer closeTemporal()
 	for _, app := range apps {
 		if _, err := orch.ReconcileStatement(ctx, workflows.StatementInput{
 			AppID: app.ID, BillDate: billDate, RetryEvery: cfg.Statement.RetryEvery, GiveUpAfter: cfg.Statement.GiveUpAfter,

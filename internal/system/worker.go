@@ -1,9 +1,14 @@
 package system
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/paykit/paykit/audit"
+	"github.com/paykit/paykit/gauges"
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/worker"
 )
@@ -30,4 +35,14 @@ func statementSchedule(cfg config.Config, appIDs []string) worker.StatementConfi
 		Apps: appIDs, At: cfg.Statement.At,
 		RetryEvery: cfg.Statement.RetryEvery, GiveUpAfter: cfg.Statement.GiveUpAfter,
 	}
+}
+
+// RunGauges keeps the worker's backlog and schedule gauges on reg until ctx ends. The
+// pending grace is the audit's, so a payment the gauge counts is one `paykit audit`
+// reports as stuck_pending if its workflow is gone.
+func (s *System) RunGauges(ctx context.Context, wcfg worker.Config, reg prometheus.Registerer, logger *slog.Logger) error {
+	return gauges.New(reg).Run(ctx, gauges.Config{
+		Store: s.Store, Schedules: gauges.ScheduleClient{Client: s.Temporal.ScheduleClient()}, List: worker.Schedules(wcfg),
+		PendingGrace: audit.DefaultPendingGrace, Logger: logger.With("component", "gauges"),
+	})
 }
