@@ -32,8 +32,8 @@ import (
 	"github.com/paykit/paykit/redis"
 )
 
-// NewLogger is the process logger on stderr, at PAYKIT_LOG_LEVEL, as JSON or (PAYKIT_LOG_FORMAT=text)
-// text.
+// NewLogger is the process logger on stderr at PAYKIT_LOG_LEVEL, in JSON or, with
+// PAYKIT_LOG_FORMAT=text, in text.
 func NewLogger(cfg config.Config) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
