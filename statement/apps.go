@@ -3,6 +3,8 @@ package statement
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/paykit/paykit/payment"
@@ -105,6 +107,31 @@ func AppIDs(apps []App) []string {
 		ids[i] = a.ID
 	}
 	return ids
+}
+
+// Select is the app id among apps, or every app when id is empty. An id that is none of
+// them is refused with an error that lists the apps there are.
+func Select(apps []App, id string) ([]App, error) {
+	if id == "" {
+		return apps, nil
+	}
+	i := slices.IndexFunc(apps, func(a App) bool { return a.ID == id })
+	if i < 0 {
+		return nil, fmt.Errorf("%s is not an Alipay app of this deployment (%s)", id, strings.Join(AppIDs(apps), ", "))
+	}
+	return apps[i : i+1], nil
+}
+
+// WithBills gives each of apps the bill source of the app of the same ID in withBills
+// (Apps listed with the gateways); an app missing there keeps its own.
+func WithBills(apps, withBills []App) []App {
+	out := slices.Clone(apps)
+	for i, app := range out {
+		if j := slices.IndexFunc(withBills, func(b App) bool { return b.ID == app.ID }); j >= 0 {
+			out[i] = withBills[j]
+		}
+	}
+	return out
 }
 
 // RunDay reconciles the day of every app in this process, in turn.

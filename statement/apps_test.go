@@ -129,3 +129,54 @@ func TestStatementAppsListKeptApps(t *testing.T) {
 		t.Fatalf("the kept app's bills: %q, %v; want them fetched with its kept keys", u, err)
 	}
 }
+
+// `paykit statement -app` picks one app of the list, or all without it, and refuses an
+// app the deployment does not reconcile, naming those it does.
+func TestSelectApp(t *testing.T) {
+	apps := []statement.App{{ID: "2021default", Default: true}, {ID: "2021A"}, {ID: "2021B"}}
+	tests := []struct {
+		name, id string
+		want     []string
+		wantErr  string
+	}{
+		{name: "every app", want: []string{"2021default", "2021A", "2021B"}},
+		{name: "one app", id: "2021A", want: []string{"2021A"}},
+		{name: "the default app", id: "2021default", want: []string{"2021default"}},
+		{name: "not an app", id: "2021other", wantErr: "2021other is not an Alipay app of this deployment (2021default, 2021A, 2021B)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := statement.Select(apps, tc.id)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(statement.AppIDs(got), tc.want) {
+				t.Fatalf("apps %v, %v; want %v", statement.AppIDs(got), err, tc.want)
+			}
+		})
+	}
+}
+
+// The apps chosen by ID get the bill sources of the same apps listed with the gateways,
+// in their own order, without changing the list they came from.
+func TestWithBills(t *testing.T) {
+	chosen := []statement.App{{ID: "2021B"}, {ID: "2021default", Default: true}, {ID: "2021new"}}
+	withBills := []statement.App{
+		{ID: "2021default", Default: true, Bills: gatewaystest.Bills{Named: gatewaystest.Named{App: "2021default"}}},
+		{ID: "2021A", Bills: gatewaystest.Bills{Named: gatewaystest.Named{App: "2021A"}}},
+		{ID: "2021B", Bills: gatewaystest.Bills{Named: gatewaystest.Named{App: "2021B"}}},
+	}
+	got := statement.WithBills(chosen, withBills)
+	if ids := statement.AppIDs(got); !reflect.DeepEqual(ids, []string{"2021B", "2021default", "2021new"}) {
+		t.Fatalf("apps %v, want the chosen ones in their order", ids)
+	}
+	if got[0].Bills != withBills[2].Bills || got[1].Bills != withBills[0].Bills || !got[1].Default || got[2].Bills != nil {
+		t.Fatalf("apps %+v: want B's and the default's bill sources, none for an app not listed", got)
+	}
+	if chosen[0].Bills != nil {
+		t.Fatal("WithBills changed the list it was given")
+	}
+}

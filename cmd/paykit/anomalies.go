@@ -10,7 +10,7 @@ import (
 
 	"github.com/paykit/paykit/anomalies"
 	"github.com/paykit/paykit/internal/config"
-	"github.com/paykit/paykit/orchestrator"
+	"github.com/paykit/paykit/internal/system"
 )
 
 // runAnomalies prints the anomalies an operator must resolve: money Alipay reports for
@@ -30,24 +30,24 @@ func runAnomalies(ctx context.Context, cfg config.Config, args []string, out io.
 	if *since <= 0 || *limit <= 0 {
 		return fmt.Errorf("anomalies: -since and -limit must be positive")
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
+	defer system.CloseStore(store)
 	return anomalies.Print(ctx, out, store, time.Now().Add(-*since), *limit, *asJSON)
 }
 
 func resolveByRefund(ctx context.Context, cfg config.Config, paymentNo string, out io.Writer) error {
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
-	tc, err := dialTemporal(ctx, cfg, slog.New(slog.DiscardHandler), newRegistry(), nil)
+	defer system.CloseStore(store)
+	orch, closeTemporal, err := system.DialOrchestrator(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
-	return anomalies.RefundPaidAfterClose(ctx, out, store, orchestrator.New(tc, cfg.TaskQueue, cfg.Timing), paymentNo)
+	defer closeTemporal()
+	return anomalies.RefundPaidAfterClose(ctx, out, store, orch, paymentNo)
 }

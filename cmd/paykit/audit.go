@@ -11,7 +11,7 @@ import (
 
 	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/internal/config"
-	"github.com/paykit/paykit/orchestrator"
+	"github.com/paykit/paykit/internal/system"
 )
 
 // runAudit compares the payments that changed in a window with Alipay and prints what is
@@ -25,7 +25,7 @@ func runAudit(ctx context.Context, cfg config.Config, args []string, out, errOut
 		fmt.Fprintln(errOut, "paykit audit:", err)
 		return audit.ExitFailed
 	}
-	aud, closeAll, err := openAuditor(ctx, cfg, logger)
+	aud, closeAll, err := system.OpenAuditor(ctx, cfg, logger)
 	if err != nil {
 		logger.Error("paykit audit failed", "err", err)
 		return audit.ExitFailed
@@ -72,25 +72,4 @@ func parseAuditFlags(args []string, now time.Time, errOut io.Writer) (audit.Para
 		return audit.Params{}, false, err
 	}
 	return p, *asJSON, nil
-}
-
-// openAuditor builds the auditor on MySQL, Alipay and Temporal from the configuration.
-func openAuditor(ctx context.Context, cfg config.Config, logger *slog.Logger) (*audit.Auditor, func(), error) {
-	store, err := openStore(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	closeStore := func() { _ = store.Close(); _ = store.DB().Close() }
-	gws, err := newGateways(cfg, store)
-	if err != nil {
-		closeStore()
-		return nil, nil, err
-	}
-	tc, err := dialTemporal(ctx, cfg, logger, newRegistry(), nil)
-	if err != nil {
-		closeStore()
-		return nil, nil, err
-	}
-	aud := &audit.Auditor{Store: store, Gateways: gws, Workflows: orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)}
-	return aud, func() { tc.Close(); closeStore() }, nil
 }

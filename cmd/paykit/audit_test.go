@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -60,30 +59,5 @@ func TestParseAuditFlags(t *testing.T) {
 	if err != nil || !asJSON || !p.Since.Equal(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)) || !p.Until.Equal(now.Add(-2*time.Hour)) ||
 		p.GrantSLA != time.Minute || p.WebhookSLA != 2*time.Minute || p.PendingGrace != 3*time.Minute {
 		t.Fatalf("flags: %+v json=%v err=%v", p, asJSON, err)
-	}
-}
-
-func TestAuditSchedule_Config(t *testing.T) {
-	load := func(vars map[string]string) (config.Config, error) {
-		return config.Load(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-	}
-	cfg, err := load(nil)
-	if err != nil || cfg.AuditEvery != 24*time.Hour {
-		t.Fatalf("default PAYKIT_AUDIT_EVERY: %s, %v; want 24h", cfg.AuditEvery, err)
-	}
-	// The window ends the payment TTL (15 min) plus the webhook SLA (1 h) back: a payment
-	// created at its end and paid just before it expires is past its webhook SLA.
-	if wc := workerConfig(cfg, nil); wc.AuditEvery != 24*time.Hour || wc.AuditLag != time.Hour+15*time.Minute {
-		t.Fatalf("worker config: every %s, lag %s; want 24h and 1h15m", wc.AuditEvery, wc.AuditLag)
-	}
-	cfg, err = load(map[string]string{"PAYKIT_AUDIT_EVERY": "12h", "PAYKIT_PAYMENT_TTL": "2h"})
-	if err != nil || cfg.AuditEvery != 12*time.Hour {
-		t.Fatalf("PAYKIT_AUDIT_EVERY=12h: %s, %v", cfg.AuditEvery, err)
-	}
-	if wc := workerConfig(cfg, nil); wc.AuditLag != 3*time.Hour {
-		t.Fatalf("lag with a 2h payment TTL: %s, want 3h (expiry plus the webhook SLA)", wc.AuditLag)
-	}
-	if _, err := load(map[string]string{"PAYKIT_AUDIT_EVERY": "daily"}); err == nil || !strings.Contains(err.Error(), "PAYKIT_AUDIT_EVERY") {
-		t.Fatalf("PAYKIT_AUDIT_EVERY=daily: %v, want a configuration error naming it", err)
 	}
 }

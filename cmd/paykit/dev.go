@@ -19,9 +19,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/devstack"
-	"github.com/paykit/paykit/internal/tracing"
-	"github.com/paykit/paykit/migrations"
-	"github.com/paykit/paykit/mysql"
+	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/shop"
@@ -46,26 +44,6 @@ type devOptions struct {
 	traces      string
 }
 
-// devTracing writes the spans of `paykit dev` to a file (emptied first), unless -traces
-// is "off", so that `paykit trace -tenant demo -order 1001` shows a payment's trace with
-// no collector to run. An OTLP endpoint in the environment is used as well.
-func devTracing(ctx context.Context, cfg *config.Config, o devOptions, logger *slog.Logger) (*tracing.Tracing, error) {
-	switch o.traces {
-	case "off":
-		cfg.TraceFile = ""
-	case "":
-		cfg.TraceFile = filepath.Join(o.dir, "traces.jsonl")
-	default:
-		cfg.TraceFile = o.traces
-	}
-	if cfg.TraceFile != "" {
-		if err := os.WriteFile(cfg.TraceFile, nil, 0o644); err != nil {
-			return nil, fmt.Errorf("dev: span file: %w", err)
-		}
-	}
-	return setupTracing(ctx, *cfg, "paykit-dev", logger)
-}
-
 // runDev runs the whole system locally: it starts (or reuses) a Temporal dev server with
 // its Web UI, applies the migrations, makes sure Redis answers, and runs the Alipay
 // simulator, a demo merchant webhook receiver, the worker and the API in this process.
@@ -83,7 +61,7 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logger := newLogger(config.Config{LogLevel: cfg.LogLevel, LogFormat: "text"})
+	logger := system.NewLogger(config.Config{LogLevel: cfg.LogLevel, LogFormat: "text"})
 	slog.SetDefault(logger)
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
@@ -108,10 +86,10 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	// The demo merchant listens on plain http on this machine.
 	cfg.WebhookPolicy = activities.WebhookPolicy{}
 
-	if err := ensureDatabase(ctx, cfg.MySQLDSN); err != nil {
+	if err := system.EnsureDatabase(ctx, cfg.MySQLDSN); err != nil {
 		return err
 	}
-	if err := runMigrate(ctx, cfg, logger); err != nil {
+	if err := system.Migrate(ctx, cfg, logger); err != nil {
 		return err
 	}
 	devstack.EnsureRedis(ctx, cfg.RedisAddr, logger)
@@ -123,22 +101,25 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	}
 	defer stopTemporal()
 
-	tr, err := devTracing(ctx, &cfg, o, logger)
+	if cfg.TraceFile, err = devstack.TraceFile(o.dir, o.traces); err != nil {
+		return err
+	}
+	tr, err := system.SetupTracing(ctx, cfg, "paykit-dev", logger)
 	if err != nil {
 		return err
 	}
-	defer shutdownTracing(tr, logger)
+	defer system.ShutdownTracing(tr, logger)
 	// One registry: the API's /metrics also shows the worker's counters in dev.
-	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg, tr)
+	reg := system.NewRegistry()
+	sys, err := system.Open(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}
-	defer sys.close()
-	if err := orchestrator.RegisterSearchAttributes(ctx, sys.tc, cfg.TemporalNamespace); err != nil {
+	defer sys.Close()
+	if err := orchestrator.RegisterSearchAttributes(ctx, sys.Temporal, cfg.TemporalNamespace); err != nil {
 		return err
 	}
-	if err := sys.store.UpsertTenant(ctx, payment.Tenant{
+	if err := sys.Store.UpsertTenant(ctx, payment.Tenant{
 		ID: demoTenantID, Name: "Demo merchant", APIKeyHash: api.HashAPIKey(demoAPIKey),
 		NotifyURL: "http://" + o.merchantAdr + "/webhooks", WebhookSecret: demoWebhookSecret,
 		AlipayAppID: cfg.AlipayAppID, AlipaySeller: cfg.AlipaySellerID,
@@ -155,13 +136,13 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	defer sim.Close()
-	acts := sys.activities(cfg, logger.With("component", "worker"))
+	acts := sys.Activities(cfg, logger.With("component", "worker"))
 	acts.Metrics = activities.NewMetrics(reg)
 	acts.StatementMetrics = activities.NewStatementMetrics(reg)
-	srv := sys.apiServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))
+	srv := sys.APIServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return serve(gctx, o.simAddr, sim.Handler()) })
+	g.Go(func() error { return system.Serve(gctx, o.simAddr, sim.Handler()) })
 	// The demo merchant verifies the cashier's return redirect with Alipay's public key,
 	// as a merchant's own server would.
 	returns, err := alipay.New(alipay.Config{
@@ -171,13 +152,15 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	g.Go(func() error { return serve(gctx, o.merchantAdr, devstack.Merchant(logger, returns, demoWebhookSecret)) })
 	g.Go(func() error {
-		return serve(gctx, o.shopAddr, shop.New(shop.Config{APIURL: "http://" + cfg.HTTPAddr, APIKey: demoAPIKey,
+		return system.Serve(gctx, o.merchantAdr, devstack.Merchant(logger, returns, demoWebhookSecret))
+	})
+	g.Go(func() error {
+		return system.Serve(gctx, o.shopAddr, shop.New(shop.Config{APIURL: "http://" + cfg.HTTPAddr, APIKey: demoAPIKey,
 			PublicURL: "http://" + o.shopAddr, Logger: logger}))
 	})
 	g.Go(func() error {
-		return worker.Run(gctx, sys.tc, workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger)), acts, logger.With("component", "worker"))
+		return worker.Run(gctx, sys.Temporal, system.WorkerConfig(cfg, sys.StatementAppIDs(ctx, cfg, logger)), acts, logger.With("component", "worker"))
 	})
 	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
 	devstack.Walkthrough{API: "http://" + cfg.HTTPAddr, Sim: simURL, Merchant: o.merchantAdr, Shop: o.shopAddr,
@@ -187,27 +170,4 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		return nil
 	}
 	return err
-}
-
-func serve(ctx context.Context, addr string, h http.Handler) error {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("listen %s: %w", addr, err)
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	}
-}
-
-// ensureDatabase creates the database of PAYKIT_MYSQL_DSN if it is missing.
-func ensureDatabase(ctx context.Context, dsn string) error {
-	c, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return err
-	}
-	return migrations.EnsureDatabase(ctx, c)
 }

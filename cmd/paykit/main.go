@@ -19,9 +19,8 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
-	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/internal/config"
-	"github.com/paykit/paykit/migrations"
+	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/worker"
 )
@@ -59,7 +58,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "paykit:", err)
 		os.Exit(2)
 	}
-	logger := newLogger(cfg)
+	logger := system.NewLogger(cfg)
 	slog.SetDefault(logger)
 	goredis.SetLogger(redis.SlogLogger{Logger: logger})
 	cmd, args := os.Args[1], os.Args[2:]
@@ -69,7 +68,7 @@ func main() {
 	case "worker":
 		err = runWorker(ctx, cfg, logger)
 	case "migrate":
-		err = runMigrateCmd(ctx, cfg, args, logger)
+		err = runMigrate(ctx, cfg, args, logger)
 	case "temporal-setup":
 		err = runTemporalSetup(ctx, cfg, args, logger)
 	case "tenant":
@@ -111,37 +110,10 @@ func exitCode(logger *slog.Logger, cmd string, err error) int {
 	return 1
 }
 
-// runMigrate creates the database if it is missing (CREATE DATABASE IF NOT EXISTS, so a
-// user without that privilege on an existing database loses nothing) and applies the
-// migrations.
-func runMigrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	if err := ensureDatabase(ctx, cfg.MySQLDSN); err != nil {
-		logger.Warn("could not create the database; migrating it if it exists", "err", err)
-	}
-	store, err := openStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
-	if err := migrations.UpWith(ctx, store.DB(), migrateOptions(cfg, logger)); err != nil {
-		return err
-	}
-	v, err := migrations.Version(ctx, store.DB())
-	if err != nil {
-		return err
-	}
-	logger.Info("migrations applied", "version", v)
-	return nil
-}
-
-func migrateOptions(cfg config.Config, logger *slog.Logger) migrations.Options {
-	return migrations.Options{LockWait: cfg.MigrateLockWait, Logger: logger}
-}
-
-// runMigrateCmd is `paykit migrate`: up to the latest version, or with -down-to back to
+// runMigrate is `paykit migrate`: up to the latest version, or with -down-to back to
 // a version, which refuses to drop tables holding payments, refunds or credentials
 // unless -force.
-func runMigrateCmd(ctx context.Context, cfg config.Config, args []string, logger *slog.Logger) error {
+func runMigrate(ctx context.Context, cfg config.Config, args []string, logger *slog.Logger) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	downTo := fs.Int64("down-to", -1, "roll back to this version (0: an empty schema) instead of migrating up")
 	force := fs.Bool("force", false, "with -down-to: drop tables and columns even if they hold records")
@@ -152,74 +124,51 @@ func runMigrateCmd(ctx context.Context, cfg config.Config, args []string, logger
 		if *force {
 			return errors.New("migrate: -force goes with -down-to")
 		}
-		return runMigrate(ctx, cfg, logger)
+		return system.Migrate(ctx, cfg, logger)
 	}
-	store, err := openStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
-	o := migrateOptions(cfg, logger)
-	o.Force = *force
-	if err := migrations.DownTo(ctx, store.DB(), *downTo, o); err != nil {
-		return err
-	}
-	logger.Info("migrations rolled back", "version", *downTo)
-	return nil
+	return system.MigrateDown(ctx, cfg, *downTo, *force, logger)
 }
 
 func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	tr, err := setupTracing(ctx, cfg, "paykit-api", logger)
+	tr, err := system.SetupTracing(ctx, cfg, "paykit-api", logger)
 	if err != nil {
 		return err
 	}
-	defer shutdownTracing(tr, logger)
-	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg, tr)
+	defer system.ShutdownTracing(tr, logger)
+	reg := system.NewRegistry()
+	sys, err := system.Open(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}
-	defer sys.close()
-	startPprof(ctx, cfg, logger)
+	defer sys.Close()
+	system.StartPprof(ctx, cfg, logger)
 	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
-	return sys.apiServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
+	return sys.APIServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
 }
 
 func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	tr, err := setupTracing(ctx, cfg, "paykit-worker", logger)
+	tr, err := system.SetupTracing(ctx, cfg, "paykit-worker", logger)
 	if err != nil {
 		return err
 	}
-	defer shutdownTracing(tr, logger)
-	reg := newRegistry()
-	sys, err := openSystem(ctx, cfg, logger, reg, tr)
+	defer system.ShutdownTracing(tr, logger)
+	reg := system.NewRegistry()
+	sys, err := system.Open(ctx, cfg, logger, reg, tr)
 	if err != nil {
 		return err
 	}
-	defer sys.close()
-	startPprof(ctx, cfg, logger)
-	acts := sys.activities(cfg, logger)
+	defer sys.Close()
+	system.StartPprof(ctx, cfg, logger)
+	acts := sys.Activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
 	acts.StatementMetrics = activities.NewStatementMetrics(reg)
-	wcfg := workerConfig(cfg, sys.statementAppIDs(ctx, cfg, logger))
+	wcfg := system.WorkerConfig(cfg, sys.StatementAppIDs(ctx, cfg, logger))
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return worker.Run(gctx, sys.tc, wcfg, acts, logger) })
-	g.Go(func() error { return runGauges(gctx, sys, wcfg, reg, logger) })
+	g.Go(func() error { return worker.Run(gctx, sys.Temporal, wcfg, acts, logger) })
+	g.Go(func() error { return sys.RunGauges(gctx, wcfg, reg, logger) })
 	g.Go(func() error {
 		logger.Info("worker admin listening", "addr", cfg.WorkerAdminAddr, "endpoints", "/healthz /readyz /metrics")
-		return serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.ping, logger))
+		return system.Serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.Ping, logger))
 	})
 	return g.Wait()
-}
-
-func workerConfig(cfg config.Config, statementAppIDs []string) worker.Config {
-	return worker.Config{
-		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter,
-		SweepGrantGrace: cfg.SweepGrantGrace, PurgeEvery: cfg.PurgeEvery,
-		AuditEvery: cfg.AuditEvery, AuditLag: audit.Lag(cfg.Timing.PaymentTTL),
-		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
-		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
-		WorkflowCacheSize: cfg.WorkflowCacheSize,
-		Statements:        statementSchedule(cfg, statementAppIDs),
-	}
 }

@@ -7,45 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/internal/config"
+	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/statement"
-	"github.com/paykit/paykit/worker"
-	"github.com/paykit/paykit/workflows"
 )
-
-// statementSchedule is the worker's schedule of the daily reconciliation, one per app
-// listed when the worker starts (a tenant app added later gets its schedule at the next
-// worker start; `paykit statement -run` reconciles it by hand meanwhile).
-func statementSchedule(cfg config.Config, appIDs []string) worker.StatementConfig {
-	return worker.StatementConfig{
-		Apps: appIDs, At: cfg.Statement.At,
-		RetryEvery: cfg.Statement.RetryEvery, GiveUpAfter: cfg.Statement.GiveUpAfter,
-	}
-}
-
-func newReconciler(cfg config.Config, store *mysql.Store, logger *slog.Logger) *statement.Reconciler {
-	return &statement.Reconciler{
-		Store: store, Anomalies: store, HTTP: &http.Client{Timeout: 10 * time.Minute}, TempDir: cfg.Statement.TempDir,
-		Logger: logger.With("component", "statement"),
-	}
-}
-
-// withStatements gives the worker's activities the reconciler and the app list.
-func (s *system) withStatements(acts *activities.Activities, cfg config.Config, logger *slog.Logger) {
-	acts.Statements = newReconciler(cfg, s.store, logger)
-	acts.StatementApps = func(ctx context.Context) ([]statement.App, error) {
-		return statement.Apps(ctx, cfg.AlipayAppID, s.store, s.gws)
-	}
-}
 
 type statementFlags struct {
 	date, app     string
@@ -98,24 +68,20 @@ func runStatement(ctx context.Context, cfg config.Config, args []string, out, er
 		fmt.Fprintln(errOut, "paykit statement:", err)
 		return statement.ExitNoReport
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		logger.Error("paykit statement failed", "err", err)
 		return statement.ExitNoReport
 	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
+	defer system.CloseStore(store)
 	apps, err := statement.Apps(ctx, cfg.AlipayAppID, store, nil)
 	if err != nil {
 		logger.Error("paykit statement failed", "err", err)
 		return statement.ExitNoReport
 	}
-	if f.app != "" {
-		i := slices.IndexFunc(apps, func(a statement.App) bool { return a.ID == f.app })
-		if i < 0 {
-			fmt.Fprintf(errOut, "paykit statement: -app %s is not an Alipay app of this deployment (%s)\n", f.app, strings.Join(statement.AppIDs(apps), ", "))
-			return statement.ExitNoReport
-		}
-		apps = apps[i : i+1]
+	if apps, err = statement.Select(apps, f.app); err != nil {
+		fmt.Fprintln(errOut, "paykit statement: -app", err)
+		return statement.ExitNoReport
 	}
 	if f.run {
 		if err := runStatementDay(ctx, cfg, f, apps, store, errOut, logger); err != nil {
@@ -138,54 +104,16 @@ func runStatement(ctx context.Context, cfg config.Config, args []string, out, er
 // runStatementDay reconciles the day of every app, through Temporal or in this process.
 func runStatementDay(ctx context.Context, cfg config.Config, f statementFlags, apps []statement.App, store *mysql.Store, errOut io.Writer, logger *slog.Logger) error {
 	if f.direct {
-		gws, err := newGateways(cfg, store)
-		if err != nil {
-			return err
-		}
-		withBills, err := statement.Apps(ctx, cfg.AlipayAppID, store, gws)
-		if err != nil {
-			return err
-		}
-		for i, app := range apps {
-			if j := slices.IndexFunc(withBills, func(b statement.App) bool { return b.ID == app.ID }); j >= 0 {
-				apps[i] = withBills[j]
-			}
-		}
-		return newReconciler(cfg, store, logger).RunDay(ctx, apps, f.date)
+		return system.ReconcileInProcess(ctx, cfg, store, apps, f.date, logger)
 	}
-	tc, err := dialTemporal(ctx, cfg, logger, newRegistry(), nil)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	orch := orchestrator.New(tc, cfg.TaskQueue, cfg.Timing)
-	for _, app := range apps {
-		_, err := orch.ReconcileStatement(ctx, workflows.StatementInput{
-			AppID: app.ID, BillDate: f.date, RetryEvery: cfg.Statement.RetryEvery, GiveUpAfter: cfg.Statement.GiveUpAfter,
-		}, "statement of "+f.date+" for app "+app.ID+" (paykit statement -run)", f.wait)
-		var pending *orchestrator.StatementPending
-		if errors.As(err, &pending) {
-			if st := pending.State; pending.Queried {
-				fmt.Fprintf(errOut, "paykit statement: %s is still %s after %s (attempt %d, next at %s; %s); it goes on in Temporal\n",
-					pending.WorkflowID, st.Phase, f.wait, st.Attempts, st.NextTryAt.In(statement.China).Format(time.DateTime), st.LastError)
-			}
-			return fmt.Errorf("workflow %s did not finish within -wait %s", pending.WorkflowID, f.wait)
+	err := system.ReconcileThroughTemporal(ctx, cfg, apps, f.date, f.wait, logger)
+	var pending *orchestrator.StatementPending
+	if errors.As(err, &pending) {
+		if st := pending.State; pending.Queried {
+			fmt.Fprintf(errOut, "paykit statement: %s is still %s after %s (attempt %d, next at %s; %s); it goes on in Temporal\n",
+				pending.WorkflowID, st.Phase, f.wait, st.Attempts, st.NextTryAt.In(statement.China).Format(time.DateTime), st.LastError)
 		}
-		if err != nil {
-			return err
-		}
+		return fmt.Errorf("workflow %s did not finish within -wait %s", pending.WorkflowID, f.wait)
 	}
-	return nil
-}
-
-// statementAppIDs lists the apps the worker schedules a daily reconciliation for. A
-// failure to list the tenants' apps is logged and leaves the default app alone scheduled:
-// a worker does not refuse to start over it.
-func (s *system) statementAppIDs(ctx context.Context, cfg config.Config, logger *slog.Logger) []string {
-	apps, err := statement.Apps(ctx, cfg.AlipayAppID, s.store, nil)
-	if err != nil {
-		logger.Error("listing the Alipay apps to reconcile failed; scheduling the default app only", "err", err)
-		return []string{cfg.AlipayAppID}
-	}
-	return statement.AppIDs(apps)
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paykit/paykit/internal/config"
+	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/tenants"
 )
@@ -61,11 +62,11 @@ func parseTenantFlags(cfg config.Config, args []string) (tenantFlags, tenants.Ro
 
 func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot tenants.Rotation) error {
 	if rot.Requested() {
-		store, err := openStore(ctx, cfg)
+		store, err := system.OpenStore(ctx, cfg)
 		if err != nil {
 			return err
 		}
-		defer func() { _ = store.Close(); _ = store.DB().Close() }()
+		defer system.CloseStore(store)
 		msg, err := tenants.RotateSecret(ctx, store, f.ID, rot, time.Now())
 		if err == nil {
 			fmt.Println(msg)
@@ -88,11 +89,11 @@ func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot te
 		if kr == nil {
 			return tenants.ErrNoSecretsKey
 		}
-		store, err := openStore(ctx, cfg)
+		store, err := system.OpenStore(ctx, cfg)
 		if err != nil {
 			return err
 		}
-		defer func() { _ = store.Close(); _ = store.DB().Close() }()
+		defer system.CloseStore(store)
 		n, total, err := tenants.Reencrypt(ctx, store, kr)
 		fmt.Printf("re-encrypted %d of %d tenants' Alipay keys (current and kept apps) under key %q\n", n, total, kr.PrimaryID())
 		return err
@@ -101,16 +102,16 @@ func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot te
 	if err != nil {
 		return err
 	}
-	store, err := openStore(ctx, cfg)
+	store, err := system.OpenStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = store.Close(); _ = store.DB().Close() }()
+	defer system.CloseStore(store)
 	return tenantAdmin(cfg, store).Set(ctx, f.Change, creds, setKeys)
 }
 
 // tenantAdmin applies tenant changes to store under the deployment's configuration.
 func tenantAdmin(cfg config.Config, store tenants.Store) tenants.Admin {
 	return tenants.Admin{Store: store, DefaultApp: cfg.AlipayAppID, Keys: cfg.SecretsKeyring,
-		Build: alipayApps(cfg).Build, Webhooks: cfg.WebhookPolicy}
+		Build: system.AlipayApps(cfg).Build, Webhooks: cfg.WebhookPolicy}
 }

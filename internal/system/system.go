@@ -1,4 +1,7 @@
-package main
+// Package system holds the dependencies one paykit process opens — MySQL, Redis,
+// Temporal, the Alipay apps — and the API server, worker activities and reconciler built
+// on them. The commands of cmd/paykit parse their flags and call it.
+package system
 
 import (
 	"context"
@@ -29,7 +32,9 @@ import (
 	"github.com/paykit/paykit/redis"
 )
 
-func newLogger(cfg config.Config) *slog.Logger {
+// NewLogger is the process logger on stderr at PAYKIT_LOG_LEVEL, in JSON or, with
+// PAYKIT_LOG_FORMAT=text, in text.
+func NewLogger(cfg config.Config) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		level = slog.LevelInfo
@@ -44,11 +49,18 @@ func newLogger(cfg config.Config) *slog.Logger {
 	return slog.New(tracing.LogHandler(h))
 }
 
-func openStore(ctx context.Context, cfg config.Config) (*mysql.Store, error) {
+// OpenStore opens the MySQL store of PAYKIT_MYSQL_DSN, untraced; CloseStore closes it.
+func OpenStore(ctx context.Context, cfg config.Config) (*mysql.Store, error) {
 	return openTracedStore(ctx, cfg, nil)
 }
 
-// openTracedStore is openStore with a span per SQL call when tr is enabled.
+// CloseStore closes the store and its database handle.
+func CloseStore(st *mysql.Store) {
+	_ = st.Close()
+	_ = st.DB().Close()
+}
+
+// openTracedStore is OpenStore with a span per SQL call when tr is enabled.
 func openTracedStore(ctx context.Context, cfg config.Config, tr *tracing.Tracing) (*mysql.Store, error) {
 	var opts []mysql.OpenOption
 	if tr.Enabled() {
@@ -61,6 +73,7 @@ func openTracedStore(ctx context.Context, cfg config.Config, tr *tracing.Tracing
 	return mysql.NewStore(db), nil
 }
 
+// redactDSN hides the password of a DSN in an error message.
 func redactDSN(dsn string) string {
 	if at := strings.LastIndex(dsn, "@"); at >= 0 {
 		if colon := strings.Index(dsn[:at], ":"); colon >= 0 {
@@ -95,9 +108,9 @@ func openRedis(cfg config.Config, logger *slog.Logger, tr *tracing.Tracing) (*re
 	return rc, nil
 }
 
-// dialTemporal connects the client; with tr enabled, its calls, and the workflows and
+// DialTemporal connects the client; with tr enabled, its calls, and the workflows and
 // activities of any worker made from it, are traced.
-func dialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (client.Client, error) {
+func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (client.Client, error) {
 	mh, err := temporalmetrics.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("temporal metrics: %w", err)
@@ -120,14 +133,14 @@ func dialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, r
 	return c, nil
 }
 
-// newGateways returns the gateway resolver: each tenant's own Alipay app, and the
+// NewGateways returns the gateway resolver: each tenant's own Alipay app, and the
 // default app of the environment (ALIPAY_*) for tenants without one.
-func newGateways(cfg config.Config, store gateways.Store) (*gateways.Resolver, error) {
+func NewGateways(cfg config.Config, store gateways.Store) (*gateways.Resolver, error) {
 	creds, err := cfg.DefaultAppCredentials()
 	if err != nil {
 		return nil, err
 	}
-	build := alipayApps(cfg).Build
+	build := AlipayApps(cfg).Build
 	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, creds)
 	if err != nil {
 		return nil, err
@@ -139,11 +152,13 @@ func newGateways(cfg config.Config, store gateways.Store) (*gateways.Resolver, e
 	return gateways.New(store, keys, build, def, cfg.AlipayAppID, cfg.AlipaySellerID), nil
 }
 
-// alipayApps builds the gateways of Alipay apps on the configured gateway URL.
-func alipayApps(cfg config.Config) gateways.Alipay {
+// AlipayApps builds the gateways of Alipay apps on the configured gateway URL.
+func AlipayApps(cfg config.Config) gateways.Alipay {
 	return gateways.Alipay{GatewayURL: cfg.AlipayGatewayURL, NotifyURL: cfg.PublicURL + "/callbacks/alipay", CashierBaseURL: cfg.AlipayCashierBaseURL}
 }
 
+// newActivities are the activities on the store, the gateway, Redis (if any) and
+// Temporal; Activities adds the parts that need the whole system.
 func newActivities(cfg config.Config, store *mysql.Store, gw payment.Gateway, rc *redis.Client, tc client.Client, orch *orchestrator.Orchestrator, logger *slog.Logger, tr *tracing.Tracing) *activities.Activities {
 	acts := &activities.Activities{
 		Store: activityStores(store), Gateway: gw, WebhookPolicy: cfg.WebhookPolicy,
@@ -172,90 +187,94 @@ func activityStores(st *mysql.Store) activities.Stores {
 	}
 }
 
-// system is every dependency the API and the worker share, opened once.
-type system struct {
-	store *mysql.Store
-	redis *redis.Client // nil when Redis is disabled
-	tc    client.Client
-	gws   *gateways.Resolver
-	orch  *orchestrator.Orchestrator
-	trace *tracing.Tracing // disabled unless an exporter is configured
+// System is every dependency the API and the worker share, opened once by Open.
+type System struct {
+	Store        *mysql.Store
+	Redis        *redis.Client // nil when Redis is disabled
+	Temporal     client.Client
+	Gateways     *gateways.Resolver
+	Orchestrator *orchestrator.Orchestrator
+	trace        *tracing.Tracing // disabled unless an exporter is configured
 }
 
-// newRegistry is the Prometheus registry of one process: Go runtime and process
+// NewRegistry is the Prometheus registry of one process: Go runtime and process
 // collectors, then whatever the process registers (its own counters, the Temporal SDK's).
-func newRegistry() *prometheus.Registry {
+func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
 
-// openSystem opens every dependency. The Temporal client reports its metrics to reg;
+// Open opens every dependency. The Temporal client reports its metrics to reg;
 // with tr enabled, MySQL, Redis and Temporal calls are traced.
-func openSystem(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (*system, error) {
-	s := &system{trace: tr}
+func Open(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prometheus.Registry, tr *tracing.Tracing) (*System, error) {
+	s := &System{trace: tr}
 	var err error
-	if s.store, err = openTracedStore(ctx, cfg, tr); err != nil {
+	if s.Store, err = openTracedStore(ctx, cfg, tr); err != nil {
 		return nil, err
 	}
-	if s.redis, err = openRedis(cfg, logger, tr); err != nil {
-		s.close()
+	if s.Redis, err = openRedis(cfg, logger, tr); err != nil {
+		s.Close()
 		return nil, err
 	}
-	if s.tc, err = dialTemporal(ctx, cfg, logger, reg, tr); err != nil {
-		s.close()
+	if s.Temporal, err = DialTemporal(ctx, cfg, logger, reg, tr); err != nil {
+		s.Close()
 		return nil, err
 	}
-	if s.gws, err = newGateways(cfg, s.store); err != nil {
-		s.close()
+	if s.Gateways, err = NewGateways(cfg, s.Store); err != nil {
+		s.Close()
 		return nil, err
 	}
-	s.orch = orchestrator.New(s.tc, cfg.TaskQueue, cfg.Timing)
+	s.Orchestrator = orchestrator.New(s.Temporal, cfg.TaskQueue, cfg.Timing)
 	return s, nil
 }
 
-func (s *system) close() {
-	if s.tc != nil {
-		s.tc.Close()
+// Close closes what Open opened.
+func (s *System) Close() {
+	if s.Temporal != nil {
+		s.Temporal.Close()
 	}
-	if s.redis != nil {
-		_ = s.redis.Redis().Close()
+	if s.Redis != nil {
+		_ = s.Redis.Redis().Close()
 	}
-	if s.store != nil {
-		_ = s.store.Close()
-		_ = s.store.DB().Close()
+	if s.Store != nil {
+		CloseStore(s.Store)
 	}
 }
 
-// ping checks the dependencies a worker cannot run without.
-func (s *system) ping(ctx context.Context) error {
-	if err := s.store.Ping(ctx); err != nil {
+// Ping checks the dependencies a worker cannot run without.
+func (s *System) Ping(ctx context.Context) error {
+	if err := s.Store.Ping(ctx); err != nil {
 		return err
 	}
-	return s.orch.Ping(ctx)
+	return s.Orchestrator.Ping(ctx)
 }
 
-func (s *system) cache() api.Cache {
-	if s.redis == nil {
+// cache is the API's fast path on Redis, or none when Redis is disabled.
+func (s *System) cache() api.Cache {
+	if s.Redis == nil {
 		return nil
 	}
-	return redis.APICache{Client: s.redis}
+	return redis.APICache{Client: s.Redis}
 }
 
-func (s *system) apiServer(cfg config.Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
+// APIServer is the HTTP API on the system, with its settings from cfg.
+func (s *System) APIServer(cfg config.Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	ac := api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
 		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention}
 	if cfg.DirectCheckout {
 		ac.DirectCheckoutTTL = cfg.Timing.PaymentTTL
 	}
-	return api.New(ac, apiStores(s.store), s.gws, s.orch, s.cache(), logger, metrics)
+	return api.New(ac, apiStores(s.Store), s.Gateways, s.Orchestrator, s.cache(), logger, metrics)
 }
 
-func (s *system) activities(cfg config.Config, logger *slog.Logger) *activities.Activities {
-	acts := newActivities(cfg, s.store, s.gws.Default(), s.redis, s.tc, s.orch, logger, s.trace)
-	acts.Gateways = s.gws
-	acts.Auditor = &audit.Auditor{Store: s.store, Gateways: s.gws, Workflows: s.orch}
-	acts.Watermarks = s.store
+// Activities are the worker's activities on the system, the reconciler and the audit
+// included.
+func (s *System) Activities(cfg config.Config, logger *slog.Logger) *activities.Activities {
+	acts := newActivities(cfg, s.Store, s.Gateways.Default(), s.Redis, s.Temporal, s.Orchestrator, logger, s.trace)
+	acts.Gateways = s.Gateways
+	acts.Auditor = &audit.Auditor{Store: s.Store, Gateways: s.Gateways, Workflows: s.Orchestrator}
+	acts.Watermarks = s.Store
 	s.withStatements(acts, cfg, logger)
 	return acts
 }
