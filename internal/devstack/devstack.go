@@ -21,7 +21,8 @@ import (
 // EnsureRedis starts a local redis-server on addr's port if nothing answers there; if it
 // cannot, paykit runs on MySQL alone.
 func EnsureRedis(ctx context.Context, addr string, logger *slog.Logger) {
-	if addr == "" || reachable(addr) {
+	port, ok := localRedisPort(addr)
+	if !ok || reachable(addr) {
 		return
 	}
 	path, err := exec.LookPath("redis-server")
@@ -29,12 +30,22 @@ func EnsureRedis(ctx context.Context, addr string, logger *slog.Logger) {
 		logger.Warn("redis is not reachable and redis-server is not installed; running on MySQL alone", "addr", addr)
 		return
 	}
-	_, port, _ := net.SplitHostPort(addr)
 	logger.Info("starting redis-server", "port", port)
 	cmd := exec.CommandContext(ctx, path, "--daemonize", "yes", "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		logger.Warn("could not start redis-server; running on MySQL alone", "err", err, "output", string(out))
 	}
+}
+
+// localRedisPort is the port of a single Redis server on this machine that paykit dev may
+// start; a URL, a cluster's or Sentinels' list of addresses, or another host is left to
+// whoever runs it.
+func localRedisPort(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" || (host != "127.0.0.1" && host != "localhost" && host != "::1" && host != "") {
+		return "", false
+	}
+	return port, true
 }
 
 func reachable(addr string) bool {
