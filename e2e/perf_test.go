@@ -1029,8 +1029,12 @@ func cpuModel() string {
 // table renders the medians, ratios and targets as a Markdown table.
 func (r perfResults) table(cfg perfConfig) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; Temporal dev server in memory; %d paykit worker(s); medians of %d rounds\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), perfWorkers(), cfg.rounds)
+	temporal := "Temporal dev server in memory"
+	if os.Getenv("PAYKIT_E2E_TEMPORAL") == "postgres" {
+		temporal = "Temporal server on PostgreSQL"
+	}
+	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; %s; %d paykit worker(s); medians of %d rounds\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), temporal, perfWorkers(), cfg.rounds)
 	b.WriteString("| figure | median | ratio to floor | target | |\n|---|---|---|---|---|\n")
 	row := func(name string, ss []perfSample) (rate float64) {
 		rate = median(ss, rateOf)

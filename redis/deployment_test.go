@@ -95,4 +95,46 @@ func TestClusterMasterDownFailsOnlyItsSlots(t *testing.T) {
 		t.Fatalf("after one of 3 masters died: %d locks failed, %d still held; want some of each", failed, held)
 	}
 	t.Logf("after one of 3 masters died: %d of %d locks failed fast, %d still held", failed, len(orders), held)
+
+	// A master that hangs (SIGSTOP: connections open, no answer) costs a caller two
+	// timeouts at most, not the client's default four redirects of two tries each.
+	if err := c.Pause(1); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Resume(1) }()
+	var hung, live int
+	var slowest time.Duration
+	for _, o := range orders {
+		start := time.Now()
+		_, ok, err := cl.TryLock(ctx, redis.OrderLockKey("t1", o), time.Minute)
+		d := time.Since(start)
+		switch {
+		case err != nil && d > 500*time.Millisecond: // a timeout: the hung master's slot
+			hung++
+			slowest = max(slowest, d)
+		case err == nil && !ok:
+			live++
+		}
+	}
+	if hung == 0 || live == 0 {
+		t.Fatalf("with a second master hung: %d calls timed out, %d locks still held; want some of each", hung, live)
+	}
+	if slowest > 1500*time.Millisecond {
+		t.Errorf("a call to the hung master took %v; want about two 500 ms timeouts", slowest)
+	}
+	t.Logf("with a second master hung: %d calls timed out (slowest %v), %d locks still held on the last master", hung, slowest, live)
+}
+
+// A URL's password never reaches a log line or an error.
+func TestRedactHidesPasswords(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:6379":                    "127.0.0.1:6379",
+		"redis://:s3cret@cache:6379/0":      "redis://:xxxxx@cache:6379/0",
+		"rediss://paykit:s3cret@cache:6380": "rediss://paykit:xxxxx@cache:6380",
+		"a:1,redis://u:s3cret@b:2":          "a:1,redis://u:xxxxx@b:2",
+	} {
+		if got := redis.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

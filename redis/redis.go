@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -31,6 +32,11 @@ const (
 	poolSize     = 32
 	maxRetries   = 1
 	dialAttempts = 1
+	// On a cluster the client's own loop of redirects and retries (at most one more try)
+	// replaces the per-node retry (-1: none), so that a hung master costs two timeouts,
+	// not eight.
+	clusterRedirects   = 1
+	clusterNodeRetries = -1
 )
 
 // Options returns client options for addr (host:port, or a redis:// or rediss:// URL)
@@ -85,15 +91,49 @@ func (d Deployment) Kind() string {
 	return "single"
 }
 
-// Dial returns a client for d with Options' short timeouts and single retry, without
-// checking that it answers. A URL is only taken for a single server or a cluster's
-// configuration endpoint; a list holds host:port entries only.
-func Dial(d Deployment) (goredis.UniversalClient, error) {
+func isURL(a string) bool {
+	return strings.HasPrefix(a, "redis://") || strings.HasPrefix(a, "rediss://")
+}
+
+// Check says what is wrong with d, if anything: no address, or a URL in a list (a URL is
+// only taken alone: one server, or a cluster's configuration endpoint). Its errors never
+// carry a URL's password.
+func (d Deployment) Check() error {
 	addrs := d.Addrs()
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("redis: no address")
+		return fmt.Errorf("redis: no address in %q", Redact(d.Addr))
 	}
-	isURL := func(a string) bool { return strings.HasPrefix(a, "redis://") || strings.HasPrefix(a, "rediss://") }
+	if len(addrs) > 1 || d.MasterName != "" {
+		for _, a := range addrs {
+			if isURL(a) {
+				return fmt.Errorf("redis: %q: a list of %s addresses takes host:port entries, not URLs", Redact(d.Addr), d.Kind())
+			}
+		}
+	}
+	return nil
+}
+
+// Redact hides the passwords of the URLs in addr (one address or a comma-separated list)
+// for logs and errors.
+func Redact(addr string) string {
+	parts := strings.Split(addr, ",")
+	for i, a := range parts {
+		if u, err := url.Parse(strings.TrimSpace(a)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Dial returns a client for d with Options' short timeouts and single retry, without
+// checking that it answers (see Check for what it refuses). On a cluster a command is
+// tried at most twice in all (one redirect or retry, no retry per node), so a master that
+// hangs costs a caller about as long as one server that hangs.
+func Dial(d Deployment) (goredis.UniversalClient, error) {
+	if err := d.Check(); err != nil {
+		return nil, err
+	}
+	addrs := d.Addrs()
 	switch d.Kind() {
 	case "single":
 		opt, err := Options(addrs[0])
@@ -108,20 +148,15 @@ func Dial(d Deployment) (goredis.UniversalClient, error) {
 				return nil, fmt.Errorf("redis: parse cluster url: %w", err)
 			}
 			short(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.PoolSize, &opt.MaxRetries, &opt.DialerRetries)
+			opt.MaxRetries, opt.MaxRedirects = clusterNodeRetries, clusterRedirects
 			opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 			return goredis.NewClusterClient(opt), nil
-		}
-	}
-	for _, a := range addrs {
-		if isURL(a) {
-			return nil, fmt.Errorf("redis: %q: a list of %s addresses takes host:port entries, not URLs", d.Addr, d.Kind())
 		}
 	}
 	opt := &goredis.UniversalOptions{Addrs: addrs, MasterName: d.MasterName, IsClusterMode: d.Kind() == "cluster"}
 	short(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout, &opt.PoolTimeout, &opt.PoolSize, &opt.MaxRetries, &opt.DialerRetries)
 	if d.Kind() == "cluster" {
-		// A moved slot is followed at most this often before the command counts as failed.
-		opt.MaxRedirects = 3
+		opt.MaxRetries, opt.MaxRedirects = clusterNodeRetries, clusterRedirects
 		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
 	return goredis.NewUniversalClient(opt), nil
@@ -142,7 +177,7 @@ func Open(ctx context.Context, addr string) (goredis.UniversalClient, error) {
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis: ping %s: %w", addr, err)
+		return nil, fmt.Errorf("redis: ping %s: %w", Redact(addr), err)
 	}
 	return rdb, nil
 }
@@ -177,8 +212,17 @@ func (c *Client) Redis() goredis.UniversalClient { return c.rdb }
 // Prefix returns the key prefix.
 func (c *Client) Prefix() string { return c.prefix }
 
-// Ping checks the connection.
+// Ping checks the connection. On a cluster it pings every master, so that readiness does not depend on which node a
+// single PING happens to reach.
 func (c *Client) Ping(ctx context.Context) error {
+	if cc, ok := c.rdb.(*goredis.ClusterClient); ok {
+		if err := cc.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+			return node.Ping(ctx).Err()
+		}); err != nil {
+			return fmt.Errorf("redis: ping every master: %w", err)
+		}
+		return nil
+	}
 	if err := c.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redis: ping: %w", err)
 	}

@@ -92,14 +92,15 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := system.Migrate(ctx, cfg, logger); err != nil {
 		return err
 	}
-	devstack.EnsureRedis(ctx, cfg.RedisAddr, logger)
+	devstack.EnsureRedis(ctx, cfg.Redis(), logger)
 
 	stopTemporal, err := devstack.StartTemporal(ctx, devstack.Temporal{Addr: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace,
 		UIPort: o.uiPort, Dir: o.dir, CLI: o.temporalCLI}, logger)
+	// A server started but never ready (or interrupted while it came up) is stopped too.
+	defer stopTemporal()
 	if err != nil {
 		return err
 	}
-	defer stopTemporal()
 
 	if cfg.TraceFile, err = devstack.TraceFile(o.dir, o.traces); err != nil {
 		return err

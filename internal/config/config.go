@@ -250,6 +250,11 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if c.RedisCluster && c.RedisMasterName != "" {
 		e.errs = append(e.errs, "PAYKIT_REDIS_CLUSTER and PAYKIT_REDIS_MASTER_NAME exclude each other: a Redis Cluster has no Sentinel master")
 	}
+	if c.RedisAddr != "" {
+		if err := c.Redis().Check(); err != nil {
+			e.errs = append(e.errs, fmt.Sprintf("PAYKIT_REDIS_ADDR: %v (off disables Redis)", err))
+		}
+	}
 	if c.SweepStaleAfter == 0 {
 		// A pending payment is only suspicious once it should have been closed.
 		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval

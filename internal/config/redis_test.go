@@ -24,11 +24,15 @@ func TestRedisDeployment(t *testing.T) {
 		{map[string]string{"PAYKIT_REDIS_ADDR": "s1:26379,s2:26379", "PAYKIT_REDIS_MASTER_NAME": "paykit"}, "sentinel", false, ""},
 		{map[string]string{"PAYKIT_REDIS_CLUSTER": "true", "PAYKIT_REDIS_MASTER_NAME": "paykit"}, "", false, "exclude each other"},
 		{map[string]string{"PAYKIT_REDIS_CLUSTER": "yes please"}, "", false, "PAYKIT_REDIS_CLUSTER"},
+		{map[string]string{"PAYKIT_REDIS_ADDR": " , "}, "", false, "PAYKIT_REDIS_ADDR: redis: no address"},
+		{map[string]string{"PAYKIT_REDIS_ADDR": "redis://:s3cret@a:1,b:2"}, "", false, "not URLs"},
 	} {
 		c, err := config.Load(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%v: error %v, want one saying %q", tc.env, err, tc.wantErr)
+			} else if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("%v: the error shows the password: %v", tc.env, err)
 			}
 			continue
 		}

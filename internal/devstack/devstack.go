@@ -15,14 +15,17 @@ import (
 	"time"
 
 	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/workflows"
 )
 
-// EnsureRedis starts a local redis-server on addr's port if nothing answers there; if it
+// EnsureRedis starts a local redis-server on the port of d if d is one server on this
+// machine and nothing answers there (a cluster or Sentinels are left alone); if it
 // cannot, paykit runs on MySQL alone.
-func EnsureRedis(ctx context.Context, addr string, logger *slog.Logger) {
+func EnsureRedis(ctx context.Context, d redis.Deployment, logger *slog.Logger) {
+	addr := d.Addr
 	port, ok := localRedisPort(addr)
-	if !ok || reachable(addr) {
+	if !ok || d.Kind() != "single" || reachable(addr) {
 		return
 	}
 	path, err := exec.LookPath("redis-server")
@@ -37,12 +40,12 @@ func EnsureRedis(ctx context.Context, addr string, logger *slog.Logger) {
 	}
 }
 
-// localRedisPort is the port of a single Redis server on this machine that paykit dev may
-// start; a URL, a cluster's or Sentinels' list of addresses, or another host is left to
-// whoever runs it.
+// localRedisPort is the port of a single Redis server on this machine's IPv4 loopback
+// that paykit dev may start (it binds 127.0.0.1); a URL, a cluster's or Sentinels' list of
+// addresses, or another host is left to whoever runs it.
 func localRedisPort(addr string) (string, bool) {
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port == "" || (host != "127.0.0.1" && host != "localhost" && host != "::1" && host != "") {
+	if err != nil || port == "" || (host != "127.0.0.1" && host != "localhost" && host != "") {
 		return "", false
 	}
 	return port, true

@@ -15,11 +15,13 @@ import (
 // consumer that needs more declares a struct of the small interfaces it uses (api.Stores).
 const MaxInterfaceMethods = 12
 
+const modulePath = "github.com/paykit/paykit"
+
 // iface is one interface as written: its own methods and what it embeds.
 type iface struct {
 	pos     string
 	methods int
-	embeds  []string // "pkg.Name" (a package's own names are qualified with its name)
+	embeds  []string // "dir.Name": the directory of the package that declares it, from the module root
 }
 
 // No interface of the project, counting what it embeds, has more than
@@ -50,7 +52,9 @@ func TestNoInterfaceHasMoreThanADozenMethods(t *testing.T) {
 }
 
 // readInterfaces parses every Go file of the module under root, tests too, except tools/
-// (modules of their own), keyed by "package.Name".
+// (modules of their own), keyed by "dir.Name" (dir from the module root), so that two
+// packages of one name do not hide each other; an embedded pkg.Name is resolved through
+// the file's imports, aliases included. Type parameters are read through (Foo[T] is Foo).
 func readInterfaces(t *testing.T, root string) map[string]iface {
 	t.Helper()
 	out := map[string]iface{}
@@ -76,7 +80,24 @@ func readInterfaces(t *testing.T, root string) map[string]iface {
 		if err != nil {
 			return err
 		}
-		pkg := strings.TrimSuffix(f.Name.Name, "_test")
+		rel, _ := filepath.Rel(root, filepath.Dir(p))
+		own := filepath.ToSlash(rel)
+		if strings.HasSuffix(f.Name.Name, "_test") {
+			own += "_test" // an external test package's names are its own
+		}
+		imports := map[string]string{} // local name -> dir, for this module's packages
+		for _, im := range f.Imports {
+			path := strings.Trim(im.Path.Value, `"`)
+			dir, ok := strings.CutPrefix(path, modulePath+"/")
+			if !ok {
+				continue
+			}
+			name := dir[strings.LastIndex(dir, "/")+1:]
+			if im.Name != nil {
+				name = im.Name.Name
+			}
+			imports[name] = dir
+		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			ts, ok := n.(*ast.TypeSpec)
 			if !ok {
@@ -88,18 +109,26 @@ func readInterfaces(t *testing.T, root string) map[string]iface {
 			}
 			in := iface{pos: fset.Position(ts.Pos()).String()}
 			for _, m := range it.Methods.List {
-				switch e := m.Type.(type) {
+				e := m.Type
+				if ix, ok := e.(*ast.IndexExpr); ok {
+					e = ix.X
+				} else if ix, ok := e.(*ast.IndexListExpr); ok {
+					e = ix.X
+				}
+				switch e := e.(type) {
 				case *ast.FuncType:
 					in.methods += len(m.Names)
 				case *ast.Ident:
-					in.embeds = append(in.embeds, pkg+"."+e.Name)
+					in.embeds = append(in.embeds, own+"."+e.Name)
 				case *ast.SelectorExpr:
 					if x, ok := e.X.(*ast.Ident); ok {
-						in.embeds = append(in.embeds, x.Name+"."+e.Sel.Name)
+						if dir, ok := imports[x.Name]; ok {
+							in.embeds = append(in.embeds, dir+"."+e.Sel.Name)
+						}
 					}
 				}
 			}
-			out[pkg+"."+ts.Name.Name] = in
+			out[own+"."+ts.Name.Name] = in
 			return true
 		})
 		return nil

@@ -103,7 +103,7 @@ func openRedis(cfg config.Config, logger *slog.Logger, tr *tracing.Tracing) (*re
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := rc.Ping(ctx); err != nil {
-		logger.Warn("redis unavailable at start; continuing on MySQL alone until it answers", "addr", cfg.RedisAddr, "deployment", cfg.Redis().Kind(), "err", err)
+		logger.Warn("redis unavailable at start; continuing on MySQL alone until it answers", "addr", redis.Redact(cfg.RedisAddr), "deployment", cfg.Redis().Kind(), "err", err)
 	}
 	return rc, nil
 }

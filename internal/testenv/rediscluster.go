@@ -38,6 +38,13 @@ func (c *RedisCluster) Kill(i int) error {
 	return nil
 }
 
+// Pause SIGSTOPs the i-th master: it keeps its connections open and answers nothing, as a
+// master behind a partition does; Resume lets it go on.
+func (c *RedisCluster) Pause(i int) error { return c.procs[i].Process.Signal(syscall.SIGSTOP) }
+
+// Resume SIGCONTs a paused master.
+func (c *RedisCluster) Resume(i int) error { return c.procs[i].Process.Signal(syscall.SIGCONT) }
+
 // Stop kills every master.
 func (c *RedisCluster) Stop() {
 	for _, p := range c.procs {
@@ -128,14 +135,18 @@ func waitRedis(ctx context.Context, addr string, ready func(*goredis.Client) err
 	}
 }
 
-// freeClusterPorts returns n ports free now whose cluster bus ports (+10000) are free too.
+// freeClusterPorts returns n distinct ports free now, below the kernel's ephemeral range,
+// whose cluster bus ports (+10000) are free too and collide with no other chosen port.
 func freeClusterPorts(n int) []int {
 	var ports []int
+	taken := map[int]bool{}
 	for len(ports) < n {
-		p := 20000 + rand.IntN(20000)
-		if free(p) && free(p+10000) {
-			ports = append(ports, p)
+		p := 11000 + rand.IntN(10000) // bus ports 21000-30999: below 32768
+		if taken[p] || taken[p+10000] || !free(p) || !free(p+10000) {
+			continue
 		}
+		taken[p], taken[p+10000] = true, true
+		ports = append(ports, p)
 	}
 	return ports
 }
