@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -514,5 +515,18 @@ func storesOf(st *mysql.Store) activities.Stores {
 	return activities.Stores{
 		Payments: st, PaymentTransitions: st, PayLinks: st, Refunds: st, RefundTransitions: st,
 		Outbox: st, EventFeed: st, Grants: st, IdempotencyKeys: st, Tenants: st, Anomalies: st,
+	}
+}
+
+// The worker refuses activities with a noun of the store left nil (internal/system
+// panics on it), so that no activity panics on its first call instead.
+func TestStoresCheckNamesTheNounLeftNil(t *testing.T) {
+	st := storesOf(mysql.NewStore(nil))
+	if err := st.Check(); err != nil {
+		t.Fatalf("every noun set: %v", err)
+	}
+	st.Grants = nil
+	if err := st.Check(); err == nil || !strings.Contains(err.Error(), "Stores.Grants is not set") {
+		t.Fatalf("Grants left nil: %v", err)
 	}
 }

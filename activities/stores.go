@@ -17,3 +17,7 @@ type Stores struct {
 	payment.Tenants            // a payment's tenant (notify_url, webhook secret)
 	payment.Anomalies          // what an operator must look at
 }
+
+// Check names the first noun left nil: the worker refuses to start on it rather than let
+// an activity panic on its first call.
+func (s Stores) Check() error { return payment.UnsetNoun(s) }

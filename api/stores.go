@@ -1,11 +1,6 @@
 package api
 
-import (
-	"fmt"
-	"reflect"
-
-	"github.com/paykit/paykit/payment"
-)
+import "github.com/paykit/paykit/payment"
 
 // Stores are the records the API reads and writes, one interface per noun of package
 // payment. The wiring sets each to the same *mysql.Store; a handler test sets each to the
@@ -24,12 +19,4 @@ type Stores struct {
 }
 
 // check names the first noun left nil.
-func (s Stores) check() error {
-	v := reflect.ValueOf(s)
-	for i := range v.NumField() {
-		if v.Field(i).IsNil() {
-			return fmt.Errorf("api: Stores.%s is not set", v.Type().Field(i).Name)
-		}
-	}
-	return nil
-}
+func (s Stores) check() error { return payment.UnsetNoun(s) }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -404,4 +406,18 @@ type TenantSettings interface {
 type Pinger interface {
 	// Ping checks the connection.
 	Ping(ctx context.Context) error
+}
+
+// UnsetNoun names the first nil interface field of stores, a consumer's struct of the
+// store's nouns (api.Stores, activities.Stores), as an error; nil if every one is set.
+// Consumers refuse to start on it: a noun left out is a wiring mistake that would
+// otherwise panic on its first call.
+func UnsetNoun(stores any) error {
+	v := reflect.ValueOf(stores)
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Interface && f.IsNil() {
+			return fmt.Errorf("%s.%s is not set", v.Type(), v.Type().Field(i).Name)
+		}
+	}
+	return nil
 }

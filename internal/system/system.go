@@ -272,6 +272,9 @@ func (s *System) APIServer(cfg config.Config, logger *slog.Logger, metrics *api.
 // included.
 func (s *System) Activities(cfg config.Config, logger *slog.Logger) *activities.Activities {
 	acts := newActivities(cfg, s.Store, s.Gateways.Default(), s.Redis, s.Temporal, s.Orchestrator, logger, s.trace)
+	if err := acts.Store.Check(); err != nil {
+		panic(err) // a wiring mistake, as in api.New
+	}
 	acts.Gateways = s.Gateways
 	acts.Auditor = &audit.Auditor{Store: s.Store, Gateways: s.Gateways, Workflows: s.Orchestrator}
 	acts.Watermarks = s.Store
