@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +45,7 @@ func TestRedisClusterMasterKilledMidStorm(t *testing.T) {
 		}
 		id := fmt.Sprintf("rc%d", i)
 		shared := "rc-shared-" + id + "-" + randHex(4)
-		nos[i] = stormCheckouts(t, st, tn, copies, order(id, int64(100+i)), func(j int) string {
+		nos[i] = checkoutsAtOnce(t, st, tn, copies, order(id, int64(100+i)), func(j int) string {
 			switch j % 3 {
 			case 0:
 				return ""
@@ -55,7 +53,7 @@ func TestRedisClusterMasterKilledMidStorm(t *testing.T) {
 				return shared
 			}
 			return fmt.Sprintf("rc-own-%s-%d-%s", id, j, randHex(3))
-		})
+		}, true)
 		// The replay of the shared key answers as the first did, Redis or not.
 		res := mustCheckout(t, st, tn, shared, order(id, int64(100+i)))
 		if res.PaymentNo != nos[i] {
@@ -111,45 +109,6 @@ func TestRedisClusterMasterKilledMidStorm(t *testing.T) {
 		t.Errorf("readyz with a master down: HTTP %d %s, want 200 with redis degraded", r.status, r.body)
 	}
 	t.Logf("%d orders × %d checkouts and 5 copies of every notification on a 3-master cluster, one master killed halfway: one payment, PAID once, one grant, one event and one webhook each", orders, copies)
-}
-
-// stormCheckouts sends n checkouts of one order at once, the i-th with the key keyFor(i)
-// (none if empty), each retried while its key is in flight (409 in_flight, the protocol's
-// answer to a concurrent copy), requires every one to end 201 with the same payment, and
-// returns that payment_no.
-func stormCheckouts(t *testing.T, st *stack, tn tenant, n int, body map[string]any, keyFor func(i int) string) string {
-	t.Helper()
-	nos := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			for attempt := 0; ; attempt++ {
-				r := st.checkout(t, tn, keyFor(i), body)
-				if r.status == http.StatusConflict && strings.Contains(string(r.body), "in_flight") && attempt < 100 {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				if r.status != http.StatusCreated {
-					t.Errorf("checkout %d: HTTP %d %s", i, r.status, r.body)
-					return
-				}
-				var res checkoutResult
-				r.json(t, &res)
-				nos[i] = res.PaymentNo
-				return
-			}
-		})
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	for i := range n {
-		if nos[i] != nos[0] {
-			t.Fatalf("checkout %d got payment %s, first got %s", i, nos[i], nos[0])
-		}
-	}
-	return nos[0]
 }
 
 // masterKeys counts the paykit keys one master of a cluster holds.

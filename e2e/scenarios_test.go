@@ -74,18 +74,33 @@ func mustCheckout(t *testing.T, st *stack, tn tenant, key string, body map[strin
 // same payment, and returns that payment_no.
 func concurrentCheckouts(t *testing.T, st *stack, tn tenant, n int, body map[string]any, keyFor func(i int) string) string {
 	t.Helper()
+	return checkoutsAtOnce(t, st, tn, n, body, keyFor, false)
+}
+
+// checkoutsAtOnce is concurrentCheckouts; with retryInFlight a copy answered 409
+// in_flight (its key is held by a concurrent copy, the protocol's answer) is sent again,
+// up to 100 times 50 ms apart, before it must end 201.
+func checkoutsAtOnce(t *testing.T, st *stack, tn tenant, n int, body map[string]any, keyFor func(i int) string, retryInFlight bool) string {
+	t.Helper()
 	nos := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			r := st.checkout(t, tn, keyFor(i), body)
-			if r.status != http.StatusCreated {
-				t.Errorf("checkout %d: HTTP %d %s", i, r.status, r.body)
+			for attempt := 0; ; attempt++ {
+				r := st.checkout(t, tn, keyFor(i), body)
+				if retryInFlight && r.status == http.StatusConflict && strings.Contains(string(r.body), "in_flight") && attempt < 100 {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				if r.status != http.StatusCreated {
+					t.Errorf("checkout %d: HTTP %d %s", i, r.status, r.body)
+					return
+				}
+				var res checkoutResult
+				r.json(t, &res)
+				nos[i] = res.PaymentNo
 				return
 			}
-			var res checkoutResult
-			r.json(t, &res)
-			nos[i] = res.PaymentNo
 		})
 	}
 	wg.Wait()
