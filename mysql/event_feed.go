@@ -10,9 +10,10 @@ import (
 )
 
 const (
-	qTenantEvents = `SELECT id, ` + eventColumns + ` FROM payment_events
-WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?`
-	qTenantEvent = `SELECT id, ` + eventColumns + ` FROM payment_events WHERE tenant_id = ? AND event_id = ?`
+	// The feed pages by feed_seq (migration 0033), never by id: uk_payment_events_tenant_feed_seq.
+	qTenantEvents = `SELECT feed_seq, ` + eventColumns + ` FROM payment_events
+WHERE tenant_id = ? AND feed_seq > ? ORDER BY feed_seq LIMIT ?`
+	qTenantEvent = `SELECT COALESCE(feed_seq, 0), ` + eventColumns + ` FROM payment_events WHERE tenant_id = ? AND event_id = ?`
 	// qClaimEventForRedelivery takes an event that no sweeper or other redelivery holds,
 	// delivered or dead ones too. Moving next_attempt_at defeats the compare-and-set of a
 	// sweeper that read the event before.

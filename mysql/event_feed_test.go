@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 )
@@ -209,5 +210,87 @@ func TestFeedUnderConcurrentPayments(t *testing.T) {
 		if no := fmt.Sprintf("P%03d", i); listed[no] != 1 {
 			t.Errorf("%s listed %d times, want once", no, listed[no])
 		}
+	}
+}
+
+// TestFeedOrderDoesNotDependOnIDs plays two SQL servers of one distributed database (TiDB
+// gives each its own batch of AUTO_INCREMENT ids): an event written through the server
+// whose batch is higher commits first and is listed; the next event of the tenant comes
+// through the other server, with a lower id. The poller must still list it. Before, the
+// feed paged by id and its cursor, past the higher id, never listed the later event.
+func TestFeedOrderDoesNotDependOnIDs(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	ids := []int64{2_000_001, 1_000_001, 2_000_002}
+	mysql.SetEventIDs(st, func() int64 {
+		id := ids[0]
+		ids = ids[1:]
+		return id
+	})
+	var cursor int64
+	var listed []string
+	poll := func() {
+		evs, err := st.ListTenantEvents(ctx, "t1", cursor, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			listed = append(listed, ev.PaymentNo)
+			cursor = ev.Seq
+		}
+	}
+	paidEvent(t, st, "t1", "high") // through the server of ids 2,000,000…
+	poll()
+	paidEvent(t, st, "t1", "low") // then through the server of ids 1,000,000…
+	poll()
+	paidEvent(t, st, "t1", "highAgain")
+	poll()
+	if fmt.Sprint(listed) != "[high low highAgain]" {
+		t.Fatalf("the poller listed %v, want [high low highAgain]", listed)
+	}
+	// Positions are the tenant's own count, dense and in commit order.
+	evs, err := st.ListTenantEvents(ctx, "t1", 0, 100)
+	if err != nil || len(evs) != 3 || evs[0].Seq != 1 || evs[1].Seq != 2 || evs[2].Seq != 3 {
+		t.Fatalf("feed: %+v %v, want positions 1, 2, 3", evs, err)
+	}
+	if got, err := st.GetTenantEvent(ctx, "t1", evs[1].EventID); err != nil || got.Seq != 2 {
+		t.Fatalf("event by id: %+v %v, want position 2", got, err)
+	}
+}
+
+// TestFeedCursorsSurviveTheMigrationToFeedPositions: events written before migration 0033
+// keep the positions a merchant's cursor was handed (their ids), and the tenant's next
+// event comes after them.
+func TestFeedCursorsSurviveTheMigrationToFeedPositions(t *testing.T) {
+	db, _ := testenv.EmptyMySQL(t)
+	ctx := context.Background()
+	if err := migrations.UpTo(ctx, db, 32, migrations.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// What the store wrote before: the lock's count, and an event paged by its id.
+	for _, q := range []string{
+		`INSERT INTO tenant_feed_locks (tenant_id, events) VALUES ('t1', 2), ('t2', 1)`,
+		`INSERT INTO payment_events (id, event_id, tenant_id, payment_no, type, payload, created_at) VALUES
+			(40, 'e40', 't1', 'P40', 'payment.paid', '{}', NOW(6)),
+			(41, 'e41', 't2', 'P41', 'payment.paid', '{}', NOW(6)),
+			(57, 'e57', 't1', 'P57', 'payment.paid', '{}', NOW(6))`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := migrations.Up(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	st := mysql.NewStore(db)
+	t.Cleanup(func() { _ = st.Close() })
+	evs, err := st.ListTenantEvents(ctx, "t1", 40, 100)
+	if err != nil || len(evs) != 1 || evs[0].EventID != "e57" || evs[0].Seq != 57 {
+		t.Fatalf("after a cursor of 40: %+v %v, want e57 at 57", evs, err)
+	}
+	next := paidEvent(t, st, "t1", "Pnext")
+	evs, err = st.ListTenantEvents(ctx, "t1", 57, 100)
+	if err != nil || len(evs) != 1 || evs[0].EventID != next.EventID || evs[0].Seq != 58 {
+		t.Fatalf("after a cursor of 57: %+v %v, want the new event at 58", evs, err)
 	}
 }

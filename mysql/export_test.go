@@ -4,6 +4,9 @@ package mysql
 // it wrote the outbox event, before the commit: a test holds a transaction open there.
 func SetAfterEventInsert(st *Store, f func(paymentNo string)) { st.afterEventInsert = f }
 
+// SetEventIDs makes st give each outbox event the id f returns instead of AUTO_INCREMENT's.
+func SetEventIDs(st *Store, f func() int64) { st.eventIDs = f }
+
 // QPaidWithoutGrant is the grant repair's query, for its EXPLAIN.
 const QPaidWithoutGrant = qPaidWithoutGrant
 

@@ -135,6 +135,9 @@ type Store struct {
 	// afterEventInsert, when a test sets it, runs inside the transaction right after it
 	// wrote an outbox event, before the commit.
 	afterEventInsert func(paymentNo string)
+	// eventIDs, when a test sets it, gives each outbox event its id, as a second SQL
+	// server allocating from its own batch would.
+	eventIDs func() int64
 }
 
 var (

@@ -74,12 +74,16 @@ WHERE tenant_id = ? AND order_id = ?`
 WHERE tenant_id = ? AND order_id = ? AND status = 0`
 
 	// qLockTenantFeed takes the tenant's feed lock (migration 0020) for the rest of the
-	// transaction. Every outbox INSERT runs right after it, so a tenant's events commit in
-	// the order of their ids and the events feed's cursor never passes one still to come.
+	// transaction and counts the event about to be written. Every outbox INSERT runs right
+	// after it and takes that count as the event's feed_seq (migration 0033), so a tenant's
+	// events commit in feed_seq order and the events feed's cursor never passes one still
+	// to come, however many SQL servers hand out the ids.
 	qLockTenantFeed = `INSERT INTO tenant_feed_locks (tenant_id, events) VALUES (?, 1)
 ON DUPLICATE KEY UPDATE events = events + 1`
-	qInsertEvent = `INSERT INTO payment_events (event_id, tenant_id, payment_no, type, payload, created_at)
-VALUES (?, ?, ?, ?, ?, ?)`
+	// qInsertEvent's id is NULL (AUTO_INCREMENT gives it) but in a test that plays a
+	// second SQL server handing out ids from a batch of its own.
+	qInsertEvent = `INSERT INTO payment_events (id, feed_seq, event_id, tenant_id, payment_no, type, payload, created_at)
+SELECT ?, events, ?, ?, ?, ?, ?, ? FROM tenant_feed_locks WHERE tenant_id = ?`
 )
 
 // Limits on the list queries (pending payments, lost grants, due events).
@@ -452,21 +456,26 @@ func (st *Store) insertEvent(ctx context.Context, tx *sql.Tx, eventType string, 
 	if err != nil {
 		return "", fmt.Errorf("encode event: %w", err)
 	}
-	if err := st.lockTenantFeed(ctx, tx, p.TenantID); err != nil {
-		return "", err
-	}
-	if _, err := st.exec(ctx, tx, qInsertEvent,
-		ev.EventID, p.TenantID, p.PaymentNo, eventType, string(body), now); err != nil {
-		return "", fmt.Errorf("insert event: %w", err)
-	}
-	return ev.EventID, nil
+	return ev.EventID, st.appendEvent(ctx, tx, ev.EventID, p.TenantID, p.PaymentNo, eventType, body, now)
 }
 
-// lockTenantFeed takes the tenant's feed lock in tx: it is the statement right before
-// every outbox INSERT, and the last lock a transaction takes, so it adds no lock cycle.
-func (st *Store) lockTenantFeed(ctx context.Context, tx *sql.Tx, tenantID string) error {
+// appendEvent writes one outbox event in tx: it takes the tenant's feed lock, the last lock
+// a transaction takes (so it adds no lock cycle), and inserts the event at the position
+// the lock's count gives it.
+func (st *Store) appendEvent(ctx context.Context, tx *sql.Tx, eventID, tenantID, paymentNo, eventType string, body []byte, now time.Time) error {
 	if _, err := st.exec(ctx, tx, qLockTenantFeed, tenantID); err != nil {
 		return fmt.Errorf("lock the events feed of %s: %w", tenantID, err)
+	}
+	var id any // NULL: AUTO_INCREMENT
+	if st.eventIDs != nil {
+		id = st.eventIDs()
+	}
+	res, err := st.exec(ctx, tx, qInsertEvent, id, eventID, tenantID, paymentNo, eventType, string(body), now, tenantID)
+	if err != nil {
+		return fmt.Errorf("insert event: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("insert event %s: %d rows from the feed lock of %s (%v)", eventID, n, tenantID, err)
 	}
 	return nil
 }

@@ -341,13 +341,7 @@ func (st *Store) insertRefundEvent(ctx context.Context, tx *sql.Tx, eventType st
 	if err != nil {
 		return "", fmt.Errorf("encode event: %w", err)
 	}
-	if err := st.lockTenantFeed(ctx, tx, r.TenantID); err != nil {
-		return "", err
-	}
-	if _, err := st.exec(ctx, tx, qInsertEvent, ev.EventID, r.TenantID, r.PaymentNo, eventType, string(body), now); err != nil {
-		return "", fmt.Errorf("insert event: %w", err)
-	}
-	return ev.EventID, nil
+	return ev.EventID, st.appendEvent(ctx, tx, ev.EventID, r.TenantID, r.PaymentNo, eventType, body, now)
 }
 
 func (st *Store) getRefund(ctx context.Context, tx *sql.Tx, query string, args ...any) (payment.Refund, error) {

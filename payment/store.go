@@ -14,8 +14,9 @@ import (
 // Event is a merchant-facing event in the outbox, written in the same transaction as the
 // state change it describes and delivered after the commit.
 type Event struct {
-	// Seq is the event's position in the outbox, increasing with each event written: the
-	// cursor of the merchant's event feed.
+	// Seq is the event's position in its tenant's feed, increasing in commit order with
+	// each event of the tenant: the cursor of the merchant's event feed. It is not the
+	// row's id.
 	Seq         int64
 	EventID     string // globally unique; merchants dedupe on it
 	TenantID    string
