@@ -199,6 +199,17 @@ func (f file) run(ctx context.Context, db *sql.DB, stmts []string, o Options) er
 	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
 		return fmt.Errorf("%s: set lock_wait_timeout: %w", f.name, err)
 	}
+	tidb, err := isTiDB(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("%s: read the server's version: %w", f.name, err)
+	}
+	if tidb {
+		var split []string
+		for _, stmt := range stmts {
+			split = append(split, clausesOf(stmt)...)
+		}
+		stmts = split
+	}
 	for i, stmt := range stmts {
 		deadline := time.Now().Add(o.RetryFor)
 		backoff := 100 * time.Millisecond

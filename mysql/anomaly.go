@@ -17,6 +17,9 @@ ON DUPLICATE KEY UPDATE id = id`
 
 const maxDetail = 60000
 
+// minDatetime is the earliest value of a DATETIME column.
+var minDatetime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // RecordAnomaly stores an operator-visible anomaly. Recording the same (Kind, PaymentNo)
 // again changes nothing. A zero CreatedAt means now.
 func (st *Store) RecordAnomaly(ctx context.Context, a payment.Anomaly) error {
@@ -42,6 +45,11 @@ FROM payment_anomalies WHERE created_at >= ? ORDER BY created_at DESC, id DESC L
 // It is for operators; nothing on the payment path reads anomalies.
 func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) ([]payment.Anomaly, error) {
 	out := []payment.Anomaly{}
+	if since.IsZero() {
+		// The driver sends a zero time as 0000-00-00, which MySQL orders before every
+		// date and TiDB matches with none.
+		since = minDatetime
+	}
 	err := st.query(ctx, qListAnomalies, []any{dbTime(since), clampLimit(limit)}, func(rows *sql.Rows) error {
 		var (
 			a      payment.Anomaly

@@ -20,7 +20,7 @@ const (
 	qPendingExpired = `SELECT COUNT(*) FROM payments WHERE status = 0 AND expire_at < ?`
 	// qOldestUnsettled reads a range of idx_channel_notifications_due: the unsettled
 	// notifications only.
-	qOldestUnsettled = `SELECT MIN(received_at) FROM channel_notifications WHERE dispatch_due_at IS NOT NULL`
+	qOldestUnsettled = `SELECT MIN(received_at) FROM channel_notifications FORCE INDEX (idx_channel_notifications_due) WHERE dispatch_due_at IS NOT NULL`
 )
 
 // Backlog returns the outbox's oldest live undelivered event and its dead events, and

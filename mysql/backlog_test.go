@@ -100,7 +100,7 @@ func TestBacklog(t *testing.T) {
 		{"SELECT MIN(created_at) FROM payment_events WHERE delivered = 0 AND dead = 0", "payment_events", "idx_payment_events_due"},
 		{"SELECT COUNT(*) FROM payment_events WHERE delivered = 0 AND dead = 1", "payment_events", "idx_payment_events_due"},
 		{"SELECT COUNT(*) FROM payments WHERE status = 0 AND expire_at < NOW()", "payments", "idx_payments_status_expire"},
-		{"SELECT MIN(received_at) FROM channel_notifications WHERE dispatch_due_at IS NOT NULL", "channel_notifications", "idx_channel_notifications_due"},
+		{mysql.QOldestUnsettled, "channel_notifications", "idx_channel_notifications_due"},
 	} {
 		query, index := c.query, c.index
 		if key := explainKeys(t, db, query)[c.table]; key != index {

@@ -10,6 +10,9 @@ func SetEventIDs(st *Store, f func() int64) { st.eventIDs = f }
 // QPaidWithoutGrant is the grant repair's query, for its EXPLAIN.
 const QPaidWithoutGrant = qPaidWithoutGrant
 
+// QOldestUnsettled is the backlog's oldest unsettled notification, for its EXPLAIN.
+const QOldestUnsettled = qOldestUnsettled
+
 // QPurgeStatementLines is the staged bill lines' retention purge, for its EXPLAIN.
 const QPurgeStatementLines = qPurgeStatementLines
 

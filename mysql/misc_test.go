@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -601,7 +602,8 @@ func TestPaidWithoutGrant(t *testing.T) {
 	}
 }
 
-// explainKeys returns the index MariaDB chooses for each table (by alias) of query.
+// explainKeys returns the index the server (MariaDB, MySQL or TiDB) chooses for each
+// table (by alias) of query.
 func explainKeys(tb testing.TB, db *sql.DB, query string, args ...any) map[string]string {
 	tb.Helper()
 	rows, err := db.QueryContext(context.Background(), "EXPLAIN "+query, args...)
@@ -627,11 +629,30 @@ func explainKeys(tb testing.TB, db *sql.DB, query string, args ...any) map[strin
 				table = vals[i].String
 			case "key":
 				key = vals[i].String
+			case "access object": // TiDB: "table:p, index:idx_payments_paid_at(paid_at)"
+				table, key = tidbAccess(vals[i].String)
 			}
 		}
-		out[table] = key
+		if table != "" && (key != "" || out[table] == "") {
+			out[table] = key
+		}
 	}
 	return out
+}
+
+// tidbAccess reads the table (alias) and index of a TiDB plan row's access object. A row
+// of an index lookup names the index, and the row of its table read only the table.
+func tidbAccess(obj string) (table, index string) {
+	for part := range strings.SplitSeq(obj, ",") {
+		part = strings.TrimSpace(part)
+		if v, ok := strings.CutPrefix(part, "table:"); ok {
+			table = v
+		}
+		if v, ok := strings.CutPrefix(part, "index:"); ok {
+			index, _, _ = strings.Cut(v, "(")
+		}
+	}
+	return table, index
 }
 
 // TestGrantIsThePaymentsWhateverItsName: a payment granted under one benefit name is not

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +32,20 @@ const (
 	errDupEntry        = 1062 // ER_DUP_ENTRY
 	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT
 	errLockDeadlock    = 1213 // ER_LOCK_DEADLOCK
+
+	// TiDB's own: transient conflicts of its distributed transactions, each safe to retry
+	// from the start of the transaction.
+	tidbErrUnknown            = 1105 // ER_UNKNOWN_ERROR, with tidbPessimisticRetryLimit
+	tidbErrForUpdateCantRetry = 8002 // a SELECT … FOR UPDATE lost a write conflict
+	tidbErrTxnRetryable       = 8022 // "KV error safe to retry"
+	tidbErrInfoSchemaChanged  = 8028 // the schema changed during the transaction (a DDL ran)
+	tidbErrWriteConflict      = 9007 // a write conflict
 )
+
+// tidbPessimisticRetryLimit is the message of TiDB's 1105 for a statement that lost its
+// locks to concurrent writers more often than its retry limit allows (many upserts of one
+// key at once); the transaction, not the statement, must be retried.
+const tidbPessimisticRetryLimit = "pessimistic lock retry limit reached"
 
 // Retry policy for transactions that lose a deadlock or time out waiting for a lock.
 const (
@@ -191,13 +205,21 @@ func (st *Store) clock() time.Time { return dbTime(time.Now()) }
 func dbTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // IsRetryable reports whether err is a transient lock conflict (deadlock 1213 or lock
-// wait timeout 1205) after which the whole transaction may be retried.
+// wait timeout 1205; on TiDB also a write conflict, a lost FOR UPDATE, a schema change or
+// the pessimistic lock retry limit) after which the whole transaction may be retried.
 func IsRetryable(err error) bool {
 	var me *gomysql.MySQLError
 	if !errors.As(err, &me) {
 		return false
 	}
-	return me.Number == errLockDeadlock || me.Number == errLockWaitTimeout
+	switch me.Number {
+	case errLockDeadlock, errLockWaitTimeout,
+		tidbErrForUpdateCantRetry, tidbErrTxnRetryable, tidbErrInfoSchemaChanged, tidbErrWriteConflict:
+		return true
+	case tidbErrUnknown:
+		return strings.Contains(me.Message, tidbPessimisticRetryLimit)
+	}
+	return false
 }
 
 // IsDuplicate reports whether err is a duplicate-key violation (1062).

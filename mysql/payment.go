@@ -245,6 +245,11 @@ func (st *Store) MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt
 			if !paidAt.IsZero() {
 				at = dbTime(paidAt)
 			}
+			// The order first, then the payment's status: see orderBeforePayment.
+			if _, err := st.exec(ctx, tx, qOrderPaid,
+				p.PaymentNo, int64(p.Amount), p.Currency, now, p.TenantID, p.OrderID); err != nil {
+				return false, fmt.Errorf("update order: %w", err)
+			}
 			res, err := st.exec(ctx, tx, qMarkPaid, nullString(tradeNo), at, now, p.ID)
 			if err != nil {
 				if IsDuplicate(err) {
@@ -256,14 +261,10 @@ func (st *Store) MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt
 				}
 				return false, fmt.Errorf("update payment: %w", err)
 			}
-			if changed, err := affected(res); !changed || err != nil {
+			if err := orderBeforePayment(res); err != nil {
 				return false, err
 			}
 			p.Status, p.TradeNo, p.PaidAt = payment.StatusPaid, tradeNo, at
-			if _, err := st.exec(ctx, tx, qOrderPaid,
-				p.PaymentNo, int64(p.Amount), p.Currency, now, p.TenantID, p.OrderID); err != nil {
-				return false, fmt.Errorf("update order: %w", err)
-			}
 			return true, nil
 		})
 	if err != nil {
@@ -301,19 +302,43 @@ func (st *Store) endUnpaid(ctx context.Context, paymentNo, reason, update string
 	reason = truncate(reason, maxCloseReason)
 	return st.leavePending(ctx, paymentNo, eventType, reason,
 		func(tx *sql.Tx, p *payment.Payment, now time.Time) (bool, error) {
+			// The order first, then the payment's status: see orderBeforePayment.
+			if _, err := st.exec(ctx, tx, qOrderCancelled, now, p.TenantID, p.OrderID); err != nil {
+				return false, fmt.Errorf("update order: %w", err)
+			}
 			res, err := st.exec(ctx, tx, update, reason, now, p.ID)
 			if err != nil {
 				return false, fmt.Errorf("update payment: %w", err)
 			}
-			if changed, err := affected(res); !changed || err != nil {
+			if err := orderBeforePayment(res); err != nil {
 				return false, err
 			}
 			p.Status, p.CloseReason = to, reason
-			if _, err := st.exec(ctx, tx, qOrderCancelled, now, p.TenantID, p.OrderID); err != nil {
-				return false, fmt.Errorf("update order: %w", err)
-			}
 			return true, nil
 		})
+}
+
+// errPendingUnchanged: a transition's compare-and-set found the pending payment it holds
+// the row lock of no longer pending, which the lock rules out.
+var errPendingUnchanged = errors.New("the locked pending payment did not change; the transaction is rolled back")
+
+// orderBeforePayment checks the status compare-and-set of a transition that has already
+// updated the payment's order. A transition locks the payment, then its order, and only
+// then changes the payment's status, which moves the row out of the (tenant_id,
+// active_order_id) unique index. A checkout of the same order takes the order row first and
+// then probes that index entry. Were the status changed before the order, each would hold
+// what the other waits for: a deadlock, which TiDB resolves against the transition every
+// time a crowd of checkouts keeps the order busy (mysql/TestPaidOrderIsFinal). The order
+// was changed already, so a compare-and-set that changed nothing must roll it back.
+func orderBeforePayment(res sql.Result) error {
+	changed, err := affected(res)
+	if err != nil {
+		return err
+	}
+	if !changed {
+		return errPendingUnchanged
+	}
+	return nil
 }
 
 // OrderPaidPayment returns the order's most recent PAID payment; ok is false if it has none.

@@ -54,7 +54,8 @@ func (st *Store) ClearBillLines(ctx context.Context, appID, billDate string) err
 }
 
 // qPurgeStatementLines deletes the oldest staged lines through idx_statement_lines_bill_date.
-const qPurgeStatementLines = `DELETE FROM statement_lines WHERE bill_date < ? ORDER BY bill_date LIMIT ?`
+// The optimizer hint is TiDB's (see qPurgeNotifications).
+const qPurgeStatementLines = `DELETE /*+ USE_INDEX(statement_lines, idx_statement_lines_bill_date) */ FROM statement_lines WHERE bill_date < ? ORDER BY bill_date LIMIT ?`
 
 // PurgeStatementLines deletes up to limit staged lines of the days before before
 // (yyyy-MM-dd), of every app. Only the run of a day reads its lines (and a run replaces

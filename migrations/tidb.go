@@ -1,0 +1,87 @@
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+)
+
+// TiDB applies an ALTER TABLE of several clauses as one multi-schema change, and refuses
+// one whose clause uses a column another clause of it adds or modifies (ADD COLUMN b AFTER
+// a newly added a, ADD KEY on a column just added, MODIFY a column and index it). MySQL and
+// MariaDB apply such a statement atomically; on TiDB the runner applies it one clause at a
+// time instead, in the file's order. Each clause is atomic, and one already there is
+// skipped on a re-run, so an interrupted file still completes when run again.
+
+// isTiDB reports whether conn is to a TiDB server (its VERSION() names TiDB).
+func isTiDB(ctx context.Context, conn *sql.Conn) (bool, error) {
+	var v string
+	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return false, err
+	}
+	return strings.Contains(v, "TiDB"), nil
+}
+
+// clausesOf returns an ALTER TABLE statement of several clauses as one ALTER TABLE per
+// clause, each with the statement's ALGORITHM and LOCK options; any other statement is
+// returned as it is.
+func clausesOf(stmt string) []string {
+	const prefix = "ALTER TABLE "
+	trimmed := strings.TrimSpace(stmt)
+	if !strings.HasPrefix(strings.ToUpper(trimmed), prefix) {
+		return []string{stmt}
+	}
+	rest := strings.TrimSpace(trimmed[len(prefix):])
+	end := strings.IndexAny(rest, " \t\n")
+	if end < 0 {
+		return []string{stmt}
+	}
+	table, body := rest[:end], rest[end:]
+	var clauses, options []string
+	for _, c := range splitTopLevel(body) {
+		c = strings.Join(strings.Fields(c), " ")
+		switch upper := strings.ToUpper(c); {
+		case c == "":
+		case strings.HasPrefix(upper, "ALGORITHM"), strings.HasPrefix(upper, "LOCK"):
+			options = append(options, c)
+		default:
+			clauses = append(clauses, c)
+		}
+	}
+	if len(clauses) < 2 {
+		return []string{stmt}
+	}
+	out := make([]string, len(clauses))
+	for i, c := range clauses {
+		out[i] = prefix + table + " " + strings.Join(append([]string{c}, options...), ", ")
+	}
+	return out
+}
+
+// splitTopLevel splits s at the commas outside parentheses and quotes.
+func splitTopLevel(s string) []string {
+	var (
+		parts []string
+		depth int
+		quote rune
+		start int
+	)
+	for i, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"' || r == '`':
+			quote = r
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case r == ',' && depth == 0:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
