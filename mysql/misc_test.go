@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 

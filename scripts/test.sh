@@ -4,11 +4,18 @@
 # the Alipay simulator tests (also against Alipay's official Node SDK), and the end-to-end tests that run the Temporal dev server,
 # the simulator, the API and the worker as real processes talking real HTTP; the 90 s soak on a Temporal server of its own; a bounded fuzz of
 # the Alipay notification boundary; then the e2e happy path, two storms and the two-API two-worker topology again on
-# the real Temporal server on PostgreSQL; the Redis tests and the storms on a Redis Cluster.
+# the real Temporal server on PostgreSQL; the Redis tests and the storms on a Redis Cluster;
+# the storage tests, the storms, the topology and a shortened fault suite on TiDB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/services.sh
 scripts/build-temporal.sh
+# The TiDB server for the TiDB pass near the end, built at the lowest CPU priority while the
+# other tests run (the first build takes 8 to 9 minutes on 2 cores; later ones are cached).
+mkdir -p .artifacts
+PAYKIT_BUILD_NICE=1 scripts/build-tidb.sh >.artifacts/build-tidb.log 2>&1 &
+tidb_build=$!
+trap 'kill "$tidb_build" 2>/dev/null || true' EXIT
 # The demo shop's browser test (e2e/shop_browser_test.go) drives Debian's chromium.
 if ! command -v chromium >/dev/null; then
   echo "installing chromium from Debian packages" >&2
@@ -43,6 +50,22 @@ PAYKIT_E2E_TEMPORAL=postgres go test -race -count=1 -timeout 10m \
 PAYKIT_TEST_REDIS_ADDR=cluster go test -race -count=1 ./redis ./internal/testenv ./activities
 PAYKIT_TEST_REDIS_ADDR=cluster go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce)$' ./e2e
+# The TiDB pass: the storage and migration tests, the e2e happy path, two storms, the
+# two-API two-worker topology and a shortened randomized fault suite on one standalone TiDB
+# server (scripts/tidb.sh) instead of MariaDB.
+if ! wait "$tidb_build"; then
+  cat .artifacts/build-tidb.log >&2
+  exit 1
+fi
+scripts/tidb.sh start
+trap 'scripts/tidb.sh stop' EXIT
+export PAYKIT_TEST_MYSQL_DSN="$(scripts/tidb.sh dsn)"
+go test -race -count=1 ./mysql ./migrations
+PAYKIT_FAULT_DURATION=20s go test -race -count=1 -timeout 15m \
+  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestRandomizedFaults)$' ./e2e
+unset PAYKIT_TEST_MYSQL_DSN
+scripts/tidb.sh stop
+trap - EXIT
 # An independent client (Alipay's official Node SDK) against the simulator.
 tools/alipay-sdk-check/run.sh
 # A second independent Go client (gopay), which posts to gateway.do?charset=utf-8.
