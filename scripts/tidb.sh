@@ -32,7 +32,7 @@ start)
   mkdir -p "$dir/data"
   # Logs at warn: TiDB's info log writes a line per DDL job and per slow query.
   "$bin" -store unistore -path "$dir/data" -host 127.0.0.1 -P "$port" -status "$status" \
-    -L warn --log-file "$dir/tidb.log" >"$dir/stdout.log" 2>&1 &
+    -L warn --log-file "$dir/tidb.log" -log-slow-query "$dir/tidb-slow.log" >"$dir/stdout.log" 2>&1 &
   echo $! >"$dir/pid"
   for _ in $(seq 1 120); do
     if up; then
