@@ -6,13 +6,14 @@
 -- several SQL servers that speaks MySQL's protocol (TiDB) gives each server its own batch
 -- of ids, so an event committed later through one server can carry a lower id than one
 -- already listed through another, and a poller past the higher id never lists it.
--- feed_seq is the tenant's event count (tenant_feed_locks.events) read under that lock by
--- the INSERT itself: dense per tenant, in commit order, on any number of servers. Events
--- written before it are given feed_seq = id (0035), so a cursor a merchant holds stays
--- valid, and each tenant's count is raised to its highest id (0036), so new events come after.
+-- feed_seq is the tenant's event count (tenant_feed_locks.events), which the feed lock's
+-- upsert increments and returns (LAST_INSERT_ID(events + 1)) while it holds the lock: dense
+-- per tenant, in commit order, on any number of servers. Events written before it are
+-- given feed_seq = id (0035), so a cursor a merchant holds stays valid, and each tenant's
+-- count is raised to its highest id (0036), so new events come after.
 
 -- +goose Up
-ALTER TABLE payment_events ADD COLUMN feed_seq BIGINT NULL AFTER id, ALGORITHM = INPLACE, LOCK = NONE;
+ALTER TABLE payment_events ADD COLUMN feed_seq BIGINT NULL, ALGORITHM = INSTANT;
 
 -- +goose Down
 ALTER TABLE payment_events DROP COLUMN feed_seq;

@@ -5,8 +5,14 @@
 -- listed by the feed (they are still delivered by webhook): stop the older binaries before
 -- migrating, as the README's upgrade note says.
 
+-- changed_at = changed_at keeps the change stamp (0027) as it was: giving every event a new
+-- one would send the next audit window over every payment that has an event.
+-- The UPDATE is one statement over the outbox. On an outbox of millions of events, run it
+-- in batches after 0034 and before the rest, until it changes no row:
+--   UPDATE payment_events SET feed_seq = id, changed_at = changed_at WHERE feed_seq IS NULL LIMIT 10000;
+
 -- +goose Up
-UPDATE payment_events SET feed_seq = id WHERE feed_seq IS NULL;
+UPDATE payment_events SET feed_seq = id, changed_at = changed_at WHERE feed_seq IS NULL;
 
 -- +goose Down
-UPDATE payment_events SET feed_seq = NULL;
+UPDATE payment_events SET feed_seq = NULL, changed_at = changed_at;

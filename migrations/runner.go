@@ -148,6 +148,8 @@ const (
 	errCantDropColKey = 1091 // ER_CANT_DROP_FIELD_OR_KEY
 	errNoSuchTable    = 1146 // ER_NO_SUCH_TABLE
 	errBadField       = 1054 // ER_BAD_FIELD_ERROR
+
+	tidbErrInfoSchemaChanged = 8028 // TiDB: the schema changed under the statement
 )
 
 // alreadyApplied reports whether err says the statement's effect is already there: a
@@ -169,9 +171,12 @@ func alreadyApplied(err error, stmt string) bool {
 	return false
 }
 
+// isLockWait reports whether err is a statement that gave up waiting and may be run again:
+// a lock wait timeout, or TiDB's "information schema is changed during the execution of
+// the statement" (another DDL, of any database on the server, ran meanwhile).
 func isLockWait(err error) bool {
 	var me *gomysql.MySQLError
-	return errors.As(err, &me) && me.Number == errLockWait
+	return errors.As(err, &me) && (me.Number == errLockWait || me.Number == tidbErrInfoSchemaChanged)
 }
 
 // run executes stmts one by one on one connection with lock_wait_timeout set. A

@@ -1,8 +1,12 @@
 package migrations
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
 // TestEveryFileParses: every file splits into statements, the newer ones into exactly
@@ -60,6 +64,25 @@ DROP TABLE a;
 	} {
 		if _, err := parseFile(name, text); err == nil {
 			t.Errorf("%s parsed; want an error", name)
+		}
+	}
+}
+
+// A statement that timed out on its lock, or that TiDB refused because another DDL changed
+// the schema under it (any database on the server: tests migrate theirs side by side), is
+// run again; other errors are not.
+func TestRetriedStatementErrors(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&gomysql.MySQLError{Number: 1205}, true},
+		{fmt.Errorf("x: %w", &gomysql.MySQLError{Number: 8028, Message: "Information schema is changed"}), true},
+		{&gomysql.MySQLError{Number: 1064}, false},
+		{errors.New("Error 8028"), false},
+	} {
+		if got := isLockWait(c.err); got != c.want {
+			t.Errorf("isLockWait(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }

@@ -36,11 +36,11 @@ const auditRecordSelect = `SELECT p.*,
 	COALESCE(e.attempts, 0), COALESCE(e.last_error, ''),
 	COALESCE(CASE WHEN p.status = 1 AND p.repurchase = 0 THEN
 		(SELECT q.payment_no FROM payments q
-		 WHERE q.tenant_id = p.tenant_id AND q.order_id = p.order_id AND q.status = 1 AND q.id < p.id
+		 WHERE q.tenant_id = p.tenant_id AND q.order_id = p.order_id AND q.status = 1 AND (q.created_at, q.id) < (p.created_at, p.id)
 		 ORDER BY q.created_at, q.id LIMIT 1) END, ''),
 	COALESCE(CASE WHEN p.status = 1 THEN
 		(SELECT q.payment_no FROM payments q
-		 WHERE q.tenant_id = p.tenant_id AND q.order_id = p.order_id AND q.status = 1 AND q.repurchase = 0 AND q.id > p.id
+		 WHERE q.tenant_id = p.tenant_id AND q.order_id = p.order_id AND q.status = 1 AND q.repurchase = 0 AND (q.created_at, q.id) > (p.created_at, p.id)
 		 ORDER BY q.created_at, q.id LIMIT 1) END, ''),
 	(SELECT MIN(n.received_at) FROM channel_notifications n
 	 WHERE n.payment_no = p.payment_no AND n.verified = 1 AND n.dispatch_due_at IS NOT NULL),

@@ -259,8 +259,8 @@ func TestFeedOrderDoesNotDependOnIDs(t *testing.T) {
 }
 
 // TestFeedCursorsSurviveTheMigrationToFeedPositions: events written before migration 0033
-// keep the positions a merchant's cursor was handed (their ids), and the tenant's next
-// event comes after them.
+// keep the positions a merchant's cursor was handed (their ids) and their change stamps,
+// and the tenant's next event comes after them.
 func TestFeedCursorsSurviveTheMigrationToFeedPositions(t *testing.T) {
 	db, _ := testenv.EmptyMySQL(t)
 	ctx := context.Background()
@@ -270,10 +270,10 @@ func TestFeedCursorsSurviveTheMigrationToFeedPositions(t *testing.T) {
 	// What the store wrote before: the lock's count, and an event paged by its id.
 	for _, q := range []string{
 		`INSERT INTO tenant_feed_locks (tenant_id, events) VALUES ('t1', 2), ('t2', 1)`,
-		`INSERT INTO payment_events (id, event_id, tenant_id, payment_no, type, payload, created_at) VALUES
-			(40, 'e40', 't1', 'P40', 'payment.paid', '{}', NOW(6)),
-			(41, 'e41', 't2', 'P41', 'payment.paid', '{}', NOW(6)),
-			(57, 'e57', 't1', 'P57', 'payment.paid', '{}', NOW(6))`,
+		`INSERT INTO payment_events (id, event_id, tenant_id, payment_no, type, payload, created_at, changed_at) VALUES
+			(40, 'e40', 't1', 'P40', 'payment.paid', '{}', NOW(6), '2026-01-02 03:04:05.000006'),
+			(41, 'e41', 't2', 'P41', 'payment.paid', '{}', NOW(6), '2026-01-02 03:04:05.000006'),
+			(57, 'e57', 't1', 'P57', 'payment.paid', '{}', NOW(6), '2026-01-02 03:04:05.000006')`,
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
@@ -281,6 +281,13 @@ func TestFeedCursorsSurviveTheMigrationToFeedPositions(t *testing.T) {
 	}
 	if err := migrations.Up(ctx, db); err != nil {
 		t.Fatal(err)
+	}
+	// The backfill keeps the audit's change stamp: a new one would send the next audit
+	// window over every payment that has an event.
+	var restamped int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM payment_events
+		WHERE changed_at <> '2026-01-02 03:04:05.000006'`).Scan(&restamped); err != nil || restamped != 0 {
+		t.Fatalf("%d events given a new changed_at by the backfill (%v), want none", restamped, err)
 	}
 	st := mysql.NewStore(db)
 	t.Cleanup(func() { _ = st.Close() })

@@ -74,16 +74,20 @@ WHERE tenant_id = ? AND order_id = ?`
 WHERE tenant_id = ? AND order_id = ? AND status = 0`
 
 	// qLockTenantFeed takes the tenant's feed lock (migration 0020) for the rest of the
-	// transaction and counts the event about to be written. Every outbox INSERT runs right
-	// after it and takes that count as the event's feed_seq (migration 0033), so a tenant's
-	// events commit in feed_seq order and the events feed's cursor never passes one still
-	// to come, however many SQL servers hand out the ids.
-	qLockTenantFeed = `INSERT INTO tenant_feed_locks (tenant_id, events) VALUES (?, 1)
-ON DUPLICATE KEY UPDATE events = events + 1`
+	// transaction and counts the event about to be written, returning the count as the
+	// statement's insert id (LAST_INSERT_ID(expr), on both the insert and the update
+	// path). The outbox INSERT right after it takes that count as the event's feed_seq
+	// (migration 0033), so a tenant's events commit in feed_seq order and the events
+	// feed's cursor never passes one still to come, however many SQL servers hand out
+	// the ids.
+	qLockTenantFeed = `INSERT INTO tenant_feed_locks (tenant_id, events) VALUES (?, LAST_INSERT_ID(1))
+ON DUPLICATE KEY UPDATE events = LAST_INSERT_ID(events + 1)`
 	// qInsertEvent's id is NULL (AUTO_INCREMENT gives it) but in a test that plays a
-	// second SQL server handing out ids from a batch of its own.
+	// second SQL server handing out ids from a batch of its own. It is a plain
+	// INSERT … VALUES: an INSERT … SELECT would take MariaDB's table-wide AUTO-INC lock
+	// (innodb_autoinc_lock_mode 1) for the whole statement.
 	qInsertEvent = `INSERT INTO payment_events (id, feed_seq, event_id, tenant_id, payment_no, type, payload, created_at)
-SELECT ?, events, ?, ?, ?, ?, ?, ? FROM tenant_feed_locks WHERE tenant_id = ?`
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // Limits on the list queries (pending payments, lost grants, due events).
@@ -488,19 +492,20 @@ func (st *Store) insertEvent(ctx context.Context, tx *sql.Tx, eventType string, 
 // a transaction takes (so it adds no lock cycle), and inserts the event at the position
 // the lock's count gives it.
 func (st *Store) appendEvent(ctx context.Context, tx *sql.Tx, eventID, tenantID, paymentNo, eventType string, body []byte, now time.Time) error {
-	if _, err := st.exec(ctx, tx, qLockTenantFeed, tenantID); err != nil {
+	res, err := st.exec(ctx, tx, qLockTenantFeed, tenantID)
+	if err != nil {
 		return fmt.Errorf("lock the events feed of %s: %w", tenantID, err)
+	}
+	seq, err := res.LastInsertId()
+	if err != nil || seq <= 0 {
+		return fmt.Errorf("lock the events feed of %s: no position (%d, %v)", tenantID, seq, err)
 	}
 	var id any // NULL: AUTO_INCREMENT
 	if st.eventIDs != nil {
 		id = st.eventIDs()
 	}
-	res, err := st.exec(ctx, tx, qInsertEvent, id, eventID, tenantID, paymentNo, eventType, string(body), now, tenantID)
-	if err != nil {
+	if _, err := st.exec(ctx, tx, qInsertEvent, id, seq, eventID, tenantID, paymentNo, eventType, string(body), now); err != nil {
 		return fmt.Errorf("insert event: %w", err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("insert event %s: %d rows from the feed lock of %s (%v)", eventID, n, tenantID, err)
 	}
 	return nil
 }
