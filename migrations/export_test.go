@@ -31,6 +31,3 @@ func SplitFS() (fs.FS, error) {
 	}
 	return out, nil
 }
-
-// IsTiDB reports whether the server of db is TiDB.
-var IsTiDB = isTiDB

@@ -89,12 +89,7 @@ func TestRunnerBuildsTheSchemaGooseBuilds(t *testing.T) {
 
 func onTiDB(t *testing.T, db *sql.DB) bool {
 	t.Helper()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	tidb, err := migrations.IsTiDB(context.Background(), conn)
+	tidb, err := migrations.IsTiDB(context.Background(), db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,7 +204,7 @@ func (f file) run(ctx context.Context, db *sql.DB, stmts []string, o Options) er
 	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
 		return fmt.Errorf("%s: set lock_wait_timeout: %w", f.name, err)
 	}
-	tidb, err := isTiDB(ctx, conn)
+	tidb, err := IsTiDB(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("%s: read the server's version: %w", f.name, err)
 	}

@@ -13,10 +13,15 @@ import (
 // time instead, in the file's order. Each clause is atomic, and one already there is
 // skipped on a re-run, so an interrupted file still completes when run again.
 
-// isTiDB reports whether conn is to a TiDB server (its VERSION() names TiDB).
-func isTiDB(ctx context.Context, conn *sql.Conn) (bool, error) {
+// Querier is what IsTiDB reads the server's version through: a *sql.DB or a *sql.Conn.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// IsTiDB reports whether q is connected to a TiDB server (its VERSION() names TiDB).
+func IsTiDB(ctx context.Context, q Querier) (bool, error) {
 	var v string
-	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+	if err := q.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
 		return false, err
 	}
 	return strings.Contains(v, "TiDB"), nil

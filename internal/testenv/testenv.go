@@ -59,7 +59,7 @@ func MySQL(tb testing.TB) (*sql.DB, string) {
 	db, dsn := newDatabase(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	tidb, err := isTiDB(ctx, db)
+	tidb, err := migrations.IsTiDB(ctx, db)
 	if err != nil {
 		tb.Fatalf("testenv: %s: %v", dsn, err)
 	}

@@ -14,14 +14,6 @@ import (
 	"github.com/paykit/paykit/mysql"
 )
 
-func isTiDB(ctx context.Context, db *sql.DB) (bool, error) {
-	var v string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
-		return false, err
-	}
-	return strings.Contains(v, "TiDB"), nil
-}
-
 // templateName names the template of the current migration files: a change to any file
 // makes a new one.
 func templateName() (string, error) {
