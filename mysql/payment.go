@@ -244,7 +244,7 @@ func (st *Store) existingFor(ctx context.Context, np payment.NewPayment) (paymen
 // a zero paidAt means now.
 func (st *Store) MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt time.Time) (payment.Transition, error) {
 	tr, err := st.leavePending(ctx, paymentNo, payment.EventPaymentPaid, "",
-		func(tx *sql.Tx, p *payment.Payment, now time.Time) (bool, error) {
+		func(tx *sql.Tx, p *payment.Payment, now time.Time) error {
 			at := now
 			if !paidAt.IsZero() {
 				at = dbTime(paidAt)
@@ -252,24 +252,24 @@ func (st *Store) MarkPaid(ctx context.Context, paymentNo, tradeNo string, paidAt
 			// The order first, then the payment's status: see orderBeforePayment.
 			if _, err := st.exec(ctx, tx, qOrderPaid,
 				p.PaymentNo, int64(p.Amount), p.Currency, now, p.TenantID, p.OrderID); err != nil {
-				return false, fmt.Errorf("update order: %w", err)
+				return fmt.Errorf("update order: %w", err)
 			}
 			res, err := st.exec(ctx, tx, qMarkPaid, nullString(tradeNo), at, now, p.ID)
 			if err != nil {
 				if IsDuplicate(err) {
-					return false, &payment.Error{
+					return &payment.Error{
 						Code:    payment.ECONFLICT,
 						Message: "trade_no already belongs to another payment",
 						Err:     err,
 					}
 				}
-				return false, fmt.Errorf("update payment: %w", err)
+				return fmt.Errorf("update payment: %w", err)
 			}
 			if err := orderBeforePayment(res); err != nil {
-				return false, err
+				return err
 			}
 			p.Status, p.TradeNo, p.PaidAt = payment.StatusPaid, tradeNo, at
-			return true, nil
+			return nil
 		})
 	if err != nil {
 		return payment.Transition{}, fmt.Errorf("mysql: mark paid %s: %w", paymentNo, err)
@@ -305,20 +305,20 @@ func (st *Store) FailPayment(ctx context.Context, paymentNo, reason string) (pay
 func (st *Store) endUnpaid(ctx context.Context, paymentNo, reason, update string, to payment.Status, eventType string) (payment.Transition, error) {
 	reason = truncate(reason, maxCloseReason)
 	return st.leavePending(ctx, paymentNo, eventType, reason,
-		func(tx *sql.Tx, p *payment.Payment, now time.Time) (bool, error) {
+		func(tx *sql.Tx, p *payment.Payment, now time.Time) error {
 			// The order first, then the payment's status: see orderBeforePayment.
 			if _, err := st.exec(ctx, tx, qOrderCancelled, now, p.TenantID, p.OrderID); err != nil {
-				return false, fmt.Errorf("update order: %w", err)
+				return fmt.Errorf("update order: %w", err)
 			}
 			res, err := st.exec(ctx, tx, update, reason, now, p.ID)
 			if err != nil {
-				return false, fmt.Errorf("update payment: %w", err)
+				return fmt.Errorf("update payment: %w", err)
 			}
 			if err := orderBeforePayment(res); err != nil {
-				return false, err
+				return err
 			}
 			p.Status, p.CloseReason = to, reason
-			return true, nil
+			return nil
 		})
 }
 
@@ -394,7 +394,7 @@ func (st *Store) OrderStanding(ctx context.Context, tenantID, orderID string) (p
 // outbox event. A payment that is not pending, or whose compare-and-set matched no row,
 // is returned as it is with Changed=false.
 func (st *Store) leavePending(ctx context.Context, paymentNo, eventType, reason string,
-	change func(tx *sql.Tx, p *payment.Payment, now time.Time) (bool, error)) (payment.Transition, error) {
+	change func(tx *sql.Tx, p *payment.Payment, now time.Time) error) (payment.Transition, error) {
 	var tr payment.Transition
 	err := st.inTx(ctx, func(tx *sql.Tx) error {
 		tr = payment.Transition{}
@@ -410,13 +410,9 @@ func (st *Store) leavePending(ctx context.Context, paymentNo, eventType, reason 
 			return nil
 		}
 		now := st.clock()
-		changed, err := change(tx, &p, now)
-		if err != nil {
-			return err
-		}
-		if !changed {
-			// Unreachable under the row lock, but the compare-and-set has the last word.
-			tr.Payment, err = st.getPayment(ctx, tx, qPaymentByNoForUpdate, paymentNo)
+		// A compare-and-set that changes nothing, unreachable under the row lock, is an
+		// error that rolls the transaction back (orderBeforePayment).
+		if err := change(tx, &p, now); err != nil {
 			return err
 		}
 		p.UpdatedAt = now
