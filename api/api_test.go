@@ -45,6 +45,8 @@ type fakeStore struct {
 	// orderPayments is what ListOrderPayments lists (newest first); events the outbox.
 	orderPayments []payment.Payment
 	events        []payment.Event
+	// tenantReads counts GetTenant calls.
+	tenantReads int
 }
 
 // stores gives the fake as every noun the API uses.
@@ -100,6 +102,9 @@ func (f *fakeStore) OrderStanding(ctx context.Context, tenantID, orderID string)
 	return paid, pending, nil
 }
 func (f *fakeStore) GetTenant(context.Context, string) (payment.Tenant, error) {
+	f.mu.Lock()
+	f.tenantReads++
+	f.mu.Unlock()
 	return f.tenant, f.err()
 }
 func (f *fakeStore) GetPayment(_ context.Context, no string) (payment.Payment, error) {

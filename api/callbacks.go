@@ -154,11 +154,6 @@ func (s *Server) applyNotification(ctx context.Context, n payment.Notification) 
 		return outcomeReceived, false
 	}
 	log := s.log.With("notify_id", n.NotifyID, "payment_no", p.PaymentNo, "tenant_id", p.TenantID, "order_id", p.OrderID, "trade_no", n.TradeNo)
-	tenant, err := s.store.GetTenant(ctx, p.TenantID)
-	if err != nil {
-		log.ErrorContext(ctx, "read tenant for notification; handed over again later", "err", err)
-		return outcomeReceived, false
-	}
 	// Verified for the app it names, the notification must also be about a payment of
 	// that app, the one the payment was opened on (its tenant may have moved since): app
 	// B's valid signature never settles tenant A's payment.
@@ -194,7 +189,13 @@ func (s *Server) applyNotification(ctx context.Context, n payment.Notification) 
 		return s.deliverSignal(ctx, log, p, sig)
 	default:
 		// Money arrived for a payment we closed. Never lose it silently: record it for
-		// refund and alert.
+		// refund and alert. The tenant (does it refund automatically?) is read only here,
+		// before anything is recorded, so the common notification costs no tenant read.
+		tenant, err := s.store.GetTenant(ctx, p.TenantID)
+		if err != nil {
+			log.ErrorContext(ctx, "read tenant for notification; handed over again later", "err", err)
+			return outcomeReceived, false
+		}
 		s.metrics.anomalies.Inc()
 		anomaly := payment.Anomaly{
 			Kind: payment.AnomalyPaidAfterClose, TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,

@@ -225,3 +225,20 @@ func TestUnsettledNotificationBacksOffAndBecomesAnAnomaly(t *testing.T) {
 		t.Fatalf("signals = %d, want 11 (one per hand-over)", orch.signals)
 	}
 }
+
+// A notification for a pending payment reads the payment and nothing else before its
+// signal: the tenant is read only for the case that needs it (money for a closed
+// payment, where the tenant may refund it automatically).
+func TestNotificationForAPendingPaymentDoesNotReadTheTenant(t *testing.T) {
+	_, srv, st, orch := newInboxServer(t)
+	if got := callback(t, srv, paidForm); got != "success" {
+		t.Fatalf("reply %q", got)
+	}
+	st.note(t, 0, func(n payment.ChannelNotification) bool { return n.Outcome == "signalled" })
+	st.mu.Lock()
+	reads := st.tenantReads
+	st.mu.Unlock()
+	if orch.signalCount() != 1 || reads != 0 {
+		t.Fatalf("%d signals after %d tenant reads; want 1 signal and no tenant read", orch.signalCount(), reads)
+	}
+}
