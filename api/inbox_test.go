@@ -242,3 +242,35 @@ func TestNotificationForAPendingPaymentDoesNotReadTheTenant(t *testing.T) {
 		t.Fatalf("%d signals after %d tenant reads; want 1 signal and no tenant read", orch.signalCount(), reads)
 	}
 }
+
+// Money for a closed payment is recorded as an anomaly and, for a tenant that asked for
+// it, refunded automatically: the one notification that reads the tenant.
+func TestPaidAfterCloseRefundsForATenantThatAskedForIt(t *testing.T) {
+	for _, auto := range []bool{false, true} {
+		_, srv, st, orch := newInboxServer(t)
+		st.mu.Lock()
+		st.tenant.AutoRefundPaidAfterClose = auto
+		p := st.payments["P1"]
+		p.Status = payment.StatusClosed
+		st.payments["P1"] = p
+		st.mu.Unlock()
+		if got := callback(t, srv, paidForm); got != "success" {
+			t.Fatalf("auto refund %v: reply %q", auto, got)
+		}
+		st.note(t, 0, func(n payment.ChannelNotification) bool { return n.Outcome == "anomaly" })
+		st.mu.Lock()
+		anomalies, refunds, reads := len(st.anomalies), len(st.refunds), st.tenantReads
+		st.mu.Unlock()
+		orch.mu.Lock()
+		starts := orch.refundStarts
+		orch.mu.Unlock()
+		want := 0
+		if auto {
+			want = 1
+		}
+		if anomalies != 1 || refunds != want || starts != want || reads != 1 {
+			t.Fatalf("auto refund %v: %d anomalies, %d refunds, %d refund starts, %d tenant reads; want 1, %d, %d, 1",
+				auto, anomalies, refunds, starts, reads, want, want)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func (f *fakeStore) CreateRefund(_ context.Context, n payment.NewRefund) (paymen
 	switch {
 	case !ok || p.TenantID != n.TenantID:
 		return payment.Refund{}, false, payment.Errorf(payment.ENOTFOUND, "no payment %s", n.PaymentNo)
-	case p.Status != payment.StatusPaid:
+	case p.Status != payment.StatusPaid && !(n.ForClosedPayment && p.Status == payment.StatusClosed):
 		return payment.Refund{}, false, payment.Errorf(payment.ENOTPAID, "payment %s is %s", p.PaymentNo, p.Status)
 	case p.Refunded+n.Amount > p.Amount:
 		return payment.Refund{}, false, payment.Errorf(payment.EREFUNDEXCEEDS, "too much")
