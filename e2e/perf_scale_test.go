@@ -43,6 +43,85 @@ func perfOpen(t *testing.T) int {
 	return n
 }
 
+// perfPaid is PAYKIT_PERF_PAID: how many whole payments the long payment run makes
+// (10000 by default; 0 skips it).
+func perfPaid(t *testing.T) int {
+	v := envOr("PAYKIT_PERF_PAID", "10000")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("PAYKIT_PERF_PAID=%q: want a count of payments, or 0 to skip the phase", v)
+	}
+	return n
+}
+
+// paidPhase is the long payment run: n whole payments in tenths, each measured with the
+// processes' memory and goroutines after it.
+type paidPhase struct {
+	n      int
+	tenths []paidTenth
+	start  procStats
+	// undelivered is the payment events not yet delivered right after the last payment.
+	undelivered int
+}
+
+type paidTenth struct {
+	done  int
+	s     perfSample
+	stats procStats
+}
+
+// procStats is what the benchmark's worker and API hold at one moment.
+type procStats struct {
+	workerRSS, workerGor, apiRSS, apiGor float64
+}
+
+func (p *perf) procStats() procStats {
+	w, a := scrape(p.st.adminURL+"/metrics"), scrape(p.st.apiURL+"/metrics")
+	return procStats{workerRSS: w["process_resident_memory_bytes"], workerGor: w["go_goroutines"],
+		apiRSS: a["process_resident_memory_bytes"], apiGor: a["go_goroutines"]}
+}
+
+// paidRun makes n whole payments (16 concurrent), a tenth at a time, and records each
+// tenth's rate, latency and cost and the processes' memory and goroutines after it: a
+// figure that grows from tenth to tenth is something held per payment.
+func (p *perf) paidRun(t *testing.T, n int) paidPhase {
+	p.drain(t)
+	ph := paidPhase{n: n, start: p.procStats()}
+	step := max(n/10, 1)
+	for done := 0; done < n; {
+		k := min(step, n-done)
+		s := p.counted(func() perfSample { return p.paymentsN(p.cfg.paymentCon, k) })
+		done += k
+		ph.tenths = append(ph.tenths, paidTenth{done: done, s: s, stats: p.procStats()})
+		t.Logf("paid run: %d of %d: %s", done, n, s)
+	}
+	_ = env.db.QueryRow("SELECT COUNT(*) FROM payment_events WHERE delivered = 0").Scan(&ph.undelivered)
+	p.drain(t)
+	return ph
+}
+
+// paidTable renders the long payment run.
+func paidTable(ph paidPhase) string {
+	if ph.n == 0 {
+		return ""
+	}
+	var b strings.Builder
+	var all perfSample
+	for _, x := range ph.tenths {
+		all.ok, all.errs, all.elapsed = all.ok+x.s.ok, all.errs+x.s.errs, all.elapsed+x.s.elapsed
+		all.lat = append(all.lat, x.s.lat...)
+	}
+	fmt.Fprintf(&b, "\nwhole payments, %d in one run, 16 concurrent, in tenths (all: %s):\n\n", ph.n, curveCell(all))
+	b.WriteString("| paid so far | this tenth | MySQL statements per payment | Redis commands per payment | worker MiB, goroutines | API MiB, goroutines |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| 0 | | | | %.0f, %.0f | %.0f, %.0f |\n", ph.start.workerRSS/(1<<20), ph.start.workerGor, ph.start.apiRSS/(1<<20), ph.start.apiGor)
+	for _, x := range ph.tenths {
+		fmt.Fprintf(&b, "| %d | %s | %.1f | %.1f | %.0f, %.0f | %.0f, %.0f |\n", x.done, curveCell(x.s), x.s.mysqlPerOp, x.s.redisPerOp,
+			x.stats.workerRSS/(1<<20), x.stats.workerGor, x.stats.apiRSS/(1<<20), x.stats.apiGor)
+	}
+	fmt.Fprintf(&b, "\npayment events not yet delivered right after the last payment: %d\n", ph.undelivered)
+	return b.String()
+}
+
 // curvePoint is one concurrency of the scale curve.
 type curvePoint struct {
 	conc            int

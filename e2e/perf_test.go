@@ -43,7 +43,9 @@ import (
 // PAYKIT_PERF_PROFILE_DIR (CPU profiles of the API and worker and Temporal's metrics,
 // taken in the last round). After the rounds, once: the checkout's scale curve at
 // PAYKIT_PERF_CURVE concurrencies (8,32,128,512; off) and the checkout with
-// PAYKIT_PERF_OPEN unpaid payments open (10000; 0 skips it), perf_scale_test.go.
+// PAYKIT_PERF_OPEN unpaid payments open (10000; 0 skips it), PAYKIT_PERF_PAID whole payments
+// in one run (10000; 0 skips it), perf_scale_test.go. PAYKIT_PERF_WORKERS=2 adds a second
+// worker and a second API, and the requests go to the two APIs in turn.
 func TestPerf(t *testing.T) {
 	if os.Getenv("PAYKIT_PERF") == "" {
 		t.Skip("the benchmark runs with PAYKIT_PERF=1 (scripts/bench.sh)")
@@ -101,10 +103,13 @@ func TestPerf(t *testing.T) {
 			res.floorUWS[r], res.checkout[r], res.checkoutUpd[r], res.floorPay[r], res.payment[r], res.callback[r], res.toPaid[r])
 	}
 	res.curve = p.scaleCurve(t, perfLevels(t))
+	if n := perfPaid(t); n > 0 {
+		res.paid = p.paidRun(t, n)
+	}
 	if n := perfOpen(t); n > 0 {
 		res.open = p.openPayments(t, n)
 	}
-	table := res.table(cfg) + curveTable(res.curve) + openTable(res.open)
+	table := res.table(cfg) + curveTable(res.curve) + paidTable(res.paid) + openTable(res.open)
 	fmt.Println(table)
 	if out := os.Getenv("PAYKIT_PERF_OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(table+"\n"), 0o644); err != nil {
@@ -146,6 +151,10 @@ type perf struct {
 	// updateAPI is an API on the same worker whose checkouts all wait for the workflow's
 	// checkout update (PAYKIT_CHECKOUT_DIRECT=false).
 	updateAPI string
+	// apis are the APIs the measured requests go to, in turn (two with
+	// PAYKIT_PERF_WORKERS=2, as behind a balancer); next picks the next one.
+	apis []string
+	next atomic.Uint64
 }
 
 const (
@@ -285,7 +294,7 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 		extra, err := startStack("perf-worker2", stackOptions{paymentTTL: 2 * time.Hour, redisAddr: redisAddr, taskQueue: st.taskQueue,
 			// Its trades' notify_url is the first stack's API, as behind one balancer.
 			extraEnv: []string{"PAYKIT_MYSQL_DSN=" + dsn, "PAYKIT_PUBLIC_URL=" + st.apiURL, "PAYKIT_RECONCILE_INTERVAL=1h", "PAYKIT_SWEEP_EVERY=30m",
-				"PAYKIT_SWEEP_STALE_AFTER=3h", "PAYKIT_LOG_LEVEL=warn"}})
+				"PAYKIT_SWEEP_STALE_AFTER=3h", "PAYKIT_INBOX_SETTLE_BOUND=30s", "PAYKIT_INBOX_SWEEP_INTERVAL=5s", "PAYKIT_LOG_LEVEL=warn"}})
 		if extra != nil {
 			t.Cleanup(func() {
 				extra.api.stop()
@@ -295,8 +304,10 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 		if err != nil {
 			t.Fatal(err)
 		}
-		extra.api.stop() // only its worker is wanted
+		// Its API takes every other request, as behind a balancer.
+		p.apis = append(p.apis, extra.apiURL)
 	}
+	p.apis = append([]string{st.apiURL}, p.apis...)
 	p.st = st
 	p.tn = newTenant(t)
 	p.updateAPI = p.secondAPI(t, "perf-update", 2*time.Hour, "PAYKIT_CHECKOUT_DIRECT=false", "PAYKIT_RECONCILE_INTERVAL=1h")
@@ -462,7 +473,12 @@ func (p *perf) floorPayments(t *testing.T) perfSample {
 
 // perfCheckout posts one checkout for a new order and returns its answer.
 func (p *perf) perfCheckout(id string, key string) (checkoutResult, error) {
-	return p.checkoutAt(p.st.apiURL, id, key)
+	return p.checkoutAt(p.api(), id, key)
+}
+
+// api is the API for the next measured request: the benchmark's APIs in turn.
+func (p *perf) api() string {
+	return p.apis[int(p.next.Add(1)%uint64(len(p.apis)))]
 }
 
 // checkoutAt posts one checkout for a new order to the API at apiURL.
@@ -584,7 +600,13 @@ func (p *perf) stallWatch(t *testing.T, phase string) (stop func()) {
 // payments runs whole payments: checkout, the buyer opening the cashier and paying at
 // the simulator, Alipay's notification to the API, until MySQL says PAID.
 func (p *perf) payments(t *testing.T) perfSample {
-	return closedLoop(p.cfg.payments, p.cfg.paymentCon, func(int) error {
+	return p.paymentsN(p.cfg.paymentCon, p.cfg.payments)
+}
+
+// paymentsN makes n whole payments, conc at a time: checkout, the cashier, the buyer's
+// payment at the simulator, and PAID in MySQL.
+func (p *perf) paymentsN(conc, n int) perfSample {
+	return closedLoop(n, conc, func(int) error {
 		start := time.Now()
 		res, err := p.perfCheckout(p.nextOrder(), "")
 		if err != nil {
@@ -694,7 +716,7 @@ func (p *perf) offer(t *testing.T, forms [][]byte, acked []time.Time) perfSample
 		wg.Add(1)
 		go func(i int, body []byte) {
 			defer wg.Done()
-			r, err := perfDo(http.MethodPost, p.st.apiURL+"/callbacks/alipay", h, body)
+			r, err := perfDo(http.MethodPost, p.api()+"/callbacks/alipay", h, body)
 			answered := time.Now()
 			d := answered.Sub(due)
 			mu.Lock()
@@ -988,6 +1010,7 @@ type perfResults struct {
 	checkoutUpd, floorStart, floorEager                     []perfSample
 	dupKey, dupOrder                                        dupCost
 	curve                                                   []curvePoint
+	paid                                                    paidPhase
 	open                                                    openPhase
 }
 
@@ -1007,9 +1030,11 @@ func median(ss []perfSample, f func(perfSample) float64) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-func rateOf(s perfSample) float64 { return s.rate() }
-func p50Of(s perfSample) float64  { return s.pct(.5).Seconds() }
-func p99Of(s perfSample) float64  { return s.pct(.99).Seconds() }
+func rateOf(s perfSample) float64  { return s.rate() }
+func mysqlOf(s perfSample) float64 { return s.mysqlPerOp }
+func redisOf(s perfSample) float64 { return s.redisPerOp }
+func p50Of(s perfSample) float64   { return s.pct(.5).Seconds() }
+func p99Of(s perfSample) float64   { return s.pct(.99).Seconds() }
 
 func secs(f float64) string { return ms(time.Duration(f * float64(time.Second))) }
 
@@ -1032,13 +1057,13 @@ func cpuModel() string {
 
 // table renders the medians, ratios and targets as a Markdown table.
 func (r perfResults) table(cfg perfConfig) string {
-	var b strings.Builder
+	var b bytes.Buffer // counts trims a row's closing cell
 	temporal := "Temporal dev server in memory"
 	if os.Getenv("PAYKIT_E2E_TEMPORAL") == "postgres" {
 		temporal = "Temporal server on PostgreSQL"
 	}
-	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; %s; %d paykit worker(s); medians of %d rounds\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), temporal, perfWorkers(), cfg.rounds)
+	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; %s; %d paykit worker(s) and %d API(s) taking the requests in turn; medians of %d rounds\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), temporal, perfWorkers(), perfWorkers(), cfg.rounds)
 	b.WriteString("| figure | median | ratio to floor | target | |\n|---|---|---|---|---|\n")
 	row := func(name string, ss []perfSample) (rate float64) {
 		rate = median(ss, rateOf)
@@ -1053,12 +1078,19 @@ func (r perfResults) table(cfg perfConfig) string {
 		fmt.Fprintf(&b, "| %s | %.1f/s, p50 %s, p99 %s%s |", name, rate, secs(median(ss, p50Of)), secs(median(ss, p99Of)), e)
 		return rate
 	}
+	// counts is a paykit row's median cost per operation, after its figures.
+	counts := func(ss []perfSample, what string) {
+		b.Truncate(b.Len() - 2)
+		fmt.Fprintf(&b, "; %.1f MySQL statements and %.1f Redis commands per %s |", median(ss, mysqlOf), median(ss, redisOf), what)
+	}
 	fu := row(fmt.Sprintf("floor: UpdateWithStart answered after one no-op local activity, %d concurrent", cfg.checkoutCon), r.floorUWS)
 	b.WriteString(" 1 | | |\n")
 	co := row(fmt.Sprintf("checkout: POST /v1/payments, new orders, %d concurrent", cfg.checkoutCon), r.checkout)
+	counts(r.checkout, "checkout")
 	coP99 := median(r.checkout, p99Of)
 	fmt.Fprintf(&b, " %.2f× | ≥ 1.4×, p99 ≤ 1 s | %s |\n", co/fu, verdict(co/fu >= 1.4 && coP99 <= 1))
 	cu := row(fmt.Sprintf("checkout, the other design: every checkout waits for the workflow's update (PAYKIT_CHECKOUT_DIRECT=false), %d concurrent", cfg.checkoutCon), r.checkoutUpd)
+	counts(r.checkoutUpd, "checkout")
 	fmt.Fprintf(&b, " %.2f× | | |\n", cu/fu)
 	fs := row(fmt.Sprintf("floor: StartWorkflow accepted (its run then runs one no-op local activity), %d concurrent", cfg.checkoutCon), r.floorStart)
 	fmt.Fprintf(&b, " checkout %.2f× of it | | |\n", co/fs)
@@ -1067,6 +1099,7 @@ func (r perfResults) table(cfg perfConfig) string {
 	fp := row(fmt.Sprintf("floor: minimal payment (UpdateWithStart + local activity, signal, local activity), %d concurrent", cfg.paymentCon), r.floorPay)
 	b.WriteString(" 1 | | |\n")
 	pa := row(fmt.Sprintf("whole payment: checkout, cashier, pay, notification, PAID, %d concurrent", cfg.paymentCon), r.payment)
+	counts(r.payment, "payment")
 	fmt.Fprintf(&b, " %.2f× | ≥ 0.8× | %s |\n", pa/fp, verdict(pa/fp >= 0.8))
 	cbP99 := median(r.callback, p99Of)
 	errs := 0

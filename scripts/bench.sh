@@ -8,6 +8,10 @@
 #   PAYKIT_PERF_ROUNDS=5 scripts/bench.sh
 #   PAYKIT_PERF_PROFILE_DIR=/tmp/prof scripts/bench.sh   # CPU profiles of the API and
 #                                         # worker and Temporal's metrics, last round
+#   PAYKIT_PERF_PAID=0 PAYKIT_PERF_OPEN=0 scripts/bench.sh  # without the 10,000 whole
+#                                         # payments and the 10,000 open ones
+#   PAYKIT_E2E_TEMPORAL=postgres PAYKIT_PERF_WORKERS=2 scripts/bench.sh  # two workers and
+#                                         # two APIs taking the requests in turn
 #
 # The table is also written to PAYKIT_PERF_OUT (default bench-results.md, not committed).
 set -euo pipefail
