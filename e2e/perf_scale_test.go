@@ -34,22 +34,18 @@ func perfLevels(t *testing.T) []int {
 
 // perfOpen is PAYKIT_PERF_OPEN: how many unpaid payments the open-payments phase leaves
 // open (10000 by default; 0 skips it).
-func perfOpen(t *testing.T) int {
-	v := envOr("PAYKIT_PERF_OPEN", "10000")
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		t.Fatalf("PAYKIT_PERF_OPEN=%q: want a count of payments, or 0 to skip the phase", v)
-	}
-	return n
-}
+func perfOpen(t *testing.T) int { return perfCount(t, "PAYKIT_PERF_OPEN", "10000") }
 
 // perfPaid is PAYKIT_PERF_PAID: how many whole payments the long payment run makes
 // (10000 by default; 0 skips it).
-func perfPaid(t *testing.T) int {
-	v := envOr("PAYKIT_PERF_PAID", "10000")
+func perfPaid(t *testing.T) int { return perfCount(t, "PAYKIT_PERF_PAID", "10000") }
+
+// perfCount reads a phase's count of payments from the environment; 0 skips the phase.
+func perfCount(t *testing.T, key, def string) int {
+	v := envOr(key, def)
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		t.Fatalf("PAYKIT_PERF_PAID=%q: want a count of payments, or 0 to skip the phase", v)
+		t.Fatalf("%s=%q: want a count of payments, or 0 to skip the phase", key, v)
 	}
 	return n
 }
@@ -57,9 +53,9 @@ func perfPaid(t *testing.T) int {
 // paidPhase is the long payment run: n whole payments in tenths, each measured with the
 // processes' memory and goroutines after it.
 type paidPhase struct {
-	n      int
-	tenths []paidTenth
-	start  procStats
+	n, conc int
+	tenths  []paidTenth
+	start   procStats
 	// undelivered is the payment events not yet delivered right after the last payment.
 	undelivered int
 }
@@ -81,16 +77,16 @@ func (p *perf) procStats() procStats {
 		apiRSS: a["process_resident_memory_bytes"], apiGor: a["go_goroutines"]}
 }
 
-// paidRun makes n whole payments (16 concurrent), a tenth at a time, and records each
+// paidRun makes n whole payments (the rounds' concurrency), a tenth at a time, and records each
 // tenth's rate, latency and cost and the processes' memory and goroutines after it: a
 // figure that grows from tenth to tenth is something held per payment.
 func (p *perf) paidRun(t *testing.T, n int) paidPhase {
 	p.drain(t)
-	ph := paidPhase{n: n, start: p.procStats()}
+	ph := paidPhase{n: n, conc: p.cfg.paymentCon, start: p.procStats()}
 	step := max(n/10, 1)
 	for done := 0; done < n; {
 		k := min(step, n-done)
-		s := p.counted(func() perfSample { return p.paymentsN(p.cfg.paymentCon, k) })
+		s := p.counted(func() perfSample { return p.paymentsN(ph.conc, k) })
 		done += k
 		ph.tenths = append(ph.tenths, paidTenth{done: done, s: s, stats: p.procStats()})
 		t.Logf("paid run: %d of %d: %s", done, n, s)
@@ -111,7 +107,7 @@ func paidTable(ph paidPhase) string {
 		all.ok, all.errs, all.elapsed = all.ok+x.s.ok, all.errs+x.s.errs, all.elapsed+x.s.elapsed
 		all.lat = append(all.lat, x.s.lat...)
 	}
-	fmt.Fprintf(&b, "\nwhole payments, %d in one run, 16 concurrent, in tenths (all: %s):\n\n", ph.n, curveCell(all))
+	fmt.Fprintf(&b, "\nwhole payments, %d in one run, %d concurrent, in tenths (all: %s):\n\n", ph.n, ph.conc, curveCell(all))
 	b.WriteString("| paid so far | this tenth | MySQL statements per payment | Redis commands per payment | worker MiB, goroutines | API MiB, goroutines |\n|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| 0 | | | | %.0f, %.0f | %.0f, %.0f |\n", ph.start.workerRSS/(1<<20), ph.start.workerGor, ph.start.apiRSS/(1<<20), ph.start.apiGor)
 	for _, x := range ph.tenths {
@@ -154,19 +150,14 @@ func (p *perf) scaleCurve(t *testing.T, levels []int) []curvePoint {
 // openPhase is the checkout measured before and while thousands of unpaid payments are
 // open.
 type openPhase struct {
-	open           int
-	created        perfSample
-	before         perfSample
-	during         []perfSample
-	duringAt       []time.Duration // after the last open payment was created
-	queries        float64         // Alipay queries a second during the measurements
-	pendingAtEnd   int
-	workerRSS      float64
-	apiRSS         float64
-	workerGor      float64
-	apiGor         float64
-	workerRSSStart float64
-	apiRSSStart    float64
+	open         int
+	created      perfSample
+	before       perfSample
+	during       []perfSample
+	duringAt     []time.Duration // after the last open payment was created
+	queries      float64         // Alipay queries a second during the measurements
+	pendingAtEnd int
+	start, end   procStats
 }
 
 // openPayments leaves n checkouts unpaid, created through a second API whose payments
@@ -175,9 +166,7 @@ type openPhase struct {
 // orders, through the benchmark's API) right before, and three times while their
 // reconciliation timers fire: right after the last is created, and 60 and 120 s later.
 func (p *perf) openPayments(t *testing.T, n int) openPhase {
-	ph := openPhase{open: n}
-	w0, a0 := scrape(p.st.adminURL+"/metrics"), scrape(p.st.apiURL+"/metrics")
-	ph.workerRSSStart, ph.apiRSSStart = w0["process_resident_memory_bytes"], a0["process_resident_memory_bytes"]
+	ph := openPhase{open: n, start: p.procStats()}
 	openAPI := p.secondAPI(t, "perf-open", 15*time.Minute, "PAYKIT_RECONCILE_INTERVAL=1m")
 	ph.before = p.counted(func() perfSample { return p.checkoutsN(t, p.cfg.checkoutCon, p.cfg.checkouts) })
 	h := map[string]string{"Authorization": "Bearer " + p.tn.apiKey, "Content-Type": "application/json"}
@@ -204,9 +193,7 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 	}
 	ph.queries = (p.simQueries() - q0) / time.Since(createdAt).Seconds()
 	_ = env.db.QueryRow("SELECT COUNT(*) FROM payments WHERE status = 0").Scan(&ph.pendingAtEnd)
-	w, a := scrape(p.st.adminURL+"/metrics"), scrape(p.st.apiURL+"/metrics")
-	ph.workerRSS, ph.apiRSS = w["process_resident_memory_bytes"], a["process_resident_memory_bytes"]
-	ph.workerGor, ph.apiGor = w["go_goroutines"], a["go_goroutines"]
+	ph.end = p.procStats()
 	return ph
 }
 
@@ -282,6 +269,6 @@ func openTable(ph openPhase) string {
 		fmt.Fprintf(&b, "| %d open, %v after the last was created | %s | %.2f× | ≥ 0.9× | %s |\n", ph.open, ph.duringAt[i], curveCell(s), r, verdict(r >= 0.9))
 	}
 	fmt.Fprintf(&b, "\nworst ratio %.2f×; Alipay queries during the measurements %.1f/s; payments still pending at the end %d; worker %.0f MiB (%.0f at the phase's start), %.0f goroutines; API %.0f MiB (%.0f), %.0f goroutines\n",
-		worst, ph.queries, ph.pendingAtEnd, ph.workerRSS/(1<<20), ph.workerRSSStart/(1<<20), ph.workerGor, ph.apiRSS/(1<<20), ph.apiRSSStart/(1<<20), ph.apiGor)
+		worst, ph.queries, ph.pendingAtEnd, ph.end.workerRSS/(1<<20), ph.start.workerRSS/(1<<20), ph.end.workerGor, ph.end.apiRSS/(1<<20), ph.start.apiRSS/(1<<20), ph.end.apiGor)
 	return b.String()
 }

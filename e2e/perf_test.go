@@ -1057,15 +1057,17 @@ func cpuModel() string {
 
 // table renders the medians, ratios and targets as a Markdown table.
 func (r perfResults) table(cfg perfConfig) string {
-	var b bytes.Buffer // counts trims a row's closing cell
+	var b strings.Builder
 	temporal := "Temporal dev server in memory"
 	if os.Getenv("PAYKIT_E2E_TEMPORAL") == "postgres" {
 		temporal = "Temporal server on PostgreSQL"
 	}
-	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; %s; %d paykit worker(s) and %d API(s) taking the requests in turn; medians of %d rounds\n\n",
+	fmt.Fprintf(&b, "paykit benchmark, %s, %d CPUs (%s), %s/%s, %s; %s; %d paykit worker(s) and %d API(s) (requests go to the APIs in turn); medians of %d rounds\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH, runtime.Version(), temporal, perfWorkers(), perfWorkers(), cfg.rounds)
 	b.WriteString("| figure | median | ratio to floor | target | |\n|---|---|---|---|---|\n")
-	row := func(name string, ss []perfSample) (rate float64) {
+	// row writes a row's name and figures, followed in the same cell by after (a paykit
+	// row's cost); the caller writes the cells that follow.
+	row := func(name string, ss []perfSample, after ...string) (rate float64) {
 		rate = median(ss, rateOf)
 		errs := 0
 		for _, s := range ss {
@@ -1075,22 +1077,19 @@ func (r perfResults) table(cfg perfConfig) string {
 		if errs > 0 {
 			e = fmt.Sprintf(", %d errors", errs)
 		}
-		fmt.Fprintf(&b, "| %s | %.1f/s, p50 %s, p99 %s%s |", name, rate, secs(median(ss, p50Of)), secs(median(ss, p99Of)), e)
+		fmt.Fprintf(&b, "| %s | %.1f/s, p50 %s, p99 %s%s%s |", name, rate, secs(median(ss, p50Of)), secs(median(ss, p99Of)), e, strings.Join(after, ""))
 		return rate
 	}
-	// counts is a paykit row's median cost per operation, after its figures.
-	counts := func(ss []perfSample, what string) {
-		b.Truncate(b.Len() - 2)
-		fmt.Fprintf(&b, "; %.1f MySQL statements and %.1f Redis commands per %s |", median(ss, mysqlOf), median(ss, redisOf), what)
+	// cost is a paykit row's median cost per operation.
+	cost := func(ss []perfSample, what string) string {
+		return fmt.Sprintf("; %.1f MySQL statements and %.1f Redis commands per %s", median(ss, mysqlOf), median(ss, redisOf), what)
 	}
 	fu := row(fmt.Sprintf("floor: UpdateWithStart answered after one no-op local activity, %d concurrent", cfg.checkoutCon), r.floorUWS)
 	b.WriteString(" 1 | | |\n")
-	co := row(fmt.Sprintf("checkout: POST /v1/payments, new orders, %d concurrent", cfg.checkoutCon), r.checkout)
-	counts(r.checkout, "checkout")
+	co := row(fmt.Sprintf("checkout: POST /v1/payments, new orders, %d concurrent", cfg.checkoutCon), r.checkout, cost(r.checkout, "checkout"))
 	coP99 := median(r.checkout, p99Of)
 	fmt.Fprintf(&b, " %.2f× | ≥ 1.4×, p99 ≤ 1 s | %s |\n", co/fu, verdict(co/fu >= 1.4 && coP99 <= 1))
-	cu := row(fmt.Sprintf("checkout, the other design: every checkout waits for the workflow's update (PAYKIT_CHECKOUT_DIRECT=false), %d concurrent", cfg.checkoutCon), r.checkoutUpd)
-	counts(r.checkoutUpd, "checkout")
+	cu := row(fmt.Sprintf("checkout, the other design: every checkout waits for the workflow's update (PAYKIT_CHECKOUT_DIRECT=false), %d concurrent", cfg.checkoutCon), r.checkoutUpd, cost(r.checkoutUpd, "checkout"))
 	fmt.Fprintf(&b, " %.2f× | | |\n", cu/fu)
 	fs := row(fmt.Sprintf("floor: StartWorkflow accepted (its run then runs one no-op local activity), %d concurrent", cfg.checkoutCon), r.floorStart)
 	fmt.Fprintf(&b, " checkout %.2f× of it | | |\n", co/fs)
@@ -1098,8 +1097,7 @@ func (r perfResults) table(cfg perfConfig) string {
 	fmt.Fprintf(&b, " checkout %.2f× of it | | |\n", co/fe)
 	fp := row(fmt.Sprintf("floor: minimal payment (UpdateWithStart + local activity, signal, local activity), %d concurrent", cfg.paymentCon), r.floorPay)
 	b.WriteString(" 1 | | |\n")
-	pa := row(fmt.Sprintf("whole payment: checkout, cashier, pay, notification, PAID, %d concurrent", cfg.paymentCon), r.payment)
-	counts(r.payment, "payment")
+	pa := row(fmt.Sprintf("whole payment: checkout, cashier, pay, notification, PAID, %d concurrent", cfg.paymentCon), r.payment, cost(r.payment, "payment"))
 	fmt.Fprintf(&b, " %.2f× | ≥ 0.8× | %s |\n", pa/fp, verdict(pa/fp >= 0.8))
 	cbP99 := median(r.callback, p99Of)
 	errs := 0
