@@ -78,6 +78,10 @@ func TestCheckoutAPIDiesBetweenItsCommitAndTheWorkflowStart(t *testing.T) {
 		}
 		simPay(t, no)
 		waitStatus(t, no, payment.StatusPaid, 60*time.Second)
+		// The grant follows the PAID commit; the closed run says it is done.
+		if final := waitPaymentRunClosed(t, payment.WorkflowID(tn.id, orderID), no, 60*time.Second); final.Status != payment.StatusPaid || !final.BenefitGranted || !final.WebhookSent {
+			t.Fatalf("retried=%v: workflow result %+v", retried, final)
+		}
 		if n := count(t, "SELECT COUNT(*) FROM payments WHERE tenant_id = ? AND order_id = ?", tn.id, orderID); n != 1 {
 			t.Fatalf("retried=%v: %d payments for the order, want 1", retried, n)
 		}
@@ -125,6 +129,9 @@ func TestDirectCheckoutAnswersAnotherMethodsPendingPaymentByItsMethod(t *testing
 	}
 	simPay(t, first.PaymentNo)
 	waitStatus(t, first.PaymentNo, payment.StatusPaid, 30*time.Second)
+	if final := waitPaymentRunClosed(t, payment.WorkflowID(tn.id, orderID), first.PaymentNo, 30*time.Second); final.Status != payment.StatusPaid || !final.BenefitGranted {
+		t.Fatalf("workflow result %+v", final)
+	}
 	if n := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", first.PaymentNo); n != 1 {
 		t.Fatalf("%d grants, want 1", n)
 	}
