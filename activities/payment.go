@@ -163,19 +163,13 @@ type GrantBenefitInput struct {
 
 // GrantBenefit inserts the grant once; a repeat finds the unique row and does nothing.
 func (a *Activities) GrantBenefit(ctx context.Context, in GrantBenefitInput) (bool, error) {
-	p, err := a.Store.GetPayment(ctx, in.PaymentNo)
-	if err != nil {
-		return false, fmt.Errorf("grant benefit: %w", err)
-	}
-	if p.Status != payment.StatusPaid {
-		return false, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("grant benefit: payment %s is %s, not paid", p.PaymentNo, p.Status), ErrTypeInvalid, nil)
-	}
-	created, err := a.Store.GrantBenefit(ctx, payment.BenefitGrant{
+	// One statement reads the payment as it inserts: an unpaid payment is refused
+	// (EILLEGALSTATE, not retried) with nothing written.
+	created, err := a.Store.GrantPaid(ctx, payment.BenefitGrant{
 		TenantID: in.TenantID, PaymentNo: in.PaymentNo, OrderID: in.OrderID, Benefit: a.benefit(), CreatedAt: a.now(),
 	})
 	if err != nil {
-		return false, fmt.Errorf("grant benefit: %w", err)
+		return false, classify("grant benefit", err)
 	}
 	if created {
 		a.Metrics.grant()

@@ -31,7 +31,9 @@ const (
 // failure schedules the event's next attempt for the sweeper, and the one that uses up
 // the event's attempts is not retried.
 func (a *Activities) DeliverWebhook(ctx context.Context, eventID string) error {
-	ev, err := a.Store.GetEvent(ctx, eventID)
+	// The event and its tenant in one read: the tenant is read as it is now, so a
+	// rotated secret or a new notify_url applies to the next attempt.
+	ev, tenant, err := a.Store.GetEventWithTenant(ctx, eventID)
 	if err != nil {
 		if errors.Is(err, payment.ErrNotFound) {
 			return temporal.NewNonRetryableApplicationError("deliver webhook: no such event "+eventID, ErrTypeInvalid, err)
@@ -41,21 +43,13 @@ func (a *Activities) DeliverWebhook(ctx context.Context, eventID string) error {
 	if ev.Delivered {
 		return nil
 	}
-	if err := a.deliver(ctx, ev); err != nil {
+	if err := a.deliverTo(ctx, tenant, ev); err != nil {
 		if errors.Is(err, errEventDead) {
 			return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeEventDead, err)
 		}
 		return err
 	}
 	return nil
-}
-
-func (a *Activities) deliver(ctx context.Context, ev payment.Event) error {
-	tenant, err := a.Store.GetTenant(ctx, ev.TenantID)
-	if err != nil {
-		return fmt.Errorf("deliver webhook: tenant: %w", err)
-	}
-	return a.deliverTo(ctx, tenant, ev)
 }
 
 // deliverTo posts ev to tenant's notify_url. A failure is recorded on the event, which

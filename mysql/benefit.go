@@ -16,6 +16,12 @@ const (
 	qInsertGrant = `INSERT INTO benefit_grants (tenant_id, payment_no, order_id, benefit, created_at)
 VALUES (?, ?, ?, ?, ?)
 ON DUPLICATE KEY UPDATE id = id`
+	// qInsertPaidGrant is qInsertGrant guarded by the payment in the same statement: a
+	// row is inserted only for a PAID payment of the tenant, with its order. 0 affected
+	// rows is an existing grant or a payment that is not paid, which a read tells apart.
+	qInsertPaidGrant = `INSERT INTO benefit_grants (tenant_id, payment_no, order_id, benefit, created_at)
+SELECT tenant_id, payment_no, order_id, ?, ? FROM payments WHERE payment_no = ? AND tenant_id = ? AND status = 1
+ON DUPLICATE KEY UPDATE id = benefit_grants.id`
 	qListGrants = `SELECT tenant_id, payment_no, order_id, benefit, created_at FROM benefit_grants
 WHERE tenant_id = ? AND payment_no = ? ORDER BY created_at, id`
 	// qPaidWithoutGrant walks idx_payments_paid_at (forced: on status = 1 alone the
@@ -57,6 +63,37 @@ func (st *Store) GrantBenefit(ctx context.Context, g payment.BenefitGrant) (bool
 		return false, fmt.Errorf("mysql: grant %s for %s: %w", g.Benefit, g.PaymentNo, err)
 	}
 	return created, nil
+}
+
+// GrantPaid grants a paid payment its benefit in one statement that reads the payment
+// as it inserts: created=false if it was granted before; a payment of the tenant that is
+// not PAID is payment.EILLEGALSTATE, and no such payment of the tenant payment.ErrNotFound.
+// A zero CreatedAt means now.
+func (st *Store) GrantPaid(ctx context.Context, g payment.BenefitGrant) (bool, error) {
+	if g.TenantID == "" || g.PaymentNo == "" || g.Benefit == "" || len(g.Benefit) > maxBenefit {
+		return false, payment.Errorf(payment.EINVALID, "a grant needs a tenant, a payment_no and a benefit of 1-%d bytes", maxBenefit)
+	}
+	at := dbTime(g.CreatedAt)
+	if at.IsZero() {
+		at = st.clock()
+	}
+	res, err := st.exec(ctx, nil, qInsertPaidGrant, g.Benefit, at, g.PaymentNo, g.TenantID)
+	if err != nil {
+		return false, fmt.Errorf("mysql: grant %s for %s: %w", g.Benefit, g.PaymentNo, err)
+	}
+	created, err := affected(res)
+	if err != nil || created {
+		return created, err
+	}
+	// Granted before, or not a paid payment of this tenant: the rare path reads it.
+	p, err := st.GetTenantPayment(ctx, g.TenantID, g.PaymentNo)
+	if err != nil {
+		return false, fmt.Errorf("mysql: grant %s for %s: %w", g.Benefit, g.PaymentNo, err)
+	}
+	if p.Status != payment.StatusPaid {
+		return false, payment.Errorf(payment.EILLEGALSTATE, "payment %s is %s, not paid", p.PaymentNo, p.Status)
+	}
+	return false, nil
 }
 
 // ListGrants returns the grants of a payment, oldest first.

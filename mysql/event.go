@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +14,12 @@ const eventColumns = `event_id, tenant_id, payment_no, type, payload, delivered,
 	next_attempt_at, dead`
 
 const (
-	qEventByID          = `SELECT ` + eventColumns + ` FROM payment_events WHERE event_id = ?`
+	qEventByID = `SELECT ` + eventColumns + ` FROM payment_events WHERE event_id = ?`
+	// qEventWithTenant reads an event and its tenant in one statement (both derived
+	// tables merge into a join by primary and unique key); their columns are
+	// eventColumns then tenantColumns.
+	qEventWithTenant = `SELECT e.*, t.* FROM (SELECT ` + eventColumns + ` FROM payment_events WHERE event_id = ?) e
+JOIN (SELECT ` + tenantColumns + ` FROM tenants) t ON t.id = e.tenant_id`
 	qEventByIDForUpdate = `SELECT id, ` + eventColumns + ` FROM payment_events WHERE event_id = ? FOR UPDATE`
 	// qDueEvents ranks the due events of each tenant in an index-only scan of
 	// idx_payment_events_due and reads the payloads of the chosen ones only. Ordering by
@@ -54,6 +60,38 @@ func (st *Store) GetEvent(ctx context.Context, eventID string) (payment.Event, e
 		return payment.Event{}, fmt.Errorf("mysql: get event %s: %w", eventID, err)
 	}
 	return ev, nil
+}
+
+// GetEventWithTenant returns an event and its tenant, read in one statement. An event
+// that does not exist is payment.ErrNotFound; an event whose tenant does not exist is
+// another error.
+func (st *Store) GetEventWithTenant(ctx context.Context, eventID string) (payment.Event, payment.Tenant, error) {
+	var (
+		ev payment.Event
+		tn payment.Tenant
+	)
+	err := st.queryRow(ctx, nil, qEventWithTenant, []any{eventID}, func(row *sql.Row) error {
+		var err error
+		// The event's columns come first: scanEvent's Scan is scanTenant's, with the
+		// event's destinations in front of the tenant's.
+		ev, err = scanEvent(scanFunc(func(evDest ...any) error {
+			var terr error
+			tn, terr = scanTenant(scanFunc(func(tnDest ...any) error { return row.Scan(append(evDest, tnDest...)...) }))
+			return terr
+		}))
+		return err
+	})
+	if errors.Is(err, payment.ErrNotFound) {
+		// No event, or no tenant for it (tenants are never deleted): only the first is
+		// payment.ErrNotFound.
+		if ev, err = st.GetEvent(ctx, eventID); err == nil {
+			err = fmt.Errorf("its tenant %s does not exist", ev.TenantID)
+		}
+	}
+	if err != nil {
+		return payment.Event{}, payment.Tenant{}, fmt.Errorf("mysql: get event %s with its tenant: %w", eventID, err)
+	}
+	return ev, tn, nil
 }
 
 // DueEvents returns up to limit (default 100, at most 1000) undelivered, live events
@@ -152,6 +190,11 @@ func (st *Store) eventTouched(ctx context.Context, eventID string, res sql.Resul
 }
 
 // scanEvent scans eventColumns, after the destinations in pre (such as the row id).
+// scanFunc is a scanner made of a function.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
 func scanEvent(s scanner, pre ...any) (payment.Event, error) {
 	var (
 		ev          payment.Event

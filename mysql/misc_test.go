@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -111,6 +112,52 @@ func TestGrantBenefit_Concurrent(t *testing.T) {
 	}
 }
 
+// GrantPaid reads the payment in the statement that inserts the grant: a pending
+// payment, another tenant's payment and an unknown one are refused with nothing
+// written; a paid one is granted once, however many callers race.
+func TestGrantPaid_OnlyAPaidPaymentOfTheTenant(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	createPending(t, st, "t1", "o1", "PG1")
+	g := payment.BenefitGrant{TenantID: "t1", PaymentNo: "PG1", OrderID: "o1", Benefit: "vip_30d"}
+	if ok, err := st.GrantPaid(ctx, g); ok || payment.ErrorCode(err) != payment.EILLEGALSTATE {
+		t.Fatalf("pending payment: created=%v %v, want %s", ok, err, payment.EILLEGALSTATE)
+	}
+	if _, err := st.MarkPaid(ctx, "PG1", "TPG1", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	other := g
+	other.TenantID = "t2"
+	if ok, err := st.GrantPaid(ctx, other); ok || !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("another tenant's payment: created=%v %v, want not found", ok, err)
+	}
+	unknown := g
+	unknown.PaymentNo = "PG_NONE"
+	if ok, err := st.GrantPaid(ctx, unknown); ok || !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("unknown payment: created=%v %v, want not found", ok, err)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no IN ('PG1', 'PG_NONE')"); n != 0 {
+		t.Fatalf("%d grants written by refused calls", n)
+	}
+	const n = 50
+	var created, existed atomic.Int32
+	testenv.Parallel(n, func(i int) {
+		ok, err := st.GrantPaid(ctx, g)
+		switch {
+		case err != nil:
+			t.Errorf("caller %d: %v", i, err)
+		case ok:
+			created.Add(1)
+		default:
+			existed.Add(1)
+		}
+	})
+	gs, err := st.ListGrants(ctx, "t1", "PG1")
+	if created.Load() != 1 || existed.Load() != n-1 || err != nil || len(gs) != 1 || gs[0].OrderID != "o1" || gs[0].Benefit != "vip_30d" {
+		t.Fatalf("created=%d existed=%d grants=%+v %v, want one grant of order o1", created.Load(), existed.Load(), gs, err)
+	}
+}
+
 func TestOutbox(t *testing.T) {
 	st, _ := newStore(t)
 	ctx := context.Background()
@@ -183,6 +230,47 @@ func TestOutbox(t *testing.T) {
 		if !errors.Is(err, payment.ErrNotFound) {
 			t.Errorf("%s of a missing event: %v", name, err)
 		}
+	}
+}
+
+// GetEventWithTenant reads in one statement what GetEvent and GetTenant read, with the
+// tenant as it is at the read (a rotated secret is seen); a missing event is not found,
+// and an event whose tenant is missing is another error.
+func TestGetEventWithTenant(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	tn := payment.Tenant{ID: "evt-t", Name: "Evt", APIKeyHash: strings.Repeat("e", 64), NotifyURL: "https://evt.test/hook",
+		WebhookSecret: "first", AlipayAppID: "2021000", AlipaySeller: "2088000"}
+	if err := st.UpsertTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	ev := paidEvent(t, st, "evt-t", "P_EVT1")
+	if err := st.MarkEventDelivered(ctx, ev.EventID); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"first", "second"} {
+		if secret != "first" {
+			tn.WebhookSecret = secret
+			if err := st.UpsertTenant(ctx, tn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gotEv, gotTn, err := st.GetEventWithTenant(ctx, ev.EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEv, _ := st.GetEvent(ctx, ev.EventID)
+		wantTn, _ := st.GetTenant(ctx, "evt-t")
+		if !reflect.DeepEqual(gotEv, wantEv) || gotTn != wantTn || gotTn.WebhookSecret != secret || !gotEv.Delivered {
+			t.Fatalf("GetEventWithTenant = %+v, %+v\nwant %+v, %+v", gotEv, gotTn, wantEv, wantTn)
+		}
+	}
+	if _, _, err := st.GetEventWithTenant(ctx, "evt_missing"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("missing event: %v", err)
+	}
+	orphan := paidEvent(t, st, "evt-no-tenant", "P_EVT2")
+	if _, _, err := st.GetEventWithTenant(ctx, orphan.EventID); err == nil || errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("event of a missing tenant: %v, want an error that is not ErrNotFound", err)
 	}
 }
 

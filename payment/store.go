@@ -273,6 +273,9 @@ type Grants interface {
 	// GrantBenefit inserts a grant; created=false if the payment was granted before,
 	// under any benefit name: a payment is granted once.
 	GrantBenefit(ctx context.Context, g BenefitGrant) (created bool, err error)
+	// GrantPaid is GrantBenefit for a payment the store finds PAID for the grant's
+	// tenant as it inserts; an unpaid one is EILLEGALSTATE and nothing is written.
+	GrantPaid(ctx context.Context, g BenefitGrant) (created bool, err error)
 	// ListGrants returns the grants of a payment.
 	ListGrants(ctx context.Context, tenantID, paymentNo string) ([]BenefitGrant, error)
 	// PaidWithoutGrant returns up to limit payments paid at or after paidAfter and
@@ -286,6 +289,8 @@ type Grants interface {
 type Outbox interface {
 	// GetEvent returns an outbox event by id.
 	GetEvent(ctx context.Context, eventID string) (Event, error)
+	// GetEventWithTenant returns an outbox event and its tenant, read together.
+	GetEventWithTenant(ctx context.Context, eventID string) (Event, Tenant, error)
 	// DueEvents returns up to limit events that are undelivered, not dead, created before
 	// createdBefore and due at now (NextAttemptAt zero or not after now), at most
 	// perTenant of each tenant, so that one tenant's backlog cannot fill the batch. They
