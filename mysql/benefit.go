@@ -77,11 +77,14 @@ func (st *Store) GrantPaid(ctx context.Context, g payment.BenefitGrant) (bool, e
 	if at.IsZero() {
 		at = st.clock()
 	}
-	res, err := st.exec(ctx, nil, qInsertPaidGrant, g.Benefit, at, g.PaymentNo, g.TenantID)
-	if err != nil {
-		return false, fmt.Errorf("mysql: grant %s for %s: %w", g.Benefit, g.PaymentNo, err)
+	insert := func() (bool, error) {
+		res, err := st.exec(ctx, nil, qInsertPaidGrant, g.Benefit, at, g.PaymentNo, g.TenantID)
+		if err != nil {
+			return false, fmt.Errorf("mysql: grant %s for %s: %w", g.Benefit, g.PaymentNo, err)
+		}
+		return affected(res)
 	}
-	created, err := affected(res)
+	created, err := insert()
 	if err != nil || created {
 		return created, err
 	}
@@ -93,7 +96,9 @@ func (st *Store) GrantPaid(ctx context.Context, g payment.BenefitGrant) (bool, e
 	if p.Status != payment.StatusPaid {
 		return false, payment.Errorf(payment.EILLEGALSTATE, "payment %s is %s, not paid", p.PaymentNo, p.Status)
 	}
-	return false, nil
+	// PAID now. It may have become PAID between the insert and the read, so the insert
+	// runs once more (a repeat is harmless): created=false only where a grant exists.
+	return insert()
 }
 
 // ListGrants returns the grants of a payment, oldest first.
