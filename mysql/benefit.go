@@ -44,15 +44,23 @@ ORDER BY paid_at, id`
 
 const maxBenefit = 128
 
+// grantTime checks a grant and returns its creation time (now for a zero CreatedAt).
+func (st *Store) grantTime(g payment.BenefitGrant) (time.Time, error) {
+	if g.TenantID == "" || g.PaymentNo == "" || g.Benefit == "" || len(g.Benefit) > maxBenefit {
+		return time.Time{}, payment.Errorf(payment.EINVALID, "a grant needs a tenant, a payment_no and a benefit of 1-%d bytes", maxBenefit)
+	}
+	if at := dbTime(g.CreatedAt); !at.IsZero() {
+		return at, nil
+	}
+	return st.clock(), nil
+}
+
 // GrantBenefit inserts a grant; created=false if the payment was granted before, under
 // any benefit name (uk_benefit_grants_payment). A zero CreatedAt means now.
 func (st *Store) GrantBenefit(ctx context.Context, g payment.BenefitGrant) (bool, error) {
-	if g.TenantID == "" || g.PaymentNo == "" || g.Benefit == "" || len(g.Benefit) > maxBenefit {
-		return false, payment.Errorf(payment.EINVALID, "a grant needs a tenant, a payment_no and a benefit of 1-%d bytes", maxBenefit)
-	}
-	at := dbTime(g.CreatedAt)
-	if at.IsZero() {
-		at = st.clock()
+	at, err := st.grantTime(g)
+	if err != nil {
+		return false, err
 	}
 	res, err := st.exec(ctx, nil, qInsertGrant, g.TenantID, g.PaymentNo, g.OrderID, g.Benefit, at)
 	if err != nil {
@@ -70,12 +78,9 @@ func (st *Store) GrantBenefit(ctx context.Context, g payment.BenefitGrant) (bool
 // not PAID is payment.EILLEGALSTATE, and no such payment of the tenant payment.ErrNotFound.
 // A zero CreatedAt means now.
 func (st *Store) GrantPaid(ctx context.Context, g payment.BenefitGrant) (bool, error) {
-	if g.TenantID == "" || g.PaymentNo == "" || g.Benefit == "" || len(g.Benefit) > maxBenefit {
-		return false, payment.Errorf(payment.EINVALID, "a grant needs a tenant, a payment_no and a benefit of 1-%d bytes", maxBenefit)
-	}
-	at := dbTime(g.CreatedAt)
-	if at.IsZero() {
-		at = st.clock()
+	at, err := st.grantTime(g)
+	if err != nil {
+		return false, err
 	}
 	insert := func() (bool, error) {
 		res, err := st.exec(ctx, nil, qInsertPaidGrant, g.Benefit, at, g.PaymentNo, g.TenantID)

@@ -78,26 +78,33 @@ func TestRecordNotification(t *testing.T) {
 	}
 }
 
+// raceGrants runs grant from n goroutines at once and counts the calls that created the
+// grant and those that found it.
+func raceGrants(t *testing.T, n int, grant func() (bool, error)) (created, existed int32) {
+	var c, e atomic.Int32
+	testenv.Parallel(n, func(i int) {
+		ok, err := grant()
+		switch {
+		case err != nil:
+			t.Errorf("caller %d: %v", i, err)
+		case ok:
+			c.Add(1)
+		default:
+			e.Add(1)
+		}
+	})
+	return c.Load(), e.Load()
+}
+
 func TestGrantBenefit_Concurrent(t *testing.T) {
 	st, db := newStore(t)
 	ctx := context.Background()
 	g := payment.BenefitGrant{TenantID: "t1", PaymentNo: "p1", OrderID: "o1", Benefit: "vip_30d"}
 	const n = 100
-	var created, existed atomic.Int32
-	testenv.Parallel(n, func(i int) {
-		ok, err := st.GrantBenefit(ctx, g)
-		switch {
-		case err != nil:
-			t.Errorf("caller %d: %v", i, err)
-		case ok:
-			created.Add(1)
-		default:
-			existed.Add(1)
-		}
-	})
+	created, existed := raceGrants(t, n, func() (bool, error) { return st.GrantBenefit(ctx, g) })
 	rows := count(t, db, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = 'p1'")
-	t.Logf("%d concurrent grants: created=%d existed=%d rows=%d", n, created.Load(), existed.Load(), rows)
-	if created.Load() != 1 || existed.Load() != n-1 || rows != 1 {
+	t.Logf("%d concurrent grants: created=%d existed=%d rows=%d", n, created, existed, rows)
+	if created != 1 || existed != n-1 || rows != 1 {
 		t.Fatal("want exactly one grant")
 	}
 	// A payment is granted once: another benefit name finds the grant there.
@@ -140,21 +147,10 @@ func TestGrantPaid_OnlyAPaidPaymentOfTheTenant(t *testing.T) {
 		t.Fatalf("%d grants written by refused calls", n)
 	}
 	const n = 50
-	var created, existed atomic.Int32
-	testenv.Parallel(n, func(i int) {
-		ok, err := st.GrantPaid(ctx, g)
-		switch {
-		case err != nil:
-			t.Errorf("caller %d: %v", i, err)
-		case ok:
-			created.Add(1)
-		default:
-			existed.Add(1)
-		}
-	})
+	created, existed := raceGrants(t, n, func() (bool, error) { return st.GrantPaid(ctx, g) })
 	gs, err := st.ListGrants(ctx, "t1", "PG1")
-	if created.Load() != 1 || existed.Load() != n-1 || err != nil || len(gs) != 1 || gs[0].OrderID != "o1" || gs[0].Benefit != "vip_30d" {
-		t.Fatalf("created=%d existed=%d grants=%+v %v, want one grant of order o1", created.Load(), existed.Load(), gs, err)
+	if created != 1 || existed != n-1 || err != nil || len(gs) != 1 || gs[0].OrderID != "o1" || gs[0].Benefit != "vip_30d" {
+		t.Fatalf("created=%d existed=%d grants=%+v %v, want one grant of order o1", created, existed, gs, err)
 	}
 }
 
