@@ -134,11 +134,11 @@ func (p *perf) scaleCurve(t *testing.T, levels []int) []curvePoint {
 		pt := curvePoint{conc: c}
 		// Alternate which side runs first, as in the rounds.
 		if i%2 == 0 {
-			pt.floor = p.floor(t, floorCheckoutWF, c, n)
+			pt.floor = cpuMeasured(func() perfSample { return p.floor(t, floorCheckoutWF, c, n) })
 			pt.checkout = p.counted(func() perfSample { return p.checkoutsN(t, c, n) })
 		} else {
 			pt.checkout = p.counted(func() perfSample { return p.checkoutsN(t, c, n) })
-			pt.floor = p.floor(t, floorCheckoutWF, c, n)
+			pt.floor = cpuMeasured(func() perfSample { return p.floor(t, floorCheckoutWF, c, n) })
 		}
 		p.drain(t)
 		t.Logf("curve %d concurrent: floor UWS %s | checkout %s", c, pt.floor, pt.checkout)
@@ -236,10 +236,15 @@ func curveTable(pts []curvePoint) string {
 	var b strings.Builder
 	b.WriteString("\nscale curve (one run each, after the rounds):\n\n")
 	b.WriteString("| concurrent | floor: UpdateWithStart | checkout | ratio | MySQL statements per checkout | Redis commands per checkout |\n|---|---|---|---|---|---|\n")
+	var names []string
+	var samples [][]perfSample
 	for _, pt := range pts {
 		fmt.Fprintf(&b, "| %d | %s | %s | %.2f× | %.1f | %.1f |\n", pt.conc, curveCell(pt.floor), curveCell(pt.checkout),
 			pt.checkout.rate()/max(pt.floor.rate(), 1e-9), pt.checkout.mysqlPerOp, pt.checkout.redisPerOp)
+		names = append(names, fmt.Sprintf("floor: UpdateWithStart, %d concurrent", pt.conc), fmt.Sprintf("checkout, %d concurrent", pt.conc))
+		samples = append(samples, []perfSample{pt.floor}, []perfSample{pt.checkout})
 	}
+	b.WriteString(cpuTable(names, samples))
 	return b.String()
 }
 
@@ -270,5 +275,13 @@ func openTable(ph openPhase) string {
 	}
 	fmt.Fprintf(&b, "\nworst ratio %.2f×; Alipay queries during the measurements %.1f/s; payments still pending at the end %d; worker %.0f MiB (%.0f at the phase's start), %.0f goroutines; API %.0f MiB (%.0f), %.0f goroutines\n",
 		worst, ph.queries, ph.pendingAtEnd, ph.end.workerRSS/(1<<20), ph.start.workerRSS/(1<<20), ph.end.workerGor, ph.end.apiRSS/(1<<20), ph.start.apiRSS/(1<<20), ph.end.apiGor)
+	// The same measurements' CPU: what the open payments' reconciliation adds to each
+	// checkout's share of the cores.
+	names, samples := []string{"checkout, none open"}, [][]perfSample{{ph.before}}
+	for i, s := range ph.during {
+		names = append(names, fmt.Sprintf("checkout, %d open, %v after", ph.open, ph.duringAt[i]))
+		samples = append(samples, []perfSample{s})
+	}
+	b.WriteString(cpuTable(names, samples))
 	return b.String()
 }
