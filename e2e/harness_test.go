@@ -141,6 +141,23 @@ func envOr(k, def string) string {
 	return def
 }
 
+// dialTemporal connects to the Temporal server at addr, trying again until within: a
+// server that has just opened its port can still answer the client's health check with
+// "Frontend is not healthy yet" for a moment.
+func dialTemporal(addr string, within time.Duration) (client.Client, error) {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger{}})
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("temporal at %s not ready after %v: %w", addr, within, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func startSystem() (*system, error) {
 	root := repoRoot()
 	cli := envOr("PAYKIT_TEMPORAL_CLI", filepath.Join(root, ".bin", "temporal"))
@@ -169,8 +186,7 @@ func startSystem() (*system, error) {
 	if err := s.startTemporal(cli); err != nil {
 		return s, err
 	}
-	s.tc, err = client.Dial(client.Options{HostPort: s.temporalAddr, Logger: quietLogger{}})
-	if err != nil {
+	if s.tc, err = dialTemporal(s.temporalAddr, 60*time.Second); err != nil {
 		return s, err
 	}
 
