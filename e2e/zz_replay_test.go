@@ -82,6 +82,9 @@ func TestZZReplayRecordedHistories(t *testing.T) {
 			t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
 		}
 		replayed++
+		if n := versionMarkers(hist); n > 1 {
+			t.Errorf("%s/%s recorded %d version markers, want at most one (paymentChanges): each is also a search attribute upsert", ex.Execution.WorkflowId, ex.Execution.RunId, n)
+		}
 		if record {
 			recordHistory(t, ex, hist)
 		}
@@ -147,6 +150,19 @@ func TestZZReplayOtherHistories(t *testing.T) {
 }
 
 // history returns the whole history of a run ("" for the latest run of workflowID).
+// versionMarkers counts the workflow.GetVersion markers in hist. On every marker it
+// records the SDK also upserts the TemporalChangeVersion search attribute, a visibility
+// write on the server.
+func versionMarkers(hist *historypb.History) int {
+	n := 0
+	for _, ev := range hist.Events {
+		if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "Version" {
+			n++
+		}
+	}
+	return n
+}
+
 func history(t *testing.T, workflowID, runID string) *historypb.History {
 	t.Helper()
 	hist := &historypb.History{}

@@ -28,6 +28,9 @@ type paymentRun struct {
 	st     PaymentState
 	// legacy is true for a run that started before closeOnAlipayWord (payment_v0.go).
 	legacy bool
+	// current is true for a run that started on paymentChanges: every change below is on
+	// without asking for its own id.
+	current bool
 	// makingWay and cancelWebhook let a checkout for a new payment end a finished run early.
 	makingWay     bool
 	cancelWebhook workflow.CancelFunc
@@ -47,7 +50,12 @@ type paymentRun struct {
 // payment:{tenant}:{order}.
 func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error) {
 	r := &paymentRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
-	r.legacy = workflow.GetVersion(ctx, closeOnAlipayWord, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	r.current = workflow.GetVersion(ctx, paymentChanges, workflow.DefaultVersion, 1) == 1
+	if r.current {
+		r.drain, r.localClose = versionOn, versionOn
+	} else {
+		r.legacy = workflow.GetVersion(ctx, closeOnAlipayWord, workflow.DefaultVersion, 1) == workflow.DefaultVersion
+	}
 	if in.State != nil {
 		r.st = *in.State
 	} else {
@@ -108,9 +116,22 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 	return !r.legacy && r.drain.on(ctx, signalsToTheEnd)
 }
 
+// paymentChanges is the change id of the version that has every earlier change of the
+// payment workflow at once: closeOnAlipayWord, webhookLocalFirst, reconcileBackoff,
+// signalsToTheEnd and closePathLocal. For each first GetVersion of a change id, the SDK
+// records a marker and upserts the TemporalChangeVersion search attribute, a visibility
+// write on the server: a run that asks this one id pays for one of each instead of one
+// per change (four on a paid payment's path). Runs recorded before it answer
+// DefaultVersion here (no command is written in a replay) and ask each change's own id,
+// as they were recorded. A later change gets its own id, asked only by runs on this one.
+const paymentChanges = "payment-changes-1"
+
 // versionGate asks workflow.GetVersion for one change id once per run, at its first use,
 // and remembers the answer: the change's version 1 is on, DefaultVersion off.
 type versionGate struct{ asked, yes bool }
+
+// versionOn is a gate whose change is known to be on (a run on paymentChanges).
+var versionOn = versionGate{asked: true, yes: true}
 
 func (g *versionGate) on(ctx workflow.Context, changeID string) bool {
 	if !g.asked {
@@ -428,7 +449,7 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
 	}
 	backoff := !r.legacy && r.st.Status == payment.StatusPending &&
-		workflow.GetVersion(ctx, reconcileBackoff, workflow.DefaultVersion, 1) == 1
+		(r.current || workflow.GetVersion(ctx, reconcileBackoff, workflow.DefaultVersion, 1) == 1)
 	closeRetry := func() {
 		if backoff {
 			r.retryCloseLater(ctx)

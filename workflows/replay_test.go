@@ -19,7 +19,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		want int
 	}{
 		// Histories of the current code, one per path.
-		{filepath.Join("testdata", "histories"), 13},
+		{filepath.Join("testdata", "histories"), 16},
 		// Refund histories of the current code, one per path.
 		{filepath.Join("testdata", "histories", "refunds"), 7},
 		// Refund histories recorded before refundContinueAsNew: runs that never continued
@@ -31,6 +31,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 		// Refund histories recorded before refundConfirmN: runs that took fund_change N as
 		// success must still replay (refund.go).
 		{filepath.Join("testdata", "histories", "refunds", "v0"), 5},
+		// Histories recorded before paymentChanges: runs that ask each change's own id
+		// (a version marker and a search attribute upsert apiece) must still replay.
+		{filepath.Join("testdata", "histories", "v5"), 16},
 		// Histories recorded before the direct checkout: runs started by the checkout
 		// update, which create the payment and open its trade in their first workflow task.
 		{filepath.Join("testdata", "histories", "v4"), 16},

@@ -23,7 +23,7 @@ const localWebhookTimeout = 3 * time.Second
 // activity may make.
 func (r *paymentRun) webhookFirstAttempt(ctx workflow.Context) (delivered bool, attemptsLeft int32) {
 	attemptsLeft = r.timing.WebhookMaxAttempts
-	if workflow.GetVersion(ctx, webhookLocalFirst, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !r.current && workflow.GetVersion(ctx, webhookLocalFirst, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return false, attemptsLeft
 	}
 	// Short: the attempt holds a local-activity slot and this run's workflow task, so a

@@ -1,0 +1,131 @@
+package workflows_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
+)
+
+// The change ids are written out here: they are recorded in histories, so renaming one
+// breaks every run that recorded it.
+const (
+	paymentChanges    = "payment-changes-1"
+	closeOnAlipayWord = "close-on-alipay-word"
+	webhookLocalFirst = "webhook-local-first"
+	reconcileBackoff  = "reconcile-backoff"
+	signalsToTheEnd   = "signals-to-the-end"
+	closePathLocal    = "close-path-local"
+)
+
+// askedChangeIDs records, in order, every change id env's run asks workflow.GetVersion
+// for the first time; on a real server each is a marker event and an upsert of the
+// TemporalChangeVersion search attribute (a visibility write). pref answers for a change
+// id (nil: the newest version). It also records the local activities the run starts.
+func askedChangeIDs(env *testsuite.TestWorkflowEnvironment, pref func(changeID string) *worker.VersionPreference) (asked, locals *[]string) {
+	asked, locals = &[]string{}, &[]string{}
+	env.SetWorkerOptions(worker.Options{PreferredVersionProvider: func(in worker.PreferredVersionProviderInput) *worker.VersionPreference {
+		*asked = append(*asked, in.ChangeID)
+		return pref(in.ChangeID)
+	}})
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []interface{}) {
+		*locals = append(*locals, info.ActivityType.Name)
+	})
+	return asked, locals
+}
+
+func newest(string) *worker.VersionPreference { return nil }
+
+// A run on the current code asks one change id, whichever way it ends, and still takes
+// every change's path: paid, with the webhook's first attempt a local activity; closed at
+// expiry, with the close path's calls to Alipay local activities.
+func TestPaymentWorkflow_ACurrentRunAsksOneChangeID(t *testing.T) {
+	t.Run("paid", func(t *testing.T) {
+		env, fs := newEnv(t)
+		asked, locals := askedChangeIDs(env, newest)
+		in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+		}, 10*time.Second)
+		env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+		st := result(t, env)
+		if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || !st.WebhookSent {
+			t.Fatalf("state %+v markPaid=%d grants=%d, want PAID once with its grant and webhook", st, fs.markPaid, fs.grants)
+		}
+		if !slices.Equal(*asked, []string{paymentChanges}) {
+			t.Fatalf("change ids asked: %v, want only %s", *asked, paymentChanges)
+		}
+		if !slices.Contains(*locals, "DeliverWebhook") {
+			t.Fatalf("local activities %v: the webhook's first attempt was not local", *locals)
+		}
+	})
+	t.Run("closed at expiry", func(t *testing.T) {
+		env, fs := newEnv(t)
+		asked, locals := askedChangeIDs(env, newest)
+		in := openedInput(fs, env.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
+		env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeNotExist}, nil)
+		env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseNotExist, nil)
+		env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+		st := result(t, env)
+		if st.Status != payment.StatusClosed || fs.closed != 1 {
+			t.Fatalf("state %s closed=%d, want CLOSED once", st.Status, fs.closed)
+		}
+		if !slices.Equal(*asked, []string{paymentChanges}) {
+			t.Fatalf("change ids asked: %v, want only %s", *asked, paymentChanges)
+		}
+		if !slices.Contains(*locals, "CloseTrade") {
+			t.Fatalf("local activities %v: the close path did not call Alipay locally", *locals)
+		}
+		// The backoff: three queries before the close at expiry, not one a minute.
+		if n := countOf(*locals, "QueryTrade"); n > 5 {
+			t.Fatalf("%d queries for an unpaid 15-minute payment, want at most 5 (the backoff)", n)
+		}
+	})
+}
+
+// A run that answers DefaultVersion for paymentChanges (one that started before it)
+// asks each change's own id where the change applies, and takes each change's path.
+func TestPaymentWorkflow_ARunFromBeforePaymentChangesAsksEachChange(t *testing.T) {
+	env, fs := newEnv(t)
+	asked, locals := askedChangeIDs(env, func(id string) *worker.VersionPreference {
+		if id == paymentChanges {
+			return &worker.VersionPreference{Version: workflow.DefaultVersion}
+		}
+		return nil
+	})
+	in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+	}, 10*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || !st.WebhookSent {
+		t.Fatalf("state %+v markPaid=%d grants=%d, want PAID once with its grant and webhook", st, fs.markPaid, fs.grants)
+	}
+	want := []string{paymentChanges, closeOnAlipayWord, reconcileBackoff, webhookLocalFirst, signalsToTheEnd}
+	if !slices.Equal(*asked, want) {
+		t.Fatalf("change ids asked: %v, want %v", *asked, want)
+	}
+	if !slices.Contains(*locals, "DeliverWebhook") {
+		t.Fatalf("local activities %v: the webhook's first attempt was not local", *locals)
+	}
+}
+
+func countOf(xs []string, x string) int {
+	n := 0
+	for _, v := range xs {
+		if v == x {
+			n++
+		}
+	}
+	return n
+}
