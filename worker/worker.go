@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/workflows"
@@ -62,6 +63,12 @@ type Config struct {
 	// for them, and checkouts timed out with 503. Without the cache every poll serves the
 	// task queue, and a payment's later workflow tasks replay its short history instead.
 	WorkflowCacheSize int
+	// EachPaymentChange makes new payment runs record each change's own version marker
+	// instead of the one payment-changes-1 stands for (PaymentVersions). Set it while
+	// workers built before payment-changes-1 still poll the task queue: such a worker
+	// reads a run without the old markers as one from before every change, takes the old
+	// steps, and leaves a history no new worker can replay.
+	EachPaymentChange bool
 	// ShutdownGrace is how long running activities get to finish on shutdown.
 	ShutdownGrace time.Duration
 	// Statements schedules the daily statement reconciliation (statement.go).
@@ -101,12 +108,28 @@ func New(c client.Client, cfg Config, acts *activities.Activities) sdkworker.Wor
 		MaxConcurrentWorkflowTaskPollers:        cfg.WorkflowTaskPollers,
 		MaxConcurrentActivityTaskPollers:        cfg.ActivityTaskPollers,
 		// Eager activity dispatch saves a round trip per activity on the hot path.
-		DisableEagerActivities: false,
+		DisableEagerActivities:   false,
+		PreferredVersionProvider: PaymentVersions(cfg.EachPaymentChange),
 	}
 	w := sdkworker.New(c, cfg.TaskQueue, opts)
 	workflows.Register(w)
 	w.RegisterActivity(acts)
 	return w
+}
+
+// PaymentVersions chooses which version a new run records for a change id: the newest
+// of each (nil), or with each, DefaultVersion for workflows.PaymentChangesID, so that the
+// run asks, and records, each change's own id as a build before it does.
+func PaymentVersions(each bool) sdkworker.PreferredVersionProvider {
+	if !each {
+		return nil
+	}
+	return func(in sdkworker.PreferredVersionProviderInput) *sdkworker.VersionPreference {
+		if in.ChangeID == workflows.PaymentChangesID {
+			return &sdkworker.VersionPreference{Version: workflow.DefaultVersion}
+		}
+		return nil
+	}
 }
 
 // EnsureSchedules creates the sweeper, purge and audit schedules, or updates them to the

@@ -124,7 +124,10 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 // per change (four on a paid payment's path). Runs recorded before it answer
 // DefaultVersion here (no command is written in a replay) and ask each change's own id,
 // as they were recorded. A later change gets its own id, asked only by runs on this one.
-const paymentChanges = "payment-changes-1"
+const paymentChanges = PaymentChangesID
+
+// PaymentChangesID is paymentChanges, for the worker's rollout setting (worker.Config).
+const PaymentChangesID = "payment-changes-1"
 
 // versionGate asks workflow.GetVersion for one change id once per run, at its first use,
 // and remembers the answer: the change's version 1 is on, DefaultVersion off.

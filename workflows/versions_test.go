@@ -8,11 +8,12 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/paykit/paykit/payment"
+	paykitworker "github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -30,7 +31,8 @@ const (
 // askedChangeIDs records, in order, every change id env's run asks workflow.GetVersion
 // for the first time; on a real server each is a marker event and an upsert of the
 // TemporalChangeVersion search attribute (a visibility write). pref answers for a change
-// id (nil: the newest version). It also records the local activities the run starts.
+// id (nil: the newest version). It also records the activities the run starts: a local
+// one by its name, a regular one as "regular:" and its name.
 func askedChangeIDs(env *testsuite.TestWorkflowEnvironment, pref func(changeID string) *worker.VersionPreference) (asked, locals *[]string) {
 	asked, locals = &[]string{}, &[]string{}
 	env.SetWorkerOptions(worker.Options{PreferredVersionProvider: func(in worker.PreferredVersionProviderInput) *worker.VersionPreference {
@@ -39,6 +41,9 @@ func askedChangeIDs(env *testsuite.TestWorkflowEnvironment, pref func(changeID s
 	}})
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []interface{}) {
 		*locals = append(*locals, info.ActivityType.Name)
+	})
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		*locals = append(*locals, "regular:"+info.ActivityType.Name)
 	})
 	return asked, locals
 }
@@ -86,21 +91,22 @@ func TestPaymentWorkflow_ACurrentRunAsksOneChangeID(t *testing.T) {
 			t.Fatalf("local activities %v: the close path did not call Alipay locally", *locals)
 		}
 		// The backoff: three queries before the close at expiry, not one a minute.
-		if n := countOf(*locals, "QueryTrade"); n > 5 {
+		if n := countOf(*locals, "QueryTrade") + countOf(*locals, "regular:QueryTrade"); n > 5 {
 			t.Fatalf("%d queries for an unpaid 15-minute payment, want at most 5 (the backoff)", n)
 		}
 	})
 }
 
-// A run that answers DefaultVersion for paymentChanges (one that started before it)
-// asks each change's own id where the change applies, and takes each change's path.
+// A run that records DefaultVersion for paymentChanges (the worker's setting for a
+// rollout beside workers built before it) asks, and records, each change's own id where
+// the change applies, as such a worker does, and takes each change's path.
 func TestPaymentWorkflow_ARunFromBeforePaymentChangesAsksEachChange(t *testing.T) {
 	env, fs := newEnv(t)
+	// What the worker records with PAYKIT_PAYMENT_VERSION_MARKERS=each, for a rollout
+	// beside workers built before paymentChanges.
+	each := paykitworker.PaymentVersions(true)
 	asked, locals := askedChangeIDs(env, func(id string) *worker.VersionPreference {
-		if id == paymentChanges {
-			return &worker.VersionPreference{Version: workflow.DefaultVersion}
-		}
-		return nil
+		return each(worker.PreferredVersionProviderInput{ChangeID: id})
 	})
 	in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
 	env.RegisterDelayedCallback(func() {

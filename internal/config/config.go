@@ -73,7 +73,11 @@ type Config struct {
 
 	WorkflowTaskPollers int
 	// WorkflowCacheSize is the worker's sticky workflow cache (worker.Config).
-	WorkflowCacheSize   int
+	WorkflowCacheSize int
+	// EachPaymentChange (PAYKIT_PAYMENT_VERSION_MARKERS=each) makes new payment runs record
+	// each change's own version marker, for a rolling deploy beside workers built before
+	// payment-changes-1 (worker.Config).
+	EachPaymentChange   bool
 	ActivityTaskPollers int
 
 	LogLevel  string
@@ -139,6 +143,21 @@ func (e *env) bool(key string, def bool) bool {
 		return def
 	}
 	return b
+}
+
+// oneOf is a setting with a fixed set of values; the first is the default.
+func (e *env) oneOf(key string, values ...string) string {
+	v, ok := e.lookup(key)
+	if !ok || v == "" {
+		return values[0]
+	}
+	for _, w := range values {
+		if v == w {
+			return v
+		}
+	}
+	e.errs = append(e.errs, fmt.Sprintf("%s=%q is not one of %s", key, v, strings.Join(values, ", ")))
+	return values[0]
 }
 
 // count is a non-negative integer setting.
@@ -230,6 +249,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		Statement:             loadStatement(e),
 		WorkflowTaskPollers:   e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
 		WorkflowCacheSize:     e.count("PAYKIT_WORKFLOW_CACHE_SIZE", 0),
+		EachPaymentChange:     e.oneOf("PAYKIT_PAYMENT_VERSION_MARKERS", "one", "each") == "each",
 		ActivityTaskPollers:   e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
 		LogLevel:              e.str("PAYKIT_LOG_LEVEL", "info"),
 		LogFormat:             e.str("PAYKIT_LOG_FORMAT", "json"),

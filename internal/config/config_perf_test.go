@@ -54,3 +54,18 @@ func TestLoadConfig_WorkflowCacheSize(t *testing.T) {
 		}
 	}
 }
+
+// New payment runs record one version marker unless PAYKIT_PAYMENT_VERSION_MARKERS=each
+// asks for each change's own (a rollout beside workers built before payment-changes-1);
+// any other value is refused.
+func TestLoadConfig_PaymentVersionMarkers(t *testing.T) {
+	for _, tc := range []struct {
+		v        string
+		each, ok bool
+	}{{"", false, true}, {"one", false, true}, {"each", true, true}, {"Each", false, false}, {"all", false, false}} {
+		c, err := config.Load(func(k string) (string, bool) { return tc.v, k == "PAYKIT_PAYMENT_VERSION_MARKERS" })
+		if (err == nil) != tc.ok || (tc.ok && c.EachPaymentChange != tc.each) {
+			t.Fatalf("PAYKIT_PAYMENT_VERSION_MARKERS=%q: each=%v, %v; want each=%v, ok=%v", tc.v, c.EachPaymentChange, err, tc.each, tc.ok)
+		}
+	}
+}

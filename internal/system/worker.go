@@ -22,8 +22,8 @@ func WorkerConfig(cfg config.Config, statementAppIDs []string) worker.Config {
 		AuditEvery: cfg.AuditEvery, AuditLag: audit.Lag(cfg.Timing.PaymentTTL),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
-		WorkflowCacheSize: cfg.WorkflowCacheSize,
-		Statements:        statementSchedule(cfg, statementAppIDs),
+		WorkflowCacheSize: cfg.WorkflowCacheSize, EachPaymentChange: cfg.EachPaymentChange,
+		Statements: statementSchedule(cfg, statementAppIDs),
 	}
 }
 

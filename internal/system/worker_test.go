@@ -50,3 +50,16 @@ func TestWorkerConfig_Statements(t *testing.T) {
 		t.Fatalf("task queue %q, want %q", wc.TaskQueue, cfg.TaskQueue)
 	}
 }
+
+// PAYKIT_PAYMENT_VERSION_MARKERS reaches the worker: off by default, on with each.
+func TestWorkerConfig_PaymentVersionMarkers(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "one": false, "each": true} {
+		cfg, err := config.Load(func(k string) (string, bool) { return v, k == "PAYKIT_PAYMENT_VERSION_MARKERS" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := WorkerConfig(cfg, nil).EachPaymentChange; got != want {
+			t.Fatalf("PAYKIT_PAYMENT_VERSION_MARKERS=%q: worker's EachPaymentChange %v, want %v", v, got, want)
+		}
+	}
+}
