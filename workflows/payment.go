@@ -124,6 +124,10 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 // per change (four on a paid payment's path). Runs recorded before it answer
 // DefaultVersion here (no command is written in a replay) and ask each change's own id,
 // as they were recorded. A later change gets its own id, asked only by runs on this one.
+// Once no run from before payment-changes-1 is open (a visibility query for running
+// PaymentWorkflows started before its deploy answers none), and no worker records each
+// change (worker.Config.EachPaymentChange), the per-change gates and the legacy steps of
+// payment_v0.go can go: every open run then answers 1 here.
 const paymentChanges = PaymentChangesID
 
 // PaymentChangesID is paymentChanges, for the worker's rollout setting (worker.Config).
