@@ -28,7 +28,7 @@ type paymentRun struct {
 	st     PaymentState
 	// legacy is true for a run that started before closeOnAlipayWord (payment_v0.go).
 	legacy bool
-	// current is true for a run that started on paymentChanges: every change below is on
+	// current is true for a run that started on PaymentChangesID: every change below is on
 	// without asking for its own id.
 	current bool
 	// makingWay and cancelWebhook let a checkout for a new payment end a finished run early.
@@ -50,7 +50,7 @@ type paymentRun struct {
 // payment:{tenant}:{order}.
 func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error) {
 	r := &paymentRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
-	r.current = workflow.GetVersion(ctx, paymentChanges, workflow.DefaultVersion, 1) == 1
+	r.current = workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, 1) == 1
 	if r.current {
 		r.drain, r.localClose = versionOn, versionOn
 	} else {
@@ -116,7 +116,7 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 	return !r.legacy && r.drain.on(ctx, signalsToTheEnd)
 }
 
-// paymentChanges is the change id of the version that has every earlier change of the
+// PaymentChangesID is the change id of the version that has every earlier change of the
 // payment workflow at once: closeOnAlipayWord, webhookLocalFirst, reconcileBackoff,
 // signalsToTheEnd and closePathLocal. For each first GetVersion of a change id, the SDK
 // records a marker and upserts the TemporalChangeVersion search attribute, a visibility
@@ -128,16 +128,13 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 // PaymentWorkflows started before its deploy answers none), and no worker records each
 // change (worker.Config.EachPaymentChange), the per-change gates and the legacy steps of
 // payment_v0.go can go: every open run then answers 1 here.
-const paymentChanges = PaymentChangesID
-
-// PaymentChangesID is paymentChanges, for the worker's rollout setting (worker.Config).
 const PaymentChangesID = "payment-changes-1"
 
 // versionGate asks workflow.GetVersion for one change id once per run, at its first use,
 // and remembers the answer: the change's version 1 is on, DefaultVersion off.
 type versionGate struct{ asked, yes bool }
 
-// versionOn is a gate whose change is known to be on (a run on paymentChanges).
+// versionOn is a gate whose change is known to be on (a run on PaymentChangesID).
 var versionOn = versionGate{asked: true, yes: true}
 
 func (g *versionGate) on(ctx workflow.Context, changeID string) bool {

@@ -30,14 +30,18 @@ const (
 
 // askedChangeIDs records, in order, every change id env's run asks workflow.GetVersion
 // for the first time; on a real server each is a marker event and an upsert of the
-// TemporalChangeVersion search attribute (a visibility write). pref answers for a change
-// id (nil: the newest version). It also records the activities the run starts: a local
-// one by its name, a regular one as "regular:" and its name.
-func askedChangeIDs(env *testsuite.TestWorkflowEnvironment, pref func(changeID string) *worker.VersionPreference) (asked, locals *[]string) {
+// TemporalChangeVersion search attribute (a visibility write). versions chooses what is
+// recorded for each, as the worker's does (nil: the newest version). It also records the
+// activities the run starts: a local one by its name, a regular one as "regular:" and its
+// name.
+func askedChangeIDs(env *testsuite.TestWorkflowEnvironment, versions worker.PreferredVersionProvider) (asked, locals *[]string) {
 	asked, locals = &[]string{}, &[]string{}
 	env.SetWorkerOptions(worker.Options{PreferredVersionProvider: func(in worker.PreferredVersionProviderInput) *worker.VersionPreference {
 		*asked = append(*asked, in.ChangeID)
-		return pref(in.ChangeID)
+		if versions == nil {
+			return nil
+		}
+		return versions(in)
 	}})
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []interface{}) {
 		*locals = append(*locals, info.ActivityType.Name)
@@ -48,34 +52,40 @@ func askedChangeIDs(env *testsuite.TestWorkflowEnvironment, pref func(changeID s
 	return asked, locals
 }
 
-func newest(string) *worker.VersionPreference { return nil }
+// paidByCallback runs a payment the API opened, paid by one notification, with the
+// versions the worker records, and returns the change ids it asked. It fails unless the
+// payment is PAID once with its grant, and its webhook delivered by a local first attempt.
+func paidByCallback(t *testing.T, versions worker.PreferredVersionProvider) []string {
+	t.Helper()
+	env, fs := newEnv(t)
+	asked, locals := askedChangeIDs(env, versions)
+	in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+	}, 10*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || !st.WebhookSent {
+		t.Fatalf("state %+v markPaid=%d grants=%d, want PAID once with its grant and webhook", st, fs.markPaid, fs.grants)
+	}
+	if !slices.Contains(*locals, "DeliverWebhook") {
+		t.Fatalf("local activities %v: the webhook's first attempt was not local", *locals)
+	}
+	return *asked
+}
 
 // A run on the current code asks one change id, whichever way it ends, and still takes
 // every change's path: paid, with the webhook's first attempt a local activity; closed at
 // expiry, with the close path's calls to Alipay local activities.
 func TestPaymentWorkflow_ACurrentRunAsksOneChangeID(t *testing.T) {
 	t.Run("paid", func(t *testing.T) {
-		env, fs := newEnv(t)
-		asked, locals := askedChangeIDs(env, newest)
-		in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
-		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
-		}, 10*time.Second)
-		env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
-		st := result(t, env)
-		if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || !st.WebhookSent {
-			t.Fatalf("state %+v markPaid=%d grants=%d, want PAID once with its grant and webhook", st, fs.markPaid, fs.grants)
-		}
-		if !slices.Equal(*asked, []string{paymentChanges}) {
-			t.Fatalf("change ids asked: %v, want only %s", *asked, paymentChanges)
-		}
-		if !slices.Contains(*locals, "DeliverWebhook") {
-			t.Fatalf("local activities %v: the webhook's first attempt was not local", *locals)
+		if asked := paidByCallback(t, nil); !slices.Equal(asked, []string{paymentChanges}) {
+			t.Fatalf("change ids asked: %v, want only %s", asked, paymentChanges)
 		}
 	})
 	t.Run("closed at expiry", func(t *testing.T) {
 		env, fs := newEnv(t)
-		asked, locals := askedChangeIDs(env, newest)
+		asked, locals := askedChangeIDs(env, nil)
 		in := openedInput(fs, env.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
 		env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeNotExist}, nil)
 		env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseNotExist, nil)
@@ -97,32 +107,15 @@ func TestPaymentWorkflow_ACurrentRunAsksOneChangeID(t *testing.T) {
 	})
 }
 
-// A run that records DefaultVersion for paymentChanges (the worker's setting for a
-// rollout beside workers built before it) asks, and records, each change's own id where
-// the change applies, as such a worker does, and takes each change's path.
+// A run that records DefaultVersion for paymentChanges (the worker's setting,
+// PAYKIT_PAYMENT_VERSION_MARKERS=each, for a rollout beside workers built before it)
+// asks, and records, each change's own id where the change applies, as such a worker
+// does, and takes each change's path.
 func TestPaymentWorkflow_ARunFromBeforePaymentChangesAsksEachChange(t *testing.T) {
-	env, fs := newEnv(t)
-	// What the worker records with PAYKIT_PAYMENT_VERSION_MARKERS=each, for a rollout
-	// beside workers built before paymentChanges.
-	each := paykitworker.PaymentVersions(true)
-	asked, locals := askedChangeIDs(env, func(id string) *worker.VersionPreference {
-		return each(worker.PreferredVersionProviderInput{ChangeID: id})
-	})
-	in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
-	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
-	}, 10*time.Second)
-	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
-	st := result(t, env)
-	if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || !st.WebhookSent {
-		t.Fatalf("state %+v markPaid=%d grants=%d, want PAID once with its grant and webhook", st, fs.markPaid, fs.grants)
-	}
+	asked := paidByCallback(t, paykitworker.PaymentVersions(true))
 	want := []string{paymentChanges, closeOnAlipayWord, reconcileBackoff, webhookLocalFirst, signalsToTheEnd}
-	if !slices.Equal(*asked, want) {
-		t.Fatalf("change ids asked: %v, want %v", *asked, want)
-	}
-	if !slices.Contains(*locals, "DeliverWebhook") {
-		t.Fatalf("local activities %v: the webhook's first attempt was not local", *locals)
+	if !slices.Equal(asked, want) {
+		t.Fatalf("change ids asked: %v, want %v", asked, want)
 	}
 }
 
