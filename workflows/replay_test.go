@@ -31,7 +31,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 		// Refund histories recorded before refundConfirmN: runs that took fund_change N as
 		// success must still replay (refund.go).
 		{filepath.Join("testdata", "histories", "refunds", "v0"), 5},
-		// Histories recorded before paymentChanges: runs that ask each change's own id
+		// Histories recorded before payment-changes-1: runs that ask each change's own id
 		// (a version marker and a search attribute upsert apiece) must still replay.
 		{filepath.Join("testdata", "histories", "v5"), 16},
 		// Histories recorded before the direct checkout: runs started by the checkout
