@@ -136,10 +136,13 @@ func (a *Activities) gatewayOf(ctx context.Context, paymentNo string) (payment.G
 	return app.Gateway, nil
 }
 
-// paymentApp is the tenant of a payment and the app it was opened on.
-type paymentApp struct{ tenantID, appID string }
+// paymentApp is the tenant of a payment, the app it was opened on and its amount.
+type paymentApp struct {
+	tenantID, appID string
+	amount          payment.Amount
+}
 
-// appOf returns the tenant of a payment and its app. Neither ever changes, so they are
+// appOf returns the tenant of a payment, its app and its amount. None ever changes, so they are
 // read from MySQL once per process and payment (up to maxKnownPayments kept).
 func (a *Activities) appOf(ctx context.Context, paymentNo string) (paymentApp, error) {
 	if v, ok := a.paymentApps.Load(paymentNo); ok {
@@ -153,7 +156,7 @@ func (a *Activities) appOf(ctx context.Context, paymentNo string) (paymentApp, e
 		a.paymentApps.Clear()
 		a.knownPayments.Store(0)
 	}
-	on := paymentApp{tenantID: p.TenantID, appID: p.AlipayAppID}
+	on := paymentApp{tenantID: p.TenantID, appID: p.AlipayAppID, amount: p.Amount}
 	a.paymentApps.Store(paymentNo, on)
 	return on, nil
 }

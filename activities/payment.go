@@ -78,12 +78,30 @@ type MarkPaidInput struct {
 	OrderID   string    `json:"order_id"`
 	TradeNo   string    `json:"trade_no"`
 	PaidAt    time.Time `json:"paid_at"`
+	// Evidence is EvidenceNotification when the payment is marked paid on a notification
+	// signal: MarkPaid then acts only on the verified notification NotifyID names, whose
+	// trade_no and gmt_payment replace TradeNo and PaidAt. Empty for Alipay's answer to
+	// the worker's own query, which is the evidence itself.
+	Evidence string `json:"evidence,omitempty"`
+	NotifyID string `json:"notify_id,omitempty"`
 }
 
 // MarkPaid runs the success path's local transaction under the per-order lock. On lock
 // contention it re-reads the status after a short wait: already paid is an answer, not
-// an error; still pending is retried.
+// an error; still pending is retried. On a notification signal it first confirms the
+// notification (evidence.go): one that no verified record backs records an
+// AnomalyUnverifiedSignal and changes nothing (Transition.Unverified).
 func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Transition, error) {
+	if in.Evidence == EvidenceNotification {
+		n, reason, err := a.confirmNotification(ctx, in)
+		if err != nil {
+			return payment.Transition{}, err
+		}
+		if reason != "" {
+			return a.refuseUnverified(ctx, in, reason)
+		}
+		in.TradeNo, in.PaidAt = n.TradeNo, n.PaidAt
+	}
 	if a.Locker != nil {
 		release, acquired, err := a.Locker.LockOrder(ctx, in.TenantID, in.OrderID)
 		switch {

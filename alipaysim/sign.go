@@ -172,3 +172,14 @@ func signedBody(key *rsa.PrivateKey, name string, obj fields, certSN string) ([]
 	b.WriteByte('}')
 	return b.Bytes(), nil
 }
+
+// SignNotification signs an asynchronous notification form in place as Alipay does (RSA2
+// over every field but sign and sign_type), with the Alipay private key in PEM: for tests
+// that need a genuine notification without a trade behind it.
+func SignNotification(alipayPrivateKeyPEM string, form url.Values) error {
+	key, err := parsePrivateKey(alipayPrivateKeyPEM)
+	if err != nil {
+		return err
+	}
+	return signNotification(key, form)
+}

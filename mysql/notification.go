@@ -92,7 +92,7 @@ func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotifi
 		if !claim.Valid || !IsDuplicate(err) {
 			return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
 		}
-		existing, err := st.notificationByNotifyID(ctx, n.Channel, n.NotifyID)
+		existing, err := st.NotificationByNotifyID(ctx, n.Channel, n.NotifyID)
 		if errors.Is(err, payment.ErrNotFound) {
 			continue // rows are never deleted, but should one be, claim the id again
 		}
@@ -125,7 +125,8 @@ func (st *Store) SetNotificationOutcome(ctx context.Context, id int64, outcome s
 	return nil
 }
 
-func (st *Store) notificationByNotifyID(ctx context.Context, channel, notifyID string) (payment.ChannelNotification, error) {
+// NotificationByNotifyID implements payment.NotificationRecords.
+func (st *Store) NotificationByNotifyID(ctx context.Context, channel, notifyID string) (payment.ChannelNotification, error) {
 	var n payment.ChannelNotification
 	err := st.queryRow(ctx, nil, qNotificationByNotifyID, []any{channel, notifyID}, func(row *sql.Row) error {
 		return scanNotification(row, &n)

@@ -235,6 +235,10 @@ type Transition struct {
 	// EventID is the outbox event written when the payment left pending: by this change,
 	// or, when Changed is false, by the earlier transition that made it final.
 	EventID string
+	// Unverified, when not empty, says why the evidence offered for the transition (a
+	// notification signal) is not Alipay's signed word: nothing was changed, and an
+	// AnomalyUnverifiedSignal was recorded.
+	Unverified string `json:",omitempty"`
 }
 
 // Tenant is a merchant using the system.

@@ -124,6 +124,11 @@ type NewRefund struct {
 // a payment that was already closed locally.
 const AnomalyPaidAfterClose = "paid_after_close"
 
+// AnomalyUnverifiedSignal is recorded when a payment's workflow is handed a notification
+// signal that no recorded, verified Alipay notification backs (a signal sent straight to
+// Temporal, or one whose payload does not decode): the signal moves no state.
+const AnomalyUnverifiedSignal = "unverified_signal"
+
 // AnomalyRefund is the refund that gives back the money of a paid_after_close anomaly of
 // payment p: its refund_no is derived from the payment, so asking for it again, by hand
 // or automatically, finds the same refund.

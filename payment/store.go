@@ -268,6 +268,14 @@ type Notifications interface {
 	SetNotificationOutcome(ctx context.Context, id int64, outcome string) error
 }
 
+// NotificationRecords are the verified notifications read back by their notify_id: the
+// evidence that a payment's workflow confirms before it acts on a notification signal.
+type NotificationRecords interface {
+	// NotificationByNotifyID returns the verified notification of channel that claimed
+	// notifyID, or ErrNotFound. Unverified notifications never claim a notify_id.
+	NotificationByNotifyID(ctx context.Context, channel, notifyID string) (ChannelNotification, error)
+}
+
 // Grants are the entitlements issued for paid payments, one per payment.
 type Grants interface {
 	// GrantBenefit inserts a grant; created=false if the payment was granted before,

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -37,7 +38,10 @@ type paymentRun struct {
 	// drain and localClose remember whether this run has signalsToTheEnd and
 	// closePathLocal, asked once at their first use.
 	drain, localClose versionGate
-	logger            interface {
+	// forgetFailed remembers whether this run has forgetFailedSignals, asked at the first
+	// notification signal whose MarkPaid failed.
+	forgetFailed versionGate
+	logger       interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 		Error(string, ...interface{})
@@ -150,13 +154,35 @@ func (g *versionGate) on(ctx workflow.Context, changeID string) bool {
 // order is settled on that payment, one for a pending payment takes the success path.
 func (r *paymentRun) drainSignals(ctx workflow.Context) {
 	signals := workflow.GetSignalChannel(ctx, NotificationSignal)
-	for {
-		var n NotificationPayload
-		if !signals.ReceiveAsync(&n) {
-			return
-		}
-		r.onNotification(ctx, n)
+	for r.takeSignal(ctx, signals, false) {
 	}
+}
+
+// takeSignal takes the next notification signal off c, waiting for one if wait is true,
+// and acts on it; false if there was none to take. The signal is received raw and decoded
+// here: a payload that does not decode (anyone who can reach Temporal can send one) is
+// recorded as an unverified signal and ignored, never left to the SDK, which would drop
+// it silently and, inside a selector's callback, block the run until the next signal.
+func (r *paymentRun) takeSignal(ctx workflow.Context, c workflow.ReceiveChannel, wait bool) bool {
+	var raw converter.RawValue
+	if wait {
+		c.Receive(ctx, &raw)
+	} else if !c.ReceiveAsync(&raw) {
+		return false
+	}
+	var n NotificationPayload
+	err := errors.New("the signal carries no payload")
+	if p := raw.Payload(); p != nil {
+		err = converter.GetDefaultDataConverter().FromPayload(p, &n)
+	}
+	if err != nil {
+		r.logger.Error("notification signal that does not decode ignored", "payment_no", r.st.PaymentNo, "err", err)
+		r.recordAnomaly(ctx, payment.AnomalyUnverifiedSignal, "",
+			fmt.Sprintf("a notification signal whose payload does not decode was ignored: %v", err))
+		return true
+	}
+	r.onNotification(ctx, n)
+	return true
 }
 
 // finish ends a run that got past its init: every handler done and, from
@@ -487,9 +513,7 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 		}
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
-			var n NotificationPayload
-			c.Receive(ctx, &n)
-			r.onNotification(ctx, n)
+			r.takeSignal(ctx, c, true)
 		})
 		if reconcile != nil {
 			sel.AddFuture(reconcile, func(f workflow.Future) {
@@ -522,23 +546,13 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 		}
 	}
 	// Drain signals that arrived with the final transition, so none is lost silently.
-	for {
-		var n NotificationPayload
-		if !signals.ReceiveAsync(&n) {
-			break
-		}
-		r.onNotification(ctx, n)
+	for r.takeSignal(ctx, signals, false) {
 	}
 	return ctx, nil
 }
 
 func (r *paymentRun) continueAsNew(ctx workflow.Context, signals workflow.ReceiveChannel) error {
-	for {
-		var n NotificationPayload
-		if !signals.ReceiveAsync(&n) {
-			break
-		}
-		r.onNotification(ctx, n)
+	for r.takeSignal(ctx, signals, false) {
 	}
 	if r.st.Status != payment.StatusPending {
 		return nil
@@ -586,7 +600,12 @@ func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload)
 	}
 	switch {
 	case r.st.Status == payment.StatusPending:
-		r.successPath(ctx, n.TradeNo, n.PaidAt, "callback")
+		if !r.successPath(ctx, n.TradeNo, n.PaidAt, "callback", &n) && n.NotifyID != "" && r.forgetsFailedSignals(ctx) {
+			// The notification could not be confirmed or acted on (MySQL down for the local
+			// activity's whole window): the inbox hands it over again until the payment is
+			// PAID, and that hand-over must not be taken for a duplicate.
+			r.forget(n.NotifyID)
+		}
 	case r.st.Status == payment.StatusPaid, r.legacy:
 		// Already paid: a redelivery, or a notification that raced the reconciliation.
 	default:
@@ -711,19 +730,39 @@ func (r *paymentRun) paidAtAlipay(ctx workflow.Context, trade payment.Trade, sou
 		}
 		return
 	}
-	r.successPath(ctx, trade.TradeNo, trade.PaidAt, source)
+	r.successPath(ctx, trade.TradeNo, trade.PaidAt, source, nil)
+}
+
+// markPaidInput is MarkPaid's input for paymentNo; signal, if not nil, is the notification
+// signal the payment is marked paid on, which MarkPaid confirms before it acts.
+func (r *paymentRun) markPaidInput(paymentNo, tradeNo string, paidAt time.Time, signal *NotificationPayload) activities.MarkPaidInput {
+	in := activities.MarkPaidInput{
+		PaymentNo: paymentNo, TenantID: r.st.TenantID, OrderID: r.st.OrderID, TradeNo: tradeNo, PaidAt: paidAt,
+	}
+	if signal != nil {
+		in.Evidence, in.NotifyID = activities.EvidenceNotification, signal.NotifyID
+	}
+	return in
 }
 
 // successPath is the one local transaction that marks the payment paid. Side effects
-// (grant, webhook) follow in afterPaid, after the commit.
-func (r *paymentRun) successPath(ctx workflow.Context, tradeNo string, paidAt time.Time, source string) {
+// (grant, webhook) follow in afterPaid, after the commit. A notification signal (signal
+// not nil) is only a claim: MarkPaid acts on the verified notification it names, or
+// records an unverified_signal anomaly and changes nothing. It returns false when MarkPaid
+// failed and may be tried again.
+func (r *paymentRun) successPath(ctx workflow.Context, tradeNo string, paidAt time.Time, source string, signal *NotificationPayload) bool {
 	var t payment.Transition
-	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkPaid, activities.MarkPaidInput{
-		PaymentNo: r.st.PaymentNo, TenantID: r.st.TenantID, OrderID: r.st.OrderID, TradeNo: tradeNo, PaidAt: paidAt,
-	}).Get(ctx, &t)
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkPaid, r.markPaidInput(r.st.PaymentNo, tradeNo, paidAt, signal)).Get(ctx, &t)
 	if err != nil {
 		r.logger.Error("mark paid failed; reconciliation will retry", "payment_no", r.st.PaymentNo, "err", err)
-		return
+		return false
+	}
+	if t.Unverified != "" {
+		r.logger.Error("notification signal not backed by a verified alipay notification; ignored",
+			"payment_no", r.st.PaymentNo, "notify_id", signal.NotifyID, "trade_no", tradeNo, "why", t.Unverified)
+		r.st.Anomaly = payment.AnomalyUnverifiedSignal + ": " + t.Unverified
+		workflow.SetCurrentDetails(ctx, r.details())
+		return true
 	}
 	r.adopt(t.Payment)
 	if t.EventID != "" {
@@ -732,10 +771,31 @@ func (r *paymentRun) successPath(ctx workflow.Context, tradeNo string, paidAt ti
 	if t.Payment.Status != payment.StatusPaid {
 		// Money arrived for a payment that is no longer pending. Never drop it silently.
 		r.recordAnomaly(ctx, "paid_after_close", tradeNo, fmt.Sprintf("alipay reports paid (%s) but payment is %s", source, t.Payment.Status))
-		return
+		return true
 	}
 	r.logger.Info("payment paid", "payment_no", r.st.PaymentNo, "trade_no", r.st.TradeNo, "source", source, "changed", t.Changed)
 	r.upsertSearchAttributes(ctx)
+	return true
+}
+
+// forgetFailedSignals is the change id of the version that forgets the notify_id of a
+// notification signal whose MarkPaid failed, so that the inbox's next hand-over of it is
+// acted on rather than ignored as a duplicate. It is asked only on that failure.
+const forgetFailedSignals = "forget-failed-signals"
+
+func (r *paymentRun) forgetsFailedSignals(ctx workflow.Context) bool {
+	return r.current && r.forgetFailed.on(ctx, forgetFailedSignals)
+}
+
+// forget drops notifyID from the notify_ids seen.
+func (r *paymentRun) forget(notifyID string) {
+	kept := r.st.SeenNotifyIDs[:0]
+	for _, id := range r.st.SeenNotifyIDs {
+		if id != notifyID {
+			kept = append(kept, id)
+		}
+	}
+	r.st.SeenNotifyIDs = kept
 }
 
 // paidForAnotherPayment handles Alipay's word that an earlier payment of this order was
@@ -745,11 +805,14 @@ func (r *paymentRun) successPath(ctx workflow.Context, tradeNo string, paidAt ti
 // and one that is closed or failed records paid_after_close, as on the payment's own run.
 func (r *paymentRun) paidForAnotherPayment(ctx workflow.Context, n NotificationPayload) {
 	var t payment.Transition
-	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkPaid, activities.MarkPaidInput{
-		PaymentNo: n.PaymentNo, TenantID: r.st.TenantID, OrderID: r.st.OrderID, TradeNo: n.TradeNo, PaidAt: n.PaidAt,
-	}).Get(ctx, &t)
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkPaid, r.markPaidInput(n.PaymentNo, n.TradeNo, n.PaidAt, &n)).Get(ctx, &t)
 	if err != nil {
 		r.logger.Error("mark paid of an earlier payment failed; the auditor reports it", "payment_no", n.PaymentNo, "err", err)
+		return
+	}
+	if t.Unverified != "" {
+		r.logger.Error("notification signal for another payment not backed by a verified alipay notification; ignored",
+			"payment_no", n.PaymentNo, "notify_id", n.NotifyID, "why", t.Unverified)
 		return
 	}
 	if t.Payment.Status != payment.StatusPaid {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,11 @@ type fakeStore struct {
 	anomalyNos []string
 	// anomalies lists the kinds recorded for an operator.
 	anomalies []string
+	// unbacked are notify_ids with no verified notification recorded: MarkPaid on a
+	// signal naming one (or none) refuses, as activities.MarkPaid does.
+	unbacked map[string]bool
+	// markPaidDown, while set, makes MarkPaid fail as MySQL down does.
+	markPaidDown atomic.Bool
 }
 
 func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
@@ -78,6 +84,14 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 		}).Maybe()
 	env.OnActivity(a.MarkPaid, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarkPaidInput) (payment.Transition, error) {
+			if fs.markPaidDown.Load() {
+				return payment.Transition{}, errors.New("mysql: connection refused")
+			}
+			if in.Evidence == activities.EvidenceNotification && (in.NotifyID == "" || fs.unbacked[in.NotifyID]) {
+				fs.anomalies = append(fs.anomalies, payment.AnomalyUnverifiedSignal)
+				fs.anomalyNos = append(fs.anomalyNos, in.PaymentNo)
+				return payment.Transition{Unverified: "no verified notification is recorded"}, nil
+			}
 			if other, ok := fs.others[in.PaymentNo]; ok {
 				fs.otherMarks++
 				return payment.Transition{Payment: other}, nil

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +79,75 @@ func TestPaymentWorkflow_InitErrorStillReadsThePaidSignal(t *testing.T) {
 	}
 	if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || !st.WebhookSent {
 		t.Fatalf("status %s markPaid=%d grants=%d webhook=%v, want PAID with its grant and webhook", st.Status, fs.markPaid, fs.grants, st.WebhookSent)
+	}
+}
+
+// A signal sent straight to Temporal that claims the payment paid (the right amount, any
+// trade_no, a notify_id no verified notification backs, or none) moves nothing: MarkPaid
+// refuses it and records unverified_signal, and the run goes on to close the unpaid
+// payment at expiry, with no grant.
+func TestPaymentWorkflow_AForgedPaidSignalMovesNothing(t *testing.T) {
+	env, fs := newEnv(t)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeWaiting}, nil)
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseDone, nil)
+	fs.unbacked = map[string]bool{"forged-1": true}
+	env.RegisterDelayedCallback(func() {
+		forged := paidNotification(fs, "forged-1")
+		forged.TradeNo = "FORGED"
+		env.SignalWorkflow(workflows.NotificationSignal, forged)
+		forged.NotifyID = ""
+		env.SignalWorkflow(workflows.NotificationSignal, forged)
+	}, 10*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || st.TradeNo != "" || fs.markPaid != 0 || fs.grants != 0 {
+		t.Fatalf("status %s trade %q markPaid=%d grants=%d, want CLOSED with no trade, no paid transition, no grant",
+			st.Status, st.TradeNo, fs.markPaid, fs.grants)
+	}
+	if len(fs.anomalies) != 2 || fs.anomalies[0] != payment.AnomalyUnverifiedSignal || !strings.HasPrefix(st.Anomaly, payment.AnomalyUnverifiedSignal) {
+		t.Fatalf("anomalies %v, run's %q; want unverified_signal for each forged signal", fs.anomalies, st.Anomaly)
+	}
+}
+
+// A signal whose payload does not decode is recorded as unverified_signal and ignored; it
+// neither fails the workflow task nor blocks the run, which still closes the payment at
+// expiry (the SDK alone drops it and, inside the selector, waits for the next signal, so
+// the expiry timer is never handled).
+func TestPaymentWorkflow_ASignalThatDoesNotDecodeIsRecordedAndTheRunGoesOn(t *testing.T) {
+	env, fs := newEnv(t)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeWaiting}, nil)
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseDone, nil)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.NotificationSignal, "state=paid&amount_fen=990")
+	}, 10*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusClosed || fs.markPaid != 0 || fs.closed != 1 {
+		t.Fatalf("status %s markPaid=%d closed=%d, want CLOSED at expiry", st.Status, fs.markPaid, fs.closed)
+	}
+	if len(fs.anomalies) != 1 || fs.anomalies[0] != payment.AnomalyUnverifiedSignal {
+		t.Fatalf("anomalies %v, want one unverified_signal", fs.anomalies)
+	}
+}
+
+// A genuine notification whose MarkPaid fails for the local activity's whole window
+// (MySQL down) is acted on when the inbox hands it over again, not ignored as a
+// duplicate of the notify_id already seen.
+func TestPaymentWorkflow_ANotificationWhoseMarkPaidFailedIsActedOnWhenHandedOverAgain(t *testing.T) {
+	env, fs := newEnv(t)
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(payment.Trade{State: payment.TradeWaiting}, nil)
+	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseDone, nil)
+	fs.markPaidDown.Store(true)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1")) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		fs.markPaidDown.Store(false)
+		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+	}, 30*time.Minute)
+	in := input()
+	in.Timing.PaymentTTL = 2 * time.Hour
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || st.TradeNo != "2026Tn1" {
+		t.Fatalf("status %s trade %q markPaid=%d grants=%d, want PAID by the handed-over notification", st.Status, st.TradeNo, fs.markPaid, fs.grants)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"embed"
 	"log/slog"
 	"net/http/httptest"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/paykit/paykit/alipaysim"
 )
@@ -66,4 +68,23 @@ func Start(tb testing.TB, mod func(*alipaysim.Config)) (*alipaysim.Simulator, *h
 		sim.Close()
 	})
 	return sim, srv
+}
+
+// PaidNotification is a genuine TRADE_SUCCESS notification from AppID and SellerID for
+// outTradeNo, signed with the test Alipay key: notifyID, tradeNo and totalAmount (yuan,
+// "9.90") as given, its times now in Beijing time.
+func PaidNotification(tb testing.TB, notifyID, outTradeNo, tradeNo, totalAmount string) url.Values {
+	tb.Helper()
+	now := time.Now().In(time.FixedZone("CST", 8*3600)).Format("2006-01-02 15:04:05")
+	form := url.Values{
+		"notify_time": {now}, "notify_type": {"trade_status_sync"}, "notify_id": {notifyID},
+		"app_id": {AppID}, "charset": {"utf-8"}, "version": {"1.0"},
+		"trade_no": {tradeNo}, "out_trade_no": {outTradeNo}, "seller_id": {SellerID},
+		"buyer_id": {"2088000000000009"}, "trade_status": {"TRADE_SUCCESS"}, "total_amount": {totalAmount},
+		"receipt_amount": {totalAmount}, "gmt_create": {now}, "gmt_payment": {now}, "subject": {"x"},
+	}
+	if err := alipaysim.SignNotification(Keys(tb).AlipayPrivateKeyPEM, form); err != nil {
+		tb.Fatalf("simtest: sign notification: %v", err)
+	}
+	return form
 }

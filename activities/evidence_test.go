@@ -1,0 +1,100 @@
+package activities_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/alipaysim/simtest"
+	"github.com/paykit/paykit/payment"
+)
+
+// TestMarkPaid_ANotificationSignalIsActedOnOnlyWithItsVerifiedRecord sends MarkPaid what
+// a signal straight to Temporal can claim: a payment paid, with any trade_no and notify_id.
+// Only a notify_id whose recorded notification verifies with the payment's app, for this
+// payment, its amount and a paid state, marks it paid, and then with the trade_no Alipay
+// signed, never the signal's. Every other claim records unverified_signal and changes
+// nothing.
+func TestMarkPaid_ANotificationSignalIsActedOnOnlyWithItsVerifiedRecord(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	in := f.createInput("order-evidence")
+	if err := f.local(t, nil, f.acts.CreatePayment, in); err != nil {
+		t.Fatal(err)
+	}
+	record := func(form url.Values) {
+		t.Helper()
+		_, inserted, err := f.store.RecordNotification(ctx, payment.ChannelNotification{
+			Channel: "alipay", NotifyID: form.Get("notify_id"), PaymentNo: form.Get("out_trade_no"), TradeNo: form.Get("trade_no"),
+			Raw: form.Encode(), Verified: true, Outcome: "received", ReceivedAt: time.Now(),
+		})
+		if err != nil || !inserted {
+			t.Fatalf("record %s: inserted=%v %v", form.Get("notify_id"), inserted, err)
+		}
+	}
+	resign := func(form url.Values) url.Values {
+		t.Helper()
+		if err := alipaysim.SignNotification(simtest.Keys(t).AlipayPrivateKeyPEM, form); err != nil {
+			t.Fatal(err)
+		}
+		return form
+	}
+	tampered := simtest.PaidNotification(t, "n-tampered", in.PaymentNo, "2026TTAMPER", "12.34")
+	tampered.Set("trade_no", "2026TOTHER")
+	record(tampered)
+	record(simtest.PaidNotification(t, "n-other", "P"+randomHex(10), "2026TOTHERPAY", "12.34"))
+	record(simtest.PaidNotification(t, "n-amount", in.PaymentNo, "2026TAMOUNT", "0.01"))
+	waiting := simtest.PaidNotification(t, "n-waiting", in.PaymentNo, "2026TWAIT", "12.34")
+	waiting.Set("trade_status", "WAIT_BUYER_PAY")
+	record(resign(waiting))
+	otherApp := simtest.PaidNotification(t, "n-app", in.PaymentNo, "2026TAPP", "12.34")
+	otherApp.Set("app_id", "2021999999999999")
+	record(resign(otherApp))
+
+	claim := func(notifyID string) activities.MarkPaidInput {
+		return activities.MarkPaidInput{PaymentNo: in.PaymentNo, TenantID: f.tenantID, OrderID: in.OrderID,
+			TradeNo: "FORGED", PaidAt: time.Now(), Evidence: activities.EvidenceNotification, NotifyID: notifyID}
+	}
+	for _, tc := range []struct{ name, notifyID, why string }{
+		{"no notify_id", "", "names no notify_id"},
+		{"nothing recorded under it", "n-nowhere", "no verified notification"},
+		{"a record whose signature fails", "n-tampered", "does not verify"},
+		{"another payment's notification", "n-other", "does not match payment"},
+		{"another amount", "n-amount", "total_amount"},
+		{"not paid", "n-waiting", "not paid"},
+		{"another app's notification", "n-app", "does not verify"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr payment.Transition
+			if err := f.local(t, &tr, f.acts.MarkPaid, claim(tc.notifyID)); err != nil {
+				t.Fatalf("MarkPaid: %v (an unverified claim is an answer, not an error to retry)", err)
+			}
+			if tr.Changed || !strings.Contains(tr.Unverified, tc.why) {
+				t.Fatalf("MarkPaid on %s: %+v, want unchanged and Unverified naming %q", tc.name, tr, tc.why)
+			}
+			p, err := f.store.GetPayment(ctx, in.PaymentNo)
+			if err != nil || p.Status != payment.StatusPending || p.TradeNo != "" {
+				t.Fatalf("payment after %s: %+v %v, want pending with no trade_no", tc.name, p, err)
+			}
+		})
+	}
+	if n := f.count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = ? AND payment_no = ?", payment.AnomalyUnverifiedSignal, in.PaymentNo); n != 1 {
+		t.Fatalf("unverified_signal anomalies = %d, want 1 naming the payment", n)
+	}
+	if n := f.count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ?", in.PaymentNo); n != 0 {
+		t.Fatalf("events = %d after unverified claims, want 0", n)
+	}
+
+	record(simtest.PaidNotification(t, "n-genuine", in.PaymentNo, "2026TGENUINE", "12.34"))
+	var tr payment.Transition
+	if err := f.local(t, &tr, f.acts.MarkPaid, claim("n-genuine")); err != nil {
+		t.Fatal(err)
+	}
+	if !tr.Changed || tr.Unverified != "" || tr.Payment.Status != payment.StatusPaid || tr.Payment.TradeNo != "2026TGENUINE" {
+		t.Fatalf("MarkPaid on the genuine notification: %+v, want PAID with Alipay's trade_no 2026TGENUINE", tr)
+	}
+}
