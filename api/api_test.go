@@ -175,7 +175,7 @@ func (f *fakeStore) SettlePaidNotifications(_ context.Context, now time.Time) (i
 	var n int64
 	for i, note := range f.notes {
 		p, ok := f.payments[note.PaymentNo]
-		if !note.DispatchDueAt.IsZero() && ok && p.Status == payment.StatusPaid && p.TradeNo == note.TradeNo && note.TradeNo != "" {
+		if !note.DispatchDueAt.IsZero() && !note.Refund && ok && p.Status == payment.StatusPaid && p.TradeNo == note.TradeNo && note.TradeNo != "" {
 			f.notes[i].SettledAt, f.notes[i].DispatchDueAt = now, time.Time{}
 			n++
 		}

@@ -104,6 +104,7 @@ func (s *Server) alipayCallback(c echo.Context) error {
 	verified := payment.ChannelNotification{
 		Channel: "alipay", NotifyID: n.NotifyID, PaymentNo: n.PaymentNo, TradeNo: n.TradeNo,
 		Verified: true, Outcome: outcomeReceived, ReceivedAt: now, DispatchDueAt: now.Add(s.cfg.InboxSettleBound),
+		Refund: n.IsRefund(),
 	}
 	verified.KeepRaw(string(raw))
 	rec, inserted, err := s.store.RecordNotification(detached(c), verified)

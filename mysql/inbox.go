@@ -15,12 +15,13 @@ import (
 const (
 	qSettleNotification = `UPDATE channel_notifications
 SET outcome = ?, settled_at = ?, dispatch_due_at = NULL, updated_at = ? WHERE id = ?`
-	// qSettlePaidNotifications settles the notifications whose payment is PAID with
-	// their trade_no: the effect a paid notification exists for.
+	// qSettlePaidNotifications settles the payment notifications whose payment is PAID
+	// with their trade_no: the effect a paid notification exists for. A refund
+	// notification carries the same trade_no, and only its refund's outcome settles it.
 	qSettlePaidNotifications = `UPDATE channel_notifications n FORCE INDEX (idx_channel_notifications_due)
 JOIN payments p ON p.payment_no = n.payment_no
 SET n.settled_at = ?, n.dispatch_due_at = NULL, n.updated_at = ?
-WHERE n.dispatch_due_at IS NOT NULL AND n.verified = 1 AND p.status = ? AND p.trade_no = n.trade_no AND n.trade_no <> ''`
+WHERE n.dispatch_due_at IS NOT NULL AND n.verified = 1 AND n.refund = 0 AND p.status = ? AND p.trade_no = n.trade_no AND n.trade_no <> ''`
 	qDueNotifications = `SELECT ` + notificationColumns + ` FROM channel_notifications FORCE INDEX (idx_channel_notifications_due)
 WHERE dispatch_due_at <= ? ORDER BY dispatch_due_at LIMIT ?`
 	qClaimNotification = `UPDATE channel_notifications

@@ -163,3 +163,32 @@ func TestInboxStatementsUseTheirIndexes(t *testing.T) {
 		t.Errorf("the purge reads %q, want idx_channel_notifications_received", key)
 	}
 }
+
+// A refund notification carries its payment's trade_no; its payment being PAID with that
+// trade_no is not its effect, so the sweep's settle leaves it due for its hand-over.
+func TestARefundNotificationIsNotSettledByItsPaymentBeingPaid(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	createPending(t, st, "t1", "o1", "P1")
+	if _, err := st.MarkPaid(ctx, "P1", "TP1", now); err != nil {
+		t.Fatal(err)
+	}
+	refund := inboxNote("NR1", "P1", "TP1", now, 30*time.Second)
+	refund.Refund = true
+	rec := record(t, st, refund)
+	if !rec.Refund {
+		t.Fatalf("recorded %+v, want it marked as a refund notification", rec)
+	}
+	paid := record(t, st, inboxNote("NP1", "P1", "TP1", now, 30*time.Second))
+	if n, err := st.SettlePaidNotifications(ctx, now); err != nil || n != 1 {
+		t.Fatalf("settled %d (%v), want 1: the payment notification only", n, err)
+	}
+	due, err := st.DueNotifications(ctx, now.Add(time.Minute), 10)
+	if err != nil || len(due) != 1 || due[0].ID != rec.ID || !due[0].Refund {
+		t.Fatalf("due after the settle: %+v %v, want the refund notification %d still due", due, err, rec.ID)
+	}
+	if got, err := st.NotificationByNotifyID(ctx, "alipay", "NP1"); err != nil || got.SettledAt.IsZero() || got.ID != paid.ID {
+		t.Fatalf("payment notification: %+v %v, want settled", got, err)
+	}
+}

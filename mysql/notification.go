@@ -11,13 +11,13 @@ import (
 )
 
 const notificationColumns = `id, channel, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at,
-	dispatch_due_at, dispatch_attempts, settled_at`
+	dispatch_due_at, dispatch_attempts, settled_at, refund`
 
 const (
 	qInsertNotification = `INSERT INTO channel_notifications
 	(channel, notify_id, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at, updated_at,
-	 dispatch_due_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	 dispatch_due_at, refund)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qNotificationByNotifyID = `SELECT ` + notificationColumns + ` FROM channel_notifications
 WHERE channel = ? AND notify_id = ?`
 	qNotificationOutcome = `UPDATE channel_notifications SET outcome = ?, updated_at = ? WHERE id = ?`
@@ -82,7 +82,7 @@ func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotifi
 	}
 	for range maxRecordAttempt {
 		res, err := st.exec(ctx, nil, qInsertNotification, n.Channel, claim, n.NotifyID, n.PaymentNo,
-			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now, due)
+			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now, due, n.Refund)
 		if err == nil {
 			if n.ID, err = res.LastInsertId(); err != nil {
 				return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
@@ -137,7 +137,7 @@ func (st *Store) NotificationByNotifyID(ctx context.Context, channel, notifyID s
 func scanNotification(row interface{ Scan(...any) error }, n *payment.ChannelNotification) error {
 	var due, settled sql.NullTime
 	if err := row.Scan(&n.ID, &n.Channel, &n.NotifyID, &n.PaymentNo, &n.TradeNo, &n.Raw, &n.RawSHA256, &n.RawLen,
-		&n.Verified, &n.Outcome, &n.ReceivedAt, &due, &n.DispatchAttempts, &settled); err != nil {
+		&n.Verified, &n.Outcome, &n.ReceivedAt, &due, &n.DispatchAttempts, &settled, &n.Refund); err != nil {
 		return err
 	}
 	n.DispatchDueAt, n.SettledAt = due.Time, settled.Time

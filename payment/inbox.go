@@ -13,8 +13,8 @@ import (
 type Inbox interface {
 	// SettleNotification records a notification's outcome and that it needs nothing more.
 	SettleNotification(ctx context.Context, id int64, outcome string) error
-	// SettlePaidNotifications settles every unsettled verified notification whose payment
-	// is PAID with its trade_no, and returns how many it settled.
+	// SettlePaidNotifications settles every unsettled verified payment notification (not
+	// a refund's) whose payment is PAID with its trade_no, and returns how many it settled.
 	SettlePaidNotifications(ctx context.Context, now time.Time) (int64, error)
 	// DueNotifications returns up to limit unsettled verified notifications whose
 	// DispatchDueAt is at or before now, the most overdue first.

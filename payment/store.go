@@ -123,6 +123,9 @@ type ChannelNotification struct {
 	DispatchAttempts int
 	// SettledAt is when its effect was seen (zero while it is not).
 	SettledAt time.Time
+	// Refund is true for a refund notification (out_biz_no, refund_fee): it carries its
+	// payment's trade_no, but only its refund's outcome settles it, never the payment PAID.
+	Refund bool
 }
 
 // MaxUnverifiedRaw is how many bytes of an unverified notification's body are kept.
