@@ -1,7 +1,8 @@
 // Package tenants holds the rules of tenant administration (`paykit tenant`): which
 // fields a re-run with fewer flags changes, when a tenant's own Alipay keys are accepted
-// and how they are sealed, the re-encryption of every tenant's keys after a key
-// rotation, and the rotation of a tenant's webhook secret.
+// and how they are sealed, the webhook secret every tenant with a notify_url has (at
+// least 32 bytes, sealed, never removed by a re-run) and its rotation, the API key a new
+// tenant is given, and the re-encryption of every tenant's keys and secrets.
 package tenants
 
 import (
@@ -45,7 +46,6 @@ func (c Change) over(old payment.Tenant) Change {
 	}
 	keep("name", &c.Name, old.Name)
 	keep("notify-url", &c.NotifyURL, old.NotifyURL)
-	keep("webhook-secret", &c.WebhookSecret, old.WebhookSecret)
 	keep("alipay-app-id", &c.AppID, old.AlipayAppID)
 	keep("alipay-seller-id", &c.Seller, old.AlipaySeller)
 	if !c.Has("auto-refund-paid-after-close") {
@@ -54,14 +54,17 @@ func (c Change) over(old payment.Tenant) Change {
 	return c
 }
 
-// Check refuses a change that no store could take (a malformed id, a short API key),
-// and reads the key files; setKeys is false when none is given.
+// Check refuses a change that no store could take (a malformed id, a short API key or
+// webhook secret), and reads the key files; setKeys is false when none is given.
 func (c Change) Check() (creds payment.AlipayCredentials, setKeys bool, err error) {
 	if err := payment.ValidateTenantID(c.ID); err != nil {
 		return creds, false, err
 	}
 	if c.Has("api-key") && len(c.APIKey) < 16 {
 		return creds, false, errors.New("tenant: -api-key must be at least 16 characters")
+	}
+	if err := c.checkWebhookSecret(); err != nil {
+		return creds, false, err
 	}
 	return c.Credentials()
 }
@@ -94,6 +97,13 @@ func (c Change) Credentials() (creds payment.AlipayCredentials, setKeys bool, er
 		}
 	}
 	return creds, setKeys, nil
+}
+
+// Issued is what Set generated for the tenant, to be shown once: stored only as a hash
+// (the API key) or sealed (the webhook secret), neither can be read back. Empty fields
+// were not generated.
+type Issued struct {
+	APIKey, WebhookSecret string
 }
 
 // Store is what tenant administration writes; *mysql.Store implements it.
@@ -140,19 +150,28 @@ func (a Admin) keyring() (*secrets.Keyring, error) {
 // creds. The keys are checked by building the app's gateway before anything is written.
 // A tenant may move to another app at any time: its payments keep the app they were
 // opened on, and the store keeps the old app's keys (mysql.Store.UpsertTenant and
-// SetTenantAlipayCredentials) in the transaction that moves it.
-func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredentials, setKeys bool) error {
+// SetTenantAlipayCredentials) in the transaction that moves it. A new tenant without an
+// API key, or a tenant with a notify_url and no webhook secret, is given a random one,
+// returned in Issued.
+func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredentials, setKeys bool) (Issued, error) {
+	var issued Issued
+	if err := c.checkWebhookSecret(); err != nil {
+		return Issued{}, err
+	}
 	stored, err := a.Store.GetTenant(ctx, c.ID)
 	exists := err == nil
 	if err != nil && !errors.Is(err, payment.ErrNotFound) {
-		return err
+		return Issued{}, err
 	}
 	keyHash := stored.APIKeyHash
 	switch {
 	case exists:
 		c = c.over(stored)
 	case c.APIKey == "":
-		return fmt.Errorf("tenant: %s is new: give its -api-key (at least 16 characters)", c.ID)
+		if c.APIKey, err = NewAPIKey(); err != nil {
+			return Issued{}, err
+		}
+		issued.APIKey = c.APIKey
 	}
 	if c.APIKey != "" {
 		keyHash = api.HashAPIKey(c.APIKey)
@@ -162,61 +181,71 @@ func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredential
 	}
 	sealed := ""
 	if setKeys && c.AppID == a.DefaultApp {
-		return fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", c.AppID)
+		return Issued{}, fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", c.AppID)
 	}
 	if setKeys {
 		if err := a.checkSharedApp(ctx, c, creds); err != nil {
-			return err
+			return Issued{}, err
 		}
 		if _, err := a.Build(c.AppID, c.Seller, creds); err != nil {
 			if creds.CertMode() {
-				return errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
+				return Issued{}, errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
 			}
-			return errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
+			return Issued{}, errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
 		}
 		kr, err := a.keyring()
 		if err != nil {
-			return err
+			return Issued{}, err
 		}
 		plain, err := creds.EncodeForSealing()
 		if err != nil {
-			return err
+			return Issued{}, err
 		}
 		if sealed, err = kr.Seal(plain, payment.AlipayCredentialsAAD(c.ID)); err != nil {
-			return err
+			return Issued{}, err
 		}
 	} else if !c.ClearKeys {
 		old, err := a.Store.GetTenant(ctx, c.ID)
 		if err != nil && !errors.Is(err, payment.ErrNotFound) {
-			return err
+			return Issued{}, err
 		}
 		switch {
 		case old.AlipayCredentialsSealed == "" && c.AppID != a.DefaultApp:
-			return fmt.Errorf("tenant: app %s is not the default app (ALIPAY_APP_ID=%s): give its keys with -alipay-app-private-key-file and -alipay-public-key-file", c.AppID, a.DefaultApp)
+			return Issued{}, fmt.Errorf("tenant: app %s is not the default app (ALIPAY_APP_ID=%s): give its keys with -alipay-app-private-key-file and -alipay-public-key-file", c.AppID, a.DefaultApp)
 		case old.AlipayCredentialsSealed != "" && (c.AppID != old.AlipayAppID || c.Seller != old.AlipaySeller):
-			return fmt.Errorf("tenant: its stored keys belong to app %s (seller %s): give -alipay-app-id and -alipay-seller-id as they are, new key files, or -clear-alipay-keys", old.AlipayAppID, old.AlipaySeller)
+			return Issued{}, fmt.Errorf("tenant: its stored keys belong to app %s (seller %s): give -alipay-app-id and -alipay-seller-id as they are, new key files, or -clear-alipay-keys", old.AlipayAppID, old.AlipaySeller)
 		}
 	}
 	if c.ClearKeys && c.AppID != a.DefaultApp {
-		return fmt.Errorf("tenant: without keys of its own the tenant uses the default app; set -alipay-app-id %s", a.DefaultApp)
+		return Issued{}, fmt.Errorf("tenant: without keys of its own the tenant uses the default app; set -alipay-app-id %s", a.DefaultApp)
 	}
 	if c.ClearKeys {
 		// Cleared first: a crash before the upsert leaves a tenant naming its own app
 		// without keys, which is refused, never paid through the default app.
 		if err := a.Store.SetTenantAlipayCredentials(ctx, c.ID, ""); err != nil && !errors.Is(err, payment.ErrNotFound) {
-			return err
+			return Issued{}, err
 		}
 	}
 	if c.NotifyURL != "" {
 		if err := a.Webhooks.CheckURL(c.NotifyURL); err != nil {
-			return fmt.Errorf("tenant: -notify-url %q: %w (PAYKIT_WEBHOOK_ALLOW_HTTP and PAYKIT_WEBHOOK_ALLOW_PRIVATE allow http and internal hosts, for development)", c.NotifyURL, err)
+			return Issued{}, fmt.Errorf("tenant: -notify-url %q: %w (PAYKIT_WEBHOOK_ALLOW_HTTP and PAYKIT_WEBHOOK_ALLOW_PRIVATE allow http and internal hosts, for development)", c.NotifyURL, err)
 		}
 	}
+	plainSecret, sealedSecret, newSecret, err := a.webhookSecret(c, stored)
+	if err != nil {
+		return Issued{}, err
+	}
+	issued.WebhookSecret = newSecret
 	// New keys go in with the app_id and seller, in one statement.
-	return a.Store.UpsertTenant(ctx, payment.Tenant{
-		ID: c.ID, Name: c.Name, APIKeyHash: keyHash, NotifyURL: c.NotifyURL, WebhookSecret: c.WebhookSecret,
+	err = a.Store.UpsertTenant(ctx, payment.Tenant{
+		ID: c.ID, Name: c.Name, APIKeyHash: keyHash, NotifyURL: c.NotifyURL,
+		WebhookSecret: plainSecret, WebhookSecretSealed: sealedSecret,
 		AlipayAppID: c.AppID, AlipaySeller: c.Seller, AutoRefundPaidAfterClose: c.AutoRefund, AlipayCredentialsSealed: sealed,
 	})
+	if err != nil {
+		return Issued{}, err
+	}
+	return issued, nil
 }
 
 // checkSharedApp refuses keys for an app_id that another tenant holds with other keys or
