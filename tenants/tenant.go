@@ -155,13 +155,20 @@ func (a Admin) keyring() (*secrets.Keyring, error) {
 // returned in Issued.
 func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredentials, setKeys bool) (Issued, error) {
 	var issued Issued
-	if err := c.checkWebhookSecret(); err != nil {
+	if err := a.set(ctx, c, creds, setKeys, &issued); err != nil {
 		return Issued{}, err
+	}
+	return issued, nil
+}
+
+func (a Admin) set(ctx context.Context, c Change, creds payment.AlipayCredentials, setKeys bool, issued *Issued) error {
+	if err := c.checkWebhookSecret(); err != nil {
+		return err
 	}
 	stored, err := a.Store.GetTenant(ctx, c.ID)
 	exists := err == nil
 	if err != nil && !errors.Is(err, payment.ErrNotFound) {
-		return Issued{}, err
+		return err
 	}
 	keyHash := stored.APIKeyHash
 	switch {
@@ -169,7 +176,7 @@ func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredential
 		c = c.over(stored)
 	case c.APIKey == "":
 		if c.APIKey, err = NewAPIKey(); err != nil {
-			return Issued{}, err
+			return err
 		}
 		issued.APIKey = c.APIKey
 	}
@@ -181,71 +188,67 @@ func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredential
 	}
 	sealed := ""
 	if setKeys && c.AppID == a.DefaultApp {
-		return Issued{}, fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", c.AppID)
+		return fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", c.AppID)
 	}
 	if setKeys {
 		if err := a.checkSharedApp(ctx, c, creds); err != nil {
-			return Issued{}, err
+			return err
 		}
 		if _, err := a.Build(c.AppID, c.Seller, creds); err != nil {
 			if creds.CertMode() {
-				return Issued{}, errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
+				return errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
 			}
-			return Issued{}, errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
+			return errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
 		}
 		kr, err := a.keyring()
 		if err != nil {
-			return Issued{}, err
+			return err
 		}
 		plain, err := creds.EncodeForSealing()
 		if err != nil {
-			return Issued{}, err
+			return err
 		}
 		if sealed, err = kr.Seal(plain, payment.AlipayCredentialsAAD(c.ID)); err != nil {
-			return Issued{}, err
+			return err
 		}
 	} else if !c.ClearKeys {
 		old, err := a.Store.GetTenant(ctx, c.ID)
 		if err != nil && !errors.Is(err, payment.ErrNotFound) {
-			return Issued{}, err
+			return err
 		}
 		switch {
 		case old.AlipayCredentialsSealed == "" && c.AppID != a.DefaultApp:
-			return Issued{}, fmt.Errorf("tenant: app %s is not the default app (ALIPAY_APP_ID=%s): give its keys with -alipay-app-private-key-file and -alipay-public-key-file", c.AppID, a.DefaultApp)
+			return fmt.Errorf("tenant: app %s is not the default app (ALIPAY_APP_ID=%s): give its keys with -alipay-app-private-key-file and -alipay-public-key-file", c.AppID, a.DefaultApp)
 		case old.AlipayCredentialsSealed != "" && (c.AppID != old.AlipayAppID || c.Seller != old.AlipaySeller):
-			return Issued{}, fmt.Errorf("tenant: its stored keys belong to app %s (seller %s): give -alipay-app-id and -alipay-seller-id as they are, new key files, or -clear-alipay-keys", old.AlipayAppID, old.AlipaySeller)
+			return fmt.Errorf("tenant: its stored keys belong to app %s (seller %s): give -alipay-app-id and -alipay-seller-id as they are, new key files, or -clear-alipay-keys", old.AlipayAppID, old.AlipaySeller)
 		}
 	}
 	if c.ClearKeys && c.AppID != a.DefaultApp {
-		return Issued{}, fmt.Errorf("tenant: without keys of its own the tenant uses the default app; set -alipay-app-id %s", a.DefaultApp)
+		return fmt.Errorf("tenant: without keys of its own the tenant uses the default app; set -alipay-app-id %s", a.DefaultApp)
 	}
 	if c.ClearKeys {
 		// Cleared first: a crash before the upsert leaves a tenant naming its own app
 		// without keys, which is refused, never paid through the default app.
 		if err := a.Store.SetTenantAlipayCredentials(ctx, c.ID, ""); err != nil && !errors.Is(err, payment.ErrNotFound) {
-			return Issued{}, err
+			return err
 		}
 	}
 	if c.NotifyURL != "" {
 		if err := a.Webhooks.CheckURL(c.NotifyURL); err != nil {
-			return Issued{}, fmt.Errorf("tenant: -notify-url %q: %w (PAYKIT_WEBHOOK_ALLOW_HTTP and PAYKIT_WEBHOOK_ALLOW_PRIVATE allow http and internal hosts, for development)", c.NotifyURL, err)
+			return fmt.Errorf("tenant: -notify-url %q: %w (PAYKIT_WEBHOOK_ALLOW_HTTP and PAYKIT_WEBHOOK_ALLOW_PRIVATE allow http and internal hosts, for development)", c.NotifyURL, err)
 		}
 	}
 	plainSecret, sealedSecret, newSecret, err := a.webhookSecret(c, stored)
 	if err != nil {
-		return Issued{}, err
+		return err
 	}
 	issued.WebhookSecret = newSecret
 	// New keys go in with the app_id and seller, in one statement.
-	err = a.Store.UpsertTenant(ctx, payment.Tenant{
+	return a.Store.UpsertTenant(ctx, payment.Tenant{
 		ID: c.ID, Name: c.Name, APIKeyHash: keyHash, NotifyURL: c.NotifyURL,
 		WebhookSecret: plainSecret, WebhookSecretSealed: sealedSecret,
 		AlipayAppID: c.AppID, AlipaySeller: c.Seller, AutoRefundPaidAfterClose: c.AutoRefund, AlipayCredentialsSealed: sealed,
 	})
-	if err != nil {
-		return Issued{}, err
-	}
-	return issued, nil
 }
 
 // checkSharedApp refuses keys for an app_id that another tenant holds with other keys or
