@@ -127,13 +127,8 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := orchestrator.RegisterSearchAttributes(ctx, sys.Temporal, cfg.TemporalNamespace); err != nil {
 		return err
 	}
-	// Through the rules of `paykit tenant`: the demo tenant's webhook secret is sealed.
-	if _, err := tenantAdmin(cfg, sys.Store).Set(ctx, tenants.Change{
-		ID: demoTenantID, Name: "Demo merchant", APIKey: demoAPIKey,
-		NotifyURL: "http://" + o.merchantAdr + "/webhooks", WebhookSecret: demoWebhookSecret,
-		AppID: cfg.AlipayAppID, Seller: cfg.AlipaySellerID,
-	}, payment.AlipayCredentials{}, false); err != nil {
-		return fmt.Errorf("seed demo tenant: %w", err)
+	if err := seedDemoTenant(ctx, cfg, sys.Store, "http://"+o.merchantAdr+"/webhooks"); err != nil {
+		return err
 	}
 
 	sim, err := alipaysim.New(alipaysim.Config{
@@ -179,4 +174,16 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// seedDemoTenant sets the demo tenant through the rules of `paykit tenant`, so that its
+// webhook secret is sealed with cfg's keyring as any tenant's is.
+func seedDemoTenant(ctx context.Context, cfg config.Config, store tenants.Store, notifyURL string) error {
+	if _, err := tenantAdmin(cfg, store).Set(ctx, tenants.Change{
+		ID: demoTenantID, Name: "Demo merchant", APIKey: demoAPIKey, NotifyURL: notifyURL, WebhookSecret: demoWebhookSecret,
+		AppID: cfg.AlipayAppID, Seller: cfg.AlipaySellerID,
+	}, payment.AlipayCredentials{}, false); err != nil {
+		return fmt.Errorf("seed demo tenant: %w", err)
+	}
+	return nil
 }

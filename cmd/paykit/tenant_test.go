@@ -135,3 +135,32 @@ func TestTenantSecretsFromFileOrStdin(t *testing.T) {
 		}
 	}
 }
+
+// paykit dev seeds its demo tenant, every run, with the demo merchant's webhook secret
+// sealed under the development keyring, over a tenant left in the clear by a run of
+// before.
+func TestDevSeedsTheDemoTenantSealed(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	t.Cleanup(func() { _ = st.Close() })
+	k, _ := secrets.NewKey("dev")
+	kr, _ := secrets.ParseKeyring(k)
+	cfg := config.Config{SecretsKeys: k, AlipayAppID: "2021default", AlipaySellerID: "2088default"}
+	if err := st.UpsertTenant(ctx, payment.Tenant{ID: demoTenantID, APIKeyHash: strings.Repeat("0", 64),
+		NotifyURL: "http://127.0.0.1:8081/webhooks", WebhookSecret: "whsec_demo_local_only", AlipayAppID: "2021default"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := seedDemoTenant(ctx, cfg, st, "http://127.0.0.1:8081/webhooks"); err != nil {
+			t.Fatal(err)
+		}
+		tn, err := st.GetTenant(ctx, demoTenantID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := tn.CurrentWebhookSecret(kr); err != nil || s != demoWebhookSecret || tn.WebhookSecret != "" {
+			t.Fatalf("demo tenant's secret: %q, %v (in the clear: %q)", s, err, tn.WebhookSecret)
+		}
+	}
+}
