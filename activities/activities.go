@@ -18,6 +18,7 @@ import (
 
 	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/statement"
 )
 
@@ -70,6 +71,10 @@ type Activities struct {
 	// WebhookPolicy says which notify_urls webhooks may be posted to; the zero value
 	// allows any.
 	WebhookPolicy WebhookPolicy
+	// Secrets opens tenants' sealed webhook secrets (PAYKIT_SECRETS_KEYS); nil when no
+	// keyring is configured, and then a sealed secret cannot sign and its tenant's
+	// webhooks are held back.
+	Secrets *secrets.Keyring
 	// Temporal is used by the sweeper to see whether a payment's workflow is running.
 	Temporal client.Client
 	Redriver Redriver

@@ -66,6 +66,17 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 		return a.recordFailure(ctx, ev, err.Error(),
 			temporal.NewNonRetryableApplicationError("deliver webhook: "+err.Error(), ErrTypeInvalid, err))
 	}
+	// The wall clock, not a.now: the merchant checks the timestamp against its own clock.
+	now := time.Now()
+	signature, err := a.sign(tenant, ev, now)
+	if err != nil {
+		// Never sent unsigned: the event stays in the outbox and is retried on its
+		// backoff, so it goes out once the tenant's secret can be read.
+		a.Metrics.webhook("unsigned")
+		a.log().ErrorContext(ctx, "webhook held back: no usable webhook secret to sign it with", "event_id", ev.EventID,
+			"tenant_id", ev.TenantID, "payment_no", ev.PaymentNo, "err", err)
+		return a.recordFailure(ctx, ev, "not sent: no usable webhook secret to sign it with", fmt.Errorf("deliver webhook %s: %w", ev.EventID, err))
+	}
 	reqCtx, cancel := context.WithTimeout(ctx, a.webhookTimeout())
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, tenant.NotifyURL, bytes.NewReader(ev.Payload))
@@ -78,9 +89,7 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(EventIDHeader, ev.EventID)
 	req.Header.Set(EventTypeHeader, ev.Type)
-	// The wall clock, not a.now: the merchant checks the timestamp against its own clock.
-	now := time.Now()
-	req.Header.Set(SignatureHeader, webhook.Sign(ev.Payload, now, tenant.WebhookSecrets(now)...))
+	req.Header.Set(SignatureHeader, signature)
 	req.Header.Set(AttemptHeader, strconv.Itoa(ev.Attempts+1))
 	resp, err := a.webhookClient().Do(req)
 	if err != nil {
@@ -107,6 +116,21 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 	a.Metrics.webhook("delivered")
 	a.log().InfoContext(ctx, "webhook delivered", "event_id", ev.EventID, "tenant_id", ev.TenantID, "payment_no", ev.PaymentNo)
 	return nil
+}
+
+// sign returns ev's signature header at now under every secret of tenant valid then, or
+// an error if the tenant has no secret or one does not open: a webhook is never sent
+// without a signature.
+func (a *Activities) sign(tenant payment.Tenant, ev payment.Event, now time.Time) (string, error) {
+	var keys payment.Opener
+	if a.Secrets != nil {
+		keys = a.Secrets
+	}
+	secrets, err := tenant.WebhookSecrets(now, keys)
+	if err != nil {
+		return "", err
+	}
+	return webhook.Signature(ev.Payload, now, secrets...)
 }
 
 // webhookClient is a.HTTP (or the default client) that never follows a redirect: a

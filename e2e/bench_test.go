@@ -61,7 +61,7 @@ func benchStack(b *testing.B) (*stack, tenant) {
 	if benchErr != nil {
 		b.Fatal(benchErr)
 	}
-	tn := tenant{id: "bench" + randHex(3), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(8)}
+	tn := tenant{id: "bench" + randHex(3), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(16)}
 	if err := env.store.UpsertTenant(b.Context(), payment.Tenant{ID: tn.id, Name: "bench", APIKeyHash: api.HashAPIKey(tn.apiKey),
 		NotifyURL: env.merchant.url + "/webhooks/" + tn.id, WebhookSecret: tn.secret, AlipayAppID: appID, AlipaySeller: sellerID}); err != nil {
 		b.Fatal(err)

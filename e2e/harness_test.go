@@ -571,7 +571,7 @@ type tenant struct {
 
 func newTenant(t *testing.T) tenant {
 	t.Helper()
-	tn := tenant{id: "t" + randHex(4), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(8)}
+	tn := tenant{id: "t" + randHex(4), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(16)}
 	err := env.store.UpsertTenant(context.Background(), payment.Tenant{
 		ID: tn.id, Name: t.Name(), APIKeyHash: api.HashAPIKey(tn.apiKey), NotifyURL: env.merchant.url + "/webhooks/" + tn.id,
 		WebhookSecret: tn.secret, AlipayAppID: appID, AlipaySeller: sellerID,

@@ -102,7 +102,7 @@ func TestStatementDay(t *testing.T) {
 		"PAYKIT_STATEMENT_RETRY_EVERY=1s",
 	}})
 	ctx := context.Background()
-	tn := tenant{id: "tstmt" + randHex(3), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(8)}
+	tn := tenant{id: "tstmt" + randHex(3), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(16)}
 	if err := env.store.UpsertTenant(ctx, payment.Tenant{ID: tn.id, Name: t.Name(), APIKeyHash: api.HashAPIKey(tn.apiKey),
 		NotifyURL: env.merchant.url + "/webhooks/" + tn.id, WebhookSecret: tn.secret, AlipayAppID: stmtAppID, AlipaySeller: stmtSellerID}); err != nil {
 		t.Fatal(err)

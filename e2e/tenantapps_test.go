@@ -57,7 +57,7 @@ func TestTenantsWithTheirOwnAlipayApps(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newTenant(t)
-	b := tenant{id: "t" + randHex(4), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(8)}
+	b := tenant{id: "t" + randHex(4), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(16)}
 	env.merchant.setSecret(b.id, b.secret)
 	cmdOut := paykitCmd(t, []string{"PAYKIT_SECRETS_KEYS=" + k1}, "tenant", "-id", b.id, "-api-key", b.apiKey,
 		"-notify-url", env.merchant.url+"/webhooks/"+b.id, "-webhook-secret", b.secret,

@@ -51,7 +51,7 @@ func TestTenantMovedToANewAppFinishesItsPaymentsOnTheOld(t *testing.T) {
 	}
 	key, _ := secrets.NewKey("k1")
 	keys := []string{"PAYKIT_SECRETS_KEYS=" + key}
-	tn := tenant{id: "t" + randHex(4), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(8)}
+	tn := tenant{id: "t" + randHex(4), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(16)}
 	env.merchant.setSecret(tn.id, tn.secret)
 	paykitCmd(t, keys, "tenant", "-id", tn.id, "-api-key", tn.apiKey,
 		"-notify-url", env.merchant.url+"/webhooks/"+tn.id, "-webhook-secret", tn.secret,

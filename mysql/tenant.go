@@ -12,7 +12,7 @@ import (
 
 const tenantColumns = `id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id,
 	auto_refund_paid_after_close, created_at, COALESCE(alipay_credentials, ''), previous_webhook_secret,
-	previous_secret_expires_at`
+	previous_secret_expires_at, COALESCE(webhook_secret_sealed, ''), COALESCE(previous_webhook_secret_sealed, '')`
 
 const (
 	qTenantByID          = `SELECT ` + tenantColumns + ` FROM tenants WHERE id = ?`
@@ -26,11 +26,11 @@ ORDER BY id LIMIT 100`
 	qSwapTenantCredentials = `UPDATE tenants SET alipay_credentials = ?, updated_at = ? WHERE id = ? AND alipay_credentials = ?`
 	qInsertTenant          = `INSERT INTO tenants
 	(id, name, api_key_hash, notify_url, webhook_secret, alipay_app_id, alipay_seller_id, auto_refund_paid_after_close,
-	created_at, updated_at, alipay_credentials)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''))`
+	created_at, updated_at, alipay_credentials, webhook_secret_sealed)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''))`
 	// An empty sealed value keeps the stored one.
 	qUpdateTenant = `UPDATE tenants SET name = ?, api_key_hash = ?, notify_url = ?, webhook_secret = ?,
-	alipay_app_id = ?, alipay_seller_id = ?, auto_refund_paid_after_close = ?, updated_at = ?,
+	webhook_secret_sealed = NULLIF(?, ''), alipay_app_id = ?, alipay_seller_id = ?, auto_refund_paid_after_close = ?, updated_at = ?,
 	alipay_credentials = COALESCE(NULLIF(?, ''), alipay_credentials)
 WHERE id = ?`
 )
@@ -40,7 +40,8 @@ const (
 	maxUpsertAttempts = 3
 )
 
-// UpsertTenant creates or updates a tenant by id. Sealed Alipay credentials, if given,
+// UpsertTenant creates or updates a tenant by id. It writes the current webhook secret as
+// given, in the clear and sealed, and leaves the previous one of a rotation. Sealed Alipay credentials, if given,
 // are written with the app_id and seller in the same statement; empty ones leave the
 // stored credentials as they are (SetTenantAlipayCredentials clears them). A tenant
 // moved to another app_id keeps its old app's keys (keepAlipayApp), in the same
@@ -67,7 +68,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 						return err
 					}
 				}
-				_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
+				_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret, t.WebhookSecretSealed,
 					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.AlipayCredentialsSealed, t.ID)
 				return err
 			case errors.Is(err, payment.ErrNotFound):
@@ -76,7 +77,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 					created = now
 				}
 				_, err = st.exec(ctx, tx, qInsertTenant, t.ID, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
-					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now, t.AlipayCredentialsSealed)
+					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now, t.AlipayCredentialsSealed, t.WebhookSecretSealed)
 				return err
 			default:
 				return err
@@ -139,7 +140,7 @@ func scanTenant(row interface{ Scan(...any) error }) (payment.Tenant, error) {
 	)
 	err := row.Scan(&t.ID, &t.Name, &t.APIKeyHash, &t.NotifyURL, &t.WebhookSecret, &t.AlipayAppID,
 		&t.AlipaySeller, &t.AutoRefundPaidAfterClose, &t.CreatedAt, &t.AlipayCredentialsSealed,
-		&t.PreviousWebhookSecret, &previousExpiry)
+		&t.PreviousWebhookSecret, &previousExpiry, &t.WebhookSecretSealed, &t.PreviousWebhookSecretSealed)
 	t.PreviousSecretExpiresAt = previousExpiry.Time
 	return t, err
 }

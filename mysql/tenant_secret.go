@@ -2,36 +2,57 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/paykit/paykit/payment"
 )
 
 const (
-	// qRotateWebhookSecret keeps the replaced secret valid until the given time. Rotating
-	// to the secret already in use changes nothing.
-	qRotateWebhookSecret = `UPDATE tenants SET previous_webhook_secret = webhook_secret, previous_secret_expires_at = ?,
-	webhook_secret = ?, updated_at = ?
-WHERE id = ? AND webhook_secret <> ?`
-	qExpirePreviousWebhookSecret = `UPDATE tenants SET previous_webhook_secret = '', previous_secret_expires_at = NULL,
-	updated_at = ?
+	qExpirePreviousWebhookSecret = `UPDATE tenants SET previous_webhook_secret = '', previous_webhook_secret_sealed = NULL,
+	previous_secret_expires_at = NULL, updated_at = ?
 WHERE id = ?`
+	// qSwapWebhookSecrets is a compare-and-set on the four secret columns, so that a
+	// rotation or a re-encryption never overwrites a secret set meanwhile.
+	qSwapWebhookSecrets = `UPDATE tenants SET webhook_secret = ?, webhook_secret_sealed = NULLIF(?, ''),
+	previous_webhook_secret = ?, previous_webhook_secret_sealed = NULLIF(?, ''), previous_secret_expires_at = ?,
+	updated_at = ?
+WHERE id = ? AND webhook_secret = ? AND COALESCE(webhook_secret_sealed, '') = ?
+	AND previous_webhook_secret = ? AND COALESCE(previous_webhook_secret_sealed, '') = ?`
+	qTenantsWithWebhookSecrets = `SELECT ` + tenantColumns + ` FROM tenants WHERE id > ? AND (webhook_secret <> ''
+	OR previous_webhook_secret <> '' OR webhook_secret_sealed IS NOT NULL OR previous_webhook_secret_sealed IS NOT NULL)
+ORDER BY id LIMIT 100`
 )
 
-// RotateWebhookSecret makes secret the tenant's webhook secret and keeps the one it
-// replaces valid (webhooks carry a signature with each) until oldValidUntil.
-func (st *Store) RotateWebhookSecret(ctx context.Context, tenantID, secret string, oldValidUntil time.Time) error {
-	if secret == "" {
-		return payment.Errorf(payment.EINVALID, "the new webhook secret is empty")
+// SwapTenantWebhookSecrets writes next's webhook secrets, current and previous, in the
+// clear and sealed, with the previous one's expiry, only if the stored ones are still
+// old's. It reports whether it wrote them.
+func (st *Store) SwapTenantWebhookSecrets(ctx context.Context, old, next payment.Tenant) (bool, error) {
+	if old.ID != next.ID {
+		return false, payment.Errorf(payment.EINVALID, "webhook secrets of %s swapped for those of %s", old.ID, next.ID)
 	}
-	if _, err := st.GetTenant(ctx, tenantID); err != nil {
-		return err
+	var expires sql.NullTime
+	if !next.PreviousSecretExpiresAt.IsZero() {
+		expires = sql.NullTime{Time: dbTime(next.PreviousSecretExpiresAt), Valid: true}
 	}
-	if _, err := st.exec(ctx, nil, qRotateWebhookSecret, dbTime(oldValidUntil), secret, st.clock(), tenantID, secret); err != nil {
-		return fmt.Errorf("mysql: rotate webhook secret of %s: %w", tenantID, err)
+	res, err := st.exec(ctx, nil, qSwapWebhookSecrets, next.WebhookSecret, next.WebhookSecretSealed,
+		next.PreviousWebhookSecret, next.PreviousWebhookSecretSealed, expires, st.clock(),
+		old.ID, old.WebhookSecret, old.WebhookSecretSealed, old.PreviousWebhookSecret, old.PreviousWebhookSecretSealed)
+	if err != nil {
+		return false, fmt.Errorf("mysql: swap webhook secrets of %s: %w", old.ID, err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// TenantsWithWebhookSecrets returns up to 100 tenants holding a webhook secret, in the
+// clear or sealed, whose id is greater than afterID, in id order.
+func (st *Store) TenantsWithWebhookSecrets(ctx context.Context, afterID string) ([]payment.Tenant, error) {
+	ts, err := st.listTenants(ctx, qTenantsWithWebhookSecrets, afterID)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: tenants with webhook secrets: %w", err)
+	}
+	return ts, nil
 }
 
 // ExpirePreviousWebhookSecret ends a rotation now: only the current secret signs.

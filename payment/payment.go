@@ -243,13 +243,18 @@ type Transition struct {
 
 // Tenant is a merchant using the system.
 type Tenant struct {
-	ID            string
-	Name          string
-	APIKeyHash    string // hex SHA-256 of the API key; the key itself is never stored
-	NotifyURL     string // where merchant webhooks are delivered
-	WebhookSecret string // HMAC-SHA256 key for webhook signatures
-	AlipayAppID   string // the Alipay app this tenant's payments go through
-	AlipaySeller  string // the Alipay seller_id (PID) expected in notifications
+	ID         string
+	Name       string
+	APIKeyHash string // hex SHA-256 of the API key; the key itself is never stored
+	NotifyURL  string // where merchant webhooks are delivered
+	// WebhookSecret is the HMAC-SHA256 key of webhook signatures in the clear, as rows
+	// written before migration 0037 hold it; WebhookSecretSealed replaces it.
+	WebhookSecret string `json:"-"`
+	// WebhookSecretSealed is the webhook secret sealed with the secrets keyring for
+	// WebhookSecretAAD(ID) (see WebhookSecrets).
+	WebhookSecretSealed string `json:"-"`
+	AlipayAppID         string // the Alipay app this tenant's payments go through
+	AlipaySeller        string // the Alipay seller_id (PID) expected in notifications
 	// AlipayCredentialsSealed is the tenant's own app keys (AlipayCredentials), sealed
 	// with the secrets keyring for AlipayCredentialsAAD(ID). Empty means the tenant's
 	// payments go through the deployment's default app.
@@ -257,19 +262,12 @@ type Tenant struct {
 	// AutoRefundPaidAfterClose refunds the money of a paid_after_close anomaly as soon as
 	// it is recorded, instead of leaving it to an operator.
 	AutoRefundPaidAfterClose bool
-	// PreviousWebhookSecret is the secret a rotation replaced. Webhooks are signed with it
-	// too, besides WebhookSecret, until PreviousSecretExpiresAt.
-	PreviousWebhookSecret   string
-	PreviousSecretExpiresAt time.Time
-	CreatedAt               time.Time
-}
-
-// WebhookSecrets returns the secrets webhooks are signed with at now: the current one
-// and, during a rotation, the previous one.
-func (t Tenant) WebhookSecrets(now time.Time) []string {
-	secrets := []string{t.WebhookSecret}
-	if t.PreviousWebhookSecret != "" && now.Before(t.PreviousSecretExpiresAt) {
-		secrets = append(secrets, t.PreviousWebhookSecret)
-	}
-	return secrets
+	// PreviousWebhookSecret is the secret a rotation replaced, in the clear (rows of
+	// before migration 0037), or PreviousWebhookSecretSealed, sealed as
+	// WebhookSecretSealed is. Webhooks are signed with it too until
+	// PreviousSecretExpiresAt.
+	PreviousWebhookSecret       string `json:"-"`
+	PreviousWebhookSecretSealed string `json:"-"`
+	PreviousSecretExpiresAt     time.Time
+	CreatedAt                   time.Time
 }

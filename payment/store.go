@@ -412,9 +412,13 @@ type Tenants interface {
 type TenantSettings interface {
 	// UpsertTenant creates or updates a tenant.
 	UpsertTenant(ctx context.Context, t Tenant) error
-	// RotateWebhookSecret makes secret the tenant's webhook secret and keeps the one it
-	// replaces valid until oldValidUntil.
-	RotateWebhookSecret(ctx context.Context, tenantID, secret string, oldValidUntil time.Time) error
+	// SwapTenantWebhookSecrets writes next's webhook secrets (current and previous, in
+	// the clear and sealed, and the previous one's expiry) only if the stored ones are
+	// still old's; it reports whether it wrote them.
+	SwapTenantWebhookSecrets(ctx context.Context, old, next Tenant) (bool, error)
+	// TenantsWithWebhookSecrets returns up to 100 tenants holding a webhook secret (in
+	// the clear or sealed) whose id is greater than afterID, in id order.
+	TenantsWithWebhookSecrets(ctx context.Context, afterID string) ([]Tenant, error)
 	// ExpirePreviousWebhookSecret ends a rotation: only the current secret signs.
 	ExpirePreviousWebhookSecret(ctx context.Context, tenantID string) error
 }

@@ -79,3 +79,72 @@ func Reencrypt(ctx context.Context, store Resealer, kr *secrets.Keyring) (change
 		}
 	}
 }
+
+// SecretSealer is what SealWebhookSecrets reads and writes; *mysql.Store implements it.
+type SecretSealer interface {
+	TenantsWithWebhookSecrets(ctx context.Context, afterID string) ([]payment.Tenant, error)
+	SwapTenantWebhookSecrets(ctx context.Context, old, next payment.Tenant) (bool, error)
+}
+
+// SealWebhookSecrets seals every tenant's webhook secrets, current and previous, under
+// the keyring's first key: those stored in the clear (before migration 0037), whose
+// clear column it empties, and those sealed by another key (after a key rotation). It is
+// idempotent as Reencrypt is: a secret already sealed by that key is left alone, and a
+// tenant whose secrets changed meanwhile is not overwritten. It returns how many tenants
+// it changed of how many hold a secret.
+func SealWebhookSecrets(ctx context.Context, store SecretSealer, kr *secrets.Keyring) (changed, total int, err error) {
+	after := ""
+	for {
+		ts, err := store.TenantsWithWebhookSecrets(ctx, after)
+		if err != nil {
+			return changed, total, err
+		}
+		if len(ts) == 0 {
+			return changed, total, nil
+		}
+		for _, t := range ts {
+			total++
+			after = t.ID
+			next := t
+			var cur, prev bool
+			if next.WebhookSecret, next.WebhookSecretSealed, cur, err = sealSecret(kr, t.ID, t.WebhookSecret, t.WebhookSecretSealed); err != nil {
+				return changed, total, err
+			}
+			if next.PreviousWebhookSecret, next.PreviousWebhookSecretSealed, prev, err = sealSecret(kr, t.ID, t.PreviousWebhookSecret, t.PreviousWebhookSecretSealed); err != nil {
+				return changed, total, err
+			}
+			if !cur && !prev {
+				continue
+			}
+			swapped, err := store.SwapTenantWebhookSecrets(ctx, t, next)
+			if err != nil {
+				return changed, total, err
+			}
+			if swapped {
+				changed++
+			}
+		}
+	}
+}
+
+// sealSecret seals a secret held in the clear, or seals again one sealed by another key
+// than kr's first; changed is false when there is nothing to do.
+func sealSecret(kr *secrets.Keyring, tenantID, plain, sealed string) (string, string, bool, error) {
+	aad := payment.WebhookSecretAAD(tenantID)
+	switch {
+	case sealed != "":
+		re, ok, err := kr.Reseal(sealed, aad)
+		if err != nil {
+			return "", "", false, fmt.Errorf("tenant %s webhook secret: %w", tenantID, err)
+		}
+		// A clear value beside a sealed one is a leftover: the sealed one is read.
+		return "", re, ok || plain != "", nil
+	case plain != "":
+		s, err := kr.Seal([]byte(plain), aad)
+		if err != nil {
+			return "", "", false, fmt.Errorf("tenant %s webhook secret: %w", tenantID, err)
+		}
+		return "", s, true, nil
+	}
+	return "", "", false, nil
+}

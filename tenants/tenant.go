@@ -1,7 +1,8 @@
 // Package tenants holds the rules of tenant administration (`paykit tenant`): which
 // fields a re-run with fewer flags changes, when a tenant's own Alipay keys are accepted
-// and how they are sealed, the re-encryption of every tenant's keys after a key
-// rotation, and the rotation of a tenant's webhook secret.
+// and how they are sealed, the webhook secret every tenant with a notify_url has (at
+// least 32 bytes, sealed, never removed by a re-run) and its rotation, the API key a new
+// tenant is given, and the re-encryption of every tenant's keys and secrets.
 package tenants
 
 import (
@@ -45,7 +46,6 @@ func (c Change) over(old payment.Tenant) Change {
 	}
 	keep("name", &c.Name, old.Name)
 	keep("notify-url", &c.NotifyURL, old.NotifyURL)
-	keep("webhook-secret", &c.WebhookSecret, old.WebhookSecret)
 	keep("alipay-app-id", &c.AppID, old.AlipayAppID)
 	keep("alipay-seller-id", &c.Seller, old.AlipaySeller)
 	if !c.Has("auto-refund-paid-after-close") {
@@ -54,14 +54,17 @@ func (c Change) over(old payment.Tenant) Change {
 	return c
 }
 
-// Check refuses a change that no store could take (a malformed id, a short API key),
-// and reads the key files; setKeys is false when none is given.
+// Check refuses a change that no store could take (a malformed id, a short API key or
+// webhook secret), and reads the key files; setKeys is false when none is given.
 func (c Change) Check() (creds payment.AlipayCredentials, setKeys bool, err error) {
 	if err := payment.ValidateTenantID(c.ID); err != nil {
 		return creds, false, err
 	}
 	if c.Has("api-key") && len(c.APIKey) < 16 {
 		return creds, false, errors.New("tenant: -api-key must be at least 16 characters")
+	}
+	if err := c.checkWebhookSecret(); err != nil {
+		return creds, false, err
 	}
 	return c.Credentials()
 }
@@ -94,6 +97,13 @@ func (c Change) Credentials() (creds payment.AlipayCredentials, setKeys bool, er
 		}
 	}
 	return creds, setKeys, nil
+}
+
+// Issued is what Set generated for the tenant, to be shown once: stored only as a hash
+// (the API key) or sealed (the webhook secret), neither can be read back. Empty fields
+// were not generated.
+type Issued struct {
+	APIKey, WebhookSecret string
 }
 
 // Store is what tenant administration writes; *mysql.Store implements it.
@@ -140,8 +150,21 @@ func (a Admin) keyring() (*secrets.Keyring, error) {
 // creds. The keys are checked by building the app's gateway before anything is written.
 // A tenant may move to another app at any time: its payments keep the app they were
 // opened on, and the store keeps the old app's keys (mysql.Store.UpsertTenant and
-// SetTenantAlipayCredentials) in the transaction that moves it.
-func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredentials, setKeys bool) error {
+// SetTenantAlipayCredentials) in the transaction that moves it. A new tenant without an
+// API key, or a tenant with a notify_url and no webhook secret, is given a random one,
+// returned in Issued.
+func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredentials, setKeys bool) (Issued, error) {
+	var issued Issued
+	if err := a.set(ctx, c, creds, setKeys, &issued); err != nil {
+		return Issued{}, err
+	}
+	return issued, nil
+}
+
+func (a Admin) set(ctx context.Context, c Change, creds payment.AlipayCredentials, setKeys bool, issued *Issued) error {
+	if err := c.checkWebhookSecret(); err != nil {
+		return err
+	}
 	stored, err := a.Store.GetTenant(ctx, c.ID)
 	exists := err == nil
 	if err != nil && !errors.Is(err, payment.ErrNotFound) {
@@ -152,7 +175,10 @@ func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredential
 	case exists:
 		c = c.over(stored)
 	case c.APIKey == "":
-		return fmt.Errorf("tenant: %s is new: give its -api-key (at least 16 characters)", c.ID)
+		if c.APIKey, err = NewAPIKey(); err != nil {
+			return err
+		}
+		issued.APIKey = c.APIKey
 	}
 	if c.APIKey != "" {
 		keyHash = api.HashAPIKey(c.APIKey)
@@ -212,9 +238,15 @@ func (a Admin) Set(ctx context.Context, c Change, creds payment.AlipayCredential
 			return fmt.Errorf("tenant: -notify-url %q: %w (PAYKIT_WEBHOOK_ALLOW_HTTP and PAYKIT_WEBHOOK_ALLOW_PRIVATE allow http and internal hosts, for development)", c.NotifyURL, err)
 		}
 	}
+	plainSecret, sealedSecret, newSecret, err := a.webhookSecret(c, stored)
+	if err != nil {
+		return err
+	}
+	issued.WebhookSecret = newSecret
 	// New keys go in with the app_id and seller, in one statement.
 	return a.Store.UpsertTenant(ctx, payment.Tenant{
-		ID: c.ID, Name: c.Name, APIKeyHash: keyHash, NotifyURL: c.NotifyURL, WebhookSecret: c.WebhookSecret,
+		ID: c.ID, Name: c.Name, APIKeyHash: keyHash, NotifyURL: c.NotifyURL,
+		WebhookSecret: plainSecret, WebhookSecretSealed: sealedSecret,
 		AlipayAppID: c.AppID, AlipaySeller: c.Seller, AutoRefundPaidAfterClose: c.AutoRefund, AlipayCredentialsSealed: sealed,
 	})
 }

@@ -74,7 +74,7 @@ func TestSetTenantKeys(t *testing.T) {
 	base := tenants.Change{ID: "shop2", APIKey: "sk_test_0123456789abcdef", AppID: "2021own", Seller: "2088own"}
 
 	// Another app than the default without keys: refused.
-	if err := admin.Set(ctx, base, payment.AlipayCredentials{}, false); err == nil {
+	if _, err := admin.Set(ctx, base, payment.AlipayCredentials{}, false); err == nil {
 		t.Fatal("a foreign app_id without keys was accepted")
 	}
 	f := base
@@ -84,7 +84,7 @@ func TestSetTenantKeys(t *testing.T) {
 	if err != nil || !set {
 		t.Fatalf("credentials: %v %v", set, err)
 	}
-	if err := admin.Set(ctx, f, creds, true); err != nil {
+	if _, err := admin.Set(ctx, f, creds, true); err != nil {
 		t.Fatal(err)
 	}
 	sealed := st.ts["shop2"].AlipayCredentialsSealed
@@ -99,31 +99,31 @@ func TestSetTenantKeys(t *testing.T) {
 		t.Fatal("sealed keys are not the file's")
 	}
 	// Again without key files: the keys stay. With another app_id: refused.
-	if err := admin.Set(ctx, base, payment.AlipayCredentials{}, false); err != nil || st.ts["shop2"].AlipayCredentialsSealed != sealed {
+	if _, err := admin.Set(ctx, base, payment.AlipayCredentials{}, false); err != nil || st.ts["shop2"].AlipayCredentialsSealed != sealed {
 		t.Fatalf("update without keys: %v", err)
 	}
 	moved := base
 	moved.AppID = "2021else"
-	if err := admin.Set(ctx, moved, payment.AlipayCredentials{}, false); err == nil {
+	if _, err := admin.Set(ctx, moved, payment.AlipayCredentials{}, false); err == nil {
 		t.Fatal("stored keys moved to another app_id")
 	}
 	// Keys that do not load, and certificates: refused, without quoting the key.
 	bad := payment.AlipayCredentials{AppPrivateKeyPEM: "NOT-A-KEY-secret-material", AlipayPublicKeyPEM: "x"}
-	if err := admin.Set(ctx, base, bad, true); err == nil || strings.Contains(err.Error(), "secret-material") {
+	if _, err := admin.Set(ctx, base, bad, true); err == nil || strings.Contains(err.Error(), "secret-material") {
 		t.Fatalf("unloadable keys: %v", err)
 	}
 	certs := payment.AlipayCredentials{AppPrivateKeyPEM: string(priv), AppCertPEM: "a", AlipayCertPEM: "b", RootCertPEM: "c"}
-	if err := admin.Set(ctx, base, certs, true); err == nil {
+	if _, err := admin.Set(ctx, base, certs, true); err == nil {
 		t.Fatal("certificate mode accepted by a public-key-only build")
 	}
 	// Without a keyring, keys cannot be set.
-	if err := testAdmin(st, nil).Set(ctx, f, creds, true); err == nil {
+	if _, err := testAdmin(st, nil).Set(ctx, f, creds, true); err == nil {
 		t.Fatal("keys set without PAYKIT_SECRETS_KEYS")
 	}
 	// Cleared, the tenant is back on the default app.
 	cleared := base
 	cleared.AppID, cleared.Seller, cleared.ClearKeys = defaultApp, defaultSeller, true
-	if err := admin.Set(ctx, cleared, payment.AlipayCredentials{}, false); err != nil || st.ts["shop2"].AlipayCredentialsSealed != "" {
+	if _, err := admin.Set(ctx, cleared, payment.AlipayCredentials{}, false); err != nil || st.ts["shop2"].AlipayCredentialsSealed != "" {
 		t.Fatalf("clear: %v, %q", err, st.ts["shop2"].AlipayCredentialsSealed)
 	}
 }
@@ -137,20 +137,20 @@ func TestSetTenantGuardsTheDefaultAppAndSharedApps(t *testing.T) {
 
 	// Key files for the default app (the flags' default app_id): refused.
 	f, creds := withTestKeys(t, tenants.Change{ID: "shop1", APIKey: "sk_test_0123456789abcdef", AppID: defaultApp, Seller: defaultSeller})
-	if err := admin.Set(ctx, f, creds, true); err == nil || !strings.Contains(err.Error(), "default app") {
+	if _, err := admin.Set(ctx, f, creds, true); err == nil || !strings.Contains(err.Error(), "default app") {
 		t.Fatalf("keys for the default app: %v", err)
 	}
 	f, creds = withTestKeys(t, tenants.Change{ID: "shop1", APIKey: "sk_test_0123456789abcdef", AppID: "2021own", Seller: "2088own"})
-	if err := admin.Set(ctx, f, creds, true); err != nil {
+	if _, err := admin.Set(ctx, f, creds, true); err != nil {
 		t.Fatal(err)
 	}
 	// shop2 on shop1's app: the same keys and seller are fine, another seller is not.
 	f2, creds2 := withTestKeys(t, tenants.Change{ID: "shop2", APIKey: "sk_test_fedcba9876543210", AppID: "2021own", Seller: "2088own"})
-	if err := admin.Set(ctx, f2, creds2, true); err != nil {
+	if _, err := admin.Set(ctx, f2, creds2, true); err != nil {
 		t.Fatalf("same app, same keys: %v", err)
 	}
 	f3, creds3 := withTestKeys(t, tenants.Change{ID: "shop3", APIKey: "sk_test_aaaabbbbccccdddd", AppID: "2021own", Seller: "2088other"})
-	if err := admin.Set(ctx, f3, creds3, true); err == nil || !strings.Contains(err.Error(), "already held") {
+	if _, err := admin.Set(ctx, f3, creds3, true); err == nil || !strings.Contains(err.Error(), "already held") {
 		t.Fatalf("same app, other seller: %v", err)
 	}
 }
@@ -199,7 +199,7 @@ func TestTenantMovesToAnotherAppAtAnyTime(t *testing.T) {
 	gws.SetTTL(0)
 
 	f, creds := withTestKeys(t, tenants.Change{ID: "mover", APIKey: "sk_test_0123456789abcdef", AppID: "2021A", Seller: "2088A"})
-	if err := admin.Set(ctx, f, creds, true); err != nil {
+	if _, err := admin.Set(ctx, f, creds, true); err != nil {
 		t.Fatal(err)
 	}
 	open := func(no string) payment.Payment {
@@ -227,12 +227,12 @@ func TestTenantMovesToAnotherAppAtAnyTime(t *testing.T) {
 
 	// Moved to B while a payment is pending, one is paid and a refund is pending.
 	f, creds = withTestKeys(t, tenants.Change{ID: "mover", AppID: "2021B", Seller: "2088B", Given: map[string]bool{"alipay-app-id": true, "alipay-seller-id": true}})
-	if err := admin.Set(ctx, f, creds, true); err != nil {
+	if _, err := admin.Set(ctx, f, creds, true); err != nil {
 		t.Fatalf("moving a tenant with open payments: %v, want it allowed", err)
 	}
 	// A re-run with fewer flags (an API key rotation) changes no app, current or kept.
 	rerun := tenants.Change{ID: "mover", APIKey: "sk_test_rotated_0123456789", Given: map[string]bool{"id": true, "api-key": true}}
-	if err := admin.Set(ctx, rerun, payment.AlipayCredentials{}, false); err != nil {
+	if _, err := admin.Set(ctx, rerun, payment.AlipayCredentials{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if tn, _ := st.GetTenant(ctx, "mover"); tn.AlipayAppID != "2021B" || tn.AlipaySeller != "2088B" {
@@ -269,7 +269,7 @@ func TestTenantMovesToAnotherAppAtAnyTime(t *testing.T) {
 	// Back to the default app: B is kept as well, and A still is.
 	cleared := tenants.Change{ID: "mover", AppID: defaultApp, Seller: defaultSeller, ClearKeys: true,
 		Given: map[string]bool{"alipay-app-id": true, "alipay-seller-id": true, "clear-alipay-keys": true}}
-	if err := admin.Set(ctx, cleared, payment.AlipayCredentials{}, false); err != nil {
+	if _, err := admin.Set(ctx, cleared, payment.AlipayCredentials{}, false); err != nil {
 		t.Fatalf("back to the default app: %v", err)
 	}
 	for _, app := range []string{"2021A", "2021B"} {

@@ -2,15 +2,104 @@ package tenants
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/secrets"
 )
 
 // DefaultOldSecretWindow is how long a rotated-out webhook secret keeps signing.
 const DefaultOldSecretWindow = 72 * time.Hour
+
+// webhookSecretBytes is the randomness of a generated webhook secret; apiKeyBytes that
+// of a generated API key (192 bits).
+const (
+	webhookSecretBytes = 32
+	apiKeyBytes        = 24
+)
+
+// NewWebhookSecret returns a random webhook secret: "whsec_" and 32 random bytes in
+// unpadded base64url.
+func NewWebhookSecret() (string, error) { return randomToken("whsec_", webhookSecretBytes) }
+
+// NewAPIKey returns a random API key: "sk_" and 24 random bytes (192 bits) in unpadded
+// base64url.
+func NewAPIKey() (string, error) { return randomToken("sk_", apiKeyBytes) }
+
+func randomToken(prefix string, n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("tenant: random: %w", err)
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// CheckWebhookSecret refuses a webhook secret shorter than payment.MinWebhookSecretLen
+// bytes. The secret is the HMAC key byte for byte, whatever its encoding, so the bytes
+// are counted as they are given: NewWebhookSecret's are 49, "openssl rand -base64 32"
+// gives 44.
+func CheckWebhookSecret(flag, secret string) error {
+	if len(secret) < payment.MinWebhookSecretLen {
+		return fmt.Errorf("tenant: %s must be at least %d bytes (it is %d); leave it out to have one generated",
+			flag, payment.MinWebhookSecretLen, len(secret))
+	}
+	return nil
+}
+
+// checkWebhookSecret checks a given webhook secret; an empty one is no change (a re-run
+// never removes the secret).
+func (c Change) checkWebhookSecret() error {
+	if !c.Has("webhook-secret") || c.WebhookSecret == "" {
+		return nil
+	}
+	return CheckWebhookSecret("-webhook-secret", c.WebhookSecret)
+}
+
+// webhookSecret is the current webhook secret c leaves the tenant stored with, in the
+// clear (a row of before migration 0037 without a keyring to seal it) or sealed, and the
+// secret generated for it if any. A given secret replaces the stored one; none given, or
+// one given empty, keeps it, sealed if it was in the clear; a tenant with a notify_url
+// and no secret gets a new one.
+func (a Admin) webhookSecret(c Change, stored payment.Tenant) (plain, sealed, generated string, err error) {
+	secret := ""
+	if c.Has("webhook-secret") {
+		secret = c.WebhookSecret
+	}
+	switch {
+	case secret != "":
+	case stored.WebhookSecretSealed != "":
+		return "", stored.WebhookSecretSealed, "", nil
+	case stored.WebhookSecret != "":
+		kr, err := a.Keys()
+		if err != nil {
+			return "", "", "", err
+		}
+		if kr == nil {
+			// Left as it was: `paykit tenant -reencrypt` seals it once a keyring is set.
+			return stored.WebhookSecret, "", "", nil
+		}
+		secret = stored.WebhookSecret
+	case c.NotifyURL == "":
+		return "", "", "", nil
+	default:
+		if secret, err = NewWebhookSecret(); err != nil {
+			return "", "", "", err
+		}
+		generated = secret
+	}
+	kr, err := a.keyring()
+	if err != nil {
+		return "", "", "", err
+	}
+	if sealed, err = kr.Seal([]byte(secret), payment.WebhookSecretAAD(c.ID)); err != nil {
+		return "", "", "", err
+	}
+	return "", sealed, generated, nil
+}
 
 // Rotation is what `paykit tenant -rotate-webhook-secret` or `-expire-old-secret` asks
 // for: a new secret, with the old one signing for Window more, or the end of that at once.
@@ -25,14 +114,16 @@ func (r Rotation) Requested() bool { return r.NewSecret != "" || r.ExpireOld }
 
 // SecretRotator is the part of the store a rotation uses.
 type SecretRotator interface {
-	RotateWebhookSecret(ctx context.Context, tenantID, secret string, oldValidUntil time.Time) error
+	GetTenant(ctx context.Context, id string) (payment.Tenant, error)
+	SwapTenantWebhookSecrets(ctx context.Context, old, next payment.Tenant) (bool, error)
 	ExpirePreviousWebhookSecret(ctx context.Context, tenantID string) error
 }
 
 // RotateSecret rotates the tenant's webhook secret (webhooks are then signed with both
-// the new and the old one until the window ends) or ends a rotation at once. It returns
-// what it did, in a sentence.
-func RotateSecret(ctx context.Context, st SecretRotator, tenantID string, r Rotation, now time.Time) (string, error) {
+// the new and the old one until the window ends) or ends a rotation at once. The new
+// secret is at least payment.MinWebhookSecretLen bytes and is sealed with kr, and so is
+// the old one. It returns what it did, in a sentence.
+func RotateSecret(ctx context.Context, st SecretRotator, kr *secrets.Keyring, tenantID string, r Rotation, now time.Time) (string, error) {
 	if err := payment.ValidateTenantID(tenantID); err != nil {
 		return "", err
 	}
@@ -45,16 +136,49 @@ func RotateSecret(ctx context.Context, st SecretRotator, tenantID string, r Rota
 		}
 		return fmt.Sprintf("tenant %s: the previous webhook secret no longer signs", tenantID), nil
 	}
-	if len(r.NewSecret) < 16 {
-		return "", errors.New("tenant: -rotate-webhook-secret must be at least 16 characters")
+	if err := CheckWebhookSecret("-rotate-webhook-secret", r.NewSecret); err != nil {
+		return "", err
 	}
 	if r.Window <= 0 {
 		return "", errors.New("tenant: -old-secret-valid-for must be positive")
 	}
-	until := now.Add(r.Window)
-	if err := st.RotateWebhookSecret(ctx, tenantID, r.NewSecret, until); err != nil {
+	if kr == nil {
+		return "", ErrNoSecretsKey
+	}
+	old, err := st.GetTenant(ctx, tenantID)
+	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("tenant %s: webhooks are signed with the new secret, and with the previous one until %s",
-		tenantID, until.UTC().Format(time.RFC3339)), nil
+	current, err := old.CurrentWebhookSecret(kr)
+	if err != nil {
+		return "", err
+	}
+	until := now.Add(r.Window)
+	done := fmt.Sprintf("tenant %s: webhooks are signed with the new secret, and with the previous one until %s",
+		tenantID, until.UTC().Format(time.RFC3339))
+	if current == r.NewSecret {
+		// A repeated command keeps the rotation it made, old secret and window included.
+		return fmt.Sprintf("tenant %s: the webhook secret is already this one; nothing changed", tenantID), nil
+	}
+	next := old
+	next.WebhookSecret, next.PreviousWebhookSecret, next.PreviousSecretExpiresAt = "", "", until
+	if next.WebhookSecretSealed, err = kr.Seal([]byte(r.NewSecret), payment.WebhookSecretAAD(tenantID)); err != nil {
+		return "", err
+	}
+	// The seal is bound to the tenant, not to the column: the current ciphertext moves
+	// as it is.
+	next.PreviousWebhookSecretSealed = old.WebhookSecretSealed
+	if old.WebhookSecretSealed == "" && old.WebhookSecret != "" {
+		if next.PreviousWebhookSecretSealed, err = kr.Seal([]byte(old.WebhookSecret), payment.WebhookSecretAAD(tenantID)); err != nil {
+			return "", err
+		}
+	}
+	swapped, err := st.SwapTenantWebhookSecrets(ctx, old, next)
+	if err != nil {
+		return "", err
+	}
+	if !swapped {
+		return "", fmt.Errorf("tenant %s: its webhook secret changed meanwhile; run the rotation again", tenantID)
+	}
+	return done, nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/gateways/gatewaystest"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -16,13 +18,15 @@ import (
 )
 
 // A rotation keeps the old secret signing for its window, so a merchant still on the old
-// secret verifies webhooks until it switches; -expire-old-secret ends that at once.
+// secret verifies webhooks until it switches; -expire-old-secret ends that at once. The
+// new secret is at least 32 bytes, as -webhook-secret's is (before, 16 were enough).
 func TestRotateWebhookSecret(t *testing.T) {
 	db, _ := testenv.MySQL(t)
 	st := mysql.NewStore(db)
 	t.Cleanup(func() { _ = st.Close() })
 	ctx := context.Background()
-	const oldSecret, newSecret = "whsec_old_0123456789", "whsec_new_0123456789"
+	kr := gatewaystest.Keyring(t)
+	const oldSecret, newSecret = "whsec_old_0123456789", "whsec_new_0123456789abcdef0123456"
 	if err := st.UpsertTenant(ctx, payment.Tenant{ID: "rot1", APIKeyHash: api.HashAPIKey("sk_test_rot1_0123456789"), WebhookSecret: oldSecret}); err != nil {
 		t.Fatal(err)
 	}
@@ -31,10 +35,23 @@ func TestRotateWebhookSecret(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tn.WebhookSecrets(at)
+		s, err := tn.WebhookSecrets(at, kr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
 	}
 	now := time.Now()
-	if _, err := tenants.RotateSecret(ctx, st, "rot1", tenants.Rotation{NewSecret: newSecret, Window: time.Hour}, now); err != nil {
+	for _, short := range []string{"x", "whsec_new_0123456789", newSecret[:31]} {
+		if _, err := tenants.RotateSecret(ctx, st, kr, "rot1", tenants.Rotation{NewSecret: short, Window: time.Hour}, now); err == nil ||
+			!strings.Contains(err.Error(), "at least 32") {
+			t.Fatalf("rotation to a %d-byte secret: %v, want refused", len(short), err)
+		}
+	}
+	if _, err := tenants.RotateSecret(ctx, st, nil, "rot1", tenants.Rotation{NewSecret: newSecret, Window: time.Hour}, now); !errors.Is(err, tenants.ErrNoSecretsKey) {
+		t.Fatalf("rotation without a keyring: %v, want ErrNoSecretsKey", err)
+	}
+	if _, err := tenants.RotateSecret(ctx, st, kr, "rot1", tenants.Rotation{NewSecret: newSecret, Window: time.Hour}, now); err != nil {
 		t.Fatal(err)
 	}
 	during := secrets(now.Add(time.Minute))
@@ -52,13 +69,13 @@ func TestRotateWebhookSecret(t *testing.T) {
 		t.Fatalf("secrets after the window: %q", after)
 	}
 	// Rotating to the secret in use changes nothing (a repeated command keeps the old one).
-	if _, err := tenants.RotateSecret(ctx, st, "rot1", tenants.Rotation{NewSecret: newSecret, Window: time.Hour}, now); err != nil {
+	if _, err := tenants.RotateSecret(ctx, st, kr, "rot1", tenants.Rotation{NewSecret: newSecret, Window: time.Hour}, now); err != nil {
 		t.Fatal(err)
 	}
 	if again := secrets(now.Add(time.Minute)); !slices.Equal(again, []string{newSecret, oldSecret}) {
 		t.Fatalf("secrets after repeating the rotation: %q", again)
 	}
-	if _, err := tenants.RotateSecret(ctx, st, "rot1", tenants.Rotation{ExpireOld: true}, now); err != nil {
+	if _, err := tenants.RotateSecret(ctx, st, kr, "rot1", tenants.Rotation{ExpireOld: true}, now); err != nil {
 		t.Fatal(err)
 	}
 	if ended := secrets(now.Add(time.Minute)); !slices.Equal(ended, []string{newSecret}) {
@@ -67,7 +84,7 @@ func TestRotateWebhookSecret(t *testing.T) {
 	if err := webhook.VerifyAt(webhook.Sign(body, now, newSecret), body, oldSecret, webhook.DefaultTolerance, now); !errors.Is(err, webhook.ErrSignature) {
 		t.Fatalf("old secret after expiry: %v", err)
 	}
-	if _, err := tenants.RotateSecret(ctx, st, "nobody", tenants.Rotation{ExpireOld: true}, now); !errors.Is(err, payment.ErrNotFound) {
+	if _, err := tenants.RotateSecret(ctx, st, kr, "nobody", tenants.Rotation{ExpireOld: true}, now); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("unknown tenant: %v", err)
 	}
 }

@@ -33,6 +33,9 @@ var (
 	ErrTooOld    = errors.New("webhook: timestamp outside the tolerance window")
 	ErrSignature = errors.New("webhook: no signature matches")
 	ErrEventID   = errors.New("webhook: the event id is not the signed body's")
+	// ErrNoSecret refuses to sign or verify without a secret: a header without a
+	// signature, or one made with the empty key, proves nothing.
+	ErrNoSecret = errors.New("webhook: no secret to sign or verify with")
 )
 
 // VerifyEvent is Verify, then returns the event id of the signed body (its top-level
@@ -60,8 +63,24 @@ func VerifyEventAt(header, eventIDHeader string, body []byte, secret string, tol
 	return ev.EventID, nil
 }
 
+// Signature returns the signature header for body sent at t, with one v1 per secret
+// (the current secret first), or ErrNoSecret if no secret is given or one is empty. A
+// sender uses it rather than Sign, so that a webhook without a secret is not sent.
+func Signature(body []byte, t time.Time, secrets ...string) (string, error) {
+	if len(secrets) == 0 {
+		return "", ErrNoSecret
+	}
+	for _, s := range secrets {
+		if s == "" {
+			return "", ErrNoSecret
+		}
+	}
+	return Sign(body, t, secrets...), nil
+}
+
 // Sign returns the signature header for body sent at t, with one v1 per secret (the
-// current secret first). Empty secrets are skipped.
+// current secret first). Empty secrets are skipped; with none left the header carries
+// no signature and every verifier refuses it (Signature refuses to make it).
 func Sign(body []byte, t time.Time, secrets ...string) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	var b strings.Builder
@@ -89,8 +108,11 @@ func Verify(header string, body []byte, secret string, tolerance time.Duration) 
 	return VerifyAt(header, body, secret, tolerance, time.Now())
 }
 
-// VerifyAt is Verify with the verifier's clock given.
+// VerifyAt is Verify with the verifier's clock given. An empty secret is ErrNoSecret.
 func VerifyAt(header string, body []byte, secret string, tolerance time.Duration, now time.Time) error {
+	if secret == "" {
+		return ErrNoSecret
+	}
 	var (
 		ts   string
 		sigs []string

@@ -1,6 +1,9 @@
 package webhook_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"strings"
@@ -97,4 +100,35 @@ func TestVerifyEventDedupesOnTheSignedID(t *testing.T) {
 			t.Errorf("%s: id %q err %v, want %q %v", tc.name, id, err, tc.wantID, tc.want)
 		}
 	}
+}
+
+// A sender never produces a header without a signature: Signature refuses no secret or
+// an empty one, where Sign skipped it and returned a bare "t=…". A verifier with an
+// empty secret refuses everything, even a header signed with the empty key.
+func TestNoSignatureWithoutASecret(t *testing.T) {
+	body := []byte(`{"event_id":"evt_1"}`)
+	now := time.Unix(1_800_000_000, 0)
+	for _, c := range []struct {
+		name    string
+		secrets []string
+	}{{"none", nil}, {"empty", []string{""}}, {"empty beside one", []string{"s1", ""}}} {
+		if h, err := webhook.Signature(body, now, c.secrets...); !errors.Is(err, webhook.ErrNoSecret) || h != "" {
+			t.Errorf("%s: Signature = %q, %v; want ErrNoSecret", c.name, h, err)
+		}
+	}
+	h, err := webhook.Signature(body, now, "s1", "s0")
+	if err != nil || h != webhook.Sign(body, now, "s1", "s0") {
+		t.Fatalf("Signature = %q, %v; want Sign's header", h, err)
+	}
+	forged := "t=1800000000,v1=" + hmacHex("", "1800000000", body)
+	if err := webhook.VerifyAt(forged, body, "", webhook.DefaultTolerance, now); !errors.Is(err, webhook.ErrNoSecret) {
+		t.Fatalf("verify with an empty secret: %v, want ErrNoSecret", err)
+	}
+}
+
+func hmacHex(secret, ts string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts + "."))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
 }

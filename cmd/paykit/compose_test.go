@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -281,6 +282,23 @@ func TestDockerCompose(t *testing.T) {
 			if tp := profile(doc.Services[host]); tp != p {
 				t.Errorf("%s (profile %s) talks to Temporal at %s, a service of profile %q", name, p, addr, tp)
 			}
+		}
+	}
+	// Every `paykit tenant` of the file passes the command's rules: a webhook secret, if
+	// given, is long enough, and a notify_url comes with the keyring that seals its secret.
+	for name, s := range doc.Services {
+		if s.Build != "." || len(s.Command) == 0 || s.Command[0] != "tenant" {
+			continue
+		}
+		f, _, err := parseTenantFlags(config.Config{}, s.Command[1:], strings.NewReader(""), io.Discard)
+		if err == nil {
+			_, _, err = f.Check()
+		}
+		if err != nil {
+			t.Errorf("%s: paykit %s: %v", name, strings.Join(s.Command, " "), err)
+		}
+		if f.NotifyURL != "" && s.Environment["PAYKIT_SECRETS_KEYS"] == "" {
+			t.Errorf("%s gives a notify_url without PAYKIT_SECRETS_KEYS to seal its webhook secret", name)
 		}
 	}
 	for cmd, want := range map[string]int{"worker": 2, "api": 1, "temporal-setup": 1} {

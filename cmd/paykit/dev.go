@@ -23,6 +23,7 @@ import (
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/shop"
+	"github.com/paykit/paykit/tenants"
 	"github.com/paykit/paykit/worker"
 )
 
@@ -30,7 +31,7 @@ import (
 const (
 	demoTenantID      = "demo"
 	demoAPIKey        = "sk_test_demo_local_only_0001"
-	demoWebhookSecret = "whsec_demo_local_only"
+	demoWebhookSecret = "whsec_demo_local_only_0123456789abcdef"
 )
 
 type devOptions struct {
@@ -73,6 +74,12 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	cfg.AlipayAppPrivateKey, cfg.AlipayPublicKey = keys.AppPrivateKeyPEM, keys.AlipayPublicKeyPEM
+	// Webhook secrets are sealed: without a keyring of its own, dev makes one in .dev/keys.
+	if cfg.SecretsKeys == "" {
+		if cfg.SecretsKeys, err = devstack.SecretsKeys(keyDir, logger); err != nil {
+			return err
+		}
+	}
 	var certs alipaysim.CertSet
 	if o.cert {
 		if certs, err = devstack.Certs(keyDir, keys, logger); err != nil {
@@ -120,12 +127,8 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := orchestrator.RegisterSearchAttributes(ctx, sys.Temporal, cfg.TemporalNamespace); err != nil {
 		return err
 	}
-	if err := sys.Store.UpsertTenant(ctx, payment.Tenant{
-		ID: demoTenantID, Name: "Demo merchant", APIKeyHash: api.HashAPIKey(demoAPIKey),
-		NotifyURL: "http://" + o.merchantAdr + "/webhooks", WebhookSecret: demoWebhookSecret,
-		AlipayAppID: cfg.AlipayAppID, AlipaySeller: cfg.AlipaySellerID,
-	}); err != nil {
-		return fmt.Errorf("seed demo tenant: %w", err)
+	if err := seedDemoTenant(ctx, cfg, sys.Store, "http://"+o.merchantAdr+"/webhooks"); err != nil {
+		return err
 	}
 
 	sim, err := alipaysim.New(alipaysim.Config{
@@ -171,4 +174,16 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// seedDemoTenant sets the demo tenant through the rules of `paykit tenant`, so that its
+// webhook secret is sealed with cfg's keyring as any tenant's is.
+func seedDemoTenant(ctx context.Context, cfg config.Config, store tenants.Store, notifyURL string) error {
+	if _, err := tenantAdmin(cfg, store).Set(ctx, tenants.Change{
+		ID: demoTenantID, Name: "Demo merchant", APIKey: demoAPIKey, NotifyURL: notifyURL, WebhookSecret: demoWebhookSecret,
+		AppID: cfg.AlipayAppID, Seller: cfg.AlipaySellerID,
+	}, payment.AlipayCredentials{}, false); err != nil {
+		return fmt.Errorf("seed demo tenant: %w", err)
+	}
+	return nil
 }

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/paykit/paykit/internal/config"
@@ -20,23 +24,41 @@ type tenantFlags struct {
 }
 
 func runTenant(ctx context.Context, cfg config.Config, args []string) error {
-	f, rot, err := parseTenantFlags(cfg, args)
+	f, rot, err := parseTenantFlags(cfg, args, os.Stdin, os.Stderr)
 	if err != nil {
 		return err
 	}
-	return runTenantWith(ctx, cfg, f, rot)
+	return runTenantWith(ctx, cfg, f, rot, os.Stdout)
 }
 
-// parseTenantFlags reads `paykit tenant`'s flags and records which were given.
-func parseTenantFlags(cfg config.Config, args []string) (tenantFlags, tenants.Rotation, error) {
+// secretInput is a secret flag given on the command line (discouraged: ps and the shell
+// history show it) and its -file twin, which reads it from a file or stdin.
+type secretInput struct {
+	flag     string
+	dst      *string
+	fromFile string
+}
+
+// parseTenantFlags reads `paykit tenant`'s flags and records which were given. Secrets
+// given with a -file flag are read here, from stdin for "-"; one given on the command
+// line draws a warning on stderr.
+func parseTenantFlags(cfg config.Config, args []string, stdin io.Reader, stderr io.Writer) (tenantFlags, tenants.Rotation, error) {
 	var f tenantFlags
+	var rot tenants.Rotation
+	inputs := []*secretInput{{flag: "api-key", dst: &f.APIKey}, {flag: "webhook-secret", dst: &f.WebhookSecret},
+		{flag: "rotate-webhook-secret", dst: &rot.NewSecret}}
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	fs.StringVar(&f.ID, "id", "", "tenant id (A-Z a-z 0-9 _ -)")
 	fs.StringVar(&f.Name, "name", "", "display name")
-	fs.StringVar(&f.APIKey, "api-key", "", "API key the tenant authenticates with (stored only as a hash); required for a new tenant. "+
+	fs.StringVar(&f.APIKey, "api-key", "", "API key the tenant authenticates with (stored only as a hash); discouraged, ps and the shell history "+
+		"show it: use -api-key-file. A new tenant without one is given a random key, printed once. "+
 		"On an existing tenant every flag left out keeps its stored value")
+	fs.StringVar(&inputs[0].fromFile, "api-key-file", "", "read the API key from this file (- for stdin)")
 	fs.StringVar(&f.NotifyURL, "notify-url", "", "merchant webhook URL")
-	fs.StringVar(&f.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 secret for webhook signatures")
+	fs.StringVar(&f.WebhookSecret, "webhook-secret", "", "HMAC-SHA256 secret for webhook signatures, at least 32 bytes (sealed with PAYKIT_SECRETS_KEYS); "+
+		"discouraged, use -webhook-secret-file. A tenant with a -notify-url and no secret is given a random one, printed once; "+
+		"an empty value keeps the stored secret")
+	fs.StringVar(&inputs[1].fromFile, "webhook-secret-file", "", "read the webhook secret from this file (- for stdin)")
 	fs.StringVar(&f.AppID, "alipay-app-id", cfg.AlipayAppID, "Alipay app_id for this tenant (another app than ALIPAY_APP_ID needs its keys)")
 	fs.StringVar(&f.Seller, "alipay-seller-id", cfg.AlipaySellerID, "Alipay seller_id (PID) for this tenant")
 	fs.BoolVar(&f.AutoRefund, "auto-refund-paid-after-close", false, "refund money Alipay takes for a payment closed locally as soon as it is detected")
@@ -46,10 +68,12 @@ func parseTenantFlags(cfg config.Config, args []string) (tenantFlags, tenants.Ro
 	fs.StringVar(&f.AlipayCertFile, "alipay-public-cert-file", "", "certificate mode: Alipay's certificate (alipayCertPublicKey_RSA2.crt)")
 	fs.StringVar(&f.RootCertFile, "alipay-root-cert-file", "", "certificate mode: Alipay's root certificate (alipayRootCert.crt)")
 	fs.BoolVar(&f.ClearKeys, "clear-alipay-keys", false, "remove the tenant's own app keys; its payments go through the default app")
-	fs.BoolVar(&f.reencrypt, "reencrypt", false, "seal every tenant's Alipay keys again under the first key of PAYKIT_SECRETS_KEYS (after a rotation), then exit")
+	fs.BoolVar(&f.reencrypt, "reencrypt", false, "seal every tenant's Alipay keys and webhook secrets again under the first key of PAYKIT_SECRETS_KEYS "+
+		"(after a rotation, and once after upgrading to sealed webhook secrets), then exit")
 	fs.StringVar(&f.newKey, "new-secrets-key", "", "print a new random key for PAYKIT_SECRETS_KEYS with this id, then exit")
-	var rot tenants.Rotation
-	fs.StringVar(&rot.NewSecret, "rotate-webhook-secret", "", "make this the webhook secret, keeping the current one valid for -old-secret-valid-for (changes nothing else)")
+	fs.StringVar(&rot.NewSecret, "rotate-webhook-secret", "", "make this the webhook secret (at least 32 bytes), keeping the current one valid for "+
+		"-old-secret-valid-for (changes nothing else); discouraged, use -rotate-webhook-secret-file")
+	fs.StringVar(&inputs[2].fromFile, "rotate-webhook-secret-file", "", "read the new webhook secret of -rotate-webhook-secret from this file (- for stdin)")
 	fs.DurationVar(&rot.Window, "old-secret-valid-for", tenants.DefaultOldSecretWindow, "how long the rotated-out webhook secret still signs")
 	fs.BoolVar(&rot.ExpireOld, "expire-old-secret", false, "stop signing with the rotated-out webhook secret now (changes nothing else)")
 	if err := fs.Parse(args); err != nil {
@@ -57,19 +81,78 @@ func parseTenantFlags(cfg config.Config, args []string) (tenantFlags, tenants.Ro
 	}
 	f.Given = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.Given[fl.Name] = true })
+	stdinTaken := ""
+	for _, in := range inputs {
+		fileFlag := in.flag + "-file"
+		if !f.Given[fileFlag] {
+			if f.Given[in.flag] && *in.dst != "" {
+				fmt.Fprintf(stderr, "paykit tenant: warning: -%s on the command line is visible to other users (ps) and kept in the shell history; use -%s (- for stdin)\n",
+					in.flag, fileFlag)
+			}
+			continue
+		}
+		if f.Given[in.flag] {
+			return f, rot, fmt.Errorf("tenant: give -%s or -%s, not both", in.flag, fileFlag)
+		}
+		if in.fromFile == "-" {
+			if stdinTaken != "" {
+				return f, rot, fmt.Errorf("tenant: -%s and -%s both read stdin; give one of them a file", stdinTaken, fileFlag)
+			}
+			stdinTaken = fileFlag
+		}
+		s, err := readSecret(in.fromFile, stdin)
+		if err != nil {
+			return f, rot, fmt.Errorf("tenant: -%s: %w", fileFlag, err)
+		}
+		*in.dst = s
+		f.Given[in.flag] = true
+	}
 	return f, rot, nil
 }
 
-func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot tenants.Rotation) error {
+// maxSecretFile bounds what a secret file may hold.
+const maxSecretFile = 64 << 10
+
+// readSecret reads a secret from path, or from stdin if path is "-", without its
+// trailing line break.
+func readSecret(path string, stdin io.Reader) (string, error) {
+	r := stdin
+	if path != "-" {
+		file, err := os.Open(path)
+		if err != nil {
+			return "", err
+		}
+		defer file.Close()
+		r = file
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxSecretFile+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxSecretFile {
+		return "", errors.New("more than 64 KiB")
+	}
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		return "", errors.New("the secret is empty")
+	}
+	return s, nil
+}
+
+func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot tenants.Rotation, stdout io.Writer) error {
 	if rot.Requested() {
+		kr, err := cfg.SecretsKeyring()
+		if err != nil {
+			return err
+		}
 		store, err := system.OpenStore(ctx, cfg)
 		if err != nil {
 			return err
 		}
 		defer system.CloseStore(store)
-		msg, err := tenants.RotateSecret(ctx, store, f.ID, rot, time.Now())
+		msg, err := tenants.RotateSecret(ctx, store, kr, f.ID, rot, time.Now())
 		if err == nil {
-			fmt.Println(msg)
+			fmt.Fprintln(stdout, msg)
 		}
 		return err
 	}
@@ -78,7 +161,7 @@ func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot te
 		if err != nil {
 			return err
 		}
-		fmt.Println(k)
+		fmt.Fprintln(stdout, k)
 		return nil
 	}
 	if f.reencrypt {
@@ -95,7 +178,12 @@ func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot te
 		}
 		defer system.CloseStore(store)
 		n, total, err := tenants.Reencrypt(ctx, store, kr)
-		fmt.Printf("re-encrypted %d of %d tenants' Alipay keys (current and kept apps) under key %q\n", n, total, kr.PrimaryID())
+		fmt.Fprintf(stdout, "re-encrypted %d of %d tenants' Alipay keys (current and kept apps) under key %q\n", n, total, kr.PrimaryID())
+		if err != nil {
+			return err
+		}
+		n, total, err = tenants.SealWebhookSecrets(ctx, store, kr)
+		fmt.Fprintf(stdout, "sealed %d of %d tenants' webhook secrets under key %q\n", n, total, kr.PrimaryID())
 		return err
 	}
 	creds, setKeys, err := f.Check()
@@ -107,7 +195,23 @@ func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot te
 		return err
 	}
 	defer system.CloseStore(store)
-	return tenantAdmin(cfg, store).Set(ctx, f.Change, creds, setKeys)
+	issued, err := tenantAdmin(cfg, store).Set(ctx, f.Change, creds, setKeys)
+	if err != nil {
+		return err
+	}
+	printIssued(stdout, f.ID, issued)
+	return nil
+}
+
+// printIssued shows what was generated for the tenant: it is shown this once, since
+// neither the hash of the key nor the sealed secret can be read back.
+func printIssued(w io.Writer, id string, issued tenants.Issued) {
+	if issued.APIKey != "" {
+		fmt.Fprintf(w, "tenant %s: API key (shown only now; store it): %s\n", id, issued.APIKey)
+	}
+	if issued.WebhookSecret != "" {
+		fmt.Fprintf(w, "tenant %s: webhook secret (shown only now; give it to the merchant): %s\n", id, issued.WebhookSecret)
+	}
 }
 
 // tenantAdmin applies tenant changes to store under the deployment's configuration.

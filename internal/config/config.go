@@ -50,7 +50,7 @@ type Config struct {
 	// AlipayCerts, when all three are set, put the adapter in certificate mode
 	// (公钥证书模式); the Alipay public key is then not read.
 	AlipayCerts AlipayCerts
-	// SecretsKeys is the keyring that seals tenants' Alipay keys at rest:
+	// SecretsKeys is the keyring that seals tenants' Alipay keys and webhook secrets at rest:
 	// "id:base64key,…", 32-byte AES-256 keys, the first sealing (see README, rotation).
 	SecretsKeys string
 

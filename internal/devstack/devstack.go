@@ -1,21 +1,26 @@
 // Package devstack runs what `paykit dev` needs around paykit on one machine: Redis, a
-// Temporal dev server, development Alipay certificates, and the demo merchant that
+// Temporal dev server, development Alipay certificates, a development secrets keyring,
+// and the demo merchant that
 // verifies webhooks and the cashier's return.
 package devstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/redis"
+	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -153,6 +158,29 @@ func Keys(keyDir string, logger *slog.Logger) (alipaysim.KeySet, error) {
 		return keys, err
 	}
 	return keys, keys.WriteDir(keyDir)
+}
+
+// secretsKeysFile holds the development keyring in the key directory.
+const secretsKeysFile = "secrets_keys"
+
+// SecretsKeys returns the development keyring (PAYKIT_SECRETS_KEYS) kept in keyDir,
+// making it the first time, so that the secrets one run seals the next one opens.
+func SecretsKeys(keyDir string, logger *slog.Logger) (string, error) {
+	path := filepath.Join(keyDir, secretsKeysFile)
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	logger.Info("making a development secrets keyring (PAYKIT_SECRETS_KEYS)", "file", path)
+	k, err := secrets.NewKey("dev")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(keyDir, 0o700); err != nil {
+		return "", err
+	}
+	return k, os.WriteFile(path, []byte(k+"\n"), 0o600)
 }
 
 // Certs loads the development certificates from keyDir, issuing them for keys the

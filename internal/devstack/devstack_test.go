@@ -6,6 +6,7 @@ import (
 
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/internal/devstack"
+	"github.com/paykit/paykit/secrets"
 )
 
 func TestDevCertsIssuedOnceThenLoaded(t *testing.T) {
@@ -29,4 +30,22 @@ func TestDevCertsIssuedOnceThenLoaded(t *testing.T) {
 		t.Fatalf("dev certificates do not start a simulator: %v", err)
 	}
 	sim.Close()
+}
+
+// paykit dev seals the demo tenant's webhook secret with a development keyring, made
+// once in the key directory and read again on the next run, so that what one run sealed
+// the next opens.
+func TestDevSecretsKeyMadeOnceThenLoaded(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	first, err := devstack.SecretsKeys(dir, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := secrets.ParseKeyring(first); err != nil {
+		t.Fatalf("the development key %q: %v", first, err)
+	}
+	if again, err := devstack.SecretsKeys(dir, logger); err != nil || again != first {
+		t.Fatalf("second run made a new key (%v)", err)
+	}
 }

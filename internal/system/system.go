@@ -30,6 +30,7 @@ import (
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
+	"github.com/paykit/paykit/secrets"
 )
 
 // NewLogger is the process logger on stderr at PAYKIT_LOG_LEVEL, in JSON or, with
@@ -195,7 +196,9 @@ type System struct {
 	Temporal     client.Client
 	Gateways     *gateways.Resolver
 	Orchestrator *orchestrator.Orchestrator
-	trace        *tracing.Tracing // disabled unless an exporter is configured
+	// Secrets is the keyring of PAYKIT_SECRETS_KEYS, nil if it is not set.
+	Secrets *secrets.Keyring
+	trace   *tracing.Tracing // disabled unless an exporter is configured
 }
 
 // NewRegistry is the Prometheus registry of one process: Go runtime and process
@@ -223,6 +226,10 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prom
 		return nil, err
 	}
 	if s.Gateways, err = NewGateways(cfg, s.Store); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.Secrets, err = cfg.SecretsKeyring(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -277,6 +284,7 @@ func (s *System) Activities(cfg config.Config, logger *slog.Logger) *activities.
 		panic(err) // a wiring mistake, as in api.New
 	}
 	acts.Gateways = s.Gateways
+	acts.Secrets = s.Secrets
 	acts.Auditor = &audit.Auditor{Store: s.Store, Gateways: s.Gateways, Workflows: s.Orchestrator}
 	acts.Watermarks = s.Store
 	s.withStatements(acts, cfg, logger)
