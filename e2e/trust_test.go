@@ -58,6 +58,7 @@ func TestForgedSignalStraightToTemporalPaysNothing(t *testing.T) {
 		t.Fatalf("payment.paid events = %d after forged signals", n)
 	}
 
+	openCashier(t, res.PayURL)
 	simPay(t, res.PaymentNo)
 	paid := waitStatus(t, res.PaymentNo, payment.StatusPaid, 30*time.Second)
 	if paid.TradeNo == "FORGED" || paid.TradeNo == "FORGED2" || paid.TradeNo == "" {
