@@ -18,7 +18,7 @@ import (
 // TestUnverifiedCallbackIsBounded: the callback URL is open to anyone, so a forged
 // notification keeps only a prefix of its body, and the rate of them shows in the metrics.
 func TestUnverifiedCallbackIsBounded(t *testing.T) {
-	srv, st, _ := newServerWith(t, serverOptions{cfg: api.Config{BodyLimit: "64K"}})
+	srv, admin, st, _ := newServers(t, serverOptions{cfg: api.Config{BodyLimit: "64K"}})
 	form := url.Values{"notify_id": {"n1"}, "out_trade_no": {"P1"}, "total_amount": {"9.90"}, "sign": {"forged"},
 		"padding": {strings.Repeat("x", 60*1024)}}
 	raw := form.Encode()
@@ -41,7 +41,7 @@ func TestUnverifiedCallbackIsBounded(t *testing.T) {
 		t.Errorf("raw hash %s length %d, want the whole body's %x and %d", n.RawSHA256, n.RawLen, sum, len(raw))
 	}
 
-	m, err := http.Get(srv.URL + "/metrics")
+	m, err := http.Get(admin.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestCallbackWithARepeatedParameterIsRefusedBeforeVerifying(t *testing.T) {
 func TestTenThousandUnverifiedCallbacksStayBounded(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, st, _ := newServerWith(t, serverOptions{logger: logger})
+	srv, admin, st, _ := newServers(t, serverOptions{logger: logger})
 	h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
 	const n = 10000
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
@@ -116,7 +116,7 @@ func TestTenThousandUnverifiedCallbacksStayBounded(t *testing.T) {
 	if lines > 210 {
 		t.Errorf("%d log lines for %d unverified posts, want a bounded sample", lines, n)
 	}
-	m, err := http.Get(srv.URL + "/metrics")
+	m, err := http.Get(admin.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

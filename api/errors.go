@@ -160,7 +160,7 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		elapsed := time.Since(start)
 		s.metrics.observeHTTP(c.Request().Method, route, status, elapsed)
-		if route != "/metrics" && route != "/healthz" {
+		if route != "/healthz" {
 			s.log.InfoContext(c.Request().Context(), "http request", "request_id", requestID(c), "method", c.Request().Method,
 				"route", route, "status", status, "duration_ms", elapsed.Milliseconds(), "tenant_id", tenantIDOf(c))
 		}

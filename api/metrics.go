@@ -1,13 +1,11 @@
 package api
 
 import (
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -109,11 +107,6 @@ var callbackOutcomes = []string{"unreadable", "malformed", "unverified", "store_
 var dispatchOutcomes = []string{
 	"retry", "queue_full", outcomeSignalled, outcomeRedriven, outcomeAlreadyPaid, outcomeIgnored, outcomeAnomaly, "rejected",
 	outcomeRefundFinal, outcomeRefundStarted, outcomeRefundUnknown,
-}
-
-// Handler serves the metrics in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
 func (m *Metrics) observeHTTP(method, route string, status int, d time.Duration) {

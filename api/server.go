@@ -1,5 +1,6 @@
 // Package api is the HTTP interface of the payment system: the merchant API under /v1,
-// Alipay's asynchronous notifications under /callbacks, and health and metrics endpoints.
+// Alipay's asynchronous notifications under /callbacks, and /healthz. Readiness, metrics
+// and profiles are served apart, on an admin listener (AdminHandler).
 package api
 
 import (
@@ -87,6 +88,9 @@ type Config struct {
 	// the API creates and opens itself before starting their workflow (checkout_direct.go);
 	// zero leaves every checkout to the workflow's checkout update.
 	DirectCheckoutTTL time.Duration
+	// ReadyFor is how long a /readyz answer of the admin listener is reused before
+	// MySQL, Temporal and Redis are pinged again (admin.DefaultReadyFor if zero).
+	ReadyFor time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -170,8 +174,6 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	e.Use(middleware.ContextTimeout(s.cfg.RequestTimeout))
 
 	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(metrics.Handler()))
 	e.POST("/callbacks/alipay", s.alipayCallback)
 	e.GET("/openapi.yaml", serveOpenAPI)
 

@@ -26,7 +26,7 @@ func (s *Server) traceRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		route := c.Path()
-		if route == "/metrics" || route == "/healthz" || route == "/readyz" {
+		if route == "/healthz" {
 			return next(c)
 		}
 		if route == "" {

@@ -533,10 +533,10 @@ func (f *faultRun) heal() {
 	f.proxy.setDown(false)
 	f.control(http.MethodDelete, "/_sim/faults", nil)
 	f.control(http.MethodPost, "/_sim/notifications/release", map[string]any{"order": "lifo"})
-	if err := waitHTTP(f.st.apiURL+"/readyz", 60*time.Second); err != nil {
+	if err := waitAPI(f.st.apiURL, f.st.apiAdminURL); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := waitHTTP(f.st.adminURL+"/readyz", 60*time.Second); err != nil {
+	if err := waitHTTP(f.st.workerAdminURL+"/readyz", 60*time.Second); err != nil {
 		f.t.Fatal(err)
 	}
 }

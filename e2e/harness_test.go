@@ -82,13 +82,16 @@ type system struct {
 
 // stack is one API (and usually one worker) with its own settings.
 type stack struct {
-	name      string
-	apiURL    string
-	adminURL  string // the worker's /healthz, /readyz, /metrics
-	taskQueue string
-	api       *proc
-	worker    *proc
-	env       []string
+	name   string
+	apiURL string
+	// apiAdminURL serves the API's /readyz, /metrics and pprof (PAYKIT_API_ADMIN_ADDR),
+	// workerAdminURL the worker's (PAYKIT_WORKER_ADMIN_ADDR).
+	apiAdminURL    string
+	workerAdminURL string
+	taskQueue      string
+	api            *proc
+	worker         *proc
+	env            []string
 }
 
 func TestMain(m *testing.M) {
@@ -458,8 +461,9 @@ func startStack(name string, o stackOptions) (*stack, error) {
 	if o.taskQueue == "" {
 		o.taskQueue = "e2e-" + randHex(4)
 	}
-	apiAddr, adminAddr := freeAddr(), freeAddr()
-	st := &stack{name: name, apiURL: "http://" + apiAddr, adminURL: "http://" + adminAddr, taskQueue: o.taskQueue}
+	apiAddr, apiAdminAddr, workerAdminAddr := freeAddr(), freeAddr(), freeAddr()
+	st := &stack{name: name, apiURL: "http://" + apiAddr, apiAdminURL: "http://" + apiAdminAddr,
+		workerAdminURL: "http://" + workerAdminAddr, taskQueue: o.taskQueue}
 	apiHosts.Store(apiAddr, true)
 	st.env = append([]string{
 		"PAYKIT_MYSQL_DSN=" + env.dsn,
@@ -467,7 +471,8 @@ func startStack(name string, o stackOptions) (*stack, error) {
 		"PAYKIT_TEMPORAL_ADDR=" + env.temporalAddr,
 		"PAYKIT_TASK_QUEUE=" + o.taskQueue,
 		"PAYKIT_HTTP_ADDR=" + apiAddr,
-		"PAYKIT_WORKER_ADMIN_ADDR=" + adminAddr,
+		"PAYKIT_API_ADMIN_ADDR=" + apiAdminAddr,
+		"PAYKIT_WORKER_ADMIN_ADDR=" + workerAdminAddr,
 		"PAYKIT_PUBLIC_URL=" + st.apiURL,
 		"ALIPAY_APP_ID=" + appID,
 		"ALIPAY_SELLER_ID=" + sellerID,
@@ -498,11 +503,11 @@ func startStack(name string, o stackOptions) (*stack, error) {
 	if st.api, err = env.start(name+"-api", env.paykitBin, []string{"api"}, st.env); err != nil {
 		return st, err
 	}
-	if err := waitHTTP(st.apiURL+"/readyz", 60*time.Second); err != nil {
+	if err := waitAPI(st.apiURL, st.apiAdminURL); err != nil {
 		return st, fmt.Errorf("api %s: %w", name, err)
 	}
 	if !o.noWorker {
-		if err := waitHTTP(st.adminURL+"/readyz", 60*time.Second); err != nil {
+		if err := waitHTTP(st.workerAdminURL+"/readyz", 60*time.Second); err != nil {
 			return st, fmt.Errorf("worker %s: %w", name, err)
 		}
 	}
@@ -535,24 +540,17 @@ func deleteSchedules(taskQueue string) {
 	}
 }
 
-// servePprof restarts the stack's worker and API with net/http/pprof served on the given
-// addresses (PAYKIT_PPROF_ADDR), for profiles and goroutine dumps during a run.
-func (st *stack) servePprof(t *testing.T, apiAddr, workerAddr string) {
-	t.Helper()
-	for _, pr := range []struct {
-		proc       *proc
-		pprof, url string
-	}{{st.worker, workerAddr, st.adminURL}, {st.api, apiAddr, st.apiURL}} {
-		pr.proc.stop()
-		pr.proc.envv = append(pr.proc.envv[:len(pr.proc.envv):len(pr.proc.envv)], "PAYKIT_PPROF_ADDR="+pr.pprof)
-		if err := pr.proc.run(); err != nil {
-			t.Fatal(err)
-		}
-		if err := waitHTTP(pr.url+"/readyz", 60*time.Second); err != nil {
-			t.Fatal(err)
-		}
+// waitAPI waits until an API is ready (its admin listener's /readyz) and its public
+// listener answers (/healthz).
+func waitAPI(apiURL, adminURL string) error {
+	if err := waitHTTP(adminURL+"/readyz", 60*time.Second); err != nil {
+		return err
 	}
+	return waitHTTP(apiURL+"/healthz", 10*time.Second)
 }
+
+// hostOf is the host:port of an http:// URL.
+func hostOf(u string) string { return strings.TrimPrefix(u, "http://") }
 
 // restartWorker starts the stack's worker again after kill or stop.
 func (st *stack) restartWorker(t *testing.T) {

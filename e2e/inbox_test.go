@@ -188,13 +188,13 @@ func (p *holdingProxy) drop() {
 func startDoomedAPI(t *testing.T, st *stack) (*holdingProxy, *proc, string) {
 	t.Helper()
 	proxy := newHoldingProxy(t, env.temporalAddr)
-	apiAddr := freeAddr()
+	apiAddr, adminAddr := freeAddr(), freeAddr()
 	doomed, err := env.start(st.name+"-api-doomed", env.paykitBin, []string{"api"},
-		append(append([]string{}, st.env...), "PAYKIT_TEMPORAL_ADDR="+proxy.addr(), "PAYKIT_HTTP_ADDR="+apiAddr))
+		append(append([]string{}, st.env...), "PAYKIT_TEMPORAL_ADDR="+proxy.addr(), "PAYKIT_HTTP_ADDR="+apiAddr, "PAYKIT_API_ADMIN_ADDR="+adminAddr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := waitHTTP("http://"+apiAddr+"/readyz", 60*time.Second); err != nil {
+	if err := waitAPI("http://"+apiAddr, "http://"+adminAddr); err != nil {
 		doomed.kill()
 		t.Fatal(err)
 	}

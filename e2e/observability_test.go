@@ -29,7 +29,8 @@ var afterFirstStatement = map[string]string{
 }
 
 // TestDashboardAndAlertsReadExportedMetrics pays one order on a stack of its own, scrapes
-// the API's and the worker's /metrics, and requires that every metric an alert of
+// the API's and the worker's /metrics (on their admin addresses: the API's public
+// listener answers 404), and requires that every metric an alert of
 // deploy/prometheus/alerts.yml or a panel of the Grafana dashboard reads is exported by
 // one of them (a histogram by its family name), apart from the short lists above and
 // Prometheus's own up. It also checks that the worker's schedule gauges describe the
@@ -46,7 +47,7 @@ func TestDashboardAndAlertsReadExportedMetrics(t *testing.T) {
 	var workerText string
 	deadline := time.Now().Add(75 * time.Second) // the gauges refresh every 30 s
 	for {
-		workerText = string(do(t, "GET", st.adminURL+"/metrics", nil, nil).body)
+		workerText = string(do(t, "GET", st.workerAdminURL+"/metrics", nil, nil).body)
 		if v, ok := sampleValue(workerText, sweeper); ok && v > 0 {
 			if age := float64(time.Now().Unix()) - v; age > 60 {
 				t.Errorf("%s = %v: the sweeper (every 2 s) last acted %.0f s ago", sweeper, v, age)
@@ -68,7 +69,12 @@ func TestDashboardAndAlertsReadExportedMetrics(t *testing.T) {
 			t.Errorf("worker /metrics lacks %s:\n%s", want, grepLines(workerText, "paykit_schedule_", "paykit_gauges_"))
 		}
 	}
-	apiText := string(do(t, "GET", st.apiURL+"/metrics", nil, nil).body)
+	apiText := string(do(t, "GET", st.apiAdminURL+"/metrics", nil, nil).body)
+	for _, path := range []string{"/metrics", "/readyz", "/debug/pprof/"} {
+		if r := do(t, "GET", st.apiURL+path, nil, nil); r.status != 404 {
+			t.Errorf("the public listener answers GET %s: HTTP %d, want 404 (it is on the admin address)", path, r.status)
+		}
+	}
 	exported := map[string]bool{"up": true}
 	for _, text := range []string{apiText, workerText} {
 		for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) `).FindAllStringSubmatch(text, -1) {

@@ -72,7 +72,7 @@ type procStats struct {
 }
 
 func (p *perf) procStats() procStats {
-	w, a := scrape(p.st.adminURL+"/metrics"), scrape(p.st.apiURL+"/metrics")
+	w, a := scrape(p.st.workerAdminURL+"/metrics"), scrape(p.st.apiAdminURL+"/metrics")
 	return procStats{workerRSS: w["process_resident_memory_bytes"], workerGor: w["go_goroutines"],
 		apiRSS: a["process_resident_memory_bytes"], apiGor: a["go_goroutines"]}
 }

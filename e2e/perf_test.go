@@ -268,7 +268,6 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 	_, hostPart, _ := strings.Cut(base, "@")
 	dsn := p.dbUser + "@" + strings.TrimSuffix(hostPart, "/") + "/" + env.dbName
 
-	p.apiPprof, p.workPprof = freeAddr(), freeAddr()
 	p.redisAddr, p.dsn = redisAddr, dsn
 	st, err := startStack("perf", stackOptions{paymentTTL: 2 * time.Hour, redisAddr: redisAddr, extraEnv: []string{
 		"PAYKIT_MYSQL_DSN=" + dsn,
@@ -286,7 +285,7 @@ func newPerf(t *testing.T, cfg perfConfig) *perf {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.servePprof(t, p.apiPprof, p.workPprof)
+	p.apiPprof, p.workPprof = hostOf(st.apiAdminURL), hostOf(st.workerAdminURL)
 	// PAYKIT_PERF_WORKERS=2: a second paykit worker process on the same task queue and
 	// database, as in the production topology (its workflow tasks and activities share
 	// the load with the first).
@@ -582,7 +581,7 @@ func (p *perf) stallWatch(t *testing.T, phase string) (stop func()) {
 					_ = os.WriteFile(filepath.Join(at, fmt.Sprintf("%s-goroutines-%d.txt", who, i)), b, 0o644)
 				}
 			}
-			for who, u := range map[string]string{"temporal": "http://" + env.temporalMetrics + "/metrics", "worker": p.st.adminURL + "/metrics"} {
+			for who, u := range map[string]string{"temporal": "http://" + env.temporalMetrics + "/metrics", "worker": p.st.workerAdminURL + "/metrics"} {
 				if resp, err := http.Get(u); err == nil {
 					b, _ := io.ReadAll(resp.Body)
 					resp.Body.Close()
@@ -840,7 +839,7 @@ func (p *perf) withProfile(t *testing.T, on bool, name string, seconds int, fn f
 	dir := p.cfg.profileDir
 	_ = os.MkdirAll(dir, 0o755)
 	before := scrape("http://" + env.temporalMetrics + "/metrics")
-	wBefore := scrape(p.st.adminURL + "/metrics")
+	wBefore := scrape(p.st.workerAdminURL + "/metrics")
 	var wg sync.WaitGroup
 	for who, addr := range map[string]string{"api": p.apiPprof, "worker": p.workPprof} {
 		wg.Add(1)
@@ -875,7 +874,7 @@ func (p *perf) withProfile(t *testing.T, on bool, name string, seconds int, fn f
 	}()
 	s := p.counted(fn)
 	after := scrape("http://" + env.temporalMetrics + "/metrics")
-	wAfter := scrape(p.st.adminURL + "/metrics")
+	wAfter := scrape(p.st.workerAdminURL + "/metrics")
 	writeDelta(filepath.Join(dir, name+"-temporal-metrics.txt"), before, after, s.ok)
 	writeDelta(filepath.Join(dir, name+"-worker-metrics.txt"), wBefore, wAfter, s.ok)
 	wg.Wait()

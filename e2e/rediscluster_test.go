@@ -100,7 +100,7 @@ func TestRedisClusterMasterKilledMidStorm(t *testing.T) {
 		t.Errorf("the live masters hold %d paykit keys, %d before the kill: Redis was not used after it", n, liveBefore)
 	}
 	// Ready, with Redis degraded: a fast path down is not a dependency down.
-	r := do(t, http.MethodGet, st.apiURL+"/readyz", nil, nil)
+	r := do(t, http.MethodGet, st.apiAdminURL+"/readyz", nil, nil)
 	var ready struct {
 		Checks map[string]string `json:"checks"`
 	}

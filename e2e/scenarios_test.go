@@ -164,7 +164,7 @@ func happyPath(t *testing.T, st *stack, simURL string) {
 		t.Fatalf("GET payment: %d %s", got.status, got.body)
 	}
 	// Ops see it in the metrics of both processes.
-	metrics := string(do(t, http.MethodGet, st.adminURL+"/metrics", nil, nil).body)
+	metrics := string(do(t, http.MethodGet, st.workerAdminURL+"/metrics", nil, nil).body)
 	for _, want := range []string{`paykit_payment_transitions_total{status="PAID"}`, `paykit_webhook_deliveries_total{outcome="delivered"}`, "paykit_benefit_grants_total",
 		// The Temporal SDK's worker metrics, on the same endpoint.
 		`temporal_workflow_task_schedule_to_start_latency_seconds_bucket{`, `temporal_local_activity_execution_latency_seconds_bucket{`,
@@ -176,7 +176,7 @@ func happyPath(t *testing.T, st *stack, simURL string) {
 	// Every workflow task poll serves the task queue: with sticky execution on, a stale
 	// sticky backlog hint sent every poll to the sticky queue and new checkouts waited.
 	normal, sticky := 0.0, 0.0
-	for k, v := range scrape(st.adminURL + "/metrics") {
+	for k, v := range scrape(st.workerAdminURL + "/metrics") {
 		switch {
 		case !strings.HasPrefix(k, "temporal_num_pollers{"):
 		case strings.Contains(k, `poller_type="workflow_sticky_task"`):
@@ -188,14 +188,14 @@ func happyPath(t *testing.T, st *stack, simURL string) {
 	if sticky != 0 || normal == 0 {
 		t.Errorf("worker polls: %v on its sticky queue, %v on the task queue; want none and some", sticky, normal)
 	}
-	apiMetrics := string(do(t, http.MethodGet, st.apiURL+"/metrics", nil, nil).body)
+	apiMetrics := string(do(t, http.MethodGet, st.apiAdminURL+"/metrics", nil, nil).body)
 	for _, want := range []string{`paykit_notification_dispatches_total{outcome="signalled"}`, `temporal_request_latency_seconds_bucket{`, `operation="StartWorkflowExecution"`} {
 		if !strings.Contains(apiMetrics, want) {
 			t.Errorf("api /metrics lacks %s", want)
 		}
 	}
 	// A page checkout is answered by the API's own transaction and a workflow start.
-	if n := scrape(st.apiURL + "/metrics")[`paykit_checkout_paths_total{path="direct"}`]; n < 1 {
+	if n := scrape(st.apiAdminURL + "/metrics")[`paykit_checkout_paths_total{path="direct"}`]; n < 1 {
 		t.Errorf("api /metrics: %v checkouts answered by the direct path, want at least this one", n)
 	}
 	// Another tenant cannot see it.
@@ -662,7 +662,7 @@ func TestRedisUnavailableStillExactlyOnce(t *testing.T) {
 	if c := count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ?", res.PaymentNo); c != 1 {
 		t.Fatalf("events = %d", c)
 	}
-	ready := do(t, http.MethodGet, st.apiURL+"/readyz", nil, nil)
+	ready := do(t, http.MethodGet, st.apiAdminURL+"/readyz", nil, nil)
 	if ready.status != http.StatusOK || !strings.Contains(string(ready.body), "degraded") {
 		t.Fatalf("readyz with redis down: %d %s", ready.status, ready.body)
 	}

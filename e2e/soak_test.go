@@ -58,11 +58,8 @@ func TestSoak(t *testing.T) {
 	// PAYKIT_SOAK_STALL_DIR: the first checkout slower than the p99 bound captures where
 	// the API and the worker wait (goroutine dumps) and every Temporal and worker metric.
 	stallDir := os.Getenv("PAYKIT_SOAK_STALL_DIR")
-	apiPprof, workerPprof := freeAddr(), freeAddr()
 	st := newStack(t, stackOptions{paymentTTL: cfg.ttl, extraEnv: extra})
-	if stallDir != "" {
-		st.servePprof(t, apiPprof, workerPprof)
-	}
+	apiPprof, workerPprof := hostOf(st.apiAdminURL), hostOf(st.workerAdminURL)
 	fast := newTenant(t)
 	slow := newTenant(t)
 	sm := newSlowMerchant(t)
@@ -213,7 +210,7 @@ func (s *soak) captureStall() {
 	get("http://"+s.apiPprof+"/debug/pprof/goroutine?debug=2", "api-goroutines.txt")
 	get("http://"+s.workerPprof+"/debug/pprof/goroutine?debug=2", "worker-goroutines.txt")
 	get("http://"+env.temporalMetrics+"/metrics", "temporal-metrics.txt")
-	get(s.st.adminURL+"/metrics", "worker-metrics.txt")
+	get(s.st.workerAdminURL+"/metrics", "worker-metrics.txt")
 }
 
 // sim calls the simulator as the buyer would; its failures are the run's too.
@@ -275,7 +272,7 @@ func (s *soak) run() {
 			case <-stop:
 				return
 			case <-tick.C:
-				w, a := scrape(s.st.adminURL+"/metrics"), scrape(s.st.apiURL+"/metrics")
+				w, a := scrape(s.st.workerAdminURL+"/metrics"), scrape(s.st.apiAdminURL+"/metrics")
 				s.mu.Lock()
 				s.samples = append(s.samples, soakSample{at: time.Since(start),
 					workerGor: w["go_goroutines"], apiGor: a["go_goroutines"],

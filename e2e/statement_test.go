@@ -171,7 +171,7 @@ func TestStatementDay(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "discrepancies: 0 (clean)") {
 		t.Fatalf("clean day printed: exit %d\n%s", code, out)
 	}
-	metrics := string(do(t, http.MethodGet, st.adminURL+"/metrics", nil, nil).body)
+	metrics := string(do(t, http.MethodGet, st.workerAdminURL+"/metrics", nil, nil).body)
 	for _, want := range []string{
 		`paykit_statement_discrepancies{app_id="` + stmtAppID + `",kind="statement_local_not_in_bill"} 0`,
 		`paykit_statement_runs_total{app_id="` + stmtAppID + `",outcome="not_available"}`,

@@ -47,7 +47,8 @@ func readCompose(tb testing.TB) map[string]composeService {
 // TestComposeMonitoring keeps the production profile's Prometheus and Grafana consistent
 // with the files they mount and the processes they watch: pinned images, every mounted
 // file present, the rule files next to the mounted config, every target a paykit process
-// of the profile on the port it listens on (and every such process scraped), Grafana's
+// of the profile on the port its admin address listens on (and every such process
+// scraped), Grafana's
 // data source the Prometheus service, its dashboard provider reading the mounted
 // dashboards, and each dashboard's panels on that data source.
 func TestComposeMonitoring(t *testing.T) {
@@ -131,7 +132,7 @@ func TestComposeMonitoring(t *testing.T) {
 					t.Errorf("scrape job %s: target %s is not a production `paykit %s`", sc.JobName, target, cmd)
 					continue
 				}
-				listen := s.Environment["PAYKIT_HTTP_ADDR"]
+				listen := s.Environment["PAYKIT_API_ADMIN_ADDR"]
 				if cmd == "worker" {
 					listen = s.Environment["PAYKIT_WORKER_ADMIN_ADDR"]
 				}
@@ -163,7 +164,7 @@ func TestComposeMonitoring(t *testing.T) {
 		t.Fatalf("grafana data sources %+v, want one prometheus", dsFile.Datasources)
 	}
 	ds := dsFile.Datasources[0]
-	if u, err := url.Parse(ds.URL); err != nil || u.Hostname() != "prometheus" || !slices.Contains(services["prometheus"].Ports, "9090:"+u.Port()) {
+	if u, err := url.Parse(ds.URL); err != nil || u.Hostname() != "prometheus" || !slices.Contains(services["prometheus"].Ports, "127.0.0.1:9090:"+u.Port()) {
 		t.Errorf("grafana data source %s is not the prometheus service's port 9090", ds.URL)
 	}
 	var provFile struct {
@@ -347,4 +348,114 @@ func countOf(list []string, v string) int {
 		list = list[i+1:]
 	}
 	return n
+}
+
+// inProfile reports whether compose runs s under profile: services without a profile
+// run under every one.
+func inProfile(s composeService, profile string) bool {
+	return len(s.Profiles) == 0 || slices.Contains(s.Profiles, profile)
+}
+
+// TestComposeProductionSeedsNoDemoTenant: the demo tenant's API key is public (it is in
+// docker-compose.yml and the README), so only the dev profile creates it; nothing the
+// production profile runs creates a tenant or carries the key.
+func TestComposeProductionSeedsNoDemoTenant(t *testing.T) {
+	services := readCompose(t)
+	seeded := false
+	for name, s := range services {
+		seeds := s.Build == "." && len(s.Command) > 0 && s.Command[0] == "tenant"
+		if !seeds && !slices.ContainsFunc(s.Command, func(a string) bool { return strings.Contains(a, demoAPIKey) }) {
+			continue
+		}
+		if inProfile(s, "dev") {
+			seeded = true
+		}
+		if inProfile(s, "production") {
+			t.Errorf("%s (profiles %v) runs in the production profile and seeds a tenant: %v", name, s.Profiles, s.Command)
+		}
+	}
+	if !seeded {
+		t.Error("the dev profile seeds no demo tenant")
+	}
+}
+
+// TestComposePublishesOperationsOnLoopbackOnly: in both profiles, only the API's public
+// port (and the simulator's) is published on every interface. Temporal's frontend and UI,
+// Prometheus and Grafana are published on 127.0.0.1 only, and the admin addresses of the
+// paykit processes (readiness, metrics, pprof) are not published at all: Prometheus and
+// the health checks reach them inside the network.
+func TestComposePublishesOperationsOnLoopbackOnly(t *testing.T) {
+	services := readCompose(t)
+	loopbackOnly := map[string]bool{"prometheus": true, "grafana": true}
+	for name, s := range services {
+		operations := loopbackOnly[name] || strings.HasPrefix(s.Image, "temporalio/")
+		var admin []string // container ports of the admin addresses
+		for _, k := range []string{"PAYKIT_API_ADMIN_ADDR", "PAYKIT_WORKER_ADMIN_ADDR"} {
+			if _, p, err := net.SplitHostPort(s.Environment[k]); err == nil {
+				admin = append(admin, p)
+			}
+		}
+		for _, spec := range s.Ports {
+			parts := strings.Split(spec, ":")
+			if len(parts) < 2 || len(parts) > 3 {
+				t.Errorf("%s publishes %q: want [ip:]host:container", name, spec)
+				continue
+			}
+			container := parts[len(parts)-1]
+			if slices.Contains(admin, container) {
+				t.Errorf("%s publishes its admin port %s (%q): readiness, metrics and pprof stay inside the network", name, container, spec)
+			}
+			if operations && (len(parts) != 3 || parts[0] != "127.0.0.1") {
+				t.Errorf("%s publishes %q on every interface, want \"127.0.0.1:%s\"", name, spec, strings.Join(parts[len(parts)-2:], ":"))
+			}
+		}
+	}
+	for _, p := range []string{"dev", "production"} {
+		found := false
+		for _, s := range services {
+			found = found || (inProfile(s, p) && strings.HasPrefix(s.Image, "temporalio/") && len(s.Ports) > 0)
+		}
+		if !found {
+			t.Errorf("the %s profile publishes no Temporal port: the check above saw none", p)
+		}
+	}
+}
+
+// TestComposeHealthChecksUseTheAdminAddress: the API's health check asks readiness where
+// it is served, on the admin address inside the container.
+func TestComposeHealthChecksUseTheAdminAddress(t *testing.T) {
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Services map[string]struct {
+			Command     []string          `yaml:"command"`
+			Environment map[string]string `yaml:"environment"`
+			Healthcheck struct {
+				Test []string `yaml:"test"`
+			} `yaml:"healthcheck"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for name, s := range doc.Services {
+		if len(s.Command) == 0 || s.Command[0] != "api" {
+			continue
+		}
+		n++
+		_, port, err := net.SplitHostPort(s.Environment["PAYKIT_API_ADMIN_ADDR"])
+		if err != nil {
+			t.Errorf("%s: PAYKIT_API_ADMIN_ADDR %q: %v", name, s.Environment["PAYKIT_API_ADMIN_ADDR"], err)
+			continue
+		}
+		if want := "http://127.0.0.1:" + port + "/readyz"; !slices.Contains(s.Healthcheck.Test, want) {
+			t.Errorf("%s: health check %v, want one on %s", name, s.Healthcheck.Test, want)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no `paykit api` service")
+	}
 }

@@ -117,7 +117,7 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	defer system.ShutdownTracing(tr, logger)
-	// One registry: the API's /metrics also shows the worker's counters in dev.
+	// One registry: the API admin's /metrics also shows the worker's counters in dev.
 	reg := system.NewRegistry()
 	sys, err := system.Open(ctx, cfg, logger, reg, tr)
 	if err != nil {
@@ -167,8 +167,9 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		return worker.Run(gctx, sys.Temporal, system.WorkerConfig(cfg, sys.StatementAppIDs(ctx, cfg, logger)), acts, logger.With("component", "worker"))
 	})
 	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
-	devstack.Walkthrough{API: "http://" + cfg.HTTPAddr, Sim: simURL, Merchant: o.merchantAdr, Shop: o.shopAddr,
-		UIPort: o.uiPort, APIKey: demoAPIKey}.Print(os.Stdout)
+	g.Go(func() error { return system.Serve(gctx, cfg.APIAdminAddr, srv.AdminHandler()) })
+	devstack.Walkthrough{API: "http://" + cfg.HTTPAddr, Admin: "http://" + cfg.APIAdminAddr, Sim: simURL, Merchant: o.merchantAdr,
+		Shop: o.shopAddr, UIPort: o.uiPort, APIKey: demoAPIKey}.Print(os.Stdout)
 	err = g.Wait()
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.Canceled) {
 		return nil

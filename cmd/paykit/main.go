@@ -141,9 +141,17 @@ func runAPI(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer sys.Close()
-	system.StartPprof(ctx, cfg, logger)
-	logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
-	return sys.APIServer(cfg, logger, api.NewMetrics(reg)).ListenAndServe(ctx, cfg.HTTPAddr, 20*time.Second)
+	srv := sys.APIServer(cfg, logger, api.NewMetrics(reg))
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		logger.Info("api admin listening", "addr", cfg.APIAdminAddr, "endpoints", "/healthz /readyz /metrics /debug/pprof/")
+		return system.Serve(gctx, cfg.APIAdminAddr, srv.AdminHandler())
+	})
+	g.Go(func() error {
+		logger.Info("api listening", "addr", cfg.HTTPAddr, "notify_url", cfg.PublicURL+"/callbacks/alipay")
+		return srv.ListenAndServe(gctx, cfg.HTTPAddr, 20*time.Second)
+	})
+	return g.Wait()
 }
 
 func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
@@ -158,7 +166,6 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 		return err
 	}
 	defer sys.Close()
-	system.StartPprof(ctx, cfg, logger)
 	acts := sys.Activities(cfg, logger)
 	acts.Metrics = activities.NewMetrics(reg)
 	acts.StatementMetrics = activities.NewStatementMetrics(reg)
@@ -167,7 +174,7 @@ func runWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 	g.Go(func() error { return worker.Run(gctx, sys.Temporal, wcfg, acts, logger) })
 	g.Go(func() error { return sys.RunGauges(gctx, wcfg, reg, logger) })
 	g.Go(func() error {
-		logger.Info("worker admin listening", "addr", cfg.WorkerAdminAddr, "endpoints", "/healthz /readyz /metrics")
+		logger.Info("worker admin listening", "addr", cfg.WorkerAdminAddr, "endpoints", "/healthz /readyz /metrics /debug/pprof/")
 		return system.Serve(gctx, cfg.WorkerAdminAddr, worker.AdminHandler(reg, sys.Ping, logger))
 	})
 	return g.Wait()

@@ -33,7 +33,10 @@ type Config struct {
 	TaskQueue         string
 
 	HTTPAddr string
-	// WorkerAdminAddr serves the worker's /healthz, /readyz and /metrics.
+	// APIAdminAddr serves the API's /healthz, /readyz, /metrics and pprof, apart from
+	// HTTPAddr, which faces Alipay and merchants.
+	APIAdminAddr string
+	// WorkerAdminAddr serves the worker's /healthz, /readyz, /metrics and pprof.
 	WorkerAdminAddr string
 	PublicURL       string // where Alipay reaches the API; notify_url is PublicURL + /callbacks/alipay
 
@@ -82,8 +85,6 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string // json or text
-	// PprofAddr, if set, serves net/http/pprof there (off by default).
-	PprofAddr string
 	// InboxSettleBound, InboxSweepInterval and NotificationRetention tune the inbox of
 	// Alipay's notifications (api.Config).
 	InboxSettleBound      time.Duration
@@ -203,6 +204,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		TemporalNamespace: e.str("PAYKIT_TEMPORAL_NAMESPACE", "default"),
 		TaskQueue:         e.str("PAYKIT_TASK_QUEUE", "payments"),
 		HTTPAddr:          e.str("PAYKIT_HTTP_ADDR", "127.0.0.1:8080"),
+		APIAdminAddr:      e.str("PAYKIT_API_ADMIN_ADDR", "127.0.0.1:8084"),
 		WorkerAdminAddr:   e.str("PAYKIT_WORKER_ADMIN_ADDR", "127.0.0.1:8082"),
 		PublicURL:         strings.TrimRight(e.str("PAYKIT_PUBLIC_URL", "http://127.0.0.1:8080"), "/"),
 
@@ -253,7 +255,6 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		ActivityTaskPollers:   e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
 		LogLevel:              e.str("PAYKIT_LOG_LEVEL", "info"),
 		LogFormat:             e.str("PAYKIT_LOG_FORMAT", "json"),
-		PprofAddr:             e.str("PAYKIT_PPROF_ADDR", ""),
 		TraceOTLP:             e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
 		TraceFile:             e.str("PAYKIT_TRACE_FILE", ""),
 		MigrateLockWait:       e.dur("PAYKIT_MIGRATE_LOCK_WAIT", migrations.DefaultLockWait),
@@ -295,6 +296,9 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if err := c.AlipayCerts.check(); err != nil {
 		e.errs = append(e.errs, err.Error())
+	}
+	if c.APIAdminAddr == c.HTTPAddr {
+		e.errs = append(e.errs, "PAYKIT_API_ADMIN_ADDR must differ from PAYKIT_HTTP_ADDR: readiness, metrics and profiles stay off the public listener")
 	}
 	if len(e.errs) > 0 {
 		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))

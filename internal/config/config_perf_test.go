@@ -7,25 +7,23 @@ import (
 	"time"
 )
 
-func TestLoadConfig_InboxAndPprof(t *testing.T) {
+func TestLoadConfig_Inbox(t *testing.T) {
 	tests := []struct {
 		name                    string
 		env                     map[string]string
 		bound, sweep, retention time.Duration
-		wantPprof               string
 	}{
-		{"defaults: 30s, 5s, 30 days, no pprof", nil, 30 * time.Second, 5 * time.Second, 30 * 24 * time.Hour, ""},
+		{"defaults: 30s, 5s, 30 days", nil, 30 * time.Second, 5 * time.Second, 30 * 24 * time.Hour},
 		{"overridden", map[string]string{"PAYKIT_INBOX_SETTLE_BOUND": "1m", "PAYKIT_INBOX_SWEEP_INTERVAL": "2s",
-			"PAYKIT_NOTIFICATION_RETENTION": "72h", "PAYKIT_PPROF_ADDR": "127.0.0.1:6060"},
-			time.Minute, 2 * time.Second, 72 * time.Hour, "127.0.0.1:6060"},
+			"PAYKIT_NOTIFICATION_RETENTION": "72h"},
+			time.Minute, 2 * time.Second, 72 * time.Hour},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := config.Load(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
-			if err != nil || c.InboxSettleBound != tc.bound || c.InboxSweepInterval != tc.sweep ||
-				c.NotificationRetention != tc.retention || c.PprofAddr != tc.wantPprof {
-				t.Fatalf("bound %v sweep %v retention %v pprof %q (%v); want %v %v %v %q", c.InboxSettleBound, c.InboxSweepInterval,
-					c.NotificationRetention, c.PprofAddr, err, tc.bound, tc.sweep, tc.retention, tc.wantPprof)
+			if err != nil || c.InboxSettleBound != tc.bound || c.InboxSweepInterval != tc.sweep || c.NotificationRetention != tc.retention {
+				t.Fatalf("bound %v sweep %v retention %v (%v); want %v %v %v", c.InboxSettleBound, c.InboxSweepInterval,
+					c.NotificationRetention, err, tc.bound, tc.sweep, tc.retention)
 			}
 		})
 	}
@@ -37,6 +35,35 @@ func TestLoadConfig_InboxAndPprof(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), k) {
 			t.Fatalf("%s=%s: %v; want an error naming it", k, v, err)
 		}
+	}
+}
+
+// The API's operational endpoints listen on a loopback address of their own by default,
+// never on the public listener's.
+func TestLoadConfig_APIAdminAddr(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    string
+		wantErr bool
+	}{
+		{"default", nil, "127.0.0.1:8084", false},
+		{"set", map[string]string{"PAYKIT_API_ADMIN_ADDR": "10.0.0.5:9100"}, "10.0.0.5:9100", false},
+		{"the public address", map[string]string{"PAYKIT_HTTP_ADDR": "0.0.0.0:8080", "PAYKIT_API_ADMIN_ADDR": "0.0.0.0:8080"}, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Load(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "PAYKIT_API_ADMIN_ADDR") {
+					t.Fatalf("%v; want an error naming PAYKIT_API_ADMIN_ADDR", err)
+				}
+				return
+			}
+			if err != nil || c.APIAdminAddr != tc.want || c.APIAdminAddr == c.HTTPAddr {
+				t.Fatalf("admin %q http %q (%v); want admin %q", c.APIAdminAddr, c.HTTPAddr, err, tc.want)
+			}
+		})
 	}
 }
 

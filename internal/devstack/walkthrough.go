@@ -8,10 +8,10 @@ import (
 // Walkthrough is what `paykit dev` prints once everything runs: where each piece
 // listens, and the steps of a first payment.
 type Walkthrough struct {
-	API, Sim       string // URLs
-	Merchant, Shop string // addresses
-	UIPort         int
-	APIKey         string // the demo tenant's
+	API, Admin, Sim string // URLs; Admin is the API's operational endpoints
+	Merchant, Shop  string // addresses
+	UIPort          int
+	APIKey          string // the demo tenant's
 }
 
 // Print prints the walk-through to out.
@@ -19,7 +19,8 @@ func (w Walkthrough) Print(out io.Writer) {
 	fmt.Fprintf(out, `
 ================================================================================
  paykit is running
-   API                  %[1]s            (health: %[1]s/readyz)
+   API                  %[1]s
+   API admin            %[7]s            (%[7]s/readyz, /metrics, /debug/pprof/)
    Temporal Web UI      http://127.0.0.1:%[2]d
    Alipay simulator     %[3]s/gateway.do   (control API: %[3]s/_sim/trades)
    Demo merchant hooks  http://%[4]s/webhooks   (verified webhooks are logged here)
@@ -51,5 +52,5 @@ func (w Walkthrough) Print(out io.Writer) {
  4. Follow it as one trace, from the checkout to the webhook (spans of this run):
     go run ./cmd/paykit trace -file .dev/traces.jsonl -tenant demo -order 1001
 ================================================================================
-`, w.API, w.UIPort, w.Sim, w.Merchant, w.APIKey, w.Shop)
+`, w.API, w.UIPort, w.Sim, w.Merchant, w.APIKey, w.Shop, w.Admin)
 }
