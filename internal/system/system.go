@@ -176,7 +176,7 @@ func newActivities(cfg config.Config, store *mysql.Store, gw payment.Gateway, rc
 func apiStores(st *mysql.Store) api.Stores {
 	return api.Stores{
 		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
-		EventFeed: st, Tenants: st, Anomalies: st, Pinger: st,
+		EventFeed: st, Tenants: st, APIKeys: st, Anomalies: st, Pinger: st,
 	}
 }
 
