@@ -54,7 +54,7 @@ func (s sharedStack) server(tb testing.TB, cfg api.Config, keys payment.APIKeys)
 		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
 		EventFeed: st, Tenants: st, APIKeys: keys, Anomalies: st, Pinger: st,
 	}
-	srv := httptest.NewServer(api.New(cfg, stores, payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, s.cache, nil, nil))
+	srv := httptest.NewServer(checked(tb, api.New(cfg, stores, payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, s.cache, nil, nil)))
 	tb.Cleanup(srv.Close)
 	return srv
 }
