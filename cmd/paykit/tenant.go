@@ -17,6 +17,7 @@ type tenantFlags struct {
 	tenants.Change
 	reencrypt bool
 	newKey    string
+	apiKeys   tenants.KeyChange
 }
 
 func runTenant(ctx context.Context, cfg config.Config, args []string) error {
@@ -48,6 +49,9 @@ func parseTenantFlags(cfg config.Config, args []string) (tenantFlags, tenants.Ro
 	fs.BoolVar(&f.ClearKeys, "clear-alipay-keys", false, "remove the tenant's own app keys; its payments go through the default app")
 	fs.BoolVar(&f.reencrypt, "reencrypt", false, "seal every tenant's Alipay keys again under the first key of PAYKIT_SECRETS_KEYS (after a rotation), then exit")
 	fs.StringVar(&f.newKey, "new-secrets-key", "", "print a new random key for PAYKIT_SECRETS_KEYS with this id, then exit")
+	fs.BoolVar(&f.apiKeys.Rotate, "rotate-api-key", false, "issue a new API key (printed once), keeping the tenant's other keys valid for -api-key-overlap (changes nothing else)")
+	fs.DurationVar(&f.apiKeys.Overlap, "api-key-overlap", tenants.DefaultAPIKeyOverlap, "how long the keys a rotation replaces still authenticate")
+	fs.StringVar(&f.apiKeys.Revoke, "revoke-api-key", "", "revoke the key with this hash (or hash prefix), or every key but the newest with \"old\"; every API process refuses it within a second")
 	var rot tenants.Rotation
 	fs.StringVar(&rot.NewSecret, "rotate-webhook-secret", "", "make this the webhook secret, keeping the current one valid for -old-secret-valid-for (changes nothing else)")
 	fs.DurationVar(&rot.Window, "old-secret-valid-for", tenants.DefaultOldSecretWindow, "how long the rotated-out webhook secret still signs")
@@ -61,6 +65,18 @@ func parseTenantFlags(cfg config.Config, args []string) (tenantFlags, tenants.Ro
 }
 
 func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot tenants.Rotation) error {
+	if f.apiKeys.Requested() {
+		store, err := system.OpenStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer system.CloseStore(store)
+		msg, err := tenants.ChangeKeys(ctx, store, f.ID, f.apiKeys, time.Now())
+		if err == nil {
+			fmt.Println(msg)
+		}
+		return err
+	}
 	if rot.Requested() {
 		store, err := system.OpenStore(ctx, cfg)
 		if err != nil {
