@@ -37,12 +37,17 @@ const (
 	DefaultRedeliveryRate        = 10
 	DefaultMaxOpenCheckoutTokens = 50000
 	DefaultAuthFailuresPerMinute = 60
+	// DefaultRateBurst lets a tenant spend five seconds of its rate at once: the load
+	// tests start hundreds of checkouts together.
+	DefaultRateBurst = 5 * time.Second
 )
 
 // Limits are the per-tenant rate limits of the routes that create work, in requests a
-// second (bursts of one second's worth); zero is no limit.
+// second; zero is no limit.
 type Limits struct {
 	CheckoutTokens, Checkouts, Refunds, Redeliveries float64
+	// Burst is how much of its rate a tenant may spend at once (zero: one second's).
+	Burst time.Duration
 	// MaxOpenCheckoutTokens bounds a tenant's unspent checkout tokens; zero is no bound.
 	MaxOpenCheckoutTokens int
 }
@@ -50,7 +55,7 @@ type Limits struct {
 // DefaultLimits are the limits of the Default* constants.
 func DefaultLimits() Limits {
 	return Limits{CheckoutTokens: DefaultCheckoutTokenRate, Checkouts: DefaultCheckoutRate, Refunds: DefaultRefundRate,
-		Redeliveries: DefaultRedeliveryRate, MaxOpenCheckoutTokens: DefaultMaxOpenCheckoutTokens}
+		Redeliveries: DefaultRedeliveryRate, Burst: DefaultRateBurst, MaxOpenCheckoutTokens: DefaultMaxOpenCheckoutTokens}
 }
 
 func (l Limits) rate(route string) float64 {
@@ -77,7 +82,11 @@ func (s *Server) limited(route string, h echo.HandlerFunc) echo.HandlerFunc {
 			return h(c)
 		}
 		tenantID := tenantIDOf(c)
-		ok, wait, err := s.limiter.Allow(c.Request().Context(), tenantID, route, rate, max(1, int(math.Ceil(rate))))
+		burst := s.cfg.Limits.Burst
+		if burst <= 0 {
+			burst = time.Second
+		}
+		ok, wait, err := s.limiter.Allow(c.Request().Context(), tenantID, route, rate, max(1, int(math.Ceil(rate*burst.Seconds()))))
 		switch {
 		case err != nil:
 			s.metrics.limiterErrors.WithLabelValues(route).Inc()

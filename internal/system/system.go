@@ -261,7 +261,11 @@ func (s *System) cache() api.Cache {
 // APIServer is the HTTP API on the system, with its settings from cfg.
 func (s *System) APIServer(cfg config.Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	ac := api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
-		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention}
+		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention,
+		Limits: cfg.Limits, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute}
+	if cfg.AuthFailuresPerMinute == 0 {
+		ac.AuthFailuresPerMinute = -1 // no limit
+	}
 	if cfg.DirectCheckout {
 		ac.DirectCheckoutTTL = cfg.Timing.PaymentTTL
 	}
