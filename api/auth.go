@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -71,9 +72,10 @@ type keyCache struct {
 	// checked is when the last look at the changed keys that succeeded started.
 	checked time.Time
 
-	// looking serialises the looks; a request that finds one running does not wait
-	// unless the cache can no longer be trusted.
-	looking sync.Mutex
+	// looking serialises the looks; background says one is started in the background,
+	// so that a busy process starts one at a time and requests never wait for it.
+	looking    sync.Mutex
+	background atomic.Bool
 }
 
 func newKeyCache(ttl, bound time.Duration, store payment.APIKeys) *keyCache {
@@ -127,7 +129,11 @@ func (kc *keyCache) look(ctx context.Context) error {
 
 // lookInBackground starts a look unless one is running.
 func (kc *keyCache) lookInBackground() {
+	if !kc.background.CompareAndSwap(false, true) {
+		return
+	}
 	go func() {
+		defer kc.background.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = kc.look(ctx)

@@ -202,3 +202,27 @@ func TestAuthFailuresAreLimitedPerSource(t *testing.T) {
 		t.Fatalf("another address: HTTP %d, want 401", got)
 	}
 }
+
+// TestCachedKeyIsNotTrustedWithoutMySQL: a process that cannot read the changed keys
+// stops answering from its cache within the revocation bound (here 200 ms), rather than
+// for the cache's 30 s: it then asks MySQL for each key, and answers 503 while MySQL is
+// down, and 200 again once it is back.
+func TestCachedKeyIsNotTrustedWithoutMySQL(t *testing.T) {
+	srv, st, _ := newServerWith(t, serverOptions{cfg: api.Config{KeyRevocationBound: 200 * time.Millisecond}})
+	if got := status(t, srv, key, ""); got != http.StatusOK {
+		t.Fatalf("before: HTTP %d", got)
+	}
+	st.mu.Lock()
+	st.down = true
+	st.mu.Unlock()
+	time.Sleep(250 * time.Millisecond)
+	if got := status(t, srv, key, ""); got != http.StatusServiceUnavailable {
+		t.Fatalf("MySQL down past the bound: HTTP %d, want 503", got)
+	}
+	st.mu.Lock()
+	st.down = false
+	st.mu.Unlock()
+	if got := status(t, srv, key, ""); got != http.StatusOK {
+		t.Fatalf("MySQL back: HTTP %d", got)
+	}
+}

@@ -188,10 +188,12 @@ WHERE tenant_id = ? AND revoked_at IS NULL AND key_hash IN (`+marks+`)`, args...
 // replaces the tenant's key (old) revokes every other key of the tenant: `paykit tenant
 // -api-key` replaces at once, where -rotate-api-key keeps the old key for a while.
 func (st *Store) syncAPIKey(ctx context.Context, tx *sql.Tx, tenantID, hash, old string, now time.Time) error {
-	owner, err := st.apiKeyOwner(ctx, tx, hash)
+	k, err := st.apiKey(ctx, tx, hash)
 	switch {
-	case err == nil && owner != tenantID:
+	case err == nil && k.TenantID != tenantID:
 		return payment.Errorf(payment.ECONFLICT, "api key hash already belongs to another tenant")
+	case err == nil && !k.RevokedAt.IsZero():
+		return payment.Errorf(payment.ECONFLICT, "api key was revoked; give a new one")
 	case err != nil && !errors.Is(err, payment.ErrNotFound):
 		return err
 	}
@@ -205,14 +207,14 @@ func (st *Store) syncAPIKey(ctx context.Context, tx *sql.Tx, tenantID, hash, old
 	return err
 }
 
-func (st *Store) apiKeyOwner(ctx context.Context, tx *sql.Tx, hash string) (string, error) {
+func (st *Store) apiKey(ctx context.Context, tx *sql.Tx, hash string) (payment.APIKey, error) {
 	var k payment.APIKey
 	err := st.queryRow(ctx, tx, qAPIKeyByHash, []any{hash}, func(row *sql.Row) error {
 		var err error
 		k, err = scanAPIKey(row)
 		return err
 	})
-	return k.TenantID, err
+	return k, err
 }
 
 // unusableKeyHash is a hash no key has: SHA-256 of random bytes never handed out.

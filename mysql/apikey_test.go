@@ -83,6 +83,10 @@ func TestAPIKeyRotationAndRevocation(t *testing.T) {
 	if err := st.UpsertTenant(ctx, payment.Tenant{ID: "tb", APIKeyHash: hash('c'), AlipayAppID: "2021A"}); payment.ErrorCode(err) != payment.ECONFLICT {
 		t.Fatalf("another tenant's (revoked) key: %v", err)
 	}
+	if err := st.UpsertTenant(ctx, payment.Tenant{ID: "ta", APIKeyHash: hash('c'), AlipayAppID: "2021A"}); payment.ErrorCode(err) != payment.ECONFLICT {
+		t.Fatalf("a revoked key set again: %v", err)
+	}
+	valid(hash('e'), true, "ta")
 
 	// A key an older binary wrote to tenants alone.
 	if _, err := db.ExecContext(ctx, "UPDATE tenants SET api_key_hash = ? WHERE id = 'ta'", hash('f')); err != nil {
