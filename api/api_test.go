@@ -54,7 +54,7 @@ type fakeStore struct {
 func (f *fakeStore) stores() api.Stores {
 	return api.Stores{
 		Payments: f, PayLinks: f, Refunds: f, IdempotencyKeys: f, Notifications: f, Inbox: f,
-		EventFeed: f, Tenants: f, Anomalies: f, Pinger: f,
+		EventFeed: f, Tenants: f, APIKeys: f, Anomalies: f, Pinger: f,
 	}
 }
 
@@ -78,6 +78,13 @@ func (f *fakeStore) TenantByAPIKeyHash(_ context.Context, h string) (payment.Ten
 		return payment.Tenant{}, payment.ErrNotFound
 	}
 	return f.tenant, nil
+}
+func (f *fakeStore) TenantAPIKey(ctx context.Context, h string) (payment.APIKey, payment.Tenant, error) {
+	t, err := f.TenantByAPIKeyHash(ctx, h)
+	return payment.APIKey{Hash: h, TenantID: t.ID}, t, err
+}
+func (f *fakeStore) APIKeysChangedSince(context.Context, time.Time, int) ([]payment.APIKey, error) {
+	return nil, f.err()
 }
 func (f *fakeStore) OrderPaidPayment(_ context.Context, tenantID, orderID string) (payment.Payment, bool, error) {
 	if err := f.err(); err != nil {
@@ -500,13 +507,13 @@ func newFakeCache() *fakeCache {
 	return &fakeCache{tokens: map[string]fakeToken{}, resp: map[string]payment.IdempotencyRecord{}, ttls: map[string]time.Duration{}}
 }
 
-func (f *fakeCache) IssueToken(_ context.Context, tenantID, orderID string, _ time.Duration) (string, error) {
+func (f *fakeCache) IssueToken(_ context.Context, tenantID, orderID string, _ time.Duration, _ int) (string, time.Duration, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seq++
 	tok := fmt.Sprintf("%032x", f.seq)
 	f.tokens[tenantID+":"+tok] = fakeToken{order: orderID}
-	return tok, nil
+	return tok, 0, nil
 }
 
 func (f *fakeCache) ClaimToken(_ context.Context, tenantID, token, orderID, binder string) (string, bool, error) {

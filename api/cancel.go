@@ -16,7 +16,7 @@ import (
 func (s *Server) merchantRoutes(v1 routeGroup) {
 	v1.POST("/payments/:payment_no/cancel", s.cancelPayment)
 	v1.GET("/events", s.listEvents)
-	v1.POST("/events/:event_id/redeliver", s.redeliverEvent)
+	v1.POST("/events/:event_id/redeliver", s.limited(RouteRedeliveries, s.redeliverEvent))
 }
 
 // cancelPayment cancels a pending payment through its workflow, under the

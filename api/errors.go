@@ -35,6 +35,7 @@ var statusByCode = map[string]int{
 	payment.EINTERNAL:       http.StatusInternalServerError,
 
 	payment.EUNSUPPORTEDMEDIA: http.StatusUnsupportedMediaType,
+	payment.ERATELIMITED:      http.StatusTooManyRequests,
 }
 
 // Problem is an RFC 9457 problem details body.

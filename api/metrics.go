@@ -28,6 +28,12 @@ type Metrics struct {
 	// notifications the sweep saw settled by their payment being PAID.
 	dispatches *prometheus.CounterVec
 	settled    prometheus.Counter
+	// rateLimited counts the requests answered 429 by tenant and limit, limiterErrors
+	// the requests let through because the limiter did not answer, authFailures the API
+	// keys that did not authenticate.
+	rateLimited   *prometheus.CounterVec
+	limiterErrors *prometheus.CounterVec
+	authFailures  prometheus.Counter
 }
 
 // NewMetrics registers the collectors on reg, or on a new registry if reg is nil.
@@ -73,7 +79,21 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	m.settled = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "paykit_notifications_settled_paid_total", Help: "Acknowledged Alipay notifications the inbox sweep saw settled by their payment being PAID.",
 	})
-	reg.MustRegister(m.requests, m.latency, m.checkouts, m.checkoutPaths, m.callbacks, m.unverifiedBytes, m.idem, m.anomalies, m.dispatches, m.settled)
+	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "paykit_rate_limited_total",
+		Help: "Requests answered 429, by tenant and limit (checkout_tokens, checkouts, refunds, redeliveries, open_checkout_tokens; auth with no tenant: a source address presenting too many unknown API keys).",
+	}, []string{"tenant", "route"})
+	m.limiterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "paykit_rate_limiter_errors_total", Help: "Requests let through unlimited because the rate limiter (Redis) did not answer, by route.",
+	}, []string{"route"})
+	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "paykit_auth_failures_total", Help: "Requests whose API key is unknown, revoked or expired.",
+	})
+	reg.MustRegister(m.requests, m.latency, m.checkouts, m.checkoutPaths, m.callbacks, m.unverifiedBytes, m.idem, m.anomalies, m.dispatches, m.settled,
+		m.rateLimited, m.limiterErrors, m.authFailures)
+	for _, r := range []string{RouteCheckoutTokens, RouteCheckouts, RouteRefunds, RouteRedeliveries} {
+		m.limiterErrors.WithLabelValues(r)
+	}
 	// The outcomes alerts and dashboards read exist from the start at 0, so a rate over
 	// them counts the first one too.
 	for _, o := range checkoutOutcomes {

@@ -133,9 +133,13 @@ func (s *Server) createCheckoutToken(c echo.Context) error {
 	if s.cache == nil {
 		return payment.Errorf(payment.EUNAVAILABLE, "checkout tokens need Redis, which is not configured")
 	}
-	tok, err := s.cache.IssueToken(c.Request().Context(), tenantIDOf(c), req.OrderID, s.cfg.CheckoutTokenTTL)
+	tok, wait, err := s.cache.IssueToken(c.Request().Context(), tenantIDOf(c), req.OrderID, s.cfg.CheckoutTokenTTL, s.cfg.Limits.MaxOpenCheckoutTokens)
 	if err != nil {
 		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot issue a checkout token right now", Err: err}
+	}
+	if tok == "" {
+		s.metrics.rateLimited.WithLabelValues(tenantIDOf(c), "open_checkout_tokens").Inc()
+		return rateLimited(c, wait, "the tenant holds as many unspent checkout tokens as it may; spend some or wait for them to expire")
 	}
 	return c.JSON(http.StatusCreated, map[string]any{
 		"checkout_token": tok,

@@ -40,7 +40,9 @@ type Orchestrator interface {
 // Cache is the Redis fast path. Every method may fail; the API then falls back to MySQL,
 // which is the source of truth, so Redis being down makes requests slower, never wrong.
 type Cache interface {
-	IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration) (string, error)
+	// IssueToken issues a checkout token unless the tenant holds maxOpen unspent ones
+	// (maxOpen <= 0: no bound); then it issues none and answers how long until one expires.
+	IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration, maxOpen int) (token string, retryAfter time.Duration, err error)
 	// ClaimToken binds a checkout token to one request (binder): ok=true for the first
 	// claim and for later claims with the same binder, ok=false for any other binder or a
 	// spent, expired or unknown token. A token issued for an order other than orderID
@@ -71,8 +73,19 @@ type Config struct {
 	BodyLimit string
 	// RequestTimeout bounds the work done for one request.
 	RequestTimeout time.Duration
-	// TenantCacheTTL is how long an authenticated API key is remembered in memory.
+	// TenantCacheTTL is how long an authenticated API key is remembered in memory (at
+	// most until the key expires).
 	TenantCacheTTL time.Duration
+	// KeyRevocationBound is the longest a revoked API key is still accepted by this
+	// process (keyCache); zero means DefaultKeyRevocationBound.
+	KeyRevocationBound time.Duration
+	// AuthFailuresPerMinute is how many API keys that do not authenticate a source
+	// address may present a minute before it is answered 429; zero means
+	// DefaultAuthFailuresPerMinute, negative no limit.
+	AuthFailuresPerMinute int
+	// Limits are the per-tenant rate limits, applied when the Cache is also a Limiter;
+	// the zero value limits nothing.
+	Limits Limits
 	// CancelWait is how long POST /v1/payments/{payment_no}/cancel waits for the payment
 	// to end before it answers 202 with the payment still pending.
 	CancelWait time.Duration
@@ -112,6 +125,12 @@ func (c Config) withDefaults() Config {
 	if c.TenantCacheTTL <= 0 {
 		c.TenantCacheTTL = 30 * time.Second
 	}
+	if c.KeyRevocationBound <= 0 {
+		c.KeyRevocationBound = DefaultKeyRevocationBound
+	}
+	if c.AuthFailuresPerMinute == 0 {
+		c.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
+	}
 	if c.CancelWait <= 0 {
 		c.CancelWait = 10 * time.Second
 	}
@@ -137,7 +156,11 @@ type Server struct {
 	cache    Cache
 	log      *slog.Logger
 	metrics  *Metrics
-	tenants  *tenantCache
+	keys     *keyCache
+	// authFailures limits the unknown keys a source address may present.
+	authFailures *failureLimiter
+	// limiter is the cache as a Limiter, or nil.
+	limiter Limiter
 	// inbox hands acknowledged notifications to their payments (inbox.go).
 	inbox *inbox
 	// unverified bounds the rows and error lines of unverified callbacks.
@@ -161,9 +184,17 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 		log: logger, metrics: metrics, inbox: newInbox(),
 	}
 	s.startInbox()
-	s.tenants = newTenantCache(s.cfg.TenantCacheTTL)
+	s.keys = newKeyCache(s.cfg.TenantCacheTTL, s.cfg.KeyRevocationBound, store.APIKeys)
+	s.authFailures = newFailureLimiter(s.cfg.AuthFailuresPerMinute)
+	if l, ok := cache.(Limiter); ok {
+		s.limiter = l
+	}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
+	// The source address of a request is its peer's, or, from a peer on a loopback,
+	// link-local or private address (a load balancer), the last address X-Forwarded-For
+	// names that is not one: a client on the internet cannot choose it.
+	e.IPExtractor = echo.ExtractIPFromXFFHeader()
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(noStore)
 	e.Use(middleware.RequestID())
@@ -178,11 +209,11 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	e.GET("/openapi.yaml", serveOpenAPI)
 
 	v1 := perRoute(e.Group("/v1"), s.authenticate, requireJSON)
-	v1.POST("/checkout-tokens", s.createCheckoutToken)
-	v1.POST("/payments", s.createPayment)
+	v1.POST("/checkout-tokens", s.limited(RouteCheckoutTokens, s.createCheckoutToken))
+	v1.POST("/payments", s.limited(RouteCheckouts, s.createPayment))
 	v1.GET("/payments/:payment_no", s.getPayment)
 	v1.GET("/orders/:order_id/payments", s.listOrderPayments)
-	v1.POST("/payments/:payment_no/refunds", s.createRefund)
+	v1.POST("/payments/:payment_no/refunds", s.limited(RouteRefunds, s.createRefund))
 	v1.GET("/payments/:payment_no/refunds", s.listPaymentRefunds)
 	v1.GET("/refunds/:refund_no", s.getRefund)
 	s.merchantRoutes(v1)

@@ -13,7 +13,8 @@ type Stores struct {
 	payment.Notifications   // Alipay's notifications as received
 	payment.Inbox           // their hand-over to the payments after the acknowledgement
 	payment.EventFeed       // a tenant's events
-	payment.Tenants         // authentication
+	payment.Tenants         // a payment's tenant
+	payment.APIKeys         // authentication
 	payment.Anomalies       // what an operator must look at
 	payment.Pinger          // readiness
 }

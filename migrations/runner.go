@@ -63,9 +63,16 @@ type file struct {
 	// guards are queries run before Down: if one returns a row, Down refuses unless
 	// forced ("-- +paykit down-guard: SELECT 1 FROM refunds LIMIT 1").
 	guards []string
+	// batched runs each Up statement again, each run its own transaction, until it changes
+	// no row ("-- +paykit batched"): a backfill with a LIMIT that keeps every transaction
+	// within TiDB's size limit.
+	batched bool
 }
 
-const guardPrefix = "-- +paykit down-guard:"
+const (
+	guardPrefix   = "-- +paykit down-guard:"
+	batchedMarker = "-- +paykit batched"
+)
 
 // parseFile splits a goose-format file into its Up and Down statements. A statement
 // ends with a semicolon at the end of a line; comment lines are dropped. The files hold
@@ -92,6 +99,9 @@ func parseFile(name, text string) (file, error) {
 			continue
 		case strings.HasPrefix(trimmed, guardPrefix):
 			f.guards = append(f.guards, strings.TrimSpace(strings.TrimPrefix(trimmed, guardPrefix)))
+			continue
+		case trimmed == batchedMarker:
+			f.batched = true
 			continue
 		case strings.HasPrefix(trimmed, "-- +goose"):
 			return f, fmt.Errorf("migrations: %s: annotation %q is not supported", name, trimmed)
@@ -182,8 +192,9 @@ func isLockWait(err error) bool {
 // run executes stmts one by one on one connection with lock_wait_timeout set. A
 // statement whose lock wait timed out is retried with backoff; one whose effect is
 // already there (an earlier, interrupted run got that far) is skipped. So a migration
-// stopped at any point completes when run again.
-func (f file) run(ctx context.Context, db *sql.DB, stmts []string, o Options) error {
+// stopped at any point completes when run again. With batched, each statement is run
+// again until it changes no row.
+func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched bool, o Options) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -219,8 +230,12 @@ func (f file) run(ctx context.Context, db *sql.DB, stmts []string, o Options) er
 		deadline := time.Now().Add(o.RetryFor)
 		backoff := 100 * time.Millisecond
 		for attempt := 1; ; attempt++ {
-			_, err := conn.ExecContext(ctx, stmt)
+			res, err := conn.ExecContext(ctx, stmt)
 			if err == nil {
+				if n, _ := res.RowsAffected(); batched && n > 0 {
+					attempt, backoff = 0, 100*time.Millisecond
+					continue
+				}
 				break
 			}
 			if alreadyApplied(err, stmt) {
@@ -275,12 +290,12 @@ func goMigrations(o Options) ([]*goose.Migration, error) {
 	}
 	out := make([]*goose.Migration, 0, len(fs))
 	for _, f := range fs {
-		up := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error { return f.run(ctx, db, f.up, o) }}
+		up := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error { return f.run(ctx, db, f.up, f.batched, o) }}
 		down := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
 			if err := f.checkGuards(ctx, db, o); err != nil {
 				return err
 			}
-			return f.run(ctx, db, f.down, o)
+			return f.run(ctx, db, f.down, false, o)
 		}}
 		out = append(out, goose.NewGoMigration(f.version, up, down))
 	}

@@ -168,6 +168,8 @@ var (
 	_ payment.RefundTransitions  = (*Store)(nil)
 	_ payment.Anomalies          = (*Store)(nil)
 	_ payment.Tenants            = (*Store)(nil)
+	_ payment.APIKeys            = (*Store)(nil)
+	_ payment.APIKeyAdmin        = (*Store)(nil)
 	_ payment.TenantSettings     = (*Store)(nil)
 	_ payment.Pinger             = (*Store)(nil)
 )

@@ -70,7 +70,10 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 				}
 				_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret, t.WebhookSecretSealed,
 					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.AlipayCredentialsSealed, t.ID)
-				return err
+				if err != nil {
+					return err
+				}
+				return st.syncAPIKey(ctx, tx, t.ID, t.APIKeyHash, old.APIKeyHash, now)
 			case errors.Is(err, payment.ErrNotFound):
 				created := dbTime(t.CreatedAt)
 				if created.IsZero() {
@@ -78,7 +81,10 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 				}
 				_, err = st.exec(ctx, tx, qInsertTenant, t.ID, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
 					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now, t.AlipayCredentialsSealed, t.WebhookSecretSealed)
-				return err
+				if err != nil {
+					return err
+				}
+				return st.syncAPIKey(ctx, tx, t.ID, t.APIKeyHash, "", now)
 			default:
 				return err
 			}

@@ -25,6 +25,7 @@ const (
 	EFINISHING      = "payment_finishing"  // the order's last payment just ended and its run is still wrapping up; retry shortly (409)
 
 	EUNSUPPORTEDMEDIA = "unsupported_media_type" // a request body not declared as JSON (415)
+	ERATELIMITED      = "rate_limited"           // over a rate limit; retry after Retry-After (429)
 )
 
 // Error is a domain error: a machine-readable code plus a message safe to show a client.

@@ -7,13 +7,19 @@ import (
 	"github.com/paykit/paykit/payment"
 )
 
-// APICache is the API's fast path (api.Cache) on Redis: checkout tokens and the
-// cached responses of completed Idempotency-Keys.
+// APICache is the API's fast path (api.Cache) on Redis: checkout tokens, the cached
+// responses of completed Idempotency-Keys, and the per-tenant rate limits (api.Limiter).
 type APICache struct{ Client *Client }
 
-// IssueToken issues a one-time checkout token of an order.
-func (r APICache) IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration) (string, error) {
-	return r.Client.IssueToken(ctx, tenantID, orderID, ttl)
+// IssueToken issues a one-time checkout token of an order, unless the tenant holds
+// maxOpen unspent ones (IssueBoundedToken).
+func (r APICache) IssueToken(ctx context.Context, tenantID, orderID string, ttl time.Duration, maxOpen int) (string, time.Duration, error) {
+	return r.Client.IssueBoundedToken(ctx, tenantID, orderID, ttl, maxOpen)
+}
+
+// Allow takes one request of a tenant on a route from their shared limit.
+func (r APICache) Allow(ctx context.Context, tenantID, route string, rate float64, burst int) (bool, time.Duration, error) {
+	return r.Client.Allow(ctx, rate, burst, tenantID, route)
 }
 
 // ClaimToken binds a token to its first request.

@@ -191,6 +191,8 @@ type Client struct {
 	extend       *goredis.Script
 	claimToken   *goredis.Script
 	releaseToken *goredis.Script
+	gcra         *goredis.Script
+	issueToken   *goredis.Script
 }
 
 // New returns a Client on rdb whose keys all start with prefix (for example "paykit:").
@@ -203,6 +205,8 @@ func New(client goredis.UniversalClient, prefix string) *Client {
 		extend:       goredis.NewScript(extendScript),
 		claimToken:   goredis.NewScript(claimTokenScript),
 		releaseToken: goredis.NewScript(releaseTokenScript),
+		gcra:         goredis.NewScript(gcraScript),
+		issueToken:   goredis.NewScript(issueTokenScript),
 	}
 }
 

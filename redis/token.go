@@ -92,6 +92,9 @@ func (c *Client) ClaimToken(ctx context.Context, tenantID, token, orderID, binde
 	order, _ := res[1].(string)
 	switch code {
 	case claimGranted:
+		// Spent: it no longer counts against the tenant's open tokens (IssueBoundedToken).
+		// A failure here only leaves it counted until it expires.
+		_ = c.rdb.ZRem(ctx, c.key("tokens", tenantID), token).Err()
 		return order, true, nil
 	case claimOtherOrder:
 		return order, false, nil

@@ -21,6 +21,7 @@ type tenantFlags struct {
 	tenants.Change
 	reencrypt bool
 	newKey    string
+	apiKeys   tenants.KeyChange
 }
 
 func runTenant(ctx context.Context, cfg config.Config, args []string) error {
@@ -74,6 +75,9 @@ func parseTenantFlags(cfg config.Config, args []string, stdin io.Reader, stderr 
 	fs.StringVar(&rot.NewSecret, "rotate-webhook-secret", "", "make this the webhook secret (at least 32 bytes), keeping the current one valid for "+
 		"-old-secret-valid-for (changes nothing else); discouraged, use -rotate-webhook-secret-file")
 	fs.StringVar(&inputs[2].fromFile, "rotate-webhook-secret-file", "", "read the new webhook secret of -rotate-webhook-secret from this file (- for stdin)")
+	fs.BoolVar(&f.apiKeys.Rotate, "rotate-api-key", false, "issue a new API key (printed once), keeping the tenant's other keys valid for -api-key-overlap (changes nothing else)")
+	fs.DurationVar(&f.apiKeys.Overlap, "api-key-overlap", tenants.DefaultAPIKeyOverlap, "how long the keys a rotation replaces still authenticate")
+	fs.StringVar(&f.apiKeys.Revoke, "revoke-api-key", "", "revoke the key with this hash (or hash prefix), or every key but the newest with \"old\"; every API process refuses it within a second")
 	fs.DurationVar(&rot.Window, "old-secret-valid-for", tenants.DefaultOldSecretWindow, "how long the rotated-out webhook secret still signs")
 	fs.BoolVar(&rot.ExpireOld, "expire-old-secret", false, "stop signing with the rotated-out webhook secret now (changes nothing else)")
 	if err := fs.Parse(args); err != nil {
@@ -140,6 +144,18 @@ func readSecret(path string, stdin io.Reader) (string, error) {
 }
 
 func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot tenants.Rotation, stdout io.Writer) error {
+	if f.apiKeys.Requested() {
+		store, err := system.OpenStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer system.CloseStore(store)
+		msg, err := tenants.ChangeKeys(ctx, store, f.ID, f.apiKeys, time.Now())
+		if err == nil {
+			fmt.Fprintln(stdout, msg)
+		}
+		return err
+	}
 	if rot.Requested() {
 		kr, err := cfg.SecretsKeyring()
 		if err != nil {

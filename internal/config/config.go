@@ -97,6 +97,12 @@ type Config struct {
 	// WebhookPolicy is where merchant webhooks may go: https to public addresses unless
 	// PAYKIT_WEBHOOK_ALLOW_HTTP or PAYKIT_WEBHOOK_ALLOW_PRIVATE (dev and tests) say so.
 	WebhookPolicy activities.WebhookPolicy
+	// Limits are the per-tenant rate limits of the API (PAYKIT_RATE_*, 0 for none) and
+	// its bound on a tenant's open checkout tokens (PAYKIT_MAX_OPEN_CHECKOUT_TOKENS).
+	Limits api.Limits
+	// AuthFailuresPerMinute is how many API keys that do not authenticate one source
+	// address may present to one API process a minute before it answers 429 (0: no limit).
+	AuthFailuresPerMinute int
 	// MigrateLockWait bounds how long one migration statement waits for its table's
 	// metadata lock before it is retried (migrations.Options.LockWait).
 	MigrateLockWait time.Duration
@@ -258,6 +264,15 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		TraceOTLP:             e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
 		TraceFile:             e.str("PAYKIT_TRACE_FILE", ""),
 		MigrateLockWait:       e.dur("PAYKIT_MIGRATE_LOCK_WAIT", migrations.DefaultLockWait),
+		Limits: api.Limits{
+			CheckoutTokens:        float64(e.count("PAYKIT_RATE_CHECKOUT_TOKENS", api.DefaultCheckoutTokenRate)),
+			Checkouts:             float64(e.count("PAYKIT_RATE_CHECKOUTS", api.DefaultCheckoutRate)),
+			Refunds:               float64(e.count("PAYKIT_RATE_REFUNDS", api.DefaultRefundRate)),
+			Redeliveries:          float64(e.count("PAYKIT_RATE_REDELIVERIES", api.DefaultRedeliveryRate)),
+			Burst:                 e.dur("PAYKIT_RATE_BURST", api.DefaultRateBurst),
+			MaxOpenCheckoutTokens: e.count("PAYKIT_MAX_OPEN_CHECKOUT_TOKENS", api.DefaultMaxOpenCheckoutTokens),
+		},
+		AuthFailuresPerMinute: e.count("PAYKIT_AUTH_FAILURES_PER_MINUTE", api.DefaultAuthFailuresPerMinute),
 		WebhookPolicy: activities.WebhookPolicy{
 			RequireHTTPS:  !e.bool("PAYKIT_WEBHOOK_ALLOW_HTTP", false),
 			RefusePrivate: !e.bool("PAYKIT_WEBHOOK_ALLOW_PRIVATE", false),

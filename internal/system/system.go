@@ -177,7 +177,7 @@ func newActivities(cfg config.Config, store *mysql.Store, gw payment.Gateway, rc
 func apiStores(st *mysql.Store) api.Stores {
 	return api.Stores{
 		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
-		EventFeed: st, Tenants: st, Anomalies: st, Pinger: st,
+		EventFeed: st, Tenants: st, APIKeys: st, Anomalies: st, Pinger: st,
 	}
 }
 
@@ -269,7 +269,11 @@ func (s *System) cache() api.Cache {
 // APIServer is the HTTP API on the system, with its settings from cfg.
 func (s *System) APIServer(cfg config.Config, logger *slog.Logger, metrics *api.Metrics) *api.Server {
 	ac := api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
-		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention}
+		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention,
+		Limits: cfg.Limits, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute}
+	if cfg.AuthFailuresPerMinute == 0 {
+		ac.AuthFailuresPerMinute = -1 // no limit
+	}
 	if cfg.DirectCheckout {
 		ac.DirectCheckoutTTL = cfg.Timing.PaymentTTL
 	}
