@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -82,32 +81,6 @@ func checkPageURL(name, v string) error {
 		return payment.Errorf(payment.EINVALID, "%s must be an http(s) URL", name)
 	}
 	return nil
-}
-
-// decodeStrict decodes exactly one JSON object and refuses unknown fields, so that a
-// typo like "amount" instead of "amount_fen" is an error, not a zero amount.
-func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return payment.Errorf(payment.EINVALID, "malformed JSON body: %v", err)
-	}
-	if dec.More() {
-		return payment.Errorf(payment.EINVALID, "body must be a single JSON object")
-	}
-	return nil
-}
-
-func readBody(c echo.Context) ([]byte, error) {
-	b, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return nil, he
-		}
-		return nil, payment.Errorf(payment.EINVALID, "cannot read body: %v", err)
-	}
-	return b, nil
 }
 
 // createCheckoutToken issues the entry layer's one-time token. The checkout page embeds
