@@ -162,7 +162,7 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(noStore)
-	e.Use(middleware.RequestID())
+	e.Use(assignRequestID)
 	e.Use(s.traceRequests)
 	e.Use(s.recoverPanics)
 	e.Use(s.accessLog)
