@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
@@ -87,6 +88,8 @@ type Config struct {
 	// the API creates and opens itself before starting their workflow (checkout_direct.go);
 	// zero leaves every checkout to the workflow's checkout update.
 	DirectCheckoutTTL time.Duration
+	// TracerProvider makes the server spans of requests; nil is the global one.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {
