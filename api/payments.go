@@ -50,16 +50,16 @@ func (r *CreatePaymentRequest) normalize() error {
 	if r.Currency != "CNY" {
 		return payment.Errorf(payment.EINVALID, "currency must be CNY")
 	}
-	if r.Subject == "" || len(r.Subject) > 256 {
-		return payment.Errorf(payment.EINVALID, "subject must be 1-256 bytes")
+	if r.Subject == "" || len(r.Subject) > payment.MaxSubjectBytes {
+		return payment.Errorf(payment.EINVALID, "subject must be 1-%d bytes", payment.MaxSubjectBytes)
 	}
 	if err := r.Method.Validate(); err != nil {
 		return err
 	}
-	if err := checkPageURL("return_url", r.ReturnURL); err != nil {
+	if err := checkPageURL("return_url", r.ReturnURL, payment.MaxReturnURLBytes); err != nil {
 		return err
 	}
-	if err := checkPageURL("quit_url", r.QuitURL); err != nil {
+	if err := checkPageURL("quit_url", r.QuitURL, payment.MaxQuitURLBytes); err != nil {
 		return err
 	}
 	if r.QuitURL != "" && r.Method != payment.MethodWap {
@@ -75,8 +75,12 @@ func (r *CreatePaymentRequest) normalize() error {
 	return nil
 }
 
-// checkPageURL checks a URL the cashier sends the buyer's browser to.
-func checkPageURL(name, v string) error {
+// checkPageURL checks a URL the cashier sends the buyer's browser to. Its bound is
+// checked before anything is signed: the signed pay link must fit its column.
+func checkPageURL(name, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return payment.Errorf(payment.EINVALID, "%s must be at most %d bytes", name, maxBytes)
+	}
 	if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
 		return payment.Errorf(payment.EINVALID, "%s must be an http(s) URL", name)
 	}
