@@ -80,7 +80,7 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 			return nil
 		}
 		key, _ := tok.(string)
-		at := path + key
+		at := quotable(path + key)
 		if seen[key] {
 			return payment.Errorf(payment.EINVALID, "the body has the key %q twice", at)
 		}
@@ -131,6 +131,22 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// maxQuotedKey bounds how much of a key a problem's detail quotes: a body may be 64 KiB
+// of one key, and a detail is echoed, logged and kept under an Idempotency-Key.
+const maxQuotedKey = 64
+
+// quotable is key cut to maxQuotedKey bytes (at a rune boundary), marked if cut.
+func quotable(key string) string {
+	if len(key) <= maxQuotedKey {
+		return key
+	}
+	cut := maxQuotedKey
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return key[:cut] + "…"
 }
 
 func deref(t reflect.Type) reflect.Type {

@@ -42,6 +42,13 @@ func TestAmbiguousBodiesAreRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a long unknown key is not echoed whole", func(t *testing.T) {
+		long := strings.Repeat("k", 800)
+		resp, b := post(t, srv.URL+"/v1/payments", `{`+pay+`,"`+long+`":1}`, authJSON)
+		if resp.StatusCode != http.StatusBadRequest || strings.Contains(b, long) || !strings.Contains(b, long[:64]) {
+			t.Fatalf("HTTP %d %s", resp.StatusCode, b)
+		}
+	})
 	if orch.checkouts != 0 || orch.cancels != 0 || orch.refundStarts != 0 || orch.redeliveries != 0 {
 		t.Fatalf("an ambiguous body reached the orchestrator: %+v", orch)
 	}
