@@ -70,18 +70,18 @@ func newStoredServer(tb testing.TB) *storedServer {
 }
 
 // paidPayment checks out an order and marks its payment paid, for refunds.
-func (s *storedServer) paidPayment(tb testing.TB) string {
-	tb.Helper()
-	resp, b := post(tb.(*testing.T), s.url+"/v1/payments", `{"order_id":"paid-1","amount_fen":100000,"subject":"s"}`, authJSON)
+func (s *storedServer) paidPayment(t *testing.T) string {
+	t.Helper()
+	resp, b := post(t, s.url+"/v1/payments", `{"order_id":"paid-1","amount_fen":100000,"subject":"s"}`, authJSON)
 	if resp.StatusCode != http.StatusCreated {
-		tb.Fatalf("checkout: HTTP %d %s", resp.StatusCode, b)
+		t.Fatalf("checkout: HTTP %d %s", resp.StatusCode, b)
 	}
 	var res struct {
 		PaymentNo string `json:"payment_no"`
 	}
 	_ = json.Unmarshal([]byte(b), &res)
 	if _, err := s.store.MarkPaid(context.Background(), res.PaymentNo, "2026120322001400000000000001", time.Now()); err != nil {
-		tb.Fatal(err)
+		t.Fatal(err)
 	}
 	return res.PaymentNo
 }
