@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -26,11 +25,8 @@ func (s *Server) cancelPayment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		var none struct{}
-		if err := decodeStrict(body, &none); err != nil {
-			return err
-		}
+	if err := decodeNone(body); err != nil {
+		return err
 	}
 	key := c.Request().Header.Get("Idempotency-Key")
 	if key == "" {

@@ -4,16 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
-
-	"github.com/paykit/paykit/api"
-	"github.com/paykit/paykit/internal/tracing"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -200,27 +194,4 @@ func getJSON(t *testing.T, u string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// TestCallersTraceparentReachesTheAnswerAndTheLog: with no tracer provider installed, a
-// checkout sent with a W3C traceparent is answered with its trace id in X-Trace-Id, and
-// the request's log line carries it; a request without one gets neither.
-func TestCallersTraceparentReachesTheAnswerAndTheLog(t *testing.T) {
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	var buf logBuffer
-	srv, _, _ := newServerWith(t, serverOptions{cfg: api.Config{BodyLimit: "1K"}, logger: slog.New(tracing.LogHandler(slog.NewJSONHandler(&buf, nil)))})
-	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	h := checkoutHeaders("trace-key-0001")
-	h["Traceparent"] = "00-" + traceID + "-00f067aa0ba902b7-01"
-	resp, b := post(t, srv.URL+"/v1/payments", `{"order_id":"o-trace","amount_fen":990,"subject":"Coffee"}`, h)
-	if resp.StatusCode != http.StatusCreated || resp.Header.Get(api.HeaderTraceID) != traceID {
-		t.Fatalf("HTTP %d, X-Trace-Id %q: %s", resp.StatusCode, resp.Header.Get(api.HeaderTraceID), b)
-	}
-	if !strings.Contains(buf.String(), `"trace_id":"`+traceID+`"`) {
-		t.Fatalf("log lacks the trace id:\n%s", buf.String())
-	}
-	resp, b = post(t, srv.URL+"/v1/payments", `{"order_id":"o-trace-2","amount_fen":990,"subject":"Coffee"}`, checkoutHeaders("trace-key-0002"))
-	if resp.StatusCode != http.StatusCreated || resp.Header.Get(api.HeaderTraceID) != "" {
-		t.Fatalf("untraced: HTTP %d, X-Trace-Id %q: %s", resp.StatusCode, resp.Header.Get(api.HeaderTraceID), b)
-	}
 }

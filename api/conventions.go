@@ -2,9 +2,11 @@ package api
 
 import (
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/paykit/paykit/openapi"
@@ -16,6 +18,27 @@ import (
 func noStore(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return next(c)
+	}
+}
+
+// requestIDPattern is what a caller's X-Request-Id must match to be kept: short, and
+// safe to echo in a header and to write in a log line.
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// assignRequestID gives every request its id, answered in X-Request-Id and quoted in
+// problems and log lines. A caller's id is kept only if it matches requestIDPattern, so
+// that a gateway in front can correlate; anything else is replaced by a new one, since an
+// id is echoed and logged for every request and must not be the caller's to size.
+func assignRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		id := req.Header.Get(echo.HeaderXRequestID)
+		if !requestIDPattern.MatchString(id) {
+			id = uuid.NewString()
+		}
+		req.Header.Set(echo.HeaderXRequestID, id)
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		return next(c)
 	}
 }

@@ -162,8 +162,12 @@ func (s *Server) accessLog(next echo.HandlerFunc) echo.HandlerFunc {
 		elapsed := time.Since(start)
 		s.metrics.observeHTTP(c.Request().Method, route, status, elapsed)
 		if route != "/healthz" {
-			s.log.InfoContext(c.Request().Context(), "http request", "request_id", requestID(c), "method", c.Request().Method,
-				"route", route, "status", status, "duration_ms", elapsed.Milliseconds(), "tenant_id", tenantIDOf(c))
+			attrs := []any{"request_id", requestID(c), "method", c.Request().Method,
+				"route", route, "status", status, "duration_ms", elapsed.Milliseconds(), "tenant_id", tenantIDOf(c)}
+			if id := callerTraceID(c); id != "" {
+				attrs = append(attrs, "caller_trace_id", id)
+			}
+			s.log.InfoContext(c.Request().Context(), "http request", attrs...)
 		}
 		return err
 	}

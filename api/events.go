@@ -91,8 +91,15 @@ func (s *Server) listEvents(c echo.Context) error {
 }
 
 // redeliverEvent delivers one of the tenant's events now and answers with the outcome
-// and the event after it.
+// and the event after it. The body, if any, must be {}.
 func (s *Server) redeliverEvent(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if err := decodeNone(body); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	tenantID := tenantIDOf(c)
 	id := c.Param("event_id")

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -51,16 +50,16 @@ func (r *CreatePaymentRequest) normalize() error {
 	if r.Currency != "CNY" {
 		return payment.Errorf(payment.EINVALID, "currency must be CNY")
 	}
-	if r.Subject == "" || len(r.Subject) > 256 {
-		return payment.Errorf(payment.EINVALID, "subject must be 1-256 bytes")
+	if r.Subject == "" || len(r.Subject) > payment.MaxSubjectBytes {
+		return payment.Errorf(payment.EINVALID, "subject must be 1-%d bytes", payment.MaxSubjectBytes)
 	}
 	if err := r.Method.Validate(); err != nil {
 		return err
 	}
-	if err := checkPageURL("return_url", r.ReturnURL); err != nil {
+	if err := checkPageURL("return_url", r.ReturnURL, payment.MaxReturnURLBytes); err != nil {
 		return err
 	}
-	if err := checkPageURL("quit_url", r.QuitURL); err != nil {
+	if err := checkPageURL("quit_url", r.QuitURL, payment.MaxQuitURLBytes); err != nil {
 		return err
 	}
 	if r.QuitURL != "" && r.Method != payment.MethodWap {
@@ -76,38 +75,16 @@ func (r *CreatePaymentRequest) normalize() error {
 	return nil
 }
 
-// checkPageURL checks a URL the cashier sends the buyer's browser to.
-func checkPageURL(name, v string) error {
+// checkPageURL checks a URL the cashier sends the buyer's browser to. Its bound is
+// checked before anything is signed: the signed pay link must fit its column.
+func checkPageURL(name, v string, maxBytes int) error {
+	if len(v) > maxBytes {
+		return payment.Errorf(payment.EINVALID, "%s must be at most %d bytes", name, maxBytes)
+	}
 	if v != "" && !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
 		return payment.Errorf(payment.EINVALID, "%s must be an http(s) URL", name)
 	}
 	return nil
-}
-
-// decodeStrict decodes exactly one JSON object and refuses unknown fields, so that a
-// typo like "amount" instead of "amount_fen" is an error, not a zero amount.
-func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return payment.Errorf(payment.EINVALID, "malformed JSON body: %v", err)
-	}
-	if dec.More() {
-		return payment.Errorf(payment.EINVALID, "body must be a single JSON object")
-	}
-	return nil
-}
-
-func readBody(c echo.Context) ([]byte, error) {
-	b, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return nil, he
-		}
-		return nil, payment.Errorf(payment.EINVALID, "cannot read body: %v", err)
-	}
-	return b, nil
 }
 
 // createCheckoutToken issues the entry layer's one-time token. The checkout page embeds

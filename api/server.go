@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
@@ -104,6 +105,8 @@ type Config struct {
 	// ReadyFor is how long a /readyz answer of the admin listener is reused before
 	// MySQL, Temporal and Redis are pinged again (admin.DefaultReadyFor if zero).
 	ReadyFor time.Duration
+	// TracerProvider makes the server spans of requests; nil is the global one.
+	TracerProvider trace.TracerProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -197,7 +200,7 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	e.IPExtractor = echo.ExtractIPFromXFFHeader()
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(noStore)
-	e.Use(middleware.RequestID())
+	e.Use(assignRequestID)
 	e.Use(s.traceRequests)
 	e.Use(s.recoverPanics)
 	e.Use(s.accessLog)

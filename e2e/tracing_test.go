@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,8 @@ import (
 type otlpSpan struct {
 	traceID, spanID, parentID, name, service string
 	attrs                                    map[string]string
+	// links are the "trace id-span id" of the spans it links to.
+	links []string
 }
 
 // otlpReceiver is a minimal OTLP/HTTP trace collector: it accepts the protobuf export
@@ -75,6 +78,9 @@ func (r *otlpReceiver) serve(w http.ResponseWriter, req *http.Request) {
 				for _, kv := range s.Attributes {
 					sp.attrs[kv.Key] = kv.Value.GetStringValue()
 				}
+				for _, l := range s.Links {
+					sp.links = append(sp.links, hex.EncodeToString(l.TraceId)+"-"+hex.EncodeToString(l.SpanId))
+				}
 				r.spans = append(r.spans, sp)
 			}
 		}
@@ -99,11 +105,12 @@ func (r *otlpReceiver) trace(traceID string) []otlpSpan {
 }
 
 // TestOneTracePerPayment follows one payment from the merchant's checkout, sent with a
-// W3C traceparent, to PAID and its webhook, and finds every step in the merchant's trace,
-// each span a descendant of the merchant's: the API request, the Temporal update that
-// starts the workflow, the workflow and each activity, the Alipay call, MySQL and Redis,
-// and the webhook to the merchant. The worker's log lines of the workflow's activities
-// carry the trace id, and the API answers it in X-Trace-Id.
+// W3C traceparent whose flags say not sampled, to PAID and its webhook, and finds every
+// step in one trace of paykit's own, answered in X-Trace-Id, each span a descendant of
+// the API's root span, which links to the merchant's: the API request, the Temporal
+// update that starts the workflow, the workflow and each activity, the Alipay call, MySQL
+// and Redis, and the webhook to the merchant. The worker's log lines of the workflow's
+// activities carry the trace id.
 func TestOneTracePerPayment(t *testing.T) {
 	rcv := startOTLPReceiver(t)
 	st := newStack(t, stackOptions{extraEnv: []string{
@@ -111,19 +118,20 @@ func TestOneTracePerPayment(t *testing.T) {
 		"OTEL_BSP_SCHEDULE_DELAY=100",
 	}})
 	tn := newTenant(t)
-	traceID, merchantSpan := randHex(16), randHex(8)
+	merchantTrace, merchantSpan := randHex(16), randHex(8)
 	body := order("trace-1", 1200)
 	body["method"] = "qr" // the checkout itself calls Alipay (alipay.trade.precreate)
 	b, _ := json.Marshal(body)
 	r := do(t, http.MethodPost, st.apiURL+"/v1/payments", map[string]string{
 		"Authorization": "Bearer " + tn.apiKey, "Content-Type": "application/json", "Idempotency-Key": "trace-" + randHex(4),
-		"Traceparent": "00-" + traceID + "-" + merchantSpan + "-01",
+		"Traceparent": "00-" + merchantTrace + "-" + merchantSpan + "-00",
 	}, b)
 	if r.status != http.StatusCreated {
 		t.Fatalf("checkout: HTTP %d %s", r.status, r.body)
 	}
-	if got := r.header.Get("X-Trace-Id"); got != traceID {
-		t.Fatalf("X-Trace-Id = %q, want the merchant's trace %s", got, traceID)
+	traceID := r.header.Get("X-Trace-Id")
+	if len(traceID) != 32 || traceID == merchantTrace {
+		t.Fatalf("X-Trace-Id = %q, want a trace of paykit's own (the merchant's is %s)", traceID, merchantTrace)
 	}
 	var res checkoutResult
 	r.json(t, &res)
@@ -136,7 +144,9 @@ func TestOneTracePerPayment(t *testing.T) {
 
 	// Each step, by the span that shows it.
 	want := map[string]func(otlpSpan) bool{
-		"the API request":       func(s otlpSpan) bool { return s.name == "POST /v1/payments" && s.parentID == merchantSpan },
+		"the API request": func(s otlpSpan) bool {
+			return s.name == "POST /v1/payments" && s.parentID == "" && slices.Equal(s.links, []string{merchantTrace + "-" + merchantSpan})
+		},
 		"the workflow's start":  func(s otlpSpan) bool { return s.name == "UpdateWithStartWorkflow:checkout" },
 		"the workflow":          func(s otlpSpan) bool { return s.name == "RunWorkflow:PaymentWorkflow" },
 		"CreatePayment":         func(s otlpSpan) bool { return s.name == "RunActivity:CreatePayment" },
@@ -180,8 +190,8 @@ func TestOneTracePerPayment(t *testing.T) {
 		}
 		t.Fatalf("trace %s lacks %v; it has %d spans: %v", traceID, missing, len(spans), names)
 	}
-	// One tree: every span's parent is in the trace, or is the merchant's span.
-	ids := map[string]bool{merchantSpan: true}
+	// One tree: every span's parent is in the trace, but for the API's root span.
+	ids := map[string]bool{"": true}
 	for _, s := range spans {
 		ids[s.spanID] = true
 	}

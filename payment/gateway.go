@@ -33,6 +33,17 @@ func (t TradeState) String() string {
 	}
 }
 
+// Bounds, in bytes, of what a checkout hands to the cashier: Alipay's own limits for the
+// subject and return_url (256) and for the wap quit_url (400). At these bounds, escaped at
+// their worst (a byte JSON-escaped to \u003c and then URL-escaped is 8 bytes), the
+// subject, the URLs and the rest of a signed pay link come to under 8 KiB with a notify
+// URL of ordinary length, far inside payments.pay_link (TEXT, 65,535 bytes).
+const (
+	MaxSubjectBytes   = 256
+	MaxReturnURLBytes = 256
+	MaxQuitURLBytes   = 400
+)
+
 // TradeRequest asks the channel to create a trade for a pending payment.
 type TradeRequest struct {
 	PaymentNo string

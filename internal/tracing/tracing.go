@@ -7,8 +7,9 @@
 // Tracing is off unless an exporter is configured: spans go over OTLP/HTTP when
 // OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, and to a
 // file of JSON lines when Options.File is. The W3C trace context propagator is installed
-// either way, so a merchant's traceparent is honoured and its trace id appears in the
-// log lines of the request even with no exporter.
+// either way; it carries paykit's trace from the API through Temporal to the activities.
+// The trace is paykit's own at both edges: a caller's traceparent is only a link of the
+// API's span (package api), and nothing sent out of the process carries trace context.
 package tracing
 
 import (
@@ -97,6 +98,9 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 
 // Transport returns base (nil meaning http.DefaultTransport) with a client span per
 // request named after what it reaches ("webhook POST"), or base itself when disabled.
+// The requests carry no trace context (traceparent, tracestate, baggage): paykit's trace
+// ids are not a merchant's to see, and a sweep delivering to several tenants would hand
+// each the same one.
 func (t *Tracing) Transport(what string, base http.RoundTripper) http.RoundTripper {
 	if !t.Enabled() {
 		return base
@@ -104,9 +108,11 @@ func (t *Tracing) Transport(what string, base http.RoundTripper) http.RoundTripp
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return otelhttp.NewTransport(base, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		return what + " " + r.Method
-	}))
+	return otelhttp.NewTransport(base,
+		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator()),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			return what + " " + r.Method
+		}))
 }
 
 // TemporalInterceptor returns the Temporal SDK's tracing interceptor, or nil when

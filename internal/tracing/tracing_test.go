@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -112,5 +117,40 @@ func TestDisabledInstrumentsNothing(t *testing.T) {
 	var nilTracing *Tracing
 	if nilTracing.Enabled() || nilTracing.Shutdown(context.Background()) != nil {
 		t.Error("a nil Tracing must be disabled")
+	}
+}
+
+// TestTransportSendsNoTraceContext: a webhook made in a traced activity, with the
+// process's propagator carrying trace context and baggage, reaches the merchant with no
+// traceparent, tracestate or baggage header. Paykit's trace ids stay paykit's: a sweep
+// delivering to several tenants would otherwise hand each the same trace id.
+func TestTransportSendsNoTraceContext(t *testing.T) {
+	old := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
+	got := make(chan http.Header, 1)
+	merchant := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	defer merchant.Close()
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	tr := &Tracing{tp: tp}
+	ctx, span := tp.Tracer("test").Start(context.Background(), "RunActivity:SweepOutbox")
+	defer span.End()
+	m, _ := baggage.NewMember("tenant_id", "t1")
+	b, _ := baggage.New(m)
+	ctx = baggage.ContextWithBaggage(ctx, b)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, merchant.URL, strings.NewReader(`{}`))
+	resp, err := (&http.Client{Transport: tr.Transport("webhook", nil)}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := <-got
+	for _, name := range []string{"Traceparent", "Tracestate", "Baggage"} {
+		if v := h.Values(name); len(v) > 0 {
+			t.Errorf("the webhook carried %s: %q", name, v)
+		}
 	}
 }
