@@ -45,18 +45,26 @@ func newSharedStack(tb testing.TB) sharedStack {
 // server is one API process on the stack: its own store handle and its own caches.
 func (s sharedStack) server(tb testing.TB, cfg api.Config, keys payment.APIKeys) *httptest.Server {
 	tb.Helper()
+	public, _ := s.servers(tb, cfg, keys)
+	return public
+}
+
+// servers is server with its admin listener too.
+func (s sharedStack) servers(tb testing.TB, cfg api.Config, keys payment.APIKeys) (public, admin *httptest.Server) {
+	tb.Helper()
 	st := mysql.NewStore(s.store.DB())
 	tb.Cleanup(func() { _ = st.Close() })
 	if keys == nil {
 		keys = st
 	}
-	stores := api.Stores{
-		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
-		EventFeed: st, Tenants: st, APIKeys: keys, Anomalies: st, Pinger: st,
-	}
-	srv := httptest.NewServer(checked(tb, api.New(cfg, stores, payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, s.cache, nil, nil)))
-	tb.Cleanup(srv.Close)
-	return srv
+	stores := mysqlStores(st)
+	stores.APIKeys = keys
+	a := api.New(cfg, stores, payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, s.cache, nil, nil)
+	public = httptest.NewServer(checked(tb, a))
+	tb.Cleanup(public.Close)
+	admin = httptest.NewServer(a.AdminHandler())
+	tb.Cleanup(admin.Close)
+	return public, admin
 }
 
 func (s sharedStack) tenant(tb testing.TB, id, key string) {

@@ -60,8 +60,7 @@ func newStoredServer(tb testing.TB) *storedServer {
 		tb.Fatal(err)
 	}
 	orch := &fakeOrch{}
-	stores := api.Stores{Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
-		EventFeed: st, Tenants: st, Anomalies: st, Pinger: st}
+	stores := mysqlStores(st)
 	var logs logBuffer
 	srv := httptest.NewServer(checked(tb, api.New(api.Config{DirectCheckoutTTL: 15 * time.Minute}, stores,
 		payment.SingleGateway{Gateway: gw}, orch, redis.APICache{Client: redis.New(rdb, prefix)}, logs.logger(), nil)))

@@ -45,10 +45,7 @@ func TestARefundNotificationWhoseHandOverWasLostRecordsItsAnomaly(t *testing.T) 
 		t.Fatal(err)
 	}
 
-	s := api.New(api.Config{}, api.Stores{
-		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
-		EventFeed: st, Tenants: st, Anomalies: st, Pinger: st,
-	}, payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
+	s := api.New(api.Config{}, mysqlStores(st), payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
 	s.SweepInbox(ctx, now.Add(31*time.Second))
 	waitFor(t, "the refund notification settled", func() bool {
 		rec, err := st.NotificationByNotifyID(ctx, "alipay", "nr1")
@@ -61,5 +58,13 @@ func TestARefundNotificationWhoseHandOverWasLostRecordsItsAnomaly(t *testing.T) 
 	}
 	if anomalies != 1 || rec.Outcome != "anomaly_recorded" {
 		t.Fatalf("refund_succeeded_after_fail anomalies = %d, notification outcome %q; want 1 and settled on it", anomalies, rec.Outcome)
+	}
+}
+
+// mysqlStores gives every noun the API uses the one MariaDB store.
+func mysqlStores(st *mysql.Store) api.Stores {
+	return api.Stores{
+		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
+		EventFeed: st, Tenants: st, APIKeys: st, Anomalies: st, Pinger: st,
 	}
 }

@@ -28,6 +28,7 @@ func postToken(tb testing.TB, srv *httptest.Server, key string) (*http.Response,
 	return resp, string(b)
 }
 
+// metricsOf reads /metrics from an API's admin listener.
 func metricsOf(tb testing.TB, srv *httptest.Server) string {
 	tb.Helper()
 	resp, err := http.Get(srv.URL + "/metrics")
@@ -53,7 +54,8 @@ func TestTenantRateLimitIsSharedAndPerTenant(t *testing.T) {
 	s.tenant(t, "t1", k1)
 	s.tenant(t, "t2", k2)
 	cfg := api.Config{Limits: api.Limits{CheckoutTokens: 2}} // bursts of 2, one more every 500 ms
-	a, b := s.server(t, cfg, nil), s.server(t, cfg, nil)
+	a, aAdmin := s.servers(t, cfg, nil)
+	b := s.server(t, cfg, nil)
 	for i, srv := range []*httptest.Server{a, b} {
 		if resp, body := postToken(t, srv, k1); resp.StatusCode != http.StatusCreated {
 			t.Fatalf("token %d: HTTP %d %s", i+1, resp.StatusCode, body)
@@ -66,7 +68,7 @@ func TestTenantRateLimitIsSharedAndPerTenant(t *testing.T) {
 	if resp, body := postToken(t, b, k2); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("another tenant: HTTP %d %s", resp.StatusCode, body)
 	}
-	if m := metricsOf(t, a); !strings.Contains(m, `paykit_rate_limited_total{route="checkout_tokens",tenant="t1"} 1`) {
+	if m := metricsOf(t, aAdmin); !strings.Contains(m, `paykit_rate_limited_total{route="checkout_tokens",tenant="t1"} 1`) {
 		t.Fatalf("paykit_rate_limited_total does not count the refusal:\n%s", m)
 	}
 	time.Sleep(600 * time.Millisecond)
@@ -105,13 +107,13 @@ func (downLimiter) Allow(context.Context, string, string, float64, int) (bool, t
 
 // TestRateLimiterFailsOpen: with the limiter down, limited requests go through, counted.
 func TestRateLimiterFailsOpen(t *testing.T) {
-	srv, _, _ := newServerWith(t, serverOptions{cfg: api.Config{Limits: api.Limits{CheckoutTokens: 1}}, cache: downLimiter{newFakeCache()}})
+	srv, admin, _, _ := newServers(t, serverOptions{cfg: api.Config{Limits: api.Limits{CheckoutTokens: 1}}, cache: downLimiter{newFakeCache()}})
 	for i := range 3 {
 		if resp, body := postToken(t, srv, key); resp.StatusCode != http.StatusCreated {
 			t.Fatalf("token %d: HTTP %d %s", i+1, resp.StatusCode, body)
 		}
 	}
-	if m := metricsOf(t, srv); !strings.Contains(m, `paykit_rate_limiter_errors_total{route="checkout_tokens"} 3`) {
+	if m := metricsOf(t, admin); !strings.Contains(m, `paykit_rate_limiter_errors_total{route="checkout_tokens"} 3`) {
 		t.Fatalf("paykit_rate_limiter_errors_total does not count the requests let through:\n%s", m)
 	}
 }
