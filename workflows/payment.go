@@ -41,7 +41,10 @@ type paymentRun struct {
 	// forgetFailed remembers whether this run has forgetFailedSignals, asked at the first
 	// notification signal whose MarkPaid failed.
 	forgetFailed versionGate
-	logger       interface {
+	// nearExpiry is true for a run that started on version 2 of PaymentChangesID, which
+	// leaves to the close path a backoff query due less than half its step before expiry.
+	nearExpiry bool
+	logger     interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 		Error(string, ...interface{})
@@ -54,7 +57,8 @@ type paymentRun struct {
 // payment:{tenant}:{order}.
 func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error) {
 	r := &paymentRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
-	r.current = workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, 1) == 1
+	changes := workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, 2)
+	r.current, r.nearExpiry = changes >= 1, changes >= 2
 	if r.current {
 		r.drain, r.localClose = versionOn, versionOn
 	} else {
@@ -132,6 +136,13 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 // PaymentWorkflows started before its deploy answers none), and no worker records each
 // change (worker.Config.EachPaymentChange), the per-change gates and the legacy steps of
 // payment_v0.go can go: every open run then answers 1 here.
+//
+// Version 2 of it adds one change for runs that start on it: a backoff query that would
+// fall less than half its step before expiry is left to the close path's query at expiry
+// (an early jitter on the first three queries used to buy an abandoned checkout a fourth
+// query seconds before the close path's). Runs recorded on version 1 keep their schedule.
+// A worker from before version 2 fails the workflow task of a version-2 run until a newer
+// worker takes it, so a deploy replaces every worker before old ones pick up new runs.
 const PaymentChangesID = "payment-changes-1"
 
 // versionGate asks workflow.GetVersion for one change id once per run, at its first use,

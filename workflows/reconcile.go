@@ -46,12 +46,17 @@ func reconcileDelay(interval time.Duration, paymentNo string, n int) time.Durati
 // the expiry timer comes first (the close path at expiry asks Alipay itself). attempts
 // is the number of queries (or, once closing, of close attempts) made so far.
 func (r *paymentRun) scheduleReconcile(now time.Time, attempts int) {
-	next := now.Add(reconcileDelay(r.timing.ReconcileInterval, r.st.PaymentNo, attempts))
+	d := reconcileDelay(r.timing.ReconcileInterval, r.st.PaymentNo, attempts)
+	next := now.Add(d)
 	closing := r.st.CancelRequested || !now.Before(r.st.ExpireAt)
 	switch {
 	case !closing && !next.Before(r.st.ExpireAt.Add(-r.timing.ReconcileInterval)):
 		// The expiry timer wakes the run first, or soon after: the close path at expiry
 		// asks Alipay itself.
+		next = time.Time{}
+	case !closing && r.st.ExpireAt.Sub(next) < d/2 && r.nearExpiry:
+		// The close path's query at expiry comes within half a backoff step of this one:
+		// an early jitter must not buy an abandoned checkout a fourth query.
 		next = time.Time{}
 	case r.st.CancelRequested && now.Before(r.st.ExpireAt) && next.After(r.st.ExpireAt):
 		// A cancel waiting for an unused pay link to expire closes right at expiry.

@@ -39,3 +39,45 @@ func TestReconcileDelayBacksOffWithJitter(t *testing.T) {
 		}
 	}
 }
+
+// schedule is the backoff queries an unpaid payment with the given TTL makes before the
+// close path's query at expiry.
+func schedule(no string, ttl time.Duration, nearExpiry bool) []time.Duration {
+	start := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	r := &paymentRun{timing: Timing{ReconcileInterval: time.Minute}, nearExpiry: nearExpiry,
+		st: PaymentState{PaymentNo: no, ExpireAt: start.Add(ttl)}}
+	var at []time.Duration
+	r.scheduleReconcile(start, 0)
+	for !r.st.NextReconcileAt.IsZero() && len(at) < 20 {
+		at = append(at, r.st.NextReconcileAt.Sub(start))
+		r.st.Queries++
+		r.scheduleReconcile(r.st.NextReconcileAt, r.st.Queries)
+	}
+	return at
+}
+
+// An abandoned 15-minute checkout is queried three times on the backoff, whatever its
+// jitter, and the close path asks once more at expiry: never a fourth backoff query
+// seconds before the close path's. A longer TTL keeps querying on the capped backoff.
+func TestAnAbandonedCheckoutIsQueriedThreeTimesBeforeItsExpiryWhateverItsJitter(t *testing.T) {
+	for i := range 2000 {
+		no := fmt.Sprintf("P20261204%024d", i)
+		if at := schedule(no, 15*time.Minute, true); len(at) != 3 {
+			t.Fatalf("%s: backoff queries at %v, want 3 before the close path's at 15m", no, at)
+		}
+		at := schedule(no, 2*time.Hour, true)
+		if len(at) < 6 || at[len(at)-1] > 2*time.Hour-time.Minute {
+			t.Fatalf("%s: backoff queries at %v for a 2 h TTL, want the capped backoff up to expiry", no, at)
+		}
+	}
+	// Runs recorded on version 1 of PaymentChangesID keep their schedule, fourth query and all.
+	fourth := 0
+	for i := range 2000 {
+		if len(schedule(fmt.Sprintf("P20261204%024d", i), 15*time.Minute, false)) == 4 {
+			fourth++
+		}
+	}
+	if fourth == 0 {
+		t.Fatal("no payment's version-1 schedule has a fourth query: the test no longer sees the case it guards")
+	}
+}
