@@ -98,3 +98,29 @@ func TestMarkPaid_ANotificationSignalIsActedOnOnlyWithItsVerifiedRecord(t *testi
 		t.Fatalf("MarkPaid on the genuine notification: %+v, want PAID with Alipay's trade_no 2026TGENUINE", tr)
 	}
 }
+
+// A run marking a payment that is not its own (NotOwned) writes nothing, even on Alipay's
+// genuine word: a pending payment is left to its own run, which alone marks it paid with
+// its grant and webhook.
+func TestMarkPaid_APaymentOfAnotherRunIsNeverWritten(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	in := f.createInput("order-not-owned")
+	if err := f.local(t, nil, f.acts.CreatePayment, in); err != nil {
+		t.Fatal(err)
+	}
+	form := simtest.PaidNotification(t, "n-newer", in.PaymentNo, "2026TNEWER", "12.34")
+	if _, _, err := f.store.RecordNotification(ctx, payment.ChannelNotification{Channel: "alipay", NotifyID: "n-newer",
+		PaymentNo: in.PaymentNo, TradeNo: "2026TNEWER", Raw: form.Encode(), Verified: true, ReceivedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var tr payment.Transition
+	err := f.local(t, &tr, f.acts.MarkPaid, activities.MarkPaidInput{PaymentNo: in.PaymentNo, TenantID: f.tenantID, OrderID: in.OrderID,
+		TradeNo: "2026TNEWER", Evidence: activities.EvidenceNotification, NotifyID: "n-newer", NotOwned: true})
+	if err != nil || tr.Changed || tr.Payment.Status != payment.StatusPending {
+		t.Fatalf("MarkPaid of another run's pending payment: %+v %v, want it returned pending and unchanged", tr, err)
+	}
+	if n := f.count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ?", in.PaymentNo); n != 0 {
+		t.Fatalf("events = %d, want none", n)
+	}
+}

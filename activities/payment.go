@@ -84,6 +84,11 @@ type MarkPaidInput struct {
 	// the worker's own query, which is the evidence itself.
 	Evidence string `json:"evidence,omitempty"`
 	NotifyID string `json:"notify_id,omitempty"`
+	// NotOwned is set by a run marking a payment other than its own (an earlier payment
+	// of its order): MarkPaid then writes nothing and returns the payment as it is. A
+	// payment still pending has a run of its own, which alone marks it paid, with its
+	// grant and webhook; one that is closed or failed is the caller's anomaly to record.
+	NotOwned bool `json:"not_owned,omitempty"`
 }
 
 // MarkPaid runs the success path's local transaction under the per-order lock. On lock
@@ -101,6 +106,13 @@ func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Tr
 			return a.refuseUnverified(ctx, in, reason)
 		}
 		in.TradeNo, in.PaidAt = n.TradeNo, n.PaidAt
+	}
+	if in.NotOwned {
+		p, err := a.Store.GetPayment(ctx, in.PaymentNo)
+		if err != nil {
+			return payment.Transition{}, classify("mark paid: read a payment of another run", err)
+		}
+		return payment.Transition{Payment: p}, nil
 	}
 	if a.Locker != nil {
 		release, acquired, err := a.Locker.LockOrder(ctx, in.TenantID, in.OrderID)

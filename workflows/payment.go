@@ -242,6 +242,14 @@ func (r *paymentRun) amountConflict(req CheckoutRequest) error {
 			fmt.Sprintf("order %s is already being paid with %d fen %s (payment %s)", r.st.OrderID, r.st.Amount, r.st.Currency, r.st.PaymentNo),
 			"AmountConflict", nil)
 	}
+	if r.st.Method != "" && req.Method.OrPage() != r.st.Method.OrPage() {
+		// A joining checkout never gets a link of a method it did not ask for. The state
+		// of a run from before Method was kept has none, and answers as it did.
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("order %s is already being paid by a %s payment (%s); pay that one, or cancel it before a checkout of another method",
+				r.st.OrderID, r.st.Method, r.st.PaymentNo),
+			"AmountConflict", nil)
+	}
 	return nil
 }
 
@@ -348,7 +356,7 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 		// (and answered the checkout with them): nothing to create or open. Its status
 		// may have moved on since; every transition is a compare-and-set on the row, and a
 		// notification for it reaches this run as a signal.
-		r.st.Status, r.st.ExpireAt = payment.StatusPending, o.ExpireAt.UTC()
+		r.st.Status, r.st.ExpireAt, r.st.Method = payment.StatusPending, o.ExpireAt.UTC(), r.in.Method.OrPage()
 		r.st.PayURL, r.st.QRCode, r.st.OrderString = o.PayURL, o.QRCode, o.OrderString
 		r.st.PayLinkIssued = true
 		r.st.Initialized = true
@@ -376,6 +384,10 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 	p := created.Payment
 	r.st.PaymentNo, r.st.Amount, r.st.Currency = p.PaymentNo, p.Amount, p.Currency
 	r.st.Status, r.st.ExpireAt, r.st.TradeNo, r.st.PaidAt = p.Status, p.ExpireAt.UTC(), p.TradeNo, p.PaidAt
+	r.st.Method = r.in.Method.OrPage()
+	if p.Method != "" {
+		r.st.Method = p.Method
+	}
 	r.upsertSearchAttributes(ctx)
 	if p.Status == payment.StatusPending {
 		// An adopted payment keeps the kind of trade it was created with.
@@ -809,14 +821,18 @@ func (r *paymentRun) forget(notifyID string) {
 	r.st.SeenNotifyIDs = kept
 }
 
-// paidForAnotherPayment handles Alipay's word that an earlier payment of this order was
-// paid, reaching this run because the API saw that payment pending just before it ended
-// and this run began (an order has one pending payment at a time, so it is no longer
-// pending). Its own transaction settles it: MarkPaid changes nothing on a PAID payment,
-// and one that is closed or failed records paid_after_close, as on the payment's own run.
+// paidForAnotherPayment handles Alipay's word that another payment of this order was
+// paid, reaching this run because the order's workflow id names it: an earlier payment
+// the API saw pending just before its run ended and this one began, or a newer one a
+// direct checkout opened while this run still delivers its webhook. This run never marks
+// it paid (MarkPaid with NotOwned writes nothing): one still pending has a run of its own,
+// which the inbox hands the notification to again until it is PAID with its grant and
+// webhook; one that is closed or failed records paid_after_close, as on its own run.
 func (r *paymentRun) paidForAnotherPayment(ctx workflow.Context, n NotificationPayload) {
 	var t payment.Transition
-	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkPaid, r.markPaidInput(n.PaymentNo, n.TradeNo, n.PaidAt, &n)).Get(ctx, &t)
+	in := r.markPaidInput(n.PaymentNo, n.TradeNo, n.PaidAt, &n)
+	in.NotOwned = true
+	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.MarkPaid, in).Get(ctx, &t)
 	if err != nil {
 		r.logger.Error("mark paid of an earlier payment failed; the auditor reports it", "payment_no", n.PaymentNo, "err", err)
 		return
@@ -824,6 +840,10 @@ func (r *paymentRun) paidForAnotherPayment(ctx workflow.Context, n NotificationP
 	if t.Unverified != "" {
 		r.logger.Error("notification signal for another payment not backed by a verified alipay notification; ignored",
 			"payment_no", n.PaymentNo, "notify_id", n.NotifyID, "why", t.Unverified)
+		return
+	}
+	if t.Payment.Status == payment.StatusPending {
+		r.logger.Info("paid notification for a pending payment of another run left to that run", "payment_no", n.PaymentNo, "notify_id", n.NotifyID)
 		return
 	}
 	if t.Payment.Status != payment.StatusPaid {

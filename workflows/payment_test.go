@@ -94,6 +94,11 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 			}
 			if other, ok := fs.others[in.PaymentNo]; ok {
 				fs.otherMarks++
+				if !in.NotOwned && other.Status == payment.StatusPending {
+					other.Status, other.TradeNo = payment.StatusPaid, in.TradeNo
+					fs.others[in.PaymentNo] = other
+					return payment.Transition{Payment: other, Changed: true}, nil
+				}
 				return payment.Transition{Payment: other}, nil
 			}
 			if fs.p.Status != payment.StatusPending {
@@ -959,5 +964,28 @@ func TestPaymentWorkflow_OpenedPaymentUnpaidIsClosedAtExpiry(t *testing.T) {
 	}
 	if closedAtAlipay.Before(expireAt) {
 		t.Fatalf("closed at Alipay at %v, before the pay link's expiry %v", closedAtAlipay, expireAt)
+	}
+}
+
+// A checkout of another method than the payment's does not join it: it is told which
+// method the order is being paid by, never handed that method's link.
+func TestPaymentWorkflow_CheckoutOfAnotherMethodIsToldWhy(t *testing.T) {
+	env, fs := newEnv(t)
+	var refusal error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(workflows.CheckoutUpdate, "qr", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { refusal = err },
+			OnAccept:   func() {},
+			OnComplete: func(res any, err error) { refusal = err },
+		}, workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: payment.MethodQR})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1")) }, time.Minute)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	if st := result(t, env); st.Status != payment.StatusPaid || st.Method != payment.MethodPage {
+		t.Fatalf("state %+v", st)
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(refusal, &appErr) || appErr.Type() != "AmountConflict" || !strings.Contains(appErr.Message(), "by a page payment") {
+		t.Fatalf("a qr checkout of a page payment: %v, want a conflict naming the page payment", refusal)
 	}
 }

@@ -151,3 +151,29 @@ func TestPaymentWorkflow_ANotificationWhoseMarkPaidFailedIsActedOnWhenHandedOver
 		t.Fatalf("status %s trade %q markPaid=%d grants=%d, want PAID by the handed-over notification", st.Status, st.TradeNo, fs.markPaid, fs.grants)
 	}
 }
+
+// A paid notification for a newer payment of the order, which a direct checkout opened
+// while this run still delivers its webhook, is not this run's to mark: the payment stays
+// pending for its own run (which marks it PAID with its grant and webhook when the inbox
+// hands the notification over again), and nothing is recorded as an anomaly.
+func TestPaymentWorkflow_APaidSignalForAPendingPaymentOfAnotherRunIsLeftToIt(t *testing.T) {
+	env, fs := newEnv(t)
+	fs.others = map[string]payment.Payment{"PNEWER": {PaymentNo: "PNEWER", TenantID: "t1", OrderID: "o1", Amount: 990,
+		Status: payment.StatusPending}}
+	fs.webhookErr = errors.New("merchant answered HTTP 503")
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1")) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		n := paidNotification(fs, "newer-payment")
+		n.PaymentNo = "PNEWER"
+		env.SignalWorkflow(workflows.NotificationSignal, n)
+	}, 3*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 {
+		t.Fatalf("this run's payment %s, markPaid=%d grants=%d", st.Status, fs.markPaid, fs.grants)
+	}
+	if newer := fs.others["PNEWER"]; newer.Status != payment.StatusPending || fs.otherMarks != 1 || len(fs.anomalies) != 0 {
+		t.Fatalf("newer payment %s after %d reads, anomalies %v; want it left pending to its own run, no anomaly",
+			newer.Status, fs.otherMarks, fs.anomalies)
+	}
+}
