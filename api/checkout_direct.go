@@ -97,6 +97,12 @@ func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) 
 	if !started {
 		return workflows.CheckoutResult{}, false, nil
 	}
+	if p.Method.OrPage() != in.Method.OrPage() {
+		// Its run is started (the payment is recovered either way), but a checkout never
+		// gets a link of a method it did not ask for: it is told which one the order is
+		// being paid by.
+		return workflows.CheckoutResult{}, true, methodConflict(p)
+	}
 	return res, true, nil
 }
 
@@ -118,4 +124,11 @@ func newPaymentNo(now time.Time) (string, error) {
 		return "", err
 	}
 	return "P" + now.UTC().Format("20060102") + hex.EncodeToString(b[:]), nil
+}
+
+// methodConflict refuses a checkout of another method than the order's pending payment's.
+func methodConflict(p payment.Payment) error {
+	return &payment.Error{Code: payment.ECONFLICT, Message: fmt.Sprintf(
+		"order %s is already being paid by a %s payment (%s); pay that one, or cancel it before a checkout of another method",
+		p.OrderID, p.Method.OrPage(), p.PaymentNo)}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,10 +103,10 @@ func workflowRunning(t *testing.T, workflowID string) bool {
 }
 
 // A page checkout of an order whose pending payment is a QR payment with no run (its run
-// was terminated, and the sweeper is too slow to have re-driven it) answers that payment
-// as it is, its QR code and no cashier URL, and starts its run; paying the QR code pays it
-// once.
-func TestDirectCheckoutAnswersAnotherMethodsPendingPaymentByItsMethod(t *testing.T) {
+// was terminated, and the sweeper is too slow to have re-driven it) starts that payment's
+// run and is told, with a 409, that the order is being paid by that QR payment: it never
+// gets a link of a method it did not ask for. Paying the QR code pays it once.
+func TestDirectCheckoutOfAnotherMethodStartsThePendingPaymentsRunAndIsToldWhy(t *testing.T) {
 	st := newStack(t, stackOptions{paymentTTL: 10 * time.Minute, extraEnv: []string{"PAYKIT_SWEEP_STALE_AFTER=1h"}})
 	tn := newTenant(t)
 	orderID := "direct-qr-" + randHex(4)
@@ -118,10 +119,9 @@ func TestDirectCheckoutAnswersAnotherMethodsPendingPaymentByItsMethod(t *testing
 	if err := env.tc.TerminateWorkflow(t.Context(), payment.WorkflowID(tn.id, orderID), "", "terminated by hand"); err != nil {
 		t.Fatal(err)
 	}
-	page := mustCheckout(t, st, tn, "", order(orderID, 990))
-	if page.PaymentNo != first.PaymentNo || page.QRCode != first.QRCode || page.PayURL != "" {
-		t.Fatalf("page checkout answered payment %s, qr %q, pay url %q; want %s with its QR code %q and no pay url",
-			page.PaymentNo, page.QRCode, page.PayURL, first.PaymentNo, first.QRCode)
+	page := st.checkout(t, tn, "", order(orderID, 990))
+	if page.status != http.StatusConflict || !strings.Contains(string(page.body), "by a qr payment ("+first.PaymentNo+")") {
+		t.Fatalf("page checkout of a pending QR payment: HTTP %d %s; want 409 naming the QR payment %s", page.status, page.body, first.PaymentNo)
 	}
 	state := waitRedrivenState(t, payment.WorkflowID(tn.id, orderID), 30*time.Second)
 	if state.PaymentNo != first.PaymentNo || state.QRCode != first.QRCode {

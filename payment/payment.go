@@ -92,6 +92,14 @@ const (
 	MethodApp  Method = "app"  // alipay.trade.app.pay: an order string for the Alipay app SDK
 )
 
+// OrPage is m, or MethodPage for a payment recorded without a method (before 0009).
+func (m Method) OrPage() Method {
+	if m == "" {
+		return MethodPage
+	}
+	return m
+}
+
 // Validate reports whether m is a supported method.
 func (m Method) Validate() error {
 	switch m {

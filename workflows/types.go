@@ -139,8 +139,10 @@ type PaymentState struct {
 	Amount    payment.Amount `json:"amount_fen"`
 	Currency  string         `json:"currency"`
 	Status    payment.Status `json:"status"`
-	PayURL    string         `json:"pay_url,omitempty"`
-	QRCode    string         `json:"qr_code,omitempty"`
+	// Method is how the payment is paid; a checkout of another method does not join it.
+	Method payment.Method `json:"method,omitempty"`
+	PayURL string         `json:"pay_url,omitempty"`
+	QRCode string         `json:"qr_code,omitempty"`
 	// OrderString is the signed alipay.trade.app.pay order string of an app payment.
 	OrderString string    `json:"order_string,omitempty"`
 	ExpireAt    time.Time `json:"expire_at"`
