@@ -91,6 +91,16 @@ type MarkPaidInput struct {
 	NotOwned bool `json:"not_owned,omitempty"`
 }
 
+// ReadPayment returns a payment as its row holds it: a run for a payment the API opened
+// reads it before answering a joining checkout.
+func (a *Activities) ReadPayment(ctx context.Context, paymentNo string) (payment.Payment, error) {
+	p, err := a.Store.GetPayment(ctx, paymentNo)
+	if err != nil {
+		return payment.Payment{}, classify("read payment", err)
+	}
+	return p, nil
+}
+
 // MarkPaid runs the success path's local transaction under the per-order lock. On lock
 // contention it re-reads the status after a short wait: already paid is an answer, not
 // an error; still pending is retried. On a notification signal it first confirms the

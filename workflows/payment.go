@@ -41,10 +41,12 @@ type paymentRun struct {
 	// forgetFailed remembers whether this run has forgetFailedSignals, asked at the first
 	// notification signal whose MarkPaid failed.
 	forgetFailed versionGate
-	// nearExpiry is true for a run that started on version 2 of PaymentChangesID, which
+	// v2 is true for a run that started on version 2 of PaymentChangesID or later: it
 	// leaves to the close path a backoff query due less than half its step before expiry.
-	nearExpiry bool
-	logger     interface {
+	// v3 (version 3 or later): a run for an Opened payment reads the payment's row before
+	// it answers a joining checkout.
+	v2, v3 bool
+	logger interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 		Error(string, ...interface{})
@@ -57,8 +59,8 @@ type paymentRun struct {
 // payment:{tenant}:{order}.
 func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error) {
 	r := &paymentRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
-	changes := workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, 2)
-	r.current, r.nearExpiry = changes >= 1, changes >= 2
+	changes := workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, 3)
+	r.current, r.v2, r.v3 = changes >= 1, changes >= 2, changes >= 3
 	if r.current {
 		r.drain, r.localClose = versionOn, versionOn
 	} else {
@@ -141,8 +143,10 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 // fall less than half its step before expiry is left to the close path's query at expiry
 // (an early jitter on the first three queries used to buy an abandoned checkout a fourth
 // query seconds before the close path's). Runs recorded on version 1 keep their schedule.
-// A worker from before version 2 fails the workflow task of a version-2 run until a newer
-// worker takes it, so a deploy replaces every worker before old ones pick up new runs.
+// Version 3 adds, for runs that start on it, confirmOpened: a run for a payment the API
+// opened reads the payment's row once before it answers a joining checkout. A worker from
+// before version N fails the workflow task of a version-N run until a newer worker takes
+// it, so a deploy replaces every worker before old ones pick up new runs.
 const PaymentChangesID = "payment-changes-1"
 
 // versionGate asks workflow.GetVersion for one change id once per run, at its first use,
@@ -223,6 +227,9 @@ func (r *paymentRun) registerHandlers(ctx workflow.Context) error {
 			if err := workflow.Await(ctx, func() bool { return r.st.Initialized || r.st.InitError != "" }); err != nil {
 				return CheckoutResult{}, err
 			}
+			if err := r.confirmOpened(ctx); err != nil {
+				return CheckoutResult{}, err
+			}
 			return r.answerCheckout(req, joinedDuringInit)
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req CheckoutRequest) error {
@@ -231,6 +238,33 @@ func (r *paymentRun) registerHandlers(ctx workflow.Context) error {
 	if err != nil {
 		return fmt.Errorf("register update: %w", err)
 	}
+	return nil
+}
+
+// confirmOpened reads the row of a payment the API opened before this run began, once,
+// before the run answers a joining checkout with it: the run was handed "pending" and a
+// pay link, and never hands them on without the row's word. A payment that is no longer
+// pending answers the checkout "retry" (the run learns why from its signal or its next
+// tick, and the retry gets the final answer); a read that fails answers "unavailable".
+func (r *paymentRun) confirmOpened(ctx workflow.Context) error {
+	if !r.v3 || r.in.Opened == nil || r.st.OpenedConfirmed || r.st.Status != payment.StatusPending || r.st.InitError != "" {
+		return nil
+	}
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: 15 * time.Second, StartToCloseTimeout: 5 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2, MaximumInterval: 2 * time.Second},
+	})
+	var p payment.Payment
+	if err := workflow.ExecuteLocalActivity(ctx, a.ReadPayment, r.st.PaymentNo).Get(ctx, &p); err != nil {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("payment %s of order %s could not be read: %v", r.st.PaymentNo, r.st.OrderID, err), activities.ErrTypeUnavailable, nil)
+	}
+	if p.Status != payment.StatusPending {
+		r.logger.Info("opened payment is no longer pending; the joining checkout retries", "payment_no", r.st.PaymentNo, "status", p.Status)
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("payment %s of order %s is %s; retry", r.st.PaymentNo, r.st.OrderID, p.Status), activities.ErrTypeFinishing, nil)
+	}
+	r.st.OpenedConfirmed = true
 	return nil
 }
 

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -27,9 +28,11 @@ var a *activities.Activities
 type fakeStore struct {
 	p        payment.Payment
 	markPaid int
-	closed   int
-	failed   int
-	grants   int
+	// reads counts ReadPayment calls.
+	reads  int
+	closed int
+	failed int
+	grants int
 	// webhookErr is what the merchant webhook answers (nil: delivered).
 	webhookErr error
 	// openErr is what OpenTrade answers (nil: the trade opens).
@@ -82,6 +85,8 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 			}
 			return activities.OpenTradeResult{PayURL: "http://sim/gateway.do?out_trade_no=" + in.PaymentNo}, nil
 		}).Maybe()
+	env.OnActivity(a.ReadPayment, mock.Anything, mock.Anything).Return(
+		func(context.Context, string) (payment.Payment, error) { fs.reads++; return fs.p, nil }).Maybe()
 	env.OnActivity(a.MarkPaid, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarkPaidInput) (payment.Transition, error) {
 			if fs.markPaidDown.Load() {
@@ -902,8 +907,9 @@ func openedInput(fs *fakeStore, expireAt time.Time) workflows.PaymentInput {
 }
 
 // A run the API started for a payment it created and opened runs no activity in its
-// first workflow task, answers a joining checkout with the API's payment and pay link, and
-// pays on the notification exactly once.
+// first workflow task, answers a joining checkout with the API's payment and pay link once
+// it has read the row (one read, whatever the number of joining checkouts), and pays on
+// the notification exactly once.
 func TestPaymentWorkflow_OpenedByTheAPIStartsWithoutActivities(t *testing.T) {
 	env, fs := newEnv(t)
 	in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
@@ -913,20 +919,25 @@ func TestPaymentWorkflow_OpenedByTheAPIStartsWithoutActivities(t *testing.T) {
 	})
 	var joined workflows.CheckoutResult
 	var joinErr error
+	for i, at := range []time.Duration{time.Second, 2 * time.Second} {
+		env.RegisterDelayedCallback(func() {
+			if i == 0 && len(activitiesRun) != 0 {
+				t.Errorf("activities in the first workflow task: %v, want none", activitiesRun)
+			}
+			env.UpdateWorkflow(workflows.CheckoutUpdate, fmt.Sprintf("join%d", i), &testsuite.TestUpdateCallback{
+				OnAccept: func() {}, OnReject: func(err error) { joinErr = err },
+				OnComplete: func(v interface{}, err error) {
+					joinErr = err
+					if err == nil {
+						joined = v.(workflows.CheckoutResult)
+					}
+				},
+			}, workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: payment.MethodPage})
+		}, at)
+	}
 	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflow(workflows.CheckoutUpdate, "join", &testsuite.TestUpdateCallback{
-			OnAccept: func() {}, OnReject: func(err error) { joinErr = err },
-			OnComplete: func(v interface{}, err error) {
-				joinErr = err
-				if err == nil {
-					joined = v.(workflows.CheckoutResult)
-				}
-			},
-		}, workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: payment.MethodPage})
-	}, time.Second)
-	env.RegisterDelayedCallback(func() {
-		if len(activitiesRun) != 0 {
-			t.Errorf("activities before the notification: %v, want none", activitiesRun)
+		if len(activitiesRun) != 1 || activitiesRun[0] != "ReadPayment" {
+			t.Errorf("activities before the notification: %v, want one ReadPayment", activitiesRun)
 		}
 		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
 		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
@@ -941,6 +952,41 @@ func TestPaymentWorkflow_OpenedByTheAPIStartsWithoutActivities(t *testing.T) {
 	}
 	if fs.opened.PaymentNo != "" {
 		t.Fatalf("the run opened the trade again (%+v); the API had opened it", fs.opened)
+	}
+}
+
+// A run for an opened payment whose row is no longer pending (paid by a notification its
+// signal has not brought yet) never answers a joining checkout with it as pending and its
+// pay link: the checkout is told to retry, and the retry gets the final answer.
+func TestPaymentWorkflow_AnOpenedRunReadsTheRowBeforeAnsweringAJoiningCheckout(t *testing.T) {
+	env, fs := newEnv(t)
+	in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
+	fs.p.Status = payment.StatusPaid
+	var joined workflows.CheckoutResult
+	var joinErr error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(workflows.CheckoutUpdate, "join", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { joinErr = err },
+			OnComplete: func(v interface{}, err error) {
+				joinErr = err
+				if err == nil {
+					joined = v.(workflows.CheckoutResult)
+				}
+			},
+		}, workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: payment.MethodPage})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		fs.p.Status = payment.StatusPending
+		env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1"))
+	}, 10*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	var appErr *temporal.ApplicationError
+	if !errors.As(joinErr, &appErr) || appErr.Type() != activities.ErrTypeFinishing || joined.PayURL != "" {
+		t.Fatalf("joining checkout of a paid row answered %+v, %v; want %s (retry) and no pay link", joined, joinErr, activities.ErrTypeFinishing)
+	}
+	if fs.reads != 1 || st.Status != payment.StatusPaid || fs.markPaid != 1 {
+		t.Fatalf("reads=%d state %s markPaid=%d, want one read and PAID once", fs.reads, st.Status, fs.markPaid)
 	}
 }
 

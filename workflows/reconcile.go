@@ -54,7 +54,7 @@ func (r *paymentRun) scheduleReconcile(now time.Time, attempts int) {
 		// The expiry timer wakes the run first, or soon after: the close path at expiry
 		// asks Alipay itself.
 		next = time.Time{}
-	case !closing && r.st.ExpireAt.Sub(next) < d/2 && r.nearExpiry:
+	case !closing && r.st.ExpireAt.Sub(next) < d/2 && r.v2:
 		// The close path's query at expiry comes within half a backoff step of this one:
 		// an early jitter must not buy an abandoned checkout a fourth query.
 		next = time.Time{}

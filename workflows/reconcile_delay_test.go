@@ -44,7 +44,7 @@ func TestReconcileDelayBacksOffWithJitter(t *testing.T) {
 // close path's query at expiry.
 func schedule(no string, ttl time.Duration, nearExpiry bool) []time.Duration {
 	start := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
-	r := &paymentRun{timing: Timing{ReconcileInterval: time.Minute}, nearExpiry: nearExpiry,
+	r := &paymentRun{timing: Timing{ReconcileInterval: time.Minute}, v2: nearExpiry,
 		st: PaymentState{PaymentNo: no, ExpireAt: start.Add(ttl)}}
 	var at []time.Duration
 	r.scheduleReconcile(start, 0)

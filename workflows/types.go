@@ -150,6 +150,9 @@ type PaymentState struct {
 	PaidAt      time.Time `json:"paid_at,omitzero"`
 	// Initialized is true once the payment row and the Alipay trade exist.
 	Initialized bool `json:"initialized"`
+	// OpenedConfirmed is true once a run for a payment the API opened has read the row
+	// and found it pending (confirmOpened).
+	OpenedConfirmed bool `json:"opened_confirmed,omitempty"`
 	// InitError is set if the payment could not be created at all; InitErrorType is its
 	// Temporal error type (e.g. OrderAlreadyPaid).
 	InitError     string `json:"init_error,omitempty"`
