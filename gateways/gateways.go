@@ -1,13 +1,15 @@
 // Package gateways resolves the Alipay app of a tenant, of a payment and of a
-// notification: the deployment's default app, or a tenant's own app (current, or one it
-// has left and keeps the keys of), whose gateway is built from its sealed keys once and
-// cached until they change.
+// notification: the deployment's default app (current, or an earlier one whose keys the
+// deployment kept), or a tenant's own app (current, or one it has left and keeps the
+// keys of), whose gateway is built from its sealed keys once and cached until they
+// change.
 package gateways
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -136,6 +138,11 @@ func (g *Resolver) ForPayment(ctx context.Context, tenantID, appID string) (paym
 		return payment.App{ID: appID, AppID: appID, SellerID: t.AlipaySeller, Gateway: c.gw}, nil
 	}
 	k, err := g.keptApp(ctx, tenantID, appID)
+	if errors.Is(err, payment.ErrNotFound) {
+		// An earlier default app of the deployment (ALIPAY_APP_ID has changed since the
+		// payment was opened on it), kept with its keys by the processes that ran on it.
+		k, err = g.keptApp(ctx, payment.DeploymentAppsTenant, appID)
+	}
 	if err != nil {
 		return payment.App{}, fmt.Errorf("gateway of tenant %s app %s: %w", tenantID, appID, err)
 	}
@@ -235,24 +242,27 @@ func (g *Resolver) appGateway(key, tenantID, appID, seller, sealed string) (buil
 	if c, ok := g.built[key]; ok && c.version == version {
 		return c, nil
 	}
-	if g.keys == nil {
-		return builtGateway{}, fmt.Errorf("tenant %s has its own alipay app but PAYKIT_SECRETS_KEYS is not set", tenantID)
+	if tenantID == payment.DeploymentAppsTenant && sealed == "" {
+		return builtGateway{}, fmt.Errorf("alipay app %s was the deployment's default app, but its keys were not kept (PAYKIT_SECRETS_KEYS was not set): start a process with its ALIPAY_* and PAYKIT_SECRETS_KEYS once", appID)
 	}
-	if appID == "" || seller == "" {
-		return builtGateway{}, fmt.Errorf("tenant %s has alipay keys but no app_id or seller_id", tenantID)
+	if g.keys == nil {
+		return builtGateway{}, fmt.Errorf("%s has its own alipay app but PAYKIT_SECRETS_KEYS is not set", owner(tenantID))
+	}
+	if appID == "" || (seller == "" && tenantID != payment.DeploymentAppsTenant) {
+		return builtGateway{}, fmt.Errorf("%s has alipay keys but no app_id or seller_id", owner(tenantID))
 	}
 	plain, err := g.keys.Open(sealed, payment.AlipayCredentialsAAD(tenantID))
 	if err != nil {
-		return builtGateway{}, fmt.Errorf("tenant %s alipay app %s credentials: %w", tenantID, appID, err)
+		return builtGateway{}, fmt.Errorf("%s alipay app %s credentials: %w", owner(tenantID), appID, err)
 	}
 	creds, err := payment.DecodeAlipayCredentials(plain)
 	if err != nil {
-		return builtGateway{}, fmt.Errorf("tenant %s: %w", tenantID, err)
+		return builtGateway{}, fmt.Errorf("%s: %w", owner(tenantID), err)
 	}
 	gw, err := g.build(appID, seller, creds)
 	if err != nil {
 		// The error of a key parser may quote the key; never pass it on.
-		return builtGateway{}, fmt.Errorf("tenant %s alipay app %s: the keys do not load", tenantID, appID)
+		return builtGateway{}, fmt.Errorf("%s alipay app %s: the keys do not load", owner(tenantID), appID)
 	}
 	c := builtGateway{version: version, app: digest(appID, seller, string(plain)), gw: gw}
 	if len(g.built) >= maxCached {
@@ -260,6 +270,14 @@ func (g *Resolver) appGateway(key, tenantID, appID, seller, sealed string) (buil
 	}
 	g.built[key] = c
 	return c, nil
+}
+
+// owner names whose keys an app's are in errors: a tenant, or the deployment.
+func owner(tenantID string) string {
+	if tenantID == payment.DeploymentAppsTenant {
+		return "the deployment"
+	}
+	return "tenant " + tenantID
 }
 
 func digest(parts ...string) string {

@@ -203,7 +203,7 @@ const (
 	qKeptAlipayApp       = `SELECT ` + keptAppColumns + ` FROM tenant_alipay_apps WHERE tenant_id = ? AND app_id = ?`
 	qKeptAlipayAppsByApp = `SELECT ` + keptAppColumns + ` FROM tenant_alipay_apps WHERE app_id = ?
 ORDER BY tenant_id LIMIT 100`
-	qKeptAlipayAppIDs = `SELECT DISTINCT app_id FROM tenant_alipay_apps WHERE left_at >= ? ORDER BY app_id`
+	qKeptAlipayAppIDs = `SELECT DISTINCT app_id FROM tenant_alipay_apps WHERE left_at >= ? AND alipay_credentials <> '' ORDER BY app_id`
 	qKeptAlipayApps   = `SELECT ` + keptAppColumns + ` FROM tenant_alipay_apps WHERE (tenant_id, app_id) > (?, ?)
 ORDER BY tenant_id, app_id LIMIT 100`
 	qSwapKeptCredentials = `UPDATE tenant_alipay_apps SET alipay_credentials = ?
@@ -245,7 +245,9 @@ func (st *Store) KeptAlipayAppsByApp(ctx context.Context, appID string) ([]payme
 	return out, nil
 }
 
-// KeptAlipayAppIDs returns the app_ids some tenant has left since a time, each once.
+// KeptAlipayAppIDs returns the app_ids some tenant, or the deployment, has left since a
+// time, each once: those whose keys are kept (an earlier default app of a deployment
+// without PAYKIT_SECRETS_KEYS has none, and no bill of it can be fetched).
 func (st *Store) KeptAlipayAppIDs(ctx context.Context, leftSince time.Time) ([]string, error) {
 	var out []string
 	err := st.query(ctx, qKeptAlipayAppIDs, []any{dbTime(leftSince)}, func(rows *sql.Rows) error {

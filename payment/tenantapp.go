@@ -163,3 +163,8 @@ type KeptAlipayApp struct {
 	// LeftAt is when the tenant last moved off the app.
 	LeftAt time.Time
 }
+
+// DeploymentAppsTenant is the tenant id under which the deployment's own apps (the
+// default app, ALIPAY_*, and every earlier one) are kept with the apps tenants have
+// left: no tenant can have it (ValidateTenantID refuses it).
+const DeploymentAppsTenant = ""

@@ -62,6 +62,10 @@ func Reencrypt(ctx context.Context, store Resealer, kr *secrets.Keyring) (change
 		for _, k := range ks {
 			total++
 			afterTenant, afterApp = k.TenantID, k.AppID
+			if k.CredentialsSealed == "" {
+				// An app the deployment recorded without a keyring: no keys to reseal.
+				continue
+			}
 			re, ok, err := kr.Reseal(k.CredentialsSealed, payment.AlipayCredentialsAAD(k.TenantID))
 			if err != nil {
 				return changed, total, fmt.Errorf("tenant %s kept app %s: %w", k.TenantID, k.AppID, err)

@@ -38,6 +38,8 @@ commands:
             attributes (a real Temporal server; the dev server does it itself)
   tenant    create or update a tenant (see: paykit tenant -h)
   anomalies list payments an operator must resolve (see: paykit anomalies -h)
+  apps      list the deployment's default apps, current and earlier; -keep records the
+            current one with its keys before ALIPAY_APP_ID changes (see: paykit apps -h)
   audit     compare a window of payments with Alipay and report broken invariants;
             exits 1 on findings, 2 if it cannot audit (see: paykit audit -h)
   statement show (with -run: reconcile) a day's Alipay bill against the local records;
@@ -75,6 +77,8 @@ func main() {
 		err = runTenant(ctx, cfg, args)
 	case "anomalies":
 		err = runAnomalies(ctx, cfg, args, os.Stdout)
+	case "apps":
+		err = runApps(ctx, cfg, args, os.Stdout)
 	case "audit":
 		code := runAudit(ctx, cfg, args, os.Stdout, os.Stderr, logger)
 		stop()

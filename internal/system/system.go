@@ -233,6 +233,10 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prom
 		s.Close()
 		return nil, err
 	}
+	if err = KeepDefaultApp(ctx, cfg, s.Store, s.Secrets, logger); err != nil {
+		s.Close()
+		return nil, err
+	}
 	s.Orchestrator = orchestrator.New(s.Temporal, cfg.TaskQueue, cfg.Timing)
 	return s, nil
 }
