@@ -91,6 +91,9 @@ type Activities struct {
 	// keeps where each scheduled audit stands; nil makes a scoped audit fail.
 	Auditor    *audit.Auditor
 	Watermarks AuditWatermarks
+	// AuditRetries keeps the payments the scheduled audit could not verify; nil: it
+	// neither keeps nor checks them again.
+	AuditRetries AuditRetries
 	// Statements reconciles daily bills of the apps StatementApps lists (statement.go);
 	// nil makes the ReconcileStatement activity fail. StatementMetrics may be nil.
 	Statements       *statement.Reconciler

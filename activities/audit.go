@@ -25,6 +25,15 @@ type AuditWatermarks interface {
 	AdvanceAuditWatermark(ctx context.Context, scope string, from, to time.Time) (bool, error)
 }
 
+// AuditRetries keeps the payments a scheduled audit could not verify; *mysql.Store
+// implements it.
+type AuditRetries interface {
+	AddAuditRetry(ctx context.Context, scope, paymentNo, detail string, next time.Time) error
+	DueAuditRetries(ctx context.Context, scope string, now time.Time, limit int) ([]audit.Retry, error)
+	RescheduleAuditRetry(ctx context.Context, scope string, r audit.Retry, next time.Time, detail string) error
+	DeleteAuditRetry(ctx context.Context, scope, paymentNo string) error
+}
+
 // AuditRequest is the window and thresholds of one scheduled audit. Zero thresholds take
 // the auditor's defaults.
 type AuditRequest struct {
@@ -54,6 +63,10 @@ type AuditResult struct {
 	// watermark after the run.
 	Windows      int       `json:"windows,omitempty"`
 	AuditedUntil time.Time `json:"audited_until,omitzero"`
+	// Rechecked counts the payments an earlier window could not verify that the run
+	// checked again; RecheckGaveUp those it gave up on (AuditRecheck).
+	Rechecked     int `json:"rechecked,omitempty"`
+	RecheckGaveUp int `json:"recheck_gave_up,omitempty"`
 }
 
 // Add adds the counts of another window's result.
@@ -129,6 +142,16 @@ func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, 
 				return err
 			}
 		}
+		if req.Scope != "" && a.AuditRetries != nil {
+			for _, f := range fs {
+				if f.Kind != audit.KindUnverifiable {
+					continue
+				}
+				if err := a.AuditRetries.AddAuditRetry(ctx, req.Scope, f.PaymentNo, f.Detail, a.now().Add(audit.RecheckAfter(0))); err != nil {
+					return err
+				}
+			}
+		}
 		for _, f := range fs {
 			tally.Add(AuditResult{Findings: 1, ByKind: map[string]int{f.Kind: 1}})
 			a.Metrics.auditFinding(f.Kind)
@@ -176,4 +199,118 @@ func count(byKind map[string]int) int {
 		n += c
 	}
 	return n
+}
+
+// AuditRecheckRequest names the scheduled audit whose unverifiable payments are checked
+// again, with its thresholds.
+type AuditRecheckRequest struct {
+	Scope        string        `json:"scope"`
+	GrantSLA     time.Duration `json:"grant_sla,omitempty"`
+	WebhookSLA   time.Duration `json:"webhook_sla,omitempty"`
+	PendingGrace time.Duration `json:"pending_grace,omitempty"`
+}
+
+// AuditRecheckResult counts what a check again did.
+type AuditRecheckResult struct {
+	// Checked counts the due payments checked again; Verified those it could check
+	// (their findings, if any, recorded); StillUnverifiable those due again later;
+	// GaveUp those it stopped checking, each recorded as an anomaly.
+	Checked           int `json:"checked"`
+	Verified          int `json:"verified"`
+	StillUnverifiable int `json:"still_unverifiable"`
+	GaveUp            int `json:"gave_up"`
+	Findings          int `json:"findings"`
+}
+
+// auditRecheckBatch bounds the payments one check again takes.
+const auditRecheckBatch = 200
+
+// AuditRecheck checks again the payments the scheduled audit of req.Scope could not
+// verify and that are due: a payment it can now check leaves the list, its findings
+// recorded as the window's would have been; one still unverifiable is due again later
+// (audit.RecheckAfter), and after audit.RecheckFor the audit records that it gave up
+// (audit_unverifiable_gave_up) and stops. Retried, it does each step at most once.
+func (a *Activities) AuditRecheck(ctx context.Context, req AuditRecheckRequest) (AuditRecheckResult, error) {
+	var res AuditRecheckResult
+	if a.Auditor == nil || a.AuditRetries == nil || req.Scope == "" {
+		return res, temporal.NewNonRetryableApplicationError("audit recheck: the worker has no auditor or no retry store, or no scope", ErrTypeInvalid, nil)
+	}
+	now := a.now()
+	due, err := a.AuditRetries.DueAuditRetries(ctx, req.Scope, now, auditRecheckBatch)
+	if err != nil || len(due) == 0 {
+		return res, err
+	}
+	nos := make([]string, len(due))
+	for i, r := range due {
+		nos[i] = r.PaymentNo
+	}
+	rep, err := a.Auditor.Recheck(ctx, audit.Params{GrantSLA: req.GrantSLA, WebhookSLA: req.WebhookSLA, PendingGrace: req.PendingGrace}, nos)
+	if err != nil {
+		return res, classify("audit recheck", err)
+	}
+	unverifiable := map[string]string{}
+	var found []audit.Finding
+	for _, f := range rep.Findings {
+		if f.Kind == audit.KindUnverifiable {
+			unverifiable[f.PaymentNo] = f.Detail
+			continue
+		}
+		found = append(found, f)
+	}
+	for _, f := range found {
+		if err := a.recordAuditFinding(ctx, f); err != nil {
+			return res, err
+		}
+		res.Findings++
+	}
+	for _, r := range due {
+		res.Checked++
+		detail, still := unverifiable[r.PaymentNo]
+		switch {
+		case !still:
+			res.Verified++
+			err = a.AuditRetries.DeleteAuditRetry(ctx, req.Scope, r.PaymentNo)
+		case now.Sub(r.FirstAt) >= audit.RecheckFor:
+			res.GaveUp++
+			err = a.giveUpAudit(ctx, r, detail)
+			if err == nil {
+				err = a.AuditRetries.DeleteAuditRetry(ctx, req.Scope, r.PaymentNo)
+			}
+		default:
+			res.StillUnverifiable++
+			err = a.AuditRetries.RescheduleAuditRetry(ctx, req.Scope, r, now.Add(audit.RecheckAfter(r.Attempts+1)), detail)
+		}
+		if err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// recordAuditFinding records one finding as an anomaly, counts and logs it.
+func (a *Activities) recordAuditFinding(ctx context.Context, f audit.Finding) error {
+	an := f.Anomaly()
+	an.CreatedAt = a.now()
+	if err := a.Store.RecordAnomaly(ctx, an); err != nil {
+		return err
+	}
+	a.Metrics.auditFinding(f.Kind)
+	a.Metrics.anomaly(audit.AnomalyPrefix + f.Kind)
+	a.log().ErrorContext(ctx, "audit finding: operator action required", "kind", f.Kind, "tenant_id", f.TenantID,
+		"order_id", f.OrderID, "payment_no", f.PaymentNo, "status", f.Status.String(), "trade_no", f.TradeNo,
+		"amount_fen", int64(f.AmountFen), "alipay_amount_fen", int64(f.AlipayAmountFen), "detail", f.Detail)
+	return nil
+}
+
+// giveUpAudit records that the audit stopped checking a payment it could not verify.
+func (a *Activities) giveUpAudit(ctx context.Context, r audit.Retry, detail string) error {
+	p, err := a.Store.GetPayment(ctx, r.PaymentNo)
+	if err != nil {
+		return classify("audit give up", err)
+	}
+	f := audit.Finding{Kind: audit.KindUnverifiableGaveUp, TenantID: p.TenantID, OrderID: p.OrderID, PaymentNo: p.PaymentNo,
+		Status: p.Status, TradeNo: p.TradeNo, AmountFen: p.Amount, CreatedAt: p.CreatedAt,
+		Detail: fmt.Sprintf("could not be verified for %s since %s (%d checks again); last: %s; check it by hand",
+			audit.RecheckFor, r.FirstAt.UTC().Format(time.RFC3339), r.Attempts+1, detail)}
+	return a.recordAuditFinding(ctx, f)
 }

@@ -3,9 +3,11 @@ package activities_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,5 +191,104 @@ func TestAudit_MovesItsWatermarkOnlyFromWhereItStands(t *testing.T) {
 	}
 	if res.Payments != 7 || res.Findings != 2 || res.ByKind[audit.KindLost] != 2 || res.Windows != 1 {
 		t.Fatalf("resumed attempt: %+v, want the earlier attempts' counts", res)
+	}
+}
+
+// flakyQueries is the simulator's gateway whose queries fail while down is set.
+type flakyQueries struct {
+	audit.Gateway
+	down *atomic.Bool
+}
+
+func (g flakyQueries) Query(ctx context.Context, paymentNo string) (payment.Trade, error) {
+	if g.down.Load() {
+		return payment.Trade{}, errors.New("alipay: connection reset")
+	}
+	return g.Gateway.Query(ctx, paymentNo)
+}
+
+// The scheduled audit comes back to the payments it could not verify once its watermark
+// has moved past them: each is checked again, later and later, until it can be (its
+// findings then recorded as the window's would have been, and it leaves the list), or
+// until audit.RecheckFor has passed, when the audit records that it gave up.
+func TestAuditRecheck_ComesBackToWhatItCouldNotVerify(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var down atomic.Bool
+	clock := time.Now().UTC()
+	f.acts.Now = func() time.Time { return clock }
+	f.acts.Watermarks, f.acts.AuditRetries = f.store, f.store
+	f.acts.Auditor = &audit.Auditor{Store: f.store, Gateway: flakyQueries{Gateway: f.acts.Gateway, down: &down}, Workflows: noWorkflows{}}
+	lost := func(orderID string) payment.Payment {
+		t.Helper()
+		in := f.createInput(orderID)
+		p, _, err := f.store.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: in.PaymentNo, TenantID: in.TenantID,
+			OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency, Subject: in.Subject, ExpireAt: in.ExpireAt, WorkflowID: in.WorkflowID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.acts.Gateway.Precreate(ctx, payment.TradeRequest{PaymentNo: p.PaymentNo, Subject: p.Subject,
+			Amount: p.Amount, ExpireAt: p.ExpireAt}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.sim.Pay(testAppID, p.PaymentNo, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.store.ClosePayment(ctx, p.PaymentNo, "expired"); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	recovers, abandoned := lost("recovers"), lost("abandoned")
+	const scope = "paykit-audit-recheck-test"
+	down.Store(true)
+	var res activities.AuditResult
+	if err := f.remote(t, &res, f.acts.Audit, activities.AuditRequest{Since: clock.Add(-time.Hour), Until: clock.Add(time.Minute), Scope: scope}); err != nil {
+		t.Fatal(err)
+	}
+	if res.ByKind[audit.KindUnverifiable] != 2 || f.count(t, "SELECT COUNT(*) FROM audit_retries WHERE scope = ?", scope) != 2 {
+		t.Fatalf("window with Alipay down: %+v, %d kept to check again; want both unverifiable and kept",
+			res, f.count(t, "SELECT COUNT(*) FROM audit_retries WHERE scope = ?", scope))
+	}
+	recheck := func(t *testing.T) activities.AuditRecheckResult {
+		t.Helper()
+		var r activities.AuditRecheckResult
+		if err := f.remote(t, &r, f.acts.AuditRecheck, activities.AuditRecheckRequest{Scope: scope}); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := recheck(t); r.Checked != 0 {
+		t.Fatalf("checked again at once: %+v; want none due before audit.RecheckAfter(0)", r)
+	}
+	clock = clock.Add(audit.RecheckAfter(0))
+	if r := recheck(t); r.Checked != 2 || r.StillUnverifiable != 2 {
+		t.Fatalf("Alipay still down an hour later: %+v; want both checked and still unverifiable", r)
+	}
+	if n := f.count(t, "SELECT COUNT(*) FROM audit_retries WHERE scope = ? AND attempts = 1 AND next_at > ?", scope, clock); n != 2 {
+		t.Fatalf("%d rows rescheduled with one attempt, want 2", n)
+	}
+	// Alipay answers again for one of them: it is verified, and its finding recorded.
+	down.Store(false)
+	if _, err := f.db.ExecContext(ctx, "UPDATE audit_retries SET next_at = first_at WHERE payment_no = ?", recovers.PaymentNo); err != nil {
+		t.Fatal(err)
+	}
+	if r := recheck(t); r.Checked != 1 || r.Verified != 1 || r.Findings != 1 {
+		t.Fatalf("Alipay back: %+v; want the due payment verified with its one finding", r)
+	}
+	if n := f.count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = 'audit_lost' AND payment_no = ?", recovers.PaymentNo); n != 1 {
+		t.Fatalf("audit_lost of %s: %d rows, want 1", recovers.PaymentNo, n)
+	}
+	// The other stays unverifiable for a week: the audit gives up on it, and says so.
+	down.Store(true)
+	clock = clock.Add(audit.RecheckFor)
+	if r := recheck(t); r.Checked != 1 || r.GaveUp != 1 {
+		t.Fatalf("a week of Alipay down: %+v; want the audit to give up on %s", r, abandoned.PaymentNo)
+	}
+	if n := f.count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = ? AND payment_no = ?", audit.AnomalyPrefix+audit.KindUnverifiableGaveUp, abandoned.PaymentNo); n != 1 {
+		t.Fatalf("gave-up anomaly of %s: %d rows, want 1", abandoned.PaymentNo, n)
+	}
+	if n := f.count(t, "SELECT COUNT(*) FROM audit_retries WHERE scope = ?", scope); n != 0 {
+		t.Fatalf("%d payments left to check again, want none", n)
 	}
 }

@@ -50,7 +50,7 @@ const (
 func Kinds() []string {
 	return []string{KindLost, KindDouble, KindMissingGrant, KindUndeliveredEvent, KindStuckPending,
 		KindAmountMismatch, KindNotPaidAtAlipay, KindRefundNotSucceeded, KindRefundNotAtAlipay, KindRefundAmountMismatch, KindRefundExceedsPaid,
-		KindUnsettledNotification, KindUnverifiable}
+		KindUnsettledNotification, KindUnverifiable, KindUnverifiableGaveUp}
 }
 
 // AnomalyPrefix starts the kind of every anomaly the scheduled audit records, so that
@@ -685,4 +685,64 @@ func rawStatus(t payment.Trade) string {
 		return t.RawStatus
 	}
 	return t.State.String()
+}
+
+// Retry is a payment a scheduled audit could not verify (an unverifiable finding): the
+// watermark moves past it, so the audit comes back to it (Auditor.Recheck) until it can
+// verify it, or for RecheckFor since FirstAt, after which it records that it gave up.
+type Retry struct {
+	PaymentNo string
+	FirstAt   time.Time
+	NextAt    time.Time
+	// Attempts counts the checks again that found it still unverifiable.
+	Attempts int
+	Detail   string
+}
+
+// KindUnverifiableGaveUp is the anomaly the scheduled audit records (with AnomalyPrefix)
+// for a payment it could not verify for RecheckFor: an operator checks it by hand.
+const KindUnverifiableGaveUp = "unverifiable_gave_up"
+
+// RecheckFor is how long the scheduled audit keeps checking a payment it could not
+// verify before it gives up on it.
+const RecheckFor = 7 * 24 * time.Hour
+
+// RecheckAfter is when a payment found unverifiable again after attempts checks is due
+// next: an hour, doubling, at most a day.
+func RecheckAfter(attempts int) time.Duration {
+	d := time.Hour
+	for range min(attempts, 5) {
+		d *= 2
+	}
+	return min(d, 24*time.Hour)
+}
+
+// Recheck audits the given payments again, whatever window they changed in, with the
+// checks of Run (a PAID payment at Alipay, a pending one past its expiry at Alipay and
+// in Temporal, its refunds): the scheduled audit comes back to the payments it could not
+// verify. Payments that no longer exist are left out of the report.
+func (a *Auditor) Recheck(ctx context.Context, p Params, paymentNos []string) (Report, error) {
+	p = p.withDefaults()
+	rep := Report{Findings: []Finding{}, ByKind: map[string]int{}}
+	if len(paymentNos) == 0 {
+		return rep, nil
+	}
+	recs, err := a.Store.AuditRecords(ctx, paymentNos)
+	if err != nil {
+		return rep, fmt.Errorf("audit: read %d payments to check again: %w", len(paymentNos), err)
+	}
+	slices.SortFunc(recs, func(x, y Record) int { return cmp.Compare(x.Payment.ID, y.Payment.ID) })
+	found, err := a.checkPage(ctx, recs, p, a.now(), Cursor{}, &rep)
+	if err != nil {
+		return rep, err
+	}
+	if found, err = a.stillTrue(ctx, recs, found, &rep); err != nil {
+		return rep, err
+	}
+	rep.Findings = found
+	for _, f := range found {
+		rep.ByKind[f.Kind]++
+	}
+	rep.Payments = len(recs)
+	return rep, nil
 }

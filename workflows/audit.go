@@ -123,5 +123,24 @@ func AuditWorkflow(ctx workflow.Context, in AuditInput) (activities.AuditResult,
 		total.Add(res)
 		mark, since = end, end
 	}
+	if workflow.GetVersion(ctx, "audit-recheck", workflow.DefaultVersion, 1) == 1 {
+		// The payments an earlier window could not verify, now behind the watermark.
+		rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 10 * time.Minute,
+			Summary:             "check again the payments the audit could not verify",
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval: time.Minute, BackoffCoefficient: 2, MaximumInterval: 10 * time.Minute, MaximumAttempts: 3,
+				NonRetryableErrorTypes: []string{activities.ErrTypeInvalid},
+			},
+		})
+		var res activities.AuditRecheckResult
+		if err := workflow.ExecuteActivity(rctx, a.AuditRecheck, activities.AuditRecheckRequest{
+			Scope: scope, GrantSLA: in.GrantSLA, WebhookSLA: in.WebhookSLA, PendingGrace: in.PendingGrace,
+		}).Get(ctx, &res); err != nil {
+			return total, err
+		}
+		total.Rechecked, total.RecheckGaveUp = res.Checked, res.GaveUp
+		total.Findings += res.Findings
+	}
 	return total, nil
 }

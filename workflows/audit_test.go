@@ -53,6 +53,7 @@ func TestAuditWorkflow(t *testing.T) {
 					got = req
 					return activities.AuditResult{Payments: 3, Findings: 1, ByKind: map[string]int{"lost": 1}}, nil
 				}).Once()
+			env.OnActivity(a.AuditRecheck, mock.Anything, mock.Anything).Return(activities.AuditRecheckResult{}, nil).Once()
 			env.ExecuteWorkflow(workflows.AuditWorkflowName, tc.in)
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
@@ -106,6 +107,16 @@ func TestAuditWorkflow_CatchesUpFromItsWatermark(t *testing.T) {
 					got = append(got, req)
 					return activities.AuditResult{Payments: 2, Windows: 1, AuditedUntil: req.Until}, nil
 				}).Maybe()
+			// After the windows, the payments earlier windows could not verify.
+			var recheckScope string
+			env.OnActivity(a.AuditRecheck, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, req activities.AuditRecheckRequest) (activities.AuditRecheckResult, error) {
+					if len(got) != tc.wantCalls {
+						t.Errorf("checked again after %d windows, want after all %d", len(got), tc.wantCalls)
+					}
+					recheckScope = req.Scope
+					return activities.AuditRecheckResult{Checked: 3, Verified: 2, GaveUp: 1, Findings: 1}, nil
+				}).Once()
 			env.ExecuteWorkflow(workflows.AuditWorkflowName, workflows.AuditInput{Window: 24 * time.Hour, Lag: time.Hour, TenantID: tc.tenant})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
@@ -122,8 +133,9 @@ func TestAuditWorkflow_CatchesUpFromItsWatermark(t *testing.T) {
 				from = req.Until
 			}
 			var res activities.AuditResult
-			if err := env.GetWorkflowResult(&res); err != nil || res.Windows != tc.wantCalls || res.Payments != 2*tc.wantCalls {
-				t.Fatalf("result %+v, %v", res, err)
+			if err := env.GetWorkflowResult(&res); err != nil || res.Windows != tc.wantCalls || res.Payments != 2*tc.wantCalls ||
+				res.Rechecked != 3 || res.RecheckGaveUp != 1 || recheckScope != tc.wantScope {
+				t.Fatalf("result %+v, %v (rechecked scope %q); want the windows and 3 payments checked again in scope %s", res, err, recheckScope, tc.wantScope)
 			}
 			if tc.wantCalls > 0 && tc.wantCalls < workflows.MaxAuditWindowsPerRun && !from.Equal(until) {
 				t.Fatalf("the last window ends at %s, want %s", from, until)

@@ -295,6 +295,7 @@ func (s *System) Activities(cfg config.Config, logger *slog.Logger) *activities.
 	acts.Secrets = s.Secrets
 	acts.Auditor = &audit.Auditor{Store: s.Store, Gateways: s.Gateways, Workflows: s.Orchestrator}
 	acts.Watermarks = s.Store
+	acts.AuditRetries = s.Store
 	s.withStatements(acts, cfg, logger)
 	return acts
 }
