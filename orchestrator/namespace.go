@@ -2,9 +2,12 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -21,11 +24,19 @@ import (
 // (which does this itself from flags): it creates the namespace ns if it is missing,
 // with the history retention given, and registers the payment search attributes, then
 // waits until both are in effect, retrying until ctx ends. It is idempotent.
-func SetupTemporal(ctx context.Context, addr, ns string, retention time.Duration, logger *slog.Logger) error {
+//
+// conn carries the connection's TLS and credentials (its HostPort and Namespace are set
+// from addr and ns). A TLS handshake the server refuses, or whose certificate does not
+// verify, is not retried: no wait mends it.
+func SetupTemporal(ctx context.Context, addr, ns string, conn client.Options, retention time.Duration, logger *slog.Logger) error {
 	var tc client.Client
+	conn.HostPort, conn.Namespace, conn.Logger = addr, ns, quietLogger{}
 	err := retry(ctx, func() error {
 		var err error
-		tc, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: ns, Logger: quietLogger{}})
+		tc, err = client.DialContext(ctx, conn)
+		if err != nil && tlsRefused(err) {
+			return permanent{err}
+		}
 		return err
 	})
 	if err != nil {
@@ -89,13 +100,41 @@ func SetupTemporal(ctx context.Context, addr, ns string, retention time.Duration
 // (system.namespaceCacheRefreshInterval, 2 s by default).
 const namespaceRefreshWait = 3 * time.Second
 
+// permanent is an error retry gives up on at once.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// tlsRefused reports whether a dial failed on TLS: the server's certificate did not
+// verify, or the server refused the handshake (no or a wrong client certificate).
+func tlsRefused(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"x509:", "tls:", "certificate required", "bad certificate", "first record does not look like a TLS handshake"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // retry calls fn every half second until it succeeds or ctx ends, and returns the last
-// error then.
+// error then; a permanent error ends it at once.
 func retry(ctx context.Context, fn func() error) error {
 	for {
 		err := fn()
 		if err == nil {
 			return nil
+		}
+		var p permanent
+		if errors.As(err, &p) {
+			return p.error
 		}
 		select {
 		case <-ctx.Done():

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/workflows"
@@ -24,7 +26,11 @@ func runTemporalSetup(ctx context.Context, cfg config.Config, args []string, log
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := orchestrator.SetupTemporal(ctx, cfg.TemporalAddr, cfg.TemporalNamespace, *retention, logger); err != nil {
+	var conn client.Options
+	if err := cfg.TemporalConn.Apply(&conn); err != nil {
+		return err
+	}
+	if err := orchestrator.SetupTemporal(ctx, cfg.TemporalAddr, cfg.TemporalNamespace, conn, *retention, logger); err != nil {
 		return err
 	}
 	logger.Info("temporal ready", "addr", cfg.TemporalAddr, "namespace", cfg.TemporalNamespace, "search_attributes", len(workflows.SearchAttributeTypes()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/internal/temporalconn"
 	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
@@ -30,7 +31,10 @@ type Config struct {
 	RedisMasterName   string
 	TemporalAddr      string
 	TemporalNamespace string
-	TaskQueue         string
+	// TemporalConn is how the frontend is reached: TLS, mTLS, an API key
+	// (PAYKIT_TEMPORAL_TLS*, PAYKIT_TEMPORAL_API_KEY*).
+	TemporalConn temporalconn.Settings
+	TaskQueue    string
 
 	HTTPAddr string
 	// APIAdminAddr serves the API's /healthz, /readyz, /metrics and pprof, apart from
@@ -208,6 +212,15 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		RedisAddr:         e.str("PAYKIT_REDIS_ADDR", "127.0.0.1:6379"),
 		TemporalAddr:      e.str("PAYKIT_TEMPORAL_ADDR", "127.0.0.1:7233"),
 		TemporalNamespace: e.str("PAYKIT_TEMPORAL_NAMESPACE", "default"),
+		TemporalConn: temporalconn.Settings{
+			TLS:        e.bool("PAYKIT_TEMPORAL_TLS", false),
+			CAFile:     e.str("PAYKIT_TEMPORAL_TLS_CA_FILE", ""),
+			ServerName: e.str("PAYKIT_TEMPORAL_TLS_SERVER_NAME", ""),
+			CertFile:   e.str("PAYKIT_TEMPORAL_TLS_CERT_FILE", ""),
+			KeyFile:    e.str("PAYKIT_TEMPORAL_TLS_KEY_FILE", ""),
+			APIKey:     e.str("PAYKIT_TEMPORAL_API_KEY", ""),
+			APIKeyFile: e.str("PAYKIT_TEMPORAL_API_KEY_FILE", ""),
+		},
 		TaskQueue:         e.str("PAYKIT_TASK_QUEUE", "payments"),
 		HTTPAddr:          e.str("PAYKIT_HTTP_ADDR", "127.0.0.1:8080"),
 		APIAdminAddr:      e.str("PAYKIT_API_ADMIN_ADDR", "127.0.0.1:8084"),

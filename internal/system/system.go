@@ -122,6 +122,9 @@ func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, r
 		Logger:         tlog.NewStructuredLogger(logger.With("component", "temporal")),
 		MetricsHandler: mh,
 	}
+	if err := cfg.TemporalConn.Apply(&opts); err != nil {
+		return nil, err
+	}
 	if ti, err := tr.TemporalInterceptor(); err != nil {
 		return nil, fmt.Errorf("temporal tracing: %w", err)
 	} else if ti != nil {
