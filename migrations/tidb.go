@@ -10,8 +10,9 @@ import (
 // one whose clause uses a column another clause of it adds or modifies (ADD COLUMN b AFTER
 // a newly added a, ADD KEY on a column just added, MODIFY a column and index it). MySQL and
 // MariaDB apply such a statement atomically; on TiDB the runner applies it one clause at a
-// time instead, in the file's order. Each clause is atomic, and one already there is
-// skipped on a re-run, so an interrupted file still completes when run again.
+// time instead, in the file's order. Each clause is atomic, and one found already there,
+// as the file defines it, is skipped on a re-run (verify.go), so an interrupted file
+// still completes when run again.
 
 // Querier is what IsTiDB reads the server's version through: a *sql.DB or a *sql.Conn.
 type Querier interface {
