@@ -184,6 +184,18 @@ func TestPrebuiltKeyIsVerified(t *testing.T) {
 		}
 		upStops(t, db, 20, "exists as UNIQUE KEY (payment_no, tenant_id)", "the migration adds UNIQUE KEY (tenant_id, payment_no)")
 	})
+	t.Run("0016_tenants/other_prefix_length_stops_the_runner", func(t *testing.T) {
+		db, _ := testenv.EmptyMySQL(t)
+		if err := migrations.UpTo(ctx, db, 15, migrations.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `ALTER TABLE tenants ADD COLUMN alipay_credentials TEXT NULL AFTER alipay_seller_id,
+			ADD KEY idx_tenants_alipay_app (alipay_app_id, alipay_credentials(16))`); err != nil {
+			t.Fatal(err)
+		}
+		upStops(t, db, 15, "key idx_tenants_alipay_app on tenants exists as KEY (alipay_app_id, alipay_credentials(16))",
+			"the migration adds KEY (alipay_app_id, alipay_credentials(8))")
+	})
 }
 
 // TestPrebuiltColumnIsVerified: a column added ahead of the migration that adds it is
