@@ -10,7 +10,10 @@
 //     table behind it, and is retried with backoff;
 //   - a file interrupted half way (a crash, a lock timeout past the retries) completes
 //     when run again: each DDL statement is atomic, and one whose effect is already
-//     there (table exists, duplicate column or key) is skipped;
+//     there (table exists, duplicate column or key) is skipped as far as it is
+//     verified (verify.go): a table, column or key found counts as applied only if it
+//     is what the migration creates, the clauses of an ALTER not found are applied,
+//     and one found with another definition stops the runner;
 //   - a new migration is one DDL statement, with ALGORITHM=INPLACE, LOCK=NONE (or
 //     INSTANT) where MySQL 8 and MariaDB both allow it; the older files that hold
 //     several statements say so, and the runner makes them safe to re-run;

@@ -31,7 +31,8 @@ type Options struct {
 	RetryFor time.Duration
 	// Force lets a Down run whose guard finds data it would destroy.
 	Force bool
-	// Logger reports retries and statements found already applied; nil discards.
+	// Logger reports retries and statements or clauses found already applied (and
+	// verified); nil discards.
 	Logger *slog.Logger
 }
 
@@ -162,25 +163,6 @@ const (
 	tidbErrInfoSchemaChanged = 8028 // TiDB: the schema changed under the statement
 )
 
-// alreadyApplied reports whether err says the statement's effect is already there: a
-// statement of a migration interrupted after it ran (each DDL statement is atomic), run
-// again. What counts depends on what the statement does, in either direction: a CREATE
-// or ADD finding its table, column or key there, a DROP finding it gone.
-func alreadyApplied(err error, stmt string) bool {
-	var me *gomysql.MySQLError
-	if !errors.As(err, &me) {
-		return false
-	}
-	upper := strings.ToUpper(stmt)
-	switch me.Number {
-	case errTableExists, errDupColumn, errDupKey:
-		return strings.Contains(upper, "CREATE ") || strings.Contains(upper, "ADD ")
-	case errUnknownTable, errCantDropColKey:
-		return strings.Contains(upper, "DROP ")
-	}
-	return false
-}
-
 // isLockWait reports whether err is a statement that gave up waiting and may be run again:
 // a lock wait timeout, or TiDB's "information schema is changed during the execution of
 // the statement" (another DDL, of any database on the server, ran meanwhile).
@@ -191,9 +173,10 @@ func isLockWait(err error) bool {
 
 // run executes stmts one by one on one connection with lock_wait_timeout set. A
 // statement whose lock wait timed out is retried with backoff; one whose effect is
-// already there (an earlier, interrupted run got that far) is skipped. So a migration
-// stopped at any point completes when run again. With batched, each statement is run
-// again until it changes no row.
+// already there, in whole or in part (an earlier, interrupted run got that far, or a DBA
+// applied it ahead), is skipped as far as settle verifies it, and what is missing is
+// run. So a migration stopped at any point completes when run again. With batched, each
+// statement is run again until it changes no row.
 func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched bool, o Options) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -238,9 +221,18 @@ func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched bool,
 				}
 				break
 			}
-			if alreadyApplied(err, stmt) {
-				o.Logger.Warn("migration statement already applied; going on", "file", f.name, "statement", i+1, "err", err)
-				break
+			if foundApplied(err) {
+				// Part of the statement's effect is there: what is there is verified, and
+				// what is not is run (settle).
+				rest, err := f.settle(ctx, conn, stmt, err, o.Logger, i+1)
+				if err != nil {
+					return err
+				}
+				if rest == "" {
+					break
+				}
+				stmt = rest
+				continue
 			}
 			if !isLockWait(err) || time.Now().After(deadline) {
 				return fmt.Errorf("%s: statement %d: %w", f.name, i+1, err)

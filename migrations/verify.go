@@ -1,0 +1,654 @@
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+
+	gomysql "github.com/go-sql-driver/mysql"
+)
+
+// A statement that fails because part of its effect is already there (a table, column or
+// key of its name exists, or one it drops is gone) is skipped only as far as the runner
+// verifies it: each table, column or key found is compared with the migration's definition
+// of it, read from information_schema. One found as the migration defines it counts as
+// applied; one found with another definition stops the runner with an error naming both
+// (a DBA's plain key under the name of the unique key a migration adds is not that unique
+// key); the clauses of an ALTER not found applied are run again without the applied ones.
+
+// colDef is a column as the runner compares it: its data type (lower case, without the
+// display width of an integer type, which changes nothing stored), nullability, and
+// whether it is generated.
+type colDef struct {
+	typ       string
+	shown     string // the type as the migration writes it or the server reports it
+	notNull   bool
+	generated string // "", "stored" or "virtual"
+}
+
+func (c colDef) String() string {
+	s := strings.ToUpper(c.shown)
+	if c.notNull {
+		s += " NOT NULL"
+	} else {
+		s += " NULL"
+	}
+	if c.generated != "" {
+		s += " " + strings.ToUpper(c.generated) + " GENERATED"
+	}
+	return s
+}
+
+func (c colDef) same(o colDef) bool {
+	return c.typ == o.typ && c.notNull == o.notNull && c.generated == o.generated
+}
+
+// keyPart is one column of a key, with its prefix length (0: the whole column).
+type keyPart struct {
+	col string
+	sub int
+}
+
+// keyDef is a key as the runner compares it: primary, unique or plain (or FULLTEXT,
+// SPATIAL), and its columns in order with their prefix lengths.
+type keyDef struct {
+	name    string
+	primary bool
+	unique  bool
+	kind    string // "", "FULLTEXT" or "SPATIAL"
+	parts   []keyPart
+}
+
+// String is the key without its name: "UNIQUE KEY (a, b(8))".
+func (k keyDef) String() string {
+	var cols []string
+	for _, p := range k.parts {
+		c := p.col
+		if c == "" {
+			c = "(expression)"
+		}
+		if p.sub > 0 {
+			c += "(" + strconv.Itoa(p.sub) + ")"
+		}
+		cols = append(cols, c)
+	}
+	return k.prefix() + " (" + strings.Join(cols, ", ") + ")"
+}
+
+// named is the key with its name: "UNIQUE KEY k (a)", "PRIMARY KEY (a)".
+func (k keyDef) named() string {
+	if k.primary {
+		return k.String()
+	}
+	return strings.Replace(k.String(), " (", " "+k.name+" (", 1)
+}
+
+func (k keyDef) prefix() string {
+	switch {
+	case k.primary:
+		return "PRIMARY KEY"
+	case k.kind != "":
+		return k.kind + " KEY"
+	case k.unique:
+		return "UNIQUE KEY"
+	}
+	return "KEY"
+}
+
+func (k keyDef) same(o keyDef) bool {
+	if k.primary != o.primary || k.unique != o.unique || k.kind != o.kind || len(k.parts) != len(o.parts) {
+		return false
+	}
+	for i, p := range k.parts {
+		if !strings.EqualFold(p.col, o.parts[i].col) || p.sub != o.parts[i].sub {
+			return false
+		}
+	}
+	return true
+}
+
+// intTypes are the integer types, whose display width ("int(11)") is dropped.
+var intTypes = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "bigint": true}
+
+// typeAliases are spellings the server reports under another name.
+var typeAliases = map[string]string{
+	"integer": "int", "bool": "tinyint", "boolean": "tinyint", "dec": "decimal", "numeric": "decimal", "fixed": "decimal",
+	"int1": "tinyint", "int2": "smallint", "int3": "mediumint", "int4": "int", "int8": "bigint", "middleint": "mediumint",
+}
+
+// normalType returns a data type ("BIGINT", "int(11) unsigned", "VARCHAR(64)",
+// "decimal(10, 2)") in the form the runner compares: "bigint", "int unsigned",
+// "varchar(64)", "decimal(10,2)".
+func normalType(t string) string {
+	t = strings.ToLower(strings.TrimSpace(t))
+	base, args, rest := t, "", ""
+	if i := strings.IndexByte(t, '('); i >= 0 {
+		base = strings.TrimSpace(t[:i])
+		if j := strings.IndexByte(t[i:], ')'); j >= 0 {
+			args, rest = t[i:i+j+1], t[i+j+1:]
+		}
+	} else if i := strings.IndexByte(t, ' '); i >= 0 {
+		base, rest = t[:i], t[i:]
+	}
+	if a, ok := typeAliases[base]; ok {
+		if base == "bool" || base == "boolean" {
+			args = ""
+		}
+		base = a
+	}
+	if intTypes[base] {
+		args = ""
+	}
+	args = strings.Join(strings.Fields(args), "")
+	return strings.Join(append([]string{base + args}, strings.Fields(rest)...), " ")
+}
+
+var (
+	typeRE      = regexp.MustCompile(`(?i)^([a-z0-9_]+)(\s*\([^)]*\))?((\s+(unsigned|signed|zerofill))*)`)
+	generatedRE = regexp.MustCompile(`(?i)(^|\s)(generated\s+always\s+)?as\s*\(`)
+	storedRE    = regexp.MustCompile(`(?i)\b(stored|persistent)\b`)
+	notNullRE   = regexp.MustCompile(`(?i)\bnot\s+null\b`)
+)
+
+// parseColumn reads a column definition as a CREATE TABLE or ADD COLUMN writes it:
+// "name TYPE[(args)] [UNSIGNED] [NOT NULL] [AS (expr) STORED] …", without the ADD.
+func parseColumn(def string) (string, colDef, error) {
+	name, rest := firstWord(def)
+	m := typeRE.FindStringSubmatch(rest)
+	if name == "" || m == nil {
+		return "", colDef{}, fmt.Errorf("cannot read the column definition %q", def)
+	}
+	shown := strings.TrimSpace(m[0])
+	after := rest[len(m[0]):]
+	c := colDef{typ: normalType(shown), shown: strings.Join(strings.Fields(shown), " "), notNull: notNullRE.MatchString(after)}
+	if generatedRE.MatchString(after) {
+		c.generated = "virtual"
+		// The word after the expression; the expression's own words do not count.
+		if i := strings.LastIndexByte(after, ')'); i >= 0 && storedRE.MatchString(after[i:]) {
+			c.generated = "stored"
+		}
+	}
+	return unquote(name), c, nil
+}
+
+var keyWords = map[string]bool{"PRIMARY": true, "UNIQUE": true, "KEY": true, "INDEX": true, "FULLTEXT": true, "SPATIAL": true}
+
+// parseKey reads a key definition as a CREATE TABLE or ADD writes it, without the ADD:
+// "PRIMARY KEY (a)", "UNIQUE KEY name (a, b)", "KEY name (a, b(8))", "INDEX name (a)". A
+// key without a name is named after its first column, as the server names it.
+func parseKey(def string) (keyDef, error) {
+	var k keyDef
+	rest := strings.TrimSpace(def)
+	open := strings.IndexByte(rest, '(')
+	if open < 0 {
+		return k, fmt.Errorf("cannot read the key definition %q", def)
+	}
+	words := strings.Fields(rest[:open])
+	for len(words) > 0 && keyWords[strings.ToUpper(words[0])] {
+		switch strings.ToUpper(words[0]) {
+		case "PRIMARY":
+			k.primary, k.unique, k.name = true, true, "PRIMARY"
+		case "UNIQUE":
+			k.unique = true
+		case "FULLTEXT", "SPATIAL":
+			k.kind = strings.ToUpper(words[0])
+		}
+		words = words[1:]
+	}
+	if len(words) > 0 && !strings.EqualFold(words[0], "USING") {
+		if k.primary || len(words) > 1 && !strings.EqualFold(words[1], "USING") {
+			return k, fmt.Errorf("cannot read the key definition %q", def)
+		}
+		k.name = unquote(words[0])
+	}
+	closing := matchingParen(rest, open)
+	if closing < 0 {
+		return k, fmt.Errorf("cannot read the key definition %q", def)
+	}
+	for _, p := range splitTopLevel(rest[open+1 : closing]) {
+		col, _ := firstWord(p)
+		part := keyPart{col: unquote(col)}
+		if i := strings.IndexByte(col, '('); i >= 0 {
+			n, err := strconv.Atoi(strings.TrimSuffix(col[i+1:], ")"))
+			if err != nil || i == 0 {
+				return k, fmt.Errorf("cannot read the key part %q of %q", p, def)
+			}
+			part = keyPart{col: unquote(col[:i]), sub: n}
+		}
+		if part.col == "" || strings.HasPrefix(part.col, "(") {
+			return k, fmt.Errorf("cannot read the key part %q of %q", p, def)
+		}
+		k.parts = append(k.parts, part)
+	}
+	if len(k.parts) == 0 {
+		return k, fmt.Errorf("cannot read the key definition %q", def)
+	}
+	if k.name == "" {
+		k.name = k.parts[0].col
+	}
+	return k, nil
+}
+
+// firstWord splits s at its first space outside parentheses and quotes: "a(8) DESC" is
+// "a(8)" and "DESC".
+func firstWord(s string) (string, string) {
+	s = strings.TrimSpace(s)
+	depth, quote := 0, rune(0)
+	for i, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '`' || r == '\'' || r == '"':
+			quote = r
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case depth == 0 && (r == ' ' || r == '\t' || r == '\n'):
+			return s[:i], strings.TrimSpace(s[i:])
+		}
+	}
+	return s, ""
+}
+
+// matchingParen returns the index of the parenthesis closing the one at open, or -1.
+func matchingParen(s string, open int) int {
+	depth, quote := 0, byte(0)
+	for i := open; i < len(s); i++ {
+		switch c := s[i]; {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '`' || c == '\'' || c == '"':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func unquote(name string) string { return strings.Trim(name, "`") }
+
+// clauseKind is what one clause of an ALTER TABLE does, as far as the runner verifies it.
+type clauseKind int
+
+const (
+	otherClause clauseKind = iota // run again as it is (MODIFY, …)
+	addColumn
+	addKey
+	dropColumn
+	dropKey
+)
+
+type clause struct {
+	text string
+	kind clauseKind
+	name string
+	col  colDef
+	key  keyDef
+}
+
+// parseClause reads one clause of an ALTER TABLE. An ADD the runner cannot read is an
+// error: it is not skipped unverified.
+func parseClause(text string) (clause, error) {
+	c := clause{text: text}
+	w := strings.Fields(strings.ToUpper(text))
+	switch {
+	case len(w) < 2:
+	case w[0] == "ADD":
+		rest := strings.TrimSpace(text[len("ADD"):])
+		switch {
+		case keyWords[w[1]]:
+			k, err := parseKey(rest)
+			if err != nil {
+				return c, err
+			}
+			c.kind, c.name, c.key = addKey, k.name, k
+		case w[1] == "CONSTRAINT", w[1] == "FOREIGN", w[1] == "CHECK", w[1] == "PARTITION", w[1] == "PERIOD", w[1] == "SYSTEM",
+			w[1] == "IF", len(w) > 2 && w[1] == "COLUMN" && (w[2] == "IF" || strings.HasPrefix(w[2], "(")):
+			return c, fmt.Errorf("cannot check the clause %q", text)
+		default:
+			if w[1] == "COLUMN" {
+				rest = strings.TrimSpace(rest[len("COLUMN"):])
+			}
+			name, col, err := parseColumn(rest)
+			if err != nil {
+				return c, err
+			}
+			c.kind, c.name, c.col = addColumn, name, col
+		}
+	case w[0] == "DROP":
+		f := strings.Fields(text)
+		switch {
+		case (w[1] == "KEY" || w[1] == "INDEX") && len(w) > 2 && w[2] != "IF":
+			c.kind, c.name = dropKey, unquote(f[2])
+		case w[1] == "PRIMARY":
+			c.kind, c.name = dropKey, "PRIMARY"
+		case w[1] == "COLUMN" && len(w) > 2 && w[2] != "IF":
+			c.kind, c.name = dropColumn, unquote(f[2])
+		case w[1] == "FOREIGN", w[1] == "CONSTRAINT", w[1] == "CHECK", w[1] == "PARTITION", w[1] == "IF", w[1] == "COLUMN",
+			w[1] == "KEY", w[1] == "INDEX", w[1] == "SYSTEM", w[1] == "PERIOD":
+		default:
+			c.kind, c.name = dropColumn, unquote(f[1])
+		}
+	}
+	return c, nil
+}
+
+// queryer is what the definitions are read through: the migration's connection.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// columnsOf returns the columns of table in the current database, by lower-case name.
+// Every value is scanned as a string: servers differ in the types of information_schema's
+// columns.
+func columnsOf(ctx context.Context, q queryer, table string) (map[string]colDef, error) {
+	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, EXTRA FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]colDef{}
+	for rows.Next() {
+		var name, typ, nullable, extra sql.NullString
+		if err := rows.Scan(&name, &typ, &nullable, &extra); err != nil {
+			return nil, err
+		}
+		c := colDef{typ: normalType(typ.String), shown: typ.String, notNull: strings.EqualFold(nullable.String, "NO")}
+		switch e := strings.ToUpper(extra.String); {
+		case strings.Contains(e, "STORED GENERATED"), strings.Contains(e, "PERSISTENT GENERATED"):
+			c.generated = "stored"
+		case strings.Contains(e, "VIRTUAL GENERATED"):
+			c.generated = "virtual"
+		}
+		out[strings.ToLower(name.String)] = c
+	}
+	return out, rows.Err()
+}
+
+// keysOf returns the keys of table in the current database, by lower-case name. NON_UNIQUE
+// and SUB_PART are scanned as strings: TiDB reports NON_UNIQUE as a string, MySQL and
+// MariaDB as a number.
+func keysOf(ctx context.Context, q queryer, table string) (map[string]keyDef, error) {
+	rows, err := q.QueryContext(ctx, `SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, SUB_PART, INDEX_TYPE FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX`, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]keyDef{}
+	for rows.Next() {
+		var name, nonUnique, col, sub, typ sql.NullString
+		if err := rows.Scan(&name, &nonUnique, &col, &sub, &typ); err != nil {
+			return nil, err
+		}
+		lower := strings.ToLower(name.String)
+		k, ok := out[lower]
+		if !ok {
+			k = keyDef{name: name.String, unique: strings.TrimSpace(nonUnique.String) == "0", primary: strings.EqualFold(name.String, "PRIMARY")}
+			if t := strings.ToUpper(typ.String); t == "FULLTEXT" || t == "SPATIAL" {
+				k.kind = t
+			}
+		}
+		p := keyPart{col: col.String}
+		if sub.Valid && strings.TrimSpace(sub.String) != "" {
+			if p.sub, err = strconv.Atoi(strings.TrimSpace(sub.String)); err != nil {
+				return nil, fmt.Errorf("key %s of %s: SUB_PART %q: %w", name.String, table, sub.String, err)
+			}
+		}
+		k.parts = append(k.parts, p)
+		out[lower] = k
+	}
+	return out, rows.Err()
+}
+
+// schemaMismatch is an existing table, column or key that is not what the migration
+// creates.
+func (f file) schemaMismatch(format string, args ...any) error {
+	return fmt.Errorf("migration %04d: %s; drop or fix it and re-run", f.version, fmt.Sprintf(format, args...))
+}
+
+// foundApplied reports whether err says that part of stmt's effect is there already (a
+// table, column or key of its name exists, or one it drops is gone).
+func foundApplied(err error) bool {
+	var me *gomysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case errTableExists, errDupColumn, errDupKey, errUnknownTable, errCantDropColKey:
+		return true
+	}
+	return false
+}
+
+// settle is called when stmt failed because part of its effect is already there (err,
+// foundApplied). It verifies what is there against what stmt creates, and returns what is
+// left to run: "" when all of it is there, the ALTER of the clauses not found applied, or
+// an error: a definition found that is not the migration's, or err itself when the runner
+// cannot tell.
+func (f file) settle(ctx context.Context, q queryer, stmt string, err error, log *slog.Logger, n int) (string, error) {
+	var me *gomysql.MySQLError
+	errors.As(err, &me)
+	failed := fmt.Errorf("%s: statement %d: %w", f.name, n, err)
+	upper := strings.ToUpper(strings.TrimSpace(stmt))
+	switch {
+	case strings.HasPrefix(upper, "CREATE TABLE") && me.Number == errTableExists:
+		table, err := f.verifyTable(ctx, q, stmt)
+		if err != nil {
+			return "", err
+		}
+		log.Warn("migration table already there, as the migration creates it; going on", "file", f.name, "statement", n, "table", table)
+		return "", nil
+	case strings.HasPrefix(upper, "DROP TABLE") && me.Number == errUnknownTable:
+		log.Warn("migration table already dropped; going on", "file", f.name, "statement", n, "err", err)
+		return "", nil
+	case !strings.HasPrefix(upper, "ALTER TABLE"):
+		return "", failed
+	}
+	a, ok := parseAlter(stmt)
+	if !ok {
+		return "", failed
+	}
+	clauses := make([]clause, 0, len(a.clauses))
+	added, dropped := map[string]bool{}, map[string]bool{}
+	for _, text := range a.clauses {
+		c, perr := parseClause(text)
+		if perr != nil {
+			return "", fmt.Errorf("%w (the runner does not skip what it cannot check: %v)", failed, perr)
+		}
+		id := "key " + strings.ToLower(c.name) // a column and a key may share a name
+		if c.kind == addColumn || c.kind == dropColumn {
+			id = "column " + strings.ToLower(c.name)
+		}
+		switch c.kind {
+		case addColumn, addKey:
+			added[id] = true
+		case dropColumn, dropKey:
+			dropped[id] = true
+		}
+		if added[id] && dropped[id] {
+			// A clause drops what another adds: which one is found applied cannot be told.
+			return "", failed
+		}
+		clauses = append(clauses, c)
+	}
+	table := unquote(a.table)
+	cols, err := columnsOf(ctx, q, table)
+	if err != nil {
+		return "", fmt.Errorf("%s: statement %d: read the columns of %s: %w", f.name, n, table, err)
+	}
+	keys, err := keysOf(ctx, q, table)
+	if err != nil {
+		return "", fmt.Errorf("%s: statement %d: read the keys of %s: %w", f.name, n, table, err)
+	}
+	var left []string
+	for _, c := range clauses {
+		switch c.kind {
+		case addColumn:
+			have, ok := cols[strings.ToLower(c.name)]
+			if !ok {
+				left = append(left, c.text)
+				continue
+			}
+			if !have.same(c.col) {
+				return "", f.schemaMismatch("column %s on %s exists as %s but the migration adds %s", c.name, table, have, c.col)
+			}
+		case addKey:
+			have, ok := keys[strings.ToLower(c.name)]
+			if !ok {
+				left = append(left, c.text)
+				continue
+			}
+			if !have.same(c.key) {
+				return "", f.schemaMismatch("key %s on %s exists as %s but the migration adds %s", c.name, table, have, c.key)
+			}
+		case dropColumn:
+			if _, ok := cols[strings.ToLower(c.name)]; ok {
+				left = append(left, c.text)
+				continue
+			}
+		case dropKey:
+			if _, ok := keys[strings.ToLower(c.name)]; ok {
+				left = append(left, c.text)
+				continue
+			}
+		default:
+			left = append(left, c.text)
+			continue
+		}
+		log.Warn("migration clause already applied, and verified; going on", "file", f.name, "statement", n, "clause", c.text)
+	}
+	switch len(left) {
+	case len(clauses):
+		// Nothing found applied: the error is not about this statement's effect.
+		return "", failed
+	case 0:
+		return "", nil
+	}
+	return a.statement(left), nil
+}
+
+// namedCol is a column of a CREATE TABLE.
+type namedCol struct {
+	name string
+	def  colDef
+}
+
+// parseCreate reads a CREATE TABLE statement as its table, columns and keys. The columns
+// of the primary key are NOT NULL, as the server makes them.
+func parseCreate(stmt string) (string, []namedCol, []keyDef, error) {
+	rest := strings.TrimSpace(stmt)
+	if !strings.HasPrefix(strings.ToUpper(rest), "CREATE TABLE") {
+		return "", nil, nil, fmt.Errorf("not a CREATE TABLE")
+	}
+	name, rest := firstWord(rest[len("CREATE TABLE"):])
+	if strings.EqualFold(name, "IF") {
+		return "", nil, nil, fmt.Errorf("cannot check a CREATE TABLE IF NOT EXISTS")
+	}
+	if i := strings.IndexByte(name, '('); i >= 0 {
+		name, rest = name[:i], name[i:]+" "+rest
+	}
+	table := unquote(name)
+	open := strings.IndexByte(rest, '(')
+	closing := -1
+	if open >= 0 {
+		closing = matchingParen(rest, open)
+	}
+	if table == "" || closing < 0 {
+		return "", nil, nil, fmt.Errorf("cannot read the definitions of %q", stmt)
+	}
+	var cols []namedCol
+	var keys []keyDef
+	for _, e := range splitTopLevel(rest[open+1 : closing]) {
+		e = strings.TrimSpace(e)
+		w, _ := firstWord(e)
+		if keyWords[strings.ToUpper(w)] {
+			k, err := parseKey(e)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			keys = append(keys, k)
+			continue
+		}
+		switch strings.ToUpper(w) {
+		case "CONSTRAINT", "FOREIGN", "CHECK", "PERIOD":
+			return "", nil, nil, fmt.Errorf("cannot check %q", e)
+		}
+		n, c, err := parseColumn(e)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		cols = append(cols, namedCol{n, c})
+	}
+	for _, k := range keys {
+		if !k.primary {
+			continue
+		}
+		for _, p := range k.parts {
+			for i := range cols {
+				if strings.EqualFold(cols[i].name, p.col) {
+					cols[i].def.notNull = true
+				}
+			}
+		}
+	}
+	return table, cols, keys, nil
+}
+
+// verifyTable checks that the table stmt (a CREATE TABLE) creates exists with every column
+// and key stmt gives it, as stmt defines them; it may have more. It returns the table's
+// name.
+func (f file) verifyTable(ctx context.Context, q queryer, stmt string) (string, error) {
+	table, wantCols, wantKeys, err := parseCreate(stmt)
+	if err != nil {
+		return "", fmt.Errorf("%s: the table exists, and the runner does not skip what it cannot check: %w", f.name, err)
+	}
+	cols, err := columnsOf(ctx, q, table)
+	if err != nil {
+		return "", fmt.Errorf("%s: read the columns of %s: %w", f.name, table, err)
+	}
+	keys, err := keysOf(ctx, q, table)
+	if err != nil {
+		return "", fmt.Errorf("%s: read the keys of %s: %w", f.name, table, err)
+	}
+	if len(cols) == 0 {
+		// information_schema shows only what the user may read.
+		return "", fmt.Errorf("%s: %s exists but information_schema shows none of its columns (may the migrating user read them?); the runner does not skip what it cannot check", f.name, table)
+	}
+	for _, c := range wantCols {
+		have, ok := cols[strings.ToLower(c.name)]
+		if !ok {
+			return "", f.schemaMismatch("table %s exists with no column %s but the migration creates column %s %s", table, c.name, c.name, c.def)
+		}
+		if !have.same(c.def) {
+			return "", f.schemaMismatch("table %s exists with column %s %s but the migration creates column %s %s", table, c.name, have, c.name, c.def)
+		}
+	}
+	for _, k := range wantKeys {
+		have, ok := keys[strings.ToLower(k.name)]
+		if !ok {
+			return "", f.schemaMismatch("table %s exists with no key %s but the migration creates %s", table, k.name, k.named())
+		}
+		if !have.same(k) {
+			return "", f.schemaMismatch("table %s exists with %s but the migration creates %s", table, have.named(), k.named())
+		}
+	}
+	return table, nil
+}
