@@ -112,8 +112,9 @@ func (a *Activities) AuditWatermark(ctx context.Context, scope string) (time.Tim
 // Audit runs the invariant audit over the window and records every finding as an
 // anomaly of kind audit_<kind>, page by page as they are found: a window too large for
 // one attempt keeps what it found, and a retried attempt resumes after the last page it
-// heartbeat. The anomaly table keeps one row per (kind, payment_no), so a retried or
-// repeated audit records nothing twice. With a Scope, the watermark moves to Until once
+// heartbeat. The anomaly table keeps one row per (kind, payment_no, subject), and a
+// finding's subject is what it is about (a refund's out_request_no, or nothing for the
+// payment as a whole), never the run, so a retried or repeated audit records nothing twice. With a Scope, the watermark moves to Until once
 // the whole window is recorded.
 func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, error) {
 	if a.Auditor == nil {

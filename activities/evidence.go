@@ -78,8 +78,10 @@ func (a *Activities) refuseUnverified(ctx context.Context, in MarkPaidInput, rea
 	if on, err := a.appOf(ctx, in.PaymentNo); err == nil {
 		tenantID = on.tenantID
 	}
+	// It is about the notification the signal named: each unverified notify_id is an
+	// anomaly of its own, and the same one signalled again is the same anomaly.
 	err := a.RecordAnomaly(ctx, AnomalyInput{
-		Kind: payment.AnomalyUnverifiedSignal, TenantID: tenantID, PaymentNo: in.PaymentNo, TradeNo: in.TradeNo,
+		Kind: payment.AnomalyUnverifiedSignal, TenantID: tenantID, PaymentNo: in.PaymentNo, Subject: in.NotifyID, TradeNo: in.TradeNo,
 		Detail: fmt.Sprintf("a notification signal claimed payment %s paid (trade_no %q, notify_id %q) and was not acted on: %s",
 			in.PaymentNo, in.TradeNo, in.NotifyID, reason),
 	})

@@ -219,21 +219,24 @@ func (a *Activities) GrantBenefit(ctx context.Context, in GrantBenefitInput) (bo
 
 // AnomalyInput records a case an operator must resolve.
 type AnomalyInput struct {
-	Kind      string         `json:"kind"`
-	TenantID  string         `json:"tenant_id"`
-	PaymentNo string         `json:"payment_no"`
-	TradeNo   string         `json:"trade_no"`
-	Amount    payment.Amount `json:"amount_fen"`
-	Detail    string         `json:"detail"`
+	Kind      string `json:"kind"`
+	TenantID  string `json:"tenant_id"`
+	PaymentNo string `json:"payment_no"`
+	// Subject is what the anomaly is about within the payment (payment.Anomaly.Subject).
+	// Absent from the inputs of histories recorded before it, where it is empty.
+	Subject string         `json:"subject,omitempty"`
+	TradeNo string         `json:"trade_no"`
+	Amount  payment.Amount `json:"amount_fen"`
+	Detail  string         `json:"detail"`
 }
 
 // RecordAnomaly stores the anomaly durably and logs it at error level for alerting.
 func (a *Activities) RecordAnomaly(ctx context.Context, in AnomalyInput) error {
 	a.Metrics.anomaly(in.Kind)
 	a.log().ErrorContext(ctx, "payment anomaly: operator action required", "kind", in.Kind, "tenant_id", in.TenantID,
-		"payment_no", in.PaymentNo, "trade_no", in.TradeNo, "amount_fen", int64(in.Amount), "detail", in.Detail)
+		"payment_no", in.PaymentNo, "subject", in.Subject, "trade_no", in.TradeNo, "amount_fen", int64(in.Amount), "detail", in.Detail)
 	err := a.Store.RecordAnomaly(ctx, payment.Anomaly{
-		Kind: in.Kind, TenantID: in.TenantID, PaymentNo: in.PaymentNo, TradeNo: in.TradeNo,
+		Kind: in.Kind, TenantID: in.TenantID, PaymentNo: in.PaymentNo, Subject: in.Subject, TradeNo: in.TradeNo,
 		Amount: in.Amount, Detail: in.Detail, CreatedAt: a.now(),
 	})
 	if err != nil {

@@ -3,6 +3,8 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -148,5 +150,107 @@ func TestRecordAnomaly_AutoRefundsPaidAfterClose(t *testing.T) {
 	}
 	if rs, _ := f.store.ListPaymentRefunds(ctx, f.tenantID, q.PaymentNo); len(rs) != 0 {
 		t.Fatalf("amount_mismatch refunded: %+v", rs)
+	}
+}
+
+// TestRefundSucceededAfterFail_OneAnomalyPerRefund: two refunds of one payment that both
+// FAILED locally (their reservations released) and that Alipay both carried out are two
+// refund_succeeded_after_fail anomalies, one per out_request_no, as the refund workflow
+// records them on Alipay's word (query, mark succeeded, anomaly). Before, the second
+// record of the kind on the payment was dropped: Alipay had refunded 600 fen, refunded_fen
+// was 0, and the one anomaly named the first refund only.
+func TestRefundSucceededAfterFail_OneAnomalyPerRefund(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	in := f.createInput("o-two-refunds")
+	if err := f.local(t, nil, f.acts.CreatePayment, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.remote(t, nil, f.acts.OpenTrade, activities.OpenTradeInput{PaymentNo: in.PaymentNo, Subject: in.Subject,
+		Amount: in.Amount, ExpireAt: in.ExpireAt, Method: payment.MethodQR}); err != nil {
+		t.Fatal(err)
+	}
+	trade, err := f.sim.Pay(testAppID, in.PaymentNo, "2088102100000001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.MarkPaid(ctx, in.PaymentNo, trade.TradeNo, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var refunds []payment.Refund
+	for _, no := range []string{"r1", "r2"} {
+		r, _, err := f.store.CreateRefund(ctx, payment.NewRefund{RefundNo: no, TenantID: f.tenantID, PaymentNo: in.PaymentNo, Amount: 300})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.remote(t, nil, f.acts.RefundAtChannel, activities.RefundChannelInput{
+			PaymentNo: r.PaymentNo, OutRequestNo: r.OutRequestNo, Amount: r.Amount}); err != nil {
+			t.Fatalf("refund %s at alipay: %v", no, err)
+		}
+		// Its run lost Alipay's answer and gave up: FAILED locally, reservation released.
+		if err := f.local(t, nil, f.acts.FailRefund, activities.FailRefundInput{TenantID: f.tenantID, RefundNo: no, Reason: "gave up"}); err != nil {
+			t.Fatal(err)
+		}
+		refunds = append(refunds, r)
+	}
+
+	// Each refund's run asks Alipay again, which confirms it, and records the anomaly as
+	// the workflow does: about the refund's out_request_no.
+	for _, r := range refunds {
+		var st payment.RefundStatusAtChannel
+		if err := f.remote(t, &st, f.acts.QueryRefundAtChannel, activities.RefundQueryInput{PaymentNo: r.PaymentNo, OutRequestNo: r.OutRequestNo}); err != nil {
+			t.Fatal(err)
+		}
+		if !st.Found || st.RefundAmount != r.Amount {
+			t.Fatalf("alipay's answer for %s: %+v, want found, %d fen", r.RefundNo, st, r.Amount)
+		}
+		var tr payment.RefundTransition
+		if err := f.local(t, &tr, f.acts.MarkRefundSucceeded, activities.MarkRefundSucceededInput{
+			TenantID: f.tenantID, RefundNo: r.RefundNo, TradeNo: st.TradeNo, RefundedAt: st.RefundedAt}); err != nil {
+			t.Fatal(err)
+		}
+		if tr.Changed || tr.Refund.Status != payment.RefundFailed {
+			t.Fatalf("mark %s succeeded: %+v, want it left FAILED", r.RefundNo, tr)
+		}
+		for range 2 { // a retried local activity records it again
+			if err := f.local(t, nil, f.acts.RecordAnomaly, activities.AnomalyInput{
+				Kind: "refund_succeeded_after_fail", TenantID: f.tenantID, PaymentNo: r.PaymentNo, Subject: r.OutRequestNo,
+				TradeNo: st.TradeNo, Amount: r.Amount, Detail: "alipay confirms refund " + r.RefundNo + " that is FAILED locally",
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	var atAlipay int64
+	for _, r := range f.sim.Refunds() {
+		if r.OutTradeNo == in.PaymentNo {
+			atAlipay += r.RefundFen
+		}
+	}
+	p, err := f.store.GetPayment(ctx, in.PaymentNo)
+	if err != nil || atAlipay != 600 || p.Refunded != 0 {
+		t.Fatalf("alipay refunded %d fen, refunded_fen %d (%v); want 600 and 0", atAlipay, p.Refunded, err)
+	}
+	rows, err := f.db.QueryContext(ctx, `SELECT subject, amount_fen FROM payment_anomalies
+		WHERE kind = 'refund_succeeded_after_fail' AND payment_no = ? ORDER BY subject`, in.PaymentNo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var subject string
+		var fen int64
+		if err := rows.Scan(&subject, &fen); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s:%d", subject, fen))
+	}
+	want := []string{refunds[0].OutRequestNo + ":300", refunds[1].OutRequestNo + ":300"}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("refund_succeeded_after_fail anomalies %v, want one per out_request_no %v", got, want)
 	}
 }

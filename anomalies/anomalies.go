@@ -22,7 +22,8 @@ type Lister interface {
 }
 
 // Print prints at most limit anomalies recorded since, newest first: a table, or with
-// asJSON one JSON object per line.
+// asJSON one JSON object per line. Each names its subject, what it is about within its
+// payment ("-" in the table, "" in JSON, for the payment as a whole).
 func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit int, asJSON bool) error {
 	as, err := l.ListAnomalies(ctx, since, limit)
 	if err != nil {
@@ -32,7 +33,7 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 		enc := json.NewEncoder(out)
 		for _, a := range as {
 			if err := enc.Encode(map[string]any{
-				"kind": a.Kind, "tenant_id": a.TenantID, "payment_no": a.PaymentNo, "trade_no": a.TradeNo,
+				"kind": a.Kind, "tenant_id": a.TenantID, "payment_no": a.PaymentNo, "subject": a.Subject, "trade_no": a.TradeNo,
 				"amount_fen": int64(a.Amount), "detail": a.Detail, "created_at": a.CreatedAt.UTC(),
 			}); err != nil {
 				return err
@@ -45,14 +46,18 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tTENANT\tPAYMENT_NO\tTRADE_NO\tAMOUNT (CNY)\tDETAIL")
+	fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tTENANT\tPAYMENT_NO\tSUBJECT\tTRADE_NO\tAMOUNT (CNY)\tDETAIL")
 	for _, a := range as {
 		detail := strings.Join(strings.Fields(a.Detail), " ")
 		if r := []rune(detail); len(r) > 120 {
 			detail = string(r[:117]) + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.CreatedAt.UTC().Format("2006-01-02 15:04:05"),
-			a.Kind, a.TenantID, a.PaymentNo, a.TradeNo, a.Amount.Yuan(), detail)
+		subject := a.Subject
+		if subject == "" {
+			subject = "-" // about the payment as a whole
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.CreatedAt.UTC().Format("2006-01-02 15:04:05"),
+			a.Kind, a.TenantID, a.PaymentNo, subject, a.TradeNo, a.Amount.Yuan(), detail)
 	}
 	return tw.Flush()
 }

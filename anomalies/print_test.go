@@ -23,6 +23,8 @@ func TestPrintAnomalies(t *testing.T) {
 	long := strings.Repeat("支付宝报告已支付，但本地已关闭。", 20)
 	for _, a := range []payment.Anomaly{
 		{Kind: "paid_after_close", TenantID: "t1", PaymentNo: "P1", TradeNo: "2026T1", Amount: 1990, Detail: long, CreatedAt: now.Add(-time.Hour)},
+		{Kind: "refund_succeeded_after_fail", TenantID: "t1", PaymentNo: "P1", Subject: "P1-R2", TradeNo: "2026T1", Amount: 300,
+			Detail: "alipay confirms refund r2 that is FAILED locally", CreatedAt: now.Add(-2 * time.Hour)},
 		{Kind: "amount_mismatch", TenantID: "t2", PaymentNo: "P2", TradeNo: "2026T2", Amount: 5, Detail: "paid 0.05, expected 9.90", CreatedAt: now.Add(-30 * 24 * time.Hour)},
 	} {
 		if err := st.RecordAnomaly(ctx, a); err != nil {
@@ -35,12 +37,17 @@ func TestPrintAnomalies(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "CREATED (UTC)") {
-		t.Fatalf("table:\n%s\nwant a header and the one anomaly of the last week", table.String())
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "CREATED (UTC)") || !strings.Contains(lines[0], "SUBJECT") {
+		t.Fatalf("table:\n%s\nwant a header and the two anomalies of the last week", table.String())
 	}
-	for _, want := range []string{"paid_after_close", "t1", "P1", "2026T1", "19.90", "..."} {
+	for _, want := range []string{"paid_after_close", "t1", "P1", " - ", "2026T1", "19.90", "..."} {
 		if !strings.Contains(lines[1], want) {
 			t.Fatalf("row %q lacks %q", lines[1], want)
+		}
+	}
+	for _, want := range []string{"refund_succeeded_after_fail", "P1", "P1-R2", "3.00"} {
+		if !strings.Contains(lines[2], want) {
+			t.Fatalf("row %q lacks %q", lines[2], want)
 		}
 	}
 	if !strings.Contains(lines[1], "支付宝") || strings.ContainsRune(lines[1], '\uFFFD') {
@@ -55,14 +62,15 @@ func TestPrintAnomalies(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(js.String()), "\n") {
 		var a struct {
 			Kind      string `json:"kind"`
+			Subject   string `json:"subject"`
 			AmountFen int64  `json:"amount_fen"`
 		}
 		if err := json.Unmarshal([]byte(line), &a); err != nil {
 			t.Fatalf("json line %q: %v", line, err)
 		}
-		kinds = append(kinds, a.Kind)
+		kinds = append(kinds, a.Kind+"/"+a.Subject)
 	}
-	if strings.Join(kinds, ",") != "paid_after_close,amount_mismatch" {
+	if strings.Join(kinds, ",") != "paid_after_close/,refund_succeeded_after_fail/P1-R2,amount_mismatch/" {
 		t.Fatalf("json kinds %v, want newest first", kinds)
 	}
 

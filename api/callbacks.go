@@ -198,6 +198,8 @@ func (s *Server) applyNotification(ctx context.Context, n payment.Notification) 
 			return outcomeReceived, false
 		}
 		s.metrics.anomalies.Inc()
+		// About the payment as a whole (no subject): its one trade took money, which
+		// Alipay's redeliveries and the payment's run report again as the same anomaly.
 		anomaly := payment.Anomaly{
 			Kind: payment.AnomalyPaidAfterClose, TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
 			Detail:    fmt.Sprintf("alipay notified %s (notify_id %s) for a payment that is %s locally; refund or reconcile", n.TradeStatus, n.NotifyID, p.Status),
@@ -250,8 +252,10 @@ func (s *Server) applyRefundNotification(ctx context.Context, log *slog.Logger, 
 		// Alipay announces money moved for a refund that failed here and released its
 		// reservation: an operator must reconcile it, never let it pass.
 		s.metrics.anomalies.Inc()
+		// About the refund (its out_request_no), as the refund's run records it.
 		err := s.store.RecordAnomaly(ctx, payment.Anomaly{
-			Kind: "refund_succeeded_after_fail", TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: r.Amount,
+			Kind: "refund_succeeded_after_fail", TenantID: p.TenantID, PaymentNo: p.PaymentNo, Subject: r.OutRequestNo,
+			TradeNo: n.TradeNo, Amount: r.Amount,
 			Detail: fmt.Sprintf("alipay notified refund %s (out_request_no %s, refund_fee %s) that is FAILED locally; notify_id %s",
 				r.RefundNo, r.OutRequestNo, n.RefundFee.Yuan(), n.NotifyID),
 			CreatedAt: time.Now().UTC(),
@@ -279,7 +283,8 @@ func (s *Server) applyRefundNotification(ctx context.Context, log *slog.Logger, 
 func (s *Server) reject(ctx context.Context, log *slog.Logger, p payment.Payment, n payment.Notification, why string) (string, bool) {
 	s.metrics.anomalies.Inc()
 	err := s.store.RecordAnomaly(ctx, payment.Anomaly{
-		Kind: AnomalyNotificationRejected, TenantID: p.TenantID, PaymentNo: n.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
+		Kind: AnomalyNotificationRejected, TenantID: p.TenantID, PaymentNo: n.PaymentNo, Subject: n.NotifyID,
+		TradeNo: n.TradeNo, Amount: n.TotalAmount,
 		Detail: fmt.Sprintf("alipay notification %s (%s, app_id %s, seller_id %s, total_amount %s) refused: %s",
 			n.NotifyID, n.TradeStatus, n.AppID, n.SellerID, n.TotalAmount.Yuan(), why),
 		CreatedAt: time.Now().UTC(),

@@ -237,7 +237,7 @@ func (s *Server) recordUnsettled(ctx context.Context, log *slog.Logger, rec paym
 	}
 	s.metrics.anomalies.Inc()
 	err := s.store.RecordAnomaly(ctx, payment.Anomaly{
-		Kind: AnomalyNotificationUnsettled, TenantID: tenantID, PaymentNo: rec.PaymentNo, TradeNo: rec.TradeNo,
+		Kind: AnomalyNotificationUnsettled, TenantID: tenantID, PaymentNo: rec.PaymentNo, Subject: rec.NotifyID, TradeNo: rec.TradeNo,
 		Detail: fmt.Sprintf("alipay notification %s (received %s, outcome %q) is not settled after %d hand-overs; paykit keeps handing it over every %s",
 			rec.NotifyID, rec.ReceivedAt.UTC().Format(time.RFC3339), rec.Outcome, unsettledAnomalyAt, maxDispatchBackoff),
 		CreatedAt: now.UTC(),

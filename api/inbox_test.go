@@ -147,7 +147,8 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 		anomalies := append([]payment.Anomaly(nil), st.anomalies...)
 		st.mu.Unlock()
 		if n.SettledAt.IsZero() || len(n.Outcome) < 10 || n.Outcome[:10] != "rejected: " || orch.signalCount() != 0 ||
-			len(anomalies) != 1 || anomalies[0].Kind != api.AnomalyNotificationRejected || anomalies[0].PaymentNo != "P1" {
+			len(anomalies) != 1 || anomalies[0].Kind != api.AnomalyNotificationRejected || anomalies[0].PaymentNo != "P1" ||
+			anomalies[0].Subject != "n1" {
 			t.Fatalf("recorded %+v, anomalies %+v, %d signals", n, anomalies, orch.signalCount())
 		}
 	})
@@ -218,8 +219,9 @@ func TestUnsettledNotificationBacksOffAndBecomesAnAnomaly(t *testing.T) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.anomalies) != 1 || st.anomalies[0].Kind != api.AnomalyNotificationUnsettled || st.anomalies[0].TenantID != "t1" {
-		t.Fatalf("anomalies %+v, want one %s", st.anomalies, api.AnomalyNotificationUnsettled)
+	if len(st.anomalies) != 1 || st.anomalies[0].Kind != api.AnomalyNotificationUnsettled || st.anomalies[0].TenantID != "t1" ||
+		st.anomalies[0].Subject != "n1" {
+		t.Fatalf("anomalies %+v, want one %s about notify_id n1", st.anomalies, api.AnomalyNotificationUnsettled)
 	}
 	if orch.signals != 11 {
 		t.Fatalf("signals = %d, want 11 (one per hand-over)", orch.signals)

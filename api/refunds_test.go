@@ -208,7 +208,8 @@ func (f *fakeStore) RecordAnomaly(_ context.Context, an payment.Anomaly) error {
 }
 
 // A refund notification for a refund that failed here (its reservation released) is
-// evidence that Alipay moved the money after all: it records an anomaly, never passes.
+// evidence that Alipay moved the money after all: it records an anomaly about that refund
+// (its out_request_no, as the refund's run would), never passes.
 func TestRefundNotificationForAFailedRefundIsAnAnomaly(t *testing.T) {
 	srv, st, _ := newServer(t)
 	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
@@ -220,7 +221,8 @@ func TestRefundNotificationForAFailedRefundIsAnAnomaly(t *testing.T) {
 	n := st.note(t, 0, func(n payment.ChannelNotification) bool { return !n.SettledAt.IsZero() })
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if b != "success" || n.Outcome != "anomaly_recorded" || len(st.anomalies) != 1 || st.anomalies[0].Kind != "refund_succeeded_after_fail" {
+	if b != "success" || n.Outcome != "anomaly_recorded" || len(st.anomalies) != 1 || st.anomalies[0].Kind != "refund_succeeded_after_fail" ||
+		st.anomalies[0].Subject != payment.OutRequestNo("t1", "rf9") {
 		t.Fatalf("reply %q, %+v, anomalies %+v", b, n, st.anomalies)
 	}
 }

@@ -182,12 +182,18 @@ type Finding struct {
 	AlipayAmountFen payment.Amount `json:"alipay_amount_fen,omitempty"`
 	CreatedAt       time.Time      `json:"created_at"`
 	Detail          string         `json:"detail"`
+	// Subject is what the finding is about within the payment: the out_request_no of the
+	// refund a refund finding names, empty for a finding about the payment as a whole.
+	Subject string `json:"subject,omitempty"`
 }
 
-// Anomaly is the finding as the operator-visible anomaly the scheduled audit records.
+// Anomaly is the finding as the operator-visible anomaly the scheduled audit records,
+// about the finding's subject: a finding is its kind, payment and subject, whatever
+// window found it, so an audit run again over the window, or a later window that meets
+// the same payment, records nothing twice.
 func (f Finding) Anomaly() payment.Anomaly {
 	return payment.Anomaly{
-		Kind: AnomalyPrefix + f.Kind, TenantID: f.TenantID, PaymentNo: f.PaymentNo, TradeNo: f.TradeNo,
+		Kind: AnomalyPrefix + f.Kind, TenantID: f.TenantID, PaymentNo: f.PaymentNo, Subject: f.Subject, TradeNo: f.TradeNo,
 		Amount: f.AmountFen, Detail: "order " + f.OrderID + ": " + f.Detail,
 	}
 }
@@ -647,7 +653,7 @@ func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, 
 	}
 
 	// One unverifiable finding per payment, whatever failed: the anomaly it becomes is
-	// unique per (kind, payment_no).
+	// about the payment as a whole.
 	var failed []string
 	if r.refunds.err != nil {
 		failed = append(failed, r.refunds.err.Error())

@@ -3,7 +3,6 @@ package audit
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/paykit/paykit/payment"
@@ -90,7 +89,14 @@ func refundFindings(pay payment.Payment, r refundRemote, newFinding func(kind, d
 	}
 	var out []Finding
 	var reserved, atAlipay payment.Amount
-	var notSucceeded, notAtAlipay, otherAmount []string
+	// A finding about one refund has the refund's out_request_no as its subject: two
+	// refunds of a payment in the same trouble are two findings, and two anomalies.
+	var notSucceeded, notAtAlipay, otherAmount []Finding
+	about := func(rf payment.Refund, kind, detail string) Finding {
+		f := newFinding(kind, detail)
+		f.Subject = rf.OutRequestNo
+		return f
+	}
 	for _, rf := range r.refunds {
 		if rf.Status != payment.RefundFailed {
 			reserved += rf.Amount
@@ -103,27 +109,19 @@ func refundFindings(pay payment.Payment, r refundRemote, newFinding func(kind, d
 			atAlipay += res.RefundAmount
 		}
 		if res.Found && res.RefundAmount != rf.Amount {
-			otherAmount = append(otherAmount, fmt.Sprintf("%s (%s CNY at alipay, %s CNY locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Amount.Yuan()))
+			otherAmount = append(otherAmount, about(rf, KindRefundAmountMismatch, fmt.Sprintf(
+				"alipay refunded another amount than the refund's: %s (%s CNY at alipay, %s CNY locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Amount.Yuan())))
 		}
 		switch {
 		case res.Found && rf.Status != payment.RefundSucceeded:
-			notSucceeded = append(notSucceeded, fmt.Sprintf("%s (%s CNY, %s locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Status))
+			notSucceeded = append(notSucceeded, about(rf, KindRefundNotSucceeded, fmt.Sprintf(
+				"alipay refunded but the refund is not SUCCEEDED locally: %s (%s CNY, %s locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Status)))
 		case !res.Found && rf.Status == payment.RefundSucceeded:
-			notAtAlipay = append(notAtAlipay, fmt.Sprintf("%s (%s CNY)", rf.RefundNo, rf.Amount.Yuan()))
+			notAtAlipay = append(notAtAlipay, about(rf, KindRefundNotAtAlipay, fmt.Sprintf(
+				"SUCCEEDED locally but alipay has no such refund: %s (%s CNY)", rf.RefundNo, rf.Amount.Yuan())))
 		}
 	}
-	if len(notSucceeded) > 0 {
-		out = append(out, newFinding(KindRefundNotSucceeded,
-			"alipay refunded but the refund is not SUCCEEDED locally: "+strings.Join(notSucceeded, ", ")))
-	}
-	if len(notAtAlipay) > 0 {
-		out = append(out, newFinding(KindRefundNotAtAlipay,
-			"SUCCEEDED locally but alipay has no such refund: "+strings.Join(notAtAlipay, ", ")))
-	}
-	if len(otherAmount) > 0 {
-		out = append(out, newFinding(KindRefundAmountMismatch,
-			"alipay refunded another amount than the refund's: "+strings.Join(otherAmount, ", ")))
-	}
+	out = append(append(append(out, notSucceeded...), notAtAlipay...), otherAmount...)
 	switch {
 	case reserved > pay.Amount || pay.Refunded > pay.Amount || atAlipay > pay.Amount:
 		out = append(out, newFinding(KindRefundExceedsPaid, fmt.Sprintf(

@@ -2,6 +2,8 @@ package audit_test
 
 import (
 	"context"
+	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -63,11 +65,15 @@ func TestAudit_Refunds(t *testing.T) {
 		t.Fatalf("refunds that are fine: findings %+v", rep.Findings)
 	}
 
-	// Refunded at Alipay, FAILED locally; and one PENDING for an hour that Alipay did.
+	// Two refunds of one payment refunded at Alipay, both FAILED locally: a finding each,
+	// about its out_request_no; and one PENDING for an hour that Alipay did.
 	e.paid(t, "o_lost", "PLOST", false)
-	e.refund(t, "PLOST", "lost_a", 100, true)
-	if _, err := e.st.FailRefund(ctx, tenantID, "lost_a", "gave up"); err != nil {
-		t.Fatal(err)
+	var lost []string
+	for _, no := range []string{"lost_a", "lost_b"} {
+		lost = append(lost, e.refund(t, "PLOST", no, 100, true).OutRequestNo)
+		if _, err := e.st.FailRefund(ctx, tenantID, no, "gave up"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.paid(t, "o_stuck", "PSTUCK", false)
 	e.refund(t, "PSTUCK", "stuck_a", 100, true)
@@ -92,12 +98,12 @@ func TestAudit_Refunds(t *testing.T) {
 	rep := e.run(t)
 	got := byKind(rep)
 	want := map[string][]string{
-		audit.KindRefundNotSucceeded:   {"PLOST", "PSTUCK"},
+		audit.KindRefundNotSucceeded:   {"PLOST", "PLOST", "PSTUCK"},
 		audit.KindRefundNotAtAlipay:    {"PGHOST"},
 		audit.KindRefundExceedsPaid:    {"POVER"},
 		audit.KindRefundAmountMismatch: {"POTHER"},
 	}
-	if len(rep.Findings) != 5 {
+	if len(rep.Findings) != 6 {
 		t.Fatalf("findings %+v, want %v", rep.Findings, want)
 	}
 	for kind, nos := range want {
@@ -111,6 +117,20 @@ func TestAudit_Refunds(t *testing.T) {
 		}
 	}
 	t.Log(finding(t, rep, audit.KindRefundExceedsPaid, "POVER").Detail)
+	var subjects []string
+	for _, f := range rep.Findings {
+		switch {
+		case f.PaymentNo == "PLOST":
+			subjects = append(subjects, f.Anomaly().Subject)
+		case f.Kind == audit.KindRefundExceedsPaid && f.Subject != "":
+			t.Fatalf("%s is about the payment as a whole, not %q", f.Kind, f.Subject)
+		}
+	}
+	sort.Strings(subjects)
+	sort.Strings(lost)
+	if !slices.Equal(subjects, lost) {
+		t.Fatalf("PLOST's findings are about %q, want one per refund %q", subjects, lost)
+	}
 }
 
 // refundingGateway refunds a payment in full, through the store and at Alipay, just

@@ -582,7 +582,8 @@ func TestForgedAndMismatchedNotificationsPayNothing(t *testing.T) {
 			}
 			if tc.acked {
 				if !settled || !strings.HasPrefix(outcome, "rejected: ") ||
-					count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = 'notification_rejected' AND payment_no = ?", f.Get("out_trade_no")) != 1 {
+					count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = 'notification_rejected' AND payment_no = ? AND subject = ?",
+						f.Get("out_trade_no"), f.Get("notify_id")) != 1 {
 					t.Fatalf("%s: outcome %q settled=%v; want settled on a notification_rejected anomaly", tc.name, outcome, settled)
 				}
 			}

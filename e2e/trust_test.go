@@ -15,8 +15,9 @@ import (
 // with the Temporal CLI, as anyone who reaches Temporal's frontend can: a paid
 // notification for the right amount with a made-up trade_no and notify_id, one with no
 // notify_id, and one whose payload does not decode. None is Alipay's word: the payment
-// stays pending with no grant and no paid event, each is recorded as unverified_signal,
-// and the run still takes the buyer's real payment afterwards.
+// stays pending with no grant and no paid event, each is recorded as unverified_signal
+// (one anomaly about the made-up notify_id, one about no notification for the two that
+// name none), and the run still takes the buyer's real payment afterwards.
 func TestForgedSignalStraightToTemporalPaysNothing(t *testing.T) {
 	st := shared(t)
 	tn := newTenant(t)
@@ -32,12 +33,14 @@ func TestForgedSignalStraightToTemporalPaysNothing(t *testing.T) {
 			t.Fatalf("temporal workflow signal: %v\n%s", err, out)
 		}
 	}
-	signal(`{"notify_id":"forged-` + randHex(4) + `","payment_no":"` + res.PaymentNo + `","trade_no":"FORGED","trade_status":"TRADE_SUCCESS","state":"paid","amount_fen":990}`)
+	forgedID := "forged-" + randHex(4)
+	signal(`{"notify_id":"` + forgedID + `","payment_no":"` + res.PaymentNo + `","trade_no":"FORGED","trade_status":"TRADE_SUCCESS","state":"paid","amount_fen":990}`)
 	signal(`{"payment_no":"` + res.PaymentNo + `","trade_no":"FORGED2","state":"paid","amount_fen":990}`)
 	signal(`"state=paid&amount_fen=990"`)
 
 	waitFor(t, 20*time.Second, func() bool {
-		return count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = ? AND payment_no = ?", payment.AnomalyUnverifiedSignal, res.PaymentNo) == 1
+		return count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = ? AND payment_no = ? AND subject = ?", payment.AnomalyUnverifiedSignal, res.PaymentNo, forgedID) == 1 &&
+			count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = ? AND payment_no = ? AND subject = ''", payment.AnomalyUnverifiedSignal, res.PaymentNo) == 1
 	})
 	var handled workflows.PaymentState
 	waitFor(t, 20*time.Second, func() bool {
@@ -67,5 +70,8 @@ func TestForgedSignalStraightToTemporalPaysNothing(t *testing.T) {
 	waitFor(t, 30*time.Second, func() bool {
 		return count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", res.PaymentNo) == 1
 	})
-	t.Logf("3 forged signals: payment pending, 1 unverified_signal anomaly (%s); then paid by Alipay as %s", handled.Anomaly, paid.TradeNo)
+	if n := count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = ? AND payment_no = ?", payment.AnomalyUnverifiedSignal, res.PaymentNo); n != 2 {
+		t.Fatalf("unverified_signal anomalies = %d, want 2: one about %s, one about no notification", n, forgedID)
+	}
+	t.Logf("3 forged signals: payment pending, 2 unverified_signal anomalies (last %s); then paid by Alipay as %s", handled.Anomaly, paid.TradeNo)
 }

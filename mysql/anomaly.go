@@ -9,19 +9,23 @@ import (
 	"github.com/paykit/paykit/payment"
 )
 
-// qInsertAnomaly keeps the first record of a (kind, payment_no) pair, so the code that
-// detects an anomaly may record it on every retry.
-const qInsertAnomaly = `INSERT INTO payment_anomalies (kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+// qInsertAnomaly keeps the first record of a (kind, payment_no, subject), so the code that
+// detects an anomaly may record it on every retry, and another subject of the same kind
+// on the payment (a second refund, another notification) is an anomaly of its own.
+const qInsertAnomaly = `INSERT INTO payment_anomalies (kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON DUPLICATE KEY UPDATE id = id`
+
+// maxSubject is the length of payment_anomalies.subject (migration 0042).
+const maxSubject = 128
 
 const maxDetail = 60000
 
 // minDatetime is the earliest value of a DATETIME column.
 var minDatetime = time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// RecordAnomaly stores an operator-visible anomaly. Recording the same (Kind, PaymentNo)
-// again changes nothing. A zero CreatedAt means now.
+// RecordAnomaly stores an operator-visible anomaly. Recording the same (Kind, PaymentNo,
+// Subject) again changes nothing. A zero CreatedAt means now.
 func (st *Store) RecordAnomaly(ctx context.Context, a payment.Anomaly) error {
 	if a.Kind == "" || a.PaymentNo == "" {
 		return payment.Errorf(payment.EINVALID, "an anomaly needs a kind and a payment_no")
@@ -31,14 +35,14 @@ func (st *Store) RecordAnomaly(ctx context.Context, a payment.Anomaly) error {
 		at = st.clock()
 	}
 	if _, err := st.exec(ctx, nil, qInsertAnomaly, truncate(a.Kind, 64), truncate(a.TenantID, maxRef),
-		truncate(a.PaymentNo, maxRef), truncate(a.TradeNo, maxRef), int64(a.Amount),
+		truncate(a.PaymentNo, maxRef), truncate(a.Subject, maxSubject), truncate(a.TradeNo, maxRef), int64(a.Amount),
 		truncate(a.Detail, maxDetail), at); err != nil {
-		return fmt.Errorf("mysql: record anomaly %s %s: %w", a.Kind, a.PaymentNo, err)
+		return fmt.Errorf("mysql: record anomaly %s %s %q: %w", a.Kind, a.PaymentNo, a.Subject, err)
 	}
 	return nil
 }
 
-const qListAnomalies = `SELECT kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at
+const qListAnomalies = `SELECT kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at
 FROM payment_anomalies WHERE created_at >= ? ORDER BY created_at DESC, id DESC LIMIT ?`
 
 // ListAnomalies returns up to limit anomalies recorded at or after since, newest first.
@@ -55,7 +59,7 @@ func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) 
 			a      payment.Anomaly
 			amount int64
 		)
-		err := rows.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt)
+		err := rows.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.Subject, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt)
 		a.Amount = payment.Amount(amount)
 		out = append(out, a)
 		return err
@@ -66,18 +70,18 @@ func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) 
 	return out, nil
 }
 
-const qAnomalyByKind = `SELECT kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at
-FROM payment_anomalies WHERE kind = ? AND payment_no = ?`
+const qAnomalyByKind = `SELECT kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at
+FROM payment_anomalies WHERE kind = ? AND payment_no = ? ORDER BY id LIMIT 1`
 
-// GetAnomaly returns the anomaly of one kind recorded for a payment, or an error wrapping
-// payment.ErrNotFound.
+// GetAnomaly returns the anomaly of one kind recorded for a payment, the first recorded if
+// there are several (about several subjects), or an error wrapping payment.ErrNotFound.
 func (st *Store) GetAnomaly(ctx context.Context, kind, paymentNo string) (payment.Anomaly, error) {
 	var (
 		a      payment.Anomaly
 		amount int64
 	)
 	err := st.queryRow(ctx, nil, qAnomalyByKind, []any{kind, paymentNo}, func(row *sql.Row) error {
-		return row.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt)
+		return row.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.Subject, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt)
 	})
 	if err != nil {
 		return payment.Anomaly{}, fmt.Errorf("mysql: get anomaly %s %s: %w", kind, paymentNo, err)

@@ -71,8 +71,9 @@ const (
 )
 
 // qAnomalyKinds scans payment_anomalies, whose unique index leads with kind; the audit
-// asks only for the few payments Alipay reports paid that are not PAID locally.
-const qAnomalyKinds = `SELECT kind FROM payment_anomalies WHERE payment_no = ? ORDER BY kind`
+// asks only for the few payments Alipay reports paid that are not PAID locally. A kind
+// recorded about several subjects is named once.
+const qAnomalyKinds = `SELECT DISTINCT kind FROM payment_anomalies WHERE payment_no = ? ORDER BY kind`
 
 // ChangedPage reads up to limit (default 100, at most 1000) rows of after.Source that
 // changed in [since, until) past after, and returns their payments' facts and the cursor
@@ -165,7 +166,7 @@ func (st *Store) AuditRecords(ctx context.Context, paymentNos []string) ([]audit
 	return recs, nil
 }
 
-// AnomalyKinds returns the kinds of the anomalies recorded for a payment, sorted.
+// AnomalyKinds returns the kinds of the anomalies recorded for a payment, sorted, each once.
 func (st *Store) AnomalyKinds(ctx context.Context, paymentNo string) ([]string, error) {
 	kinds := []string{}
 	err := st.query(ctx, qAnomalyKinds, []any{paymentNo}, func(rows *sql.Rows) error {

@@ -562,6 +562,63 @@ func TestRecordAnomaly(t *testing.T) {
 	}
 }
 
+// TestRecordAnomaly_OnePerSubject: an anomaly's identity is what it is about. Two
+// anomalies of one kind on one payment about two subjects (two refunds that failed
+// locally and that Alipay carried out) are two rows; the same subject recorded again, by
+// many callers at once, is one row that keeps what was recorded first.
+func TestRecordAnomaly_OnePerSubject(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	r1 := payment.Anomaly{Kind: "refund_succeeded_after_fail", TenantID: "t1", PaymentNo: "p1", Subject: "p1-r1", TradeNo: "T1",
+		Amount: 300, Detail: "alipay confirms refund r1 that is FAILED locally"}
+	r2 := r1
+	r2.Subject, r2.Detail = "p1-r2", "alipay confirms refund r2 that is FAILED locally"
+	testenv.Parallel(10, func(i int) {
+		a := r1
+		if i%2 == 1 {
+			a = r2
+		}
+		if err := st.RecordAnomaly(ctx, a); err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	})
+	again := r1
+	again.Detail = "recorded again"
+	if err := st.RecordAnomaly(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT subject, detail FROM payment_anomalies WHERE kind = ? AND payment_no = 'p1' ORDER BY subject", r1.Kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var subject, detail string
+		if err := rows.Scan(&subject, &detail); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, subject+": "+detail)
+	}
+	if want := []string{"p1-r1: " + r1.Detail, "p1-r2: " + r2.Detail}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("anomalies of p1 = %q, want one per refund %q", got, want)
+	}
+	all, err := st.ListAnomalies(ctx, time.Time{}, 0)
+	if err != nil || len(all) != 2 || all[0].Subject == "" || all[0].Subject == all[1].Subject {
+		t.Fatalf("ListAnomalies = %+v, %v; want both with their subjects", all, err)
+	}
+	// A payment-wide anomaly (no subject) is one more row; its kinds are listed once.
+	if err := st.RecordAnomaly(ctx, payment.Anomaly{Kind: r1.Kind, PaymentNo: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM payment_anomalies WHERE payment_no = 'p1'"); n != 3 {
+		t.Fatalf("rows = %d, want 3", n)
+	}
+	if kinds, err := st.AnomalyKinds(ctx, "p1"); err != nil || fmt.Sprint(kinds) != "[refund_succeeded_after_fail]" {
+		t.Fatalf("AnomalyKinds(p1) = %v, %v; want the kind once", kinds, err)
+	}
+}
+
 func TestListAnomalies(t *testing.T) {
 	st, _ := newStore(t)
 	ctx := context.Background()

@@ -327,7 +327,7 @@ func scanStatementReport(s scanner) (payment.StatementReport, error) {
 // day recorded first (a later day finding the same one does not repeat it), oldest first.
 func (st *Store) ListStatementAnomalies(ctx context.Context, appID, billDate string) ([]payment.Anomaly, error) {
 	prefix := "statement " + appID + " " + billDate + ": "
-	rows, err := st.db.QueryContext(ctx, `SELECT kind, tenant_id, payment_no, trade_no, amount_fen, detail, created_at
+	rows, err := st.db.QueryContext(ctx, `SELECT kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at
 FROM payment_anomalies WHERE kind LIKE 'statement\_%' AND LEFT(detail, ?) = ? ORDER BY id LIMIT 10000`, len(prefix), prefix)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: statement anomalies: %w", err)
@@ -339,7 +339,7 @@ FROM payment_anomalies WHERE kind LIKE 'statement\_%' AND LEFT(detail, ?) = ? OR
 			a      payment.Anomaly
 			amount int64
 		)
-		if err := rows.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt); err != nil {
+		if err := rows.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.Subject, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt); err != nil {
 			return nil, fmt.Errorf("mysql: statement anomalies: %w", err)
 		}
 		a.Amount = payment.Amount(amount)

@@ -20,7 +20,9 @@ type BillSource interface {
 }
 
 // Anomaly kinds of the daily statement reconciliation. Each is recorded once per
-// (kind, reference): the reference is the out_trade_no, or the out_request_no for refund kinds.
+// (kind, reference, subject): the reference (the anomaly's payment_no) is the out_trade_no,
+// or the out_request_no for refund kinds; the subject is the out_request_no of a refund
+// line, empty for a payment line.
 const (
 	// AnomalyStatementPaidNotLocal: the bill has a payment whose local record is not PAID (长款).
 	AnomalyStatementPaidNotLocal = "statement_paid_not_local"

@@ -199,11 +199,17 @@ const (
 )
 
 // Anomaly is a case an operator must look at, such as money received for a payment that
-// was already closed locally. It is recorded durably and alerted on, never dropped.
+// was already closed locally. It is recorded durably and alerted on, never dropped. Its
+// identity is (Kind, PaymentNo, Subject): what it is about.
 type Anomaly struct {
 	Kind      string // e.g. "paid_after_close"
 	TenantID  string
 	PaymentNo string
+	// Subject names what the anomaly is about within the payment: a refund's
+	// out_request_no, a notification's notify_id, a bill line's reference; empty for the
+	// payment as a whole. Two anomalies of one kind on a payment about two subjects are
+	// two anomalies; the same one recorded again is one.
+	Subject   string
 	TradeNo   string
 	Amount    Amount
 	Detail    string

@@ -84,14 +84,22 @@ func Print(ctx context.Context, out io.Writer, store ReportReader, appID, billDa
 	fmt.Fprintf(out, "discrepancies: %d (%s)\n", rep.Discrepancies, strings.Join(kinds, " "))
 	if len(anomalies) > 0 {
 		tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KIND\tTENANT\tREF\tTRADE_NO\tAMOUNT (CNY)\tDETAIL")
+		fmt.Fprintln(tw, "KIND\tTENANT\tREF\tSUBJECT\tTRADE_NO\tAMOUNT (CNY)\tDETAIL")
 		for _, a := range anomalies {
 			detail := strings.TrimPrefix(a.Detail, "statement "+appID+" "+billDate+": ")
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Kind, a.TenantID, a.PaymentNo, a.TradeNo, a.Amount.Yuan(), detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Kind, a.TenantID, a.PaymentNo, dash(a.Subject), a.TradeNo, a.Amount.Yuan(), detail)
 		}
 		if err := tw.Flush(); err != nil {
 			return ExitNoReport, err
 		}
 	}
 	return code, nil
+}
+
+// dash is s, or "-" for an anomaly about the payment as a whole.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

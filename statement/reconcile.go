@@ -332,20 +332,20 @@ func (x *run) flush() error {
 func (x *run) match(l payment.BillLine, pays map[string]payment.Payment, refs map[string]payment.Refund) error {
 	p, known := pays[l.OutTradeNo]
 	if !known {
-		return x.found(payment.AnomalyStatementUnknownTrade, "", l.OutTradeNo, l.TradeNo, l.Amount,
+		return x.found(payment.AnomalyStatementUnknownTrade, "", l.OutTradeNo, lineSubject(l), l.TradeNo, l.Amount,
 			fmt.Sprintf("bill line %d (%s) names out_trade_no %s, which is no local payment", l.LineNo, kindName(l.Kind), l.OutTradeNo))
 	}
 	if l.Kind == payment.BillLineTrade {
 		if p.Status != payment.StatusPaid {
-			return x.found(payment.AnomalyStatementPaidNotLocal, p.TenantID, p.PaymentNo, l.TradeNo, l.Amount,
+			return x.found(payment.AnomalyStatementPaidNotLocal, p.TenantID, p.PaymentNo, "", l.TradeNo, l.Amount,
 				fmt.Sprintf("Alipay's bill has the payment (%s fen, trade_no %s); locally it is %s", fen(l.Amount), l.TradeNo, p.Status))
 		}
 		if p.Amount != l.Amount {
-			return x.found(payment.AnomalyStatementAmountMismatch, p.TenantID, p.PaymentNo, l.TradeNo, l.Amount,
+			return x.found(payment.AnomalyStatementAmountMismatch, p.TenantID, p.PaymentNo, "", l.TradeNo, l.Amount,
 				fmt.Sprintf("bill amount %s fen, local amount %s fen", fen(l.Amount), fen(p.Amount)))
 		}
 		if want := p.Amount - l.MerchantDiscount - l.RedPacket; l.Received != want {
-			return x.found(payment.AnomalyStatementDiscountMismatch, p.TenantID, p.PaymentNo, l.TradeNo, l.Received,
+			return x.found(payment.AnomalyStatementDiscountMismatch, p.TenantID, p.PaymentNo, "", l.TradeNo, l.Received,
 				fmt.Sprintf("bill 商家实收 %s fen; local amount %s fen less the line's 商家优惠 %s fen and 商家红包 %s fen is %s fen",
 					fen(l.Received), fen(p.Amount), fen(l.MerchantDiscount), fen(l.RedPacket), fen(want)))
 		}
@@ -358,13 +358,13 @@ func (x *run) match(l payment.BillLine, pays map[string]payment.Payment, refs ma
 		if ok {
 			state = rf.Status.String()
 		}
-		return x.found(payment.AnomalyStatementRefundNotLocal, p.TenantID, l.OutRequestNo, l.TradeNo, l.Amount,
+		return x.found(payment.AnomalyStatementRefundNotLocal, p.TenantID, l.OutRequestNo, l.OutRequestNo, l.TradeNo, l.Amount,
 			fmt.Sprintf("Alipay's bill has refund %s of payment %s (%s fen); locally it is %s", l.OutRequestNo, l.OutTradeNo, fen(l.Amount), state))
 	case rf.Amount != l.Amount:
-		return x.found(payment.AnomalyStatementRefundAmountMismatch, p.TenantID, l.OutRequestNo, l.TradeNo, l.Amount,
+		return x.found(payment.AnomalyStatementRefundAmountMismatch, p.TenantID, l.OutRequestNo, l.OutRequestNo, l.TradeNo, l.Amount,
 			fmt.Sprintf("refund %s of payment %s: bill amount %s fen, local amount %s fen", l.OutRequestNo, l.OutTradeNo, fen(l.Amount), fen(rf.Amount)))
 	case l.Received != rf.Amount-l.MerchantDiscount-l.RedPacket:
-		return x.found(payment.AnomalyStatementRefundDiscountMismatch, p.TenantID, l.OutRequestNo, l.TradeNo, l.Received,
+		return x.found(payment.AnomalyStatementRefundDiscountMismatch, p.TenantID, l.OutRequestNo, l.OutRequestNo, l.TradeNo, l.Received,
 			fmt.Sprintf("refund %s of payment %s: bill 商家实收 %s fen; local refund %s fen less the line's 商家优惠 %s fen and 商家红包 %s fen is %s fen",
 				l.OutRequestNo, l.OutTradeNo, fen(l.Received), fen(rf.Amount), fen(l.MerchantDiscount), fen(l.RedPacket),
 				fen(rf.Amount-l.MerchantDiscount-l.RedPacket)))
@@ -380,21 +380,21 @@ func (x *run) localSide(sc payment.StatementScope) error {
 		if l.Kind == payment.BillLineRefund {
 			ref = l.OutRequestNo
 		}
-		return x.found(payment.AnomalyStatementDuplicateLine, "", ref, "", 0,
+		return x.found(payment.AnomalyStatementDuplicateLine, "", ref, lineSubject(l), "", 0,
 			fmt.Sprintf("the bill has %d %s lines for %s", n, kindName(l.Kind), ref))
 	})
 	if err != nil {
 		return err
 	}
 	err = st.EachPaymentNotInBill(x.ctx, sc, func(p payment.Payment) error {
-		return x.found(payment.AnomalyStatementLocalNotInBill, p.TenantID, p.PaymentNo, p.TradeNo, p.Amount,
+		return x.found(payment.AnomalyStatementLocalNotInBill, p.TenantID, p.PaymentNo, "", p.TradeNo, p.Amount,
 			fmt.Sprintf("PAID locally at %s (%s fen, trade_no %s) and absent from Alipay's bill", p.PaidAt.In(China).Format(time.DateTime), fen(p.Amount), p.TradeNo))
 	})
 	if err != nil {
 		return err
 	}
 	err = st.EachRefundNotInBill(x.ctx, sc, func(rf payment.Refund) error {
-		return x.found(payment.AnomalyStatementRefundNotInBill, rf.TenantID, rf.OutRequestNo, rf.TradeNo, rf.Amount,
+		return x.found(payment.AnomalyStatementRefundNotInBill, rf.TenantID, rf.OutRequestNo, rf.OutRequestNo, rf.TradeNo, rf.Amount,
 			fmt.Sprintf("refund %s of payment %s succeeded locally at %s (%s fen) and is absent from Alipay's bill",
 				rf.RefundNo, rf.PaymentNo, rf.RefundedAt.In(China).Format(time.DateTime), fen(rf.Amount)))
 	})
@@ -410,15 +410,20 @@ func (x *run) localSide(sc payment.StatementScope) error {
 	return nil
 }
 
-// found records one discrepancy as an anomaly (once per kind and reference) and counts it.
-func (x *run) found(kind, tenantID, ref, tradeNo string, amount payment.Amount, detail string) error {
+// found records one discrepancy as an anomaly and counts it. It is about the bill line's
+// reference (the out_trade_no, or the out_request_no of a refund line), recorded once per
+// kind: subject is the out_request_no of the refund a refund line names, as every anomaly
+// about a refund has it, and empty for a payment line, which is about the payment as a
+// whole. The day is not part of it: a later day's run, or the same day's again, that
+// meets the same discrepancy records nothing new.
+func (x *run) found(kind, tenantID, ref, subject, tradeNo string, amount payment.Amount, detail string) error {
 	if x.beat != nil {
 		x.beat()
 	}
 	x.rep.Discrepancies++
 	x.rep.ByKind[kind]++
 	err := x.r.Anomalies.RecordAnomaly(x.ctx, payment.Anomaly{
-		Kind: kind, TenantID: tenantID, PaymentNo: ref, TradeNo: tradeNo, Amount: amount,
+		Kind: kind, TenantID: tenantID, PaymentNo: ref, Subject: subject, TradeNo: tradeNo, Amount: amount,
 		Detail:    fmt.Sprintf("statement %s %s: %s", x.p.App.ID, x.p.BillDate, detail),
 		CreatedAt: x.r.now(),
 	})
@@ -426,8 +431,17 @@ func (x *run) found(kind, tenantID, ref, tradeNo string, amount payment.Amount, 
 		return fmt.Errorf("statement: record %s %s: %w", kind, ref, err)
 	}
 	x.r.log().WarnContext(x.ctx, "statement discrepancy", "kind", kind, "app_id", x.p.App.ID, "bill_date", x.p.BillDate,
-		"tenant_id", tenantID, "ref", ref, "trade_no", tradeNo, "amount_fen", int64(amount))
+		"tenant_id", tenantID, "ref", ref, "subject", subject, "trade_no", tradeNo, "amount_fen", int64(amount))
 	return nil
+}
+
+// lineSubject is what an anomaly about bill line l is about within its payment: the
+// refund a refund line names, or the payment as a whole.
+func lineSubject(l payment.BillLine) string {
+	if l.Kind == payment.BillLineRefund {
+		return l.OutRequestNo
+	}
+	return ""
 }
 
 func kindName(k int) string {

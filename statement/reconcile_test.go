@@ -258,7 +258,7 @@ func TestReconcileDiscounts(t *testing.T) {
 // TestReconcileRefundOneSide: a refund Alipay made that is not SUCCEEDED locally, and
 // one that succeeded locally but is not in the bill, are each their own kind; a line of
 // an out_trade_no this system never created is unknown, and a payment on two lines is a
-// duplicate.
+// duplicate. A refund's anomalies are about its out_request_no.
 func TestReconcileRefundOneSide(t *testing.T) {
 	d := newDay(t)
 	d.paid("STMR1", 1000)
@@ -295,6 +295,25 @@ func TestReconcileRefundOneSide(t *testing.T) {
 	}
 	if got := d.anomalies(); fmt.Sprint(got) != fmt.Sprint(want) || rep.Discrepancies != 4 {
 		t.Fatalf("anomalies %v (report %v), want %v", got, rep.ByKind, want)
+	}
+	// A refund line's anomaly is about its refund, as every anomaly about a refund is; a
+	// payment line's about the payment as a whole.
+	all, err := d.store.ListAnomalies(d.ctx, time.Now().Add(-time.Hour), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subjects := map[string]string{}
+	for _, a := range all {
+		subjects[a.Kind] = a.Subject
+	}
+	wantSubjects := map[string]string{
+		payment.AnomalyStatementDuplicateLine:   "",
+		payment.AnomalyStatementRefundNotLocal:  r.OutRequestNo,
+		payment.AnomalyStatementRefundNotInBill: r2.OutRequestNo,
+		payment.AnomalyStatementUnknownTrade:    "",
+	}
+	if fmt.Sprint(subjects) != fmt.Sprint(wantSubjects) {
+		t.Fatalf("subjects %v, want %v", subjects, wantSubjects)
 	}
 }
 

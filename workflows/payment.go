@@ -890,6 +890,10 @@ func (r *paymentRun) recordAnomaly(ctx workflow.Context, kind, tradeNo, detail s
 	r.recordAnomalyFor(ctx, r.st.PaymentNo, r.st.Amount, kind, tradeNo, detail)
 }
 
+// recordAnomalyFor records an anomaly about a payment as a whole (paid_after_close,
+// amount_mismatch: the payment's one trade at Alipay), so it has no subject: Alipay's
+// redeliveries, the reconciliation and the callback that find the same money record one
+// anomaly. An unverified signal whose payload does not decode names no notification.
 func (r *paymentRun) recordAnomalyFor(ctx workflow.Context, paymentNo string, amount payment.Amount, kind, tradeNo, detail string) {
 	r.st.Anomaly = kind + ": " + detail
 	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.RecordAnomaly, activities.AnomalyInput{

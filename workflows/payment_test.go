@@ -142,6 +142,10 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 		func(_ context.Context, in activities.AnomalyInput) error {
 			fs.anomalies = append(fs.anomalies, in.Kind)
 			fs.anomalyNos = append(fs.anomalyNos, in.PaymentNo)
+			if in.Subject != "" {
+				// A payment's run records anomalies about the payment as a whole.
+				t.Errorf("%s anomaly recorded about %q, want the payment as a whole", in.Kind, in.Subject)
+			}
 			return nil
 		}).Maybe()
 	return env, fs

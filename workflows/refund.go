@@ -340,9 +340,14 @@ func (r *refundRun) succeed(ctx workflow.Context, tradeNo string, at time.Time) 
 	r.applyTransition(ctx, tr, err)
 }
 
+// recordAnomaly records an anomaly about the refund: its subject is the refund's
+// out_request_no, so each refund of a payment has its own (two refunds that failed
+// locally and that Alipay carried out are two anomalies), and the callback that learns
+// the same of the refund records the same one.
 func (r *refundRun) recordAnomaly(ctx workflow.Context, kind, tradeNo, detail string) {
 	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.RecordAnomaly, activities.AnomalyInput{
-		Kind: kind, TenantID: r.st.TenantID, PaymentNo: r.st.PaymentNo, TradeNo: tradeNo, Amount: r.st.Amount, Detail: detail,
+		Kind: kind, TenantID: r.st.TenantID, PaymentNo: r.st.PaymentNo, Subject: r.st.OutRequestNo, TradeNo: tradeNo,
+		Amount: r.st.Amount, Detail: detail,
 	}).Get(ctx, nil)
 	if err != nil {
 		r.logger.Error("record anomaly failed", "refund_no", r.st.RefundNo, "kind", kind, "err", err)

@@ -99,6 +99,10 @@ func newRefundEnv(t *testing.T, f *refundFake) *testsuite.TestWorkflowEnvironmen
 	env.OnActivity(a.RecordAnomaly, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AnomalyInput) error {
 			f.anomalies = append(f.anomalies, in.Kind)
+			if in.Subject != f.r.OutRequestNo {
+				// Each refund of a payment has anomalies of its own.
+				t.Errorf("%s anomaly recorded about %q, want the refund's out_request_no %s", in.Kind, in.Subject, f.r.OutRequestNo)
+			}
 			return nil
 		}).Maybe()
 	env.OnActivity(a.DeliverWebhook, mock.Anything, mock.Anything).Return(
