@@ -440,9 +440,7 @@ type remote struct {
 	checked  bool // the workflow was looked up
 	running  bool
 	checkErr error
-	// anomalies are the kinds already recorded for a lost payment.
-	anomalies []string
-	refunds   refundRemote
+	refunds  refundRemote
 }
 
 // checkPage checks one page: the local facts at once, the remote ones with bounded

@@ -40,7 +40,7 @@ func FromReadOnly(s sdktrace.ReadOnlySpan) Span {
 		sp.ParentID = p.SpanID().String()
 	}
 	if v, ok := s.Resource().Set().Value("service.name"); ok {
-		sp.Service = v.Emit()
+		sp.Service = v.String()
 	}
 	if st := s.Status(); st.Code.String() == "Error" {
 		sp.Error = st.Description
@@ -49,7 +49,7 @@ func FromReadOnly(s sdktrace.ReadOnlySpan) Span {
 		}
 	}
 	for _, kv := range s.Attributes() {
-		sp.Attrs[string(kv.Key)] = kv.Value.Emit()
+		sp.Attrs[string(kv.Key)] = kv.Value.String()
 	}
 	return sp
 }
