@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,8 +19,7 @@ var _ payment.StatementStore = (*Store)(nil)
 // its own until unlock, so that two runs of the same day (the schedule and an operator)
 // never interleave their staged lines. A lock held elsewhere is ECONFLICT at once.
 func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (func(), error) {
-	sum := sha1.Sum([]byte(appID + "|" + billDate))
-	name := "paykit-statement-" + hex.EncodeToString(sum[:])
+	name := statementLockName(appID, billDate)
 	conn, err := st.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: statement lock: %w", err)
@@ -39,6 +39,13 @@ func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (fun
 	}, nil
 }
 
+// statementLockName is the MariaDB named lock of one (app, day): its runs take it, and the
+// retention purge takes it before it deletes the day's lines.
+func statementLockName(appID, billDate string) string {
+	sum := sha1.Sum([]byte(appID + "|" + billDate))
+	return "paykit-statement-" + hex.EncodeToString(sum[:])
+}
+
 // ClearBillLines deletes the staged lines of a day, in chunks so that no statement holds
 // many row locks.
 func (st *Store) ClearBillLines(ctx context.Context, appID, billDate string) error {
@@ -53,15 +60,100 @@ func (st *Store) ClearBillLines(ctx context.Context, appID, billDate string) err
 	}
 }
 
-// qPurgeStatementLines deletes the oldest staged lines through idx_statement_lines_bill_date.
-// The optimizer hint is TiDB's (see qPurgeNotifications).
-const qPurgeStatementLines = `DELETE /*+ USE_INDEX(statement_lines, idx_statement_lines_bill_date) */ FROM statement_lines WHERE bill_date < ? ORDER BY bill_date LIMIT ?`
+// qOldStatementDay finds the oldest (app, day) of staged lines before a date, after a
+// cursor, through idx_statement_lines_bill_date (whose entries InnoDB extends with the
+// primary key's app_id): one index dive per day, however many lines the days hold. The
+// optimizer hint is TiDB's (see qPurgeNotifications).
+const (
+	qOldStatementDay = `SELECT /*+ USE_INDEX(statement_lines, idx_statement_lines_bill_date) */ app_id, DATE_FORMAT(bill_date, '%Y-%m-%d')
+FROM statement_lines WHERE bill_date < ? ORDER BY bill_date, app_id LIMIT 1`
+	qOldStatementDayAfter = `SELECT /*+ USE_INDEX(statement_lines, idx_statement_lines_bill_date) */ app_id, DATE_FORMAT(bill_date, '%Y-%m-%d')
+FROM statement_lines WHERE bill_date < ? AND (bill_date > ? OR bill_date = ? AND app_id > ?) ORDER BY bill_date, app_id LIMIT 1`
+)
+
+// qPurgeStatementDay deletes a batch of one (app, day)'s staged lines through the primary key.
+const qPurgeStatementDay = `DELETE FROM statement_lines WHERE app_id = ? AND bill_date = ? LIMIT ?`
 
 // PurgeStatementLines deletes up to limit staged lines of the days before before
-// (yyyy-MM-dd), of every app. Only the run of a day reads its lines (and a run replaces
-// them), so old ones are kept only for looking into a run's anomalies.
+// (yyyy-MM-dd), of every app, oldest day first, each statement at most limit lines. Only
+// the run of a day reads its lines (and a run replaces them), so old ones are kept only
+// for looking into a run's anomalies; but a run of an old day (an operator's re-run)
+// stages its lines and then reads them. So the purge takes each (app, day) through that
+// day's statement lock (LockStatement's, without waiting) and deletes its lines while it
+// holds it: a day another run holds is skipped and left whole (the next purge after that
+// run takes it), and a run of a day the purge holds for its few statements is refused as
+// ECONFLICT and retried like any concurrent run.
 func (st *Store) PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error) {
-	return st.execCount(ctx, "purge statement lines", qPurgeStatementLines, before, limit)
+	if limit <= 0 {
+		return 0, nil
+	}
+	conn, err := st.db.Conn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: purge statement lines: %w", err)
+	}
+	defer conn.Close()
+	var (
+		purged     int64
+		app, date  string
+		pastCursor bool
+	)
+	for purged < int64(limit) {
+		q, args := qOldStatementDay, []any{before}
+		if pastCursor {
+			q, args = qOldStatementDayAfter, []any{before, date, date, app}
+		}
+		switch err := conn.QueryRowContext(ctx, q, args...).Scan(&app, &date); {
+		case err == sql.ErrNoRows:
+			return purged, nil
+		case err != nil:
+			return purged, fmt.Errorf("mysql: purge statement lines: %w", err)
+		}
+		pastCursor = true
+		n, err := purgeStatementDay(ctx, conn, app, date, int64(limit)-purged)
+		purged += n
+		if err != nil {
+			return purged, fmt.Errorf("mysql: purge statement lines of %s %s: %w", app, date, err)
+		}
+	}
+	return purged, nil
+}
+
+// purgeStatementDay deletes up to limit staged lines of one (app, day) on conn while it
+// holds the day's statement lock; a day whose lock is held elsewhere is left as it is.
+func purgeStatementDay(ctx context.Context, conn *sql.Conn, appID, billDate string, limit int64) (purged int64, err error) {
+	name := statementLockName(appID, billDate)
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 0)`, name).Scan(&got); err != nil {
+		return 0, err
+	}
+	if got.Int64 != 1 {
+		return 0, nil // a run of the day holds it
+	}
+	defer func() {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, name); rerr != nil {
+			// A connection that may still hold the lock must not go back to the pool.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			if err == nil {
+				err = rerr
+			}
+		}
+	}()
+	for purged < limit {
+		want := limit - purged
+		res, err := conn.ExecContext(ctx, qPurgeStatementDay, appID, billDate, want)
+		if err != nil {
+			return purged, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return purged, err
+		}
+		purged += n
+		if n < want {
+			break // the day is empty
+		}
+	}
+	return purged, nil
 }
 
 // StageBillLines inserts a batch of bill lines in one statement. A line staged before

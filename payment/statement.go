@@ -153,7 +153,8 @@ type StatementStore interface {
 	EachPaymentNotInBill(ctx context.Context, sc StatementScope, fn func(Payment) error) error
 	EachRefundNotInBill(ctx context.Context, sc StatementScope, fn func(Refund) error) error
 	// PurgeStatementLines deletes up to limit staged lines of days before before
-	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted.
+	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted. It never
+	// touches an (app, day) whose LockStatement another run holds.
 	PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error)
 	// EachDuplicateBillLine streams the staged (kind, reference) pairs that appear more than once.
 	EachDuplicateBillLine(ctx context.Context, appID, billDate string, fn func(l BillLine, n int) error) error

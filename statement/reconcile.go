@@ -162,7 +162,8 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 }
 
 // purgeLines deletes the staged lines of the days older than the retention, once a day
-// is reconciled, never those of the day itself. A failure is logged and not returned:
+// is reconciled, never those of the day itself nor those of a day another run holds
+// (the store skips a locked day). A failure is logged and not returned:
 // the day is reconciled, and the next run purges what this one left.
 func (r *Reconciler) purgeLines(ctx context.Context, p Params, beat func()) {
 	keep := r.LineRetention

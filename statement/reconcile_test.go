@@ -383,3 +383,40 @@ func TestReconcilePurgesOldLines(t *testing.T) {
 		t.Fatalf("after the run: %d lines of %s (want 0), %d of %s (want 4), %d of the day (want 1)", o, old, k, kept, own)
 	}
 }
+
+// TestReconcilePurgeSkipsARunningDay: the purge after a run leaves alone the lines of an
+// old day whose run (an operator re-running it) holds its lock, and takes the others.
+func TestReconcilePurgeSkipsARunningDay(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMK2", 100)
+	today, _, err := statement.DayRange(d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := today.AddDate(0, 0, -40).Format(statement.DateLayout)
+	old := today.AddDate(0, 0, -39).Format(statement.DateLayout)
+	for _, date := range []string{held, old} {
+		lines := []payment.BillLine{{LineNo: 1, Kind: payment.BillLineTrade, OutTradeNo: "X1", Amount: 1}}
+		if err := d.store.StageBillLines(d.ctx, simtest.AppID, date, lines); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	d.rec.Now = func() time.Time { return today.Add(12 * time.Hour) }
+	d.run()
+	count := func(date string) int {
+		t.Helper()
+		var n int
+		if err := d.db.QueryRowContext(d.ctx, `SELECT COUNT(*) FROM statement_lines WHERE bill_date = ?`, date).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if h, o := count(held), count(old); h != 1 || o != 0 {
+		t.Fatalf("after the run: %d lines of the held day %s (want 1), %d of %s (want 0)", h, held, o, old)
+	}
+}
