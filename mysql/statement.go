@@ -244,11 +244,14 @@ func onApp(alias string) string {
 }
 
 // EachPaymentNotInBill streams the scope's PAID payments that no staged payment line
-// names. It reads through idx_payments_paid_at and the staged lines' index.
+// names with their trade_no (any line of their payment_no if they have none: a line of
+// another trade under the same order number is not theirs). It reads through
+// idx_payments_paid_at and the staged lines' index.
 func (st *Store) EachPaymentNotInBill(ctx context.Context, sc payment.StatementScope, fn func(payment.Payment) error) error {
 	q := `SELECT ` + paymentColumns + ` FROM payments p
 WHERE p.paid_at >= ? AND p.paid_at < ? AND p.status = 1 AND ` + onApp("p") + `
-AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_trade_no = p.payment_no AND l.kind = 1)`
+AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_trade_no = p.payment_no AND l.kind = 1
+	AND (COALESCE(p.trade_no, '') = '' OR l.trade_no = p.trade_no))`
 	rows, err := st.db.QueryContext(ctx, q, dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp, sc.AppID, sc.BillDate)
 	if err != nil {
 		return fmt.Errorf("mysql: payments not in bill: %w", err)
@@ -267,11 +270,12 @@ AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_da
 }
 
 // EachRefundNotInBill streams the scope's refunds that succeeded in the day and that no
-// staged refund line names.
+// staged refund line names with their trade_no (where they have one).
 func (st *Store) EachRefundNotInBill(ctx context.Context, sc payment.StatementScope, fn func(payment.Refund) error) error {
 	q := `SELECT ` + refundColumns + ` FROM refunds r
 WHERE r.refunded_at >= ? AND r.refunded_at < ? AND r.status = 1 AND ` + onApp("r") + `
-AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_request_no = r.out_request_no AND l.kind = 2)`
+AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_request_no = r.out_request_no AND l.kind = 2
+	AND (r.trade_no = '' OR l.trade_no = r.trade_no))`
 	rows, err := st.db.QueryContext(ctx, q, dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp, sc.AppID, sc.BillDate)
 	if err != nil {
 		return fmt.Errorf("mysql: refunds not in bill: %w", err)

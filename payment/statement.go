@@ -45,6 +45,11 @@ const (
 	AnomalyStatementUnknownTrade = "statement_unknown_trade"
 	// AnomalyStatementDuplicateLine: the bill carries the same payment or refund twice.
 	AnomalyStatementDuplicateLine = "statement_duplicate_line"
+	// AnomalyStatementTradeMismatch: a bill line names a local payment's out_trade_no, but
+	// not its Alipay trade_no or not the app it was opened on: another charge of the same
+	// order number (on another app, or a trade the local record does not know). The line
+	// matches nothing; the reference is the out_trade_no, or the out_request_no of a refund line.
+	AnomalyStatementTradeMismatch = "statement_trade_mismatch"
 )
 
 // Statement report statuses.

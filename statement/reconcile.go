@@ -336,6 +336,14 @@ func (x *run) match(l payment.BillLine, pays map[string]payment.Payment, refs ma
 		return x.found(payment.AnomalyStatementUnknownTrade, "", l.OutTradeNo, l.TradeNo, l.Amount,
 			fmt.Sprintf("bill line %d (%s) names out_trade_no %s, which is no local payment", l.LineNo, kindName(l.Kind), l.OutTradeNo))
 	}
+	if why := x.otherTrade(l, p, refs); why != "" {
+		ref := l.OutTradeNo
+		if l.Kind == payment.BillLineRefund {
+			ref = l.OutRequestNo
+		}
+		return x.found(payment.AnomalyStatementTradeMismatch, p.TenantID, ref, l.TradeNo, l.Amount,
+			fmt.Sprintf("bill line %d (%s) names out_trade_no %s with trade_no %s, but %s", l.LineNo, kindName(l.Kind), l.OutTradeNo, l.TradeNo, why))
+	}
 	if l.Kind == payment.BillLineTrade {
 		if p.Status != payment.StatusPaid {
 			return x.found(payment.AnomalyStatementPaidNotLocal, p.TenantID, p.PaymentNo, l.TradeNo, l.Amount,
@@ -371,6 +379,30 @@ func (x *run) match(l payment.BillLine, pays map[string]payment.Payment, refs ma
 				fen(rf.Amount-l.MerchantDiscount-l.RedPacket)))
 	}
 	return nil
+}
+
+// otherTrade says why line l, which names payment p's out_trade_no, is not p's trade on
+// this app (another charge of the same order number), or "" if it is: the payment was
+// opened on this app, and its trade_no and, for a refund line, its refund's are the
+// line's where they are known. Such a line matches nothing.
+func (x *run) otherTrade(l payment.BillLine, p payment.Payment, refs map[string]payment.Refund) string {
+	app := x.p.App
+	if p.AlipayAppID != app.ID && (p.AlipayAppID != "" || !app.Default) {
+		opened := p.AlipayAppID
+		if opened == "" {
+			opened = "the default app"
+		}
+		return fmt.Sprintf("payment %s was opened on %s, not on app %s", p.PaymentNo, opened, app.ID)
+	}
+	if p.TradeNo != "" && p.TradeNo != l.TradeNo {
+		return fmt.Sprintf("payment %s is trade_no %s", p.PaymentNo, p.TradeNo)
+	}
+	if l.Kind == payment.BillLineRefund {
+		if rf, ok := refs[l.OutRequestNo]; ok && rf.TradeNo != "" && rf.TradeNo != l.TradeNo {
+			return fmt.Sprintf("refund %s (out_request_no %s) is of trade_no %s", rf.RefundNo, rf.OutRequestNo, rf.TradeNo)
+		}
+	}
+	return ""
 }
 
 // localSide finds what the bill lacks and counts the local totals of the day.

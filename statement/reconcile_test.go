@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -258,7 +259,7 @@ func TestReconcileDiscounts(t *testing.T) {
 // TestReconcileRefundOneSide: a refund Alipay made that is not SUCCEEDED locally, and
 // one that succeeded locally but is not in the bill, are each their own kind; a line of
 // an out_trade_no this system never created is unknown, and a payment on two lines is a
-// duplicate.
+// duplicate (the added line, another trade_no, is a trade mismatch too).
 func TestReconcileRefundOneSide(t *testing.T) {
 	d := newDay(t)
 	d.paid("STMR1", 1000)
@@ -292,8 +293,9 @@ func TestReconcileRefundOneSide(t *testing.T) {
 		payment.AnomalyStatementRefundNotLocal:  {r.OutRequestNo},
 		payment.AnomalyStatementRefundNotInBill: {r2.OutRequestNo},
 		payment.AnomalyStatementUnknownTrade:    {"NOTOURS1"},
+		payment.AnomalyStatementTradeMismatch:   {"STMR2"},
 	}
-	if got := d.anomalies(); fmt.Sprint(got) != fmt.Sprint(want) || rep.Discrepancies != 4 {
+	if got := d.anomalies(); fmt.Sprint(got) != fmt.Sprint(want) || rep.Discrepancies != 5 {
 		t.Fatalf("anomalies %v (report %v), want %v", got, rep.ByKind, want)
 	}
 }
@@ -418,5 +420,53 @@ func TestReconcilePurgeSkipsARunningDay(t *testing.T) {
 	}
 	if h, o := count(held), count(old); h != 1 || o != 0 {
 		t.Fatalf("after the run: %d lines of the held day %s (want 1), %d of %s (want 0)", h, held, o, old)
+	}
+}
+
+// TestReconcileTradeMismatch: a bill line matches a local payment only when its
+// out_trade_no, its trade_no and the app agree. A payment whose local trade_no is not the
+// bill's is a trade mismatch (and, its own trade absent from the bill, not in the bill);
+// the same bill read as another app's (a second charge of the same order numbers there)
+// has every line, payments and refunds alike, a trade mismatch, none matched.
+func TestReconcileTradeMismatch(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMT1", 100)
+	d.refunded("STMT1", "rt1", 10)
+	d.pending("STMT2", 200, "会员")
+	tr := d.paidAtAlipay("STMT2", 200, "会员")
+	if _, err := d.store.MarkPaid(d.ctx, "STMT2", "2026OTHERTRADE0001", tr.PaidAt); err != nil {
+		t.Fatal(err)
+	}
+	rt1, err := d.store.GetRefund(d.ctx, d.tenant, "rt1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted := func(m map[string][]string) string {
+		for _, v := range m {
+			slices.Sort(v)
+		}
+		return fmt.Sprint(m)
+	}
+
+	rep := d.run()
+	want := map[string][]string{
+		payment.AnomalyStatementTradeMismatch:  {"STMT2"},
+		payment.AnomalyStatementLocalNotInBill: {"STMT2"},
+	}
+	if got := d.anomalies(); sorted(got) != sorted(want) || rep.Discrepancies != 2 {
+		t.Fatalf("a local trade_no other than the bill's: anomalies %v (report %v), want %v", got, rep.ByKind, want)
+	}
+
+	other := statement.App{ID: "2021000000009999", Bills: d.gw}
+	rep, err = d.rec.Run(d.ctx, statement.Params{App: other, BillDate: d.date})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ByKind[payment.AnomalyStatementTradeMismatch] != 3 || rep.Discrepancies != 3 {
+		t.Fatalf("the bill as another app's: %v, want its 3 lines trade mismatches", rep.ByKind)
+	}
+	want[payment.AnomalyStatementTradeMismatch] = []string{"STMT1", "STMT2", rt1.OutRequestNo}
+	if got := d.anomalies(); sorted(got) != sorted(want) {
+		t.Fatalf("the bill as another app's: anomalies %v, want %v", got, want)
 	}
 }
