@@ -105,7 +105,7 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 		return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: no app_id")
 	}
 	started := r.now()
-	path := ""
+	var bill *Bill
 	if !p.NoBill {
 		if p.App.Bills == nil {
 			return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: app %s cannot download bills", p.App.ID)
@@ -114,10 +114,18 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 		if err != nil {
 			return payment.StatementReport{}, fmt.Errorf("statement: bill url of %s %s: %w", p.App.ID, p.BillDate, err)
 		}
-		if path, err = r.download(ctx, url, everyFewSeconds(func() { p.progress(0) })); err != nil {
+		beat := everyFewSeconds(func() { p.progress(0) })
+		path, err := r.download(ctx, url, beat)
+		if err != nil {
 			return payment.StatementReport{}, err
 		}
 		defer os.Remove(path)
+		// The whole bill is verified (footer, summary, counts) in a first pass before any
+		// line is staged, matched or recorded: a malformed bill leaves nothing behind.
+		if bill, err = openBill(path, defaultLimits, beat); err != nil {
+			return payment.StatementReport{}, fmt.Errorf("statement: %s %s: %w", p.App.ID, p.BillDate, err)
+		}
+		defer bill.Close()
 	}
 	if r.Store == nil || r.Anomalies == nil {
 		return payment.StatementReport{}, errors.New("statement: the Reconciler needs a Store and Anomalies")
@@ -139,7 +147,7 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	if p.NoBill {
 		run.rep.Status = payment.StatementNoBill
 	} else {
-		_, err := ReadBill(path, run.add)
+		err := bill.Lines(run.add)
 		if err == nil {
 			err = run.flush()
 		}

@@ -3,8 +3,11 @@ package statement_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -468,5 +471,39 @@ func TestReconcileTradeMismatch(t *testing.T) {
 	want[payment.AnomalyStatementTradeMismatch] = []string{"STMT1", "STMT2", rt1.OutRequestNo}
 	if got := d.anomalies(); sorted(got) != sorted(want) {
 		t.Fatalf("the bill as another app's: anomalies %v, want %v", got, want)
+	}
+}
+
+// TestReconcileMalformedBillRecordsNothing: a bill whose lines disagree with its footer,
+// or with its summary file, is refused as malformed before any of its lines is matched:
+// lines that would each be an anomaly (out_trade_nos paykit never created), more than a
+// batch of them, record none, and no report is written.
+func TestReconcileMalformedBillRecordsNothing(t *testing.T) {
+	at := benchDay.Add(10 * time.Hour)
+	var rows []alipaysim.BillRow
+	for i := range 4 {
+		rows = append(rows, alipaysim.BillRow{TradeNo: fmt.Sprintf("20261201220000000000000000%02d", i), OutTradeNo: fmt.Sprintf("NOTOURSM%d", i),
+			Type: alipaysim.BillTypeTrade, Subject: "x", CreatedAt: at, FinishedAt: at, AmountFen: 100, ReceivedFen: 100})
+	}
+	for _, c := range []struct{ name, suffix, old, new string }{
+		{"footer", "业务明细.csv", "#交易合计：4笔", "#交易合计：5笔"},
+		{"summary", "业务明细(汇总).csv", ",合计,4,0,4.00,", ",合计,4,0,4.01,"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newDay(t)
+			path := writeBillZip(t, edit(t, simBillEntries(t, rows...), c.suffix, c.old, c.new))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, path) }))
+			defer srv.Close()
+			_, err := d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true, Bills: fileBills{srv.URL}}, BillDate: d.date})
+			if !errors.Is(err, statement.ErrMalformedBill) {
+				t.Fatalf("run: %v, want a malformed bill", err)
+			}
+			if got := d.anomalies(); len(got) != 0 {
+				t.Fatalf("a bill refused as malformed left anomalies %v", got)
+			}
+			if _, err := d.store.GetStatementReport(d.ctx, simtest.AppID, d.date); err == nil {
+				t.Fatal("a report was written for a malformed bill")
+			}
+		})
 	}
 }
