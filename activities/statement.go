@@ -78,7 +78,7 @@ var statementKinds = []string{
 	payment.AnomalyStatementPaidNotLocal, payment.AnomalyStatementLocalNotInBill, payment.AnomalyStatementAmountMismatch,
 	payment.AnomalyStatementDiscountMismatch, payment.AnomalyStatementRefundNotLocal, payment.AnomalyStatementRefundNotInBill,
 	payment.AnomalyStatementRefundAmountMismatch, payment.AnomalyStatementRefundDiscountMismatch,
-	payment.AnomalyStatementUnknownTrade, payment.AnomalyStatementDuplicateLine,
+	payment.AnomalyStatementUnknownTrade, payment.AnomalyStatementDuplicateLine, payment.AnomalyStatementTradeMismatch,
 }
 
 // StatementMetrics describe the latest reconciliation of each app. A nil

@@ -13,8 +13,12 @@ const QPaidWithoutGrant = qPaidWithoutGrant
 // QOldestUnsettled is the backlog's oldest unsettled notification, for its EXPLAIN.
 const QOldestUnsettled = qOldestUnsettled
 
-// QPurgeStatementLines is the staged bill lines' retention purge, for its EXPLAIN.
-const QPurgeStatementLines = qPurgeStatementLines
+// The staged bill lines' retention purge, for its EXPLAIN.
+const (
+	QOldStatementDay      = qOldStatementDay
+	QOldStatementDayAfter = qOldStatementDayAfter
+	QPurgeStatementDay    = qPurgeStatementDay
+)
 
 // The inbox's sweep statements, for their EXPLAIN.
 const (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -18,8 +19,7 @@ var _ payment.StatementStore = (*Store)(nil)
 // its own until unlock, so that two runs of the same day (the schedule and an operator)
 // never interleave their staged lines. A lock held elsewhere is ECONFLICT at once.
 func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (func(), error) {
-	sum := sha1.Sum([]byte(appID + "|" + billDate))
-	name := "paykit-statement-" + hex.EncodeToString(sum[:])
+	name := statementLockName(appID, billDate)
 	conn, err := st.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: statement lock: %w", err)
@@ -39,6 +39,13 @@ func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (fun
 	}, nil
 }
 
+// statementLockName is the MariaDB named lock of one (app, day): its runs take it, and the
+// retention purge takes it before it deletes the day's lines.
+func statementLockName(appID, billDate string) string {
+	sum := sha1.Sum([]byte(appID + "|" + billDate))
+	return "paykit-statement-" + hex.EncodeToString(sum[:])
+}
+
 // ClearBillLines deletes the staged lines of a day, in chunks so that no statement holds
 // many row locks.
 func (st *Store) ClearBillLines(ctx context.Context, appID, billDate string) error {
@@ -53,15 +60,100 @@ func (st *Store) ClearBillLines(ctx context.Context, appID, billDate string) err
 	}
 }
 
-// qPurgeStatementLines deletes the oldest staged lines through idx_statement_lines_bill_date.
-// The optimizer hint is TiDB's (see qPurgeNotifications).
-const qPurgeStatementLines = `DELETE /*+ USE_INDEX(statement_lines, idx_statement_lines_bill_date) */ FROM statement_lines WHERE bill_date < ? ORDER BY bill_date LIMIT ?`
+// qOldStatementDay finds the oldest (app, day) of staged lines before a date, after a
+// cursor, through idx_statement_lines_bill_date (whose entries InnoDB extends with the
+// primary key's app_id): one index dive per day, however many lines the days hold. The
+// optimizer hint is TiDB's (see qPurgeNotifications).
+const (
+	qOldStatementDay = `SELECT /*+ USE_INDEX(statement_lines, idx_statement_lines_bill_date) */ app_id, DATE_FORMAT(bill_date, '%Y-%m-%d')
+FROM statement_lines WHERE bill_date < ? ORDER BY bill_date, app_id LIMIT 1`
+	qOldStatementDayAfter = `SELECT /*+ USE_INDEX(statement_lines, idx_statement_lines_bill_date) */ app_id, DATE_FORMAT(bill_date, '%Y-%m-%d')
+FROM statement_lines WHERE bill_date < ? AND (bill_date > ? OR bill_date = ? AND app_id > ?) ORDER BY bill_date, app_id LIMIT 1`
+)
+
+// qPurgeStatementDay deletes a batch of one (app, day)'s staged lines through the primary key.
+const qPurgeStatementDay = `DELETE FROM statement_lines WHERE app_id = ? AND bill_date = ? LIMIT ?`
 
 // PurgeStatementLines deletes up to limit staged lines of the days before before
-// (yyyy-MM-dd), of every app. Only the run of a day reads its lines (and a run replaces
-// them), so old ones are kept only for looking into a run's anomalies.
+// (yyyy-MM-dd), of every app, oldest day first, each statement at most limit lines. Only
+// the run of a day reads its lines (and a run replaces them), so old ones are kept only
+// for looking into a run's anomalies; but a run of an old day (an operator's re-run)
+// stages its lines and then reads them. So the purge takes each (app, day) through that
+// day's statement lock (LockStatement's, without waiting) and deletes its lines while it
+// holds it: a day another run holds is skipped and left whole (the next purge after that
+// run takes it), and a run of a day the purge holds for its few statements is refused as
+// ECONFLICT and retried like any concurrent run.
 func (st *Store) PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error) {
-	return st.execCount(ctx, "purge statement lines", qPurgeStatementLines, before, limit)
+	if limit <= 0 {
+		return 0, nil
+	}
+	conn, err := st.db.Conn(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("mysql: purge statement lines: %w", err)
+	}
+	defer conn.Close()
+	var (
+		purged     int64
+		app, date  string
+		pastCursor bool
+	)
+	for purged < int64(limit) {
+		q, args := qOldStatementDay, []any{before}
+		if pastCursor {
+			q, args = qOldStatementDayAfter, []any{before, date, date, app}
+		}
+		switch err := conn.QueryRowContext(ctx, q, args...).Scan(&app, &date); {
+		case err == sql.ErrNoRows:
+			return purged, nil
+		case err != nil:
+			return purged, fmt.Errorf("mysql: purge statement lines: %w", err)
+		}
+		pastCursor = true
+		n, err := purgeStatementDay(ctx, conn, app, date, int64(limit)-purged)
+		purged += n
+		if err != nil {
+			return purged, fmt.Errorf("mysql: purge statement lines of %s %s: %w", app, date, err)
+		}
+	}
+	return purged, nil
+}
+
+// purgeStatementDay deletes up to limit staged lines of one (app, day) on conn while it
+// holds the day's statement lock; a day whose lock is held elsewhere is left as it is.
+func purgeStatementDay(ctx context.Context, conn *sql.Conn, appID, billDate string, limit int64) (purged int64, err error) {
+	name := statementLockName(appID, billDate)
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 0)`, name).Scan(&got); err != nil {
+		return 0, err
+	}
+	if got.Int64 != 1 {
+		return 0, nil // a run of the day holds it
+	}
+	defer func() {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, name); rerr != nil {
+			// A connection that may still hold the lock must not go back to the pool.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			if err == nil {
+				err = rerr
+			}
+		}
+	}()
+	for purged < limit {
+		want := limit - purged
+		res, err := conn.ExecContext(ctx, qPurgeStatementDay, appID, billDate, want)
+		if err != nil {
+			return purged, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return purged, err
+		}
+		purged += n
+		if n < want {
+			break // the day is empty
+		}
+	}
+	return purged, nil
 }
 
 // StageBillLines inserts a batch of bill lines in one statement. A line staged before
@@ -152,11 +244,14 @@ func onApp(alias string) string {
 }
 
 // EachPaymentNotInBill streams the scope's PAID payments that no staged payment line
-// names. It reads through idx_payments_paid_at and the staged lines' index.
+// names with their trade_no (any line of their payment_no if they have none: a line of
+// another trade under the same order number is not theirs). It reads through
+// idx_payments_paid_at and the staged lines' index.
 func (st *Store) EachPaymentNotInBill(ctx context.Context, sc payment.StatementScope, fn func(payment.Payment) error) error {
 	q := `SELECT ` + paymentColumns + ` FROM payments p
 WHERE p.paid_at >= ? AND p.paid_at < ? AND p.status = 1 AND ` + onApp("p") + `
-AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_trade_no = p.payment_no AND l.kind = 1)`
+AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_trade_no = p.payment_no AND l.kind = 1
+	AND (COALESCE(p.trade_no, '') = '' OR l.trade_no = p.trade_no))`
 	rows, err := st.db.QueryContext(ctx, q, dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp, sc.AppID, sc.BillDate)
 	if err != nil {
 		return fmt.Errorf("mysql: payments not in bill: %w", err)
@@ -175,11 +270,12 @@ AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_da
 }
 
 // EachRefundNotInBill streams the scope's refunds that succeeded in the day and that no
-// staged refund line names.
+// staged refund line names with their trade_no (where they have one).
 func (st *Store) EachRefundNotInBill(ctx context.Context, sc payment.StatementScope, fn func(payment.Refund) error) error {
 	q := `SELECT ` + refundColumns + ` FROM refunds r
 WHERE r.refunded_at >= ? AND r.refunded_at < ? AND r.status = 1 AND ` + onApp("r") + `
-AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_request_no = r.out_request_no AND l.kind = 2)`
+AND NOT EXISTS (SELECT 1 FROM statement_lines l WHERE l.app_id = ? AND l.bill_date = ? AND l.out_request_no = r.out_request_no AND l.kind = 2
+	AND (r.trade_no = '' OR l.trade_no = r.trade_no))`
 	rows, err := st.db.QueryContext(ctx, q, dbTime(sc.From), dbTime(sc.To), sc.AppID, sc.DefaultApp, sc.AppID, sc.BillDate)
 	if err != nil {
 		return fmt.Errorf("mysql: refunds not in bill: %w", err)

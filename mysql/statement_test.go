@@ -11,12 +11,24 @@ import (
 
 // The retention purge deletes the staged lines of the days before its date, of every
 // app, at most limit at a time and oldest first, and keeps the lines of that day and
-// after; it reads idx_statement_lines_bill_date, not the whole table.
+// after; it finds the old days through idx_statement_lines_bill_date and deletes each
+// one's lines through the primary key, not by reading the whole table.
 func TestPurgeStatementLines(t *testing.T) {
 	st, db := newStore(t)
 	ctx := context.Background()
-	if key := explainKeys(t, db, mysql.QPurgeStatementLines, "2026-10-27", 5000)["statement_lines"]; key != "idx_statement_lines_bill_date" {
-		t.Errorf("the purge reads %q, want idx_statement_lines_bill_date", key)
+	for _, q := range []struct {
+		name, query string
+		args        []any
+	}{
+		{"first day", mysql.QOldStatementDay, []any{"2026-10-27"}},
+		{"next day", mysql.QOldStatementDayAfter, []any{"2026-10-27", "2026-10-01", "2026-10-01", "A"}},
+	} {
+		if key := explainKeys(t, db, q.query, q.args...)["statement_lines"]; key != "idx_statement_lines_bill_date" {
+			t.Errorf("the purge's %s reads %q, want idx_statement_lines_bill_date", q.name, key)
+		}
+	}
+	if key := explainKeys(t, db, mysql.QPurgeStatementDay, "A", "2026-10-01", 5000)["statement_lines"]; key != "PRIMARY" {
+		t.Errorf("the purge's delete reads %q, want PRIMARY", key)
 	}
 	stage := func(app, date string, n int) {
 		t.Helper()
@@ -64,4 +76,63 @@ func TestPurgeStatementLines(t *testing.T) {
 	if a, b := lines("app_id = 'A' AND bill_date = '2026-10-27'"), lines("app_id = 'B' AND bill_date = '2026-11-30'"); a != 2 || b != 5 {
 		t.Errorf("kept %d lines of the cut-off day and %d of a later one, want 2 and 5", a, b)
 	}
+}
+
+// A day whose statement lock another run holds (a re-run of an old day, which has just
+// staged its lines and is about to match the local side against them) is skipped by the
+// purge, whatever its age; the purge takes the other days' lines, and the held day's
+// once its run let go of it.
+func TestPurgeStatementLinesSkipsLockedDays(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	stage := func(app, date string, n int) {
+		t.Helper()
+		lines := make([]payment.BillLine, n)
+		for i := range lines {
+			lines[i] = payment.BillLine{LineNo: i + 1, Kind: payment.BillLineTrade, OutTradeNo: fmt.Sprintf("P%s%d", date, i), Amount: 100}
+		}
+		if err := st.StageBillLines(ctx, app, date, lines); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage("A", "2026-10-01", 3) // the day another run holds
+	stage("B", "2026-10-01", 2)
+	stage("A", "2026-10-20", 4)
+	stage("A", "2026-11-30", 5)
+	lines := func(app, date string) int {
+		return count(t, db, "SELECT COUNT(*) FROM statement_lines WHERE app_id = ? AND bill_date = ?", app, date)
+	}
+	unlock, err := st.LockStatement(ctx, "A", "2026-10-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for {
+		n, err := st.PurgeStatementLines(ctx, "2026-10-27", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		if n < 2 {
+			break
+		}
+	}
+	if held, b, a, later := lines("A", "2026-10-01"), lines("B", "2026-10-01"), lines("A", "2026-10-20"), lines("A", "2026-11-30"); held != 3 || b != 0 || a != 0 || later != 5 || total != 6 {
+		t.Fatalf("purged %d with A 2026-10-01 held: %d lines of the held day (want 3), %d and %d of the other old days (want 0), %d of a later one (want 5)",
+			total, held, b, a, later)
+	}
+	// The run still holds its day: the purge took no lock it keeps.
+	if _, err := st.LockStatement(ctx, "A", "2026-10-01"); payment.ErrorCode(err) != payment.ECONFLICT {
+		t.Fatalf("a second lock of the held day: %v, want ECONFLICT", err)
+	}
+	unlock()
+	if n, err := st.PurgeStatementLines(ctx, "2026-10-27", 10); err != nil || n != 3 {
+		t.Fatalf("once the run let go: purged %d, %v; want the held day's 3", n, err)
+	}
+	// The purge let go of every day it took: a run of one starts.
+	unlock, err = st.LockStatement(ctx, "B", "2026-10-01")
+	if err != nil {
+		t.Fatalf("a run of a purged day: %v", err)
+	}
+	unlock()
 }

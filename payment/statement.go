@@ -47,6 +47,11 @@ const (
 	AnomalyStatementUnknownTrade = "statement_unknown_trade"
 	// AnomalyStatementDuplicateLine: the bill carries the same payment or refund twice.
 	AnomalyStatementDuplicateLine = "statement_duplicate_line"
+	// AnomalyStatementTradeMismatch: a bill line names a local payment's out_trade_no, but
+	// not its Alipay trade_no or not the app it was opened on: another charge of the same
+	// order number (on another app, or a trade the local record does not know). The line
+	// matches nothing; the reference is the out_trade_no, or the out_request_no of a refund line.
+	AnomalyStatementTradeMismatch = "statement_trade_mismatch"
 )
 
 // Statement report statuses.
@@ -155,7 +160,8 @@ type StatementStore interface {
 	EachPaymentNotInBill(ctx context.Context, sc StatementScope, fn func(Payment) error) error
 	EachRefundNotInBill(ctx context.Context, sc StatementScope, fn func(Refund) error) error
 	// PurgeStatementLines deletes up to limit staged lines of days before before
-	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted.
+	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted. It never
+	// touches an (app, day) whose LockStatement another run holds.
 	PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error)
 	// EachDuplicateBillLine streams the staged (kind, reference) pairs that appear more than once.
 	EachDuplicateBillLine(ctx context.Context, appID, billDate string, fn func(l BillLine, n int) error) error

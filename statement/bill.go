@@ -1,7 +1,7 @@
 // Package statement reconciles Alipay's daily trade bill (T+1 对账) with the payments
-// and refunds of the day: it downloads the bill to a temporary file, reads it as a
-// stream, matches its lines in batches against the store, and records every discrepancy
-// as an anomaly of its own kind.
+// and refunds of the day: it downloads the bill to a temporary file, verifies it whole
+// in a first streaming pass, reads it again as a stream, matches its lines in batches
+// against the store, and records every discrepancy as an anomaly of its own kind.
 package statement
 
 import (
@@ -146,22 +146,64 @@ func (s *lineSums) add(kind int, amount, received, discount, fee int64) {
 // in order, holding one line at a time. It returns the footer's totals. A bill whose
 // lines disagree with its own footer, or with its summary file (业务明细(汇总)), is
 // refused as malformed: it is damaged or truncated, and its lines are not to be trusted.
+// fn sees no line of such a bill: ReadBill verifies the whole bill in a first pass
+// (OpenBill) and streams its lines to fn in a second (Bill.Lines).
 //
 // A hostile bill is refused as malformed too: a zip with two detail or two summary files
 // (which one Alipay meant is anyone's guess), a file inflating past MaxEntryBytes, a
 // record past MaxRecordBytes.
 func ReadBill(path string, fn func(payment.BillLine) error) (Footer, error) {
-	return readBill(path, limits{entry: MaxEntryBytes, record: MaxRecordBytes}, fn)
+	return readBill(path, defaultLimits, fn)
 }
 
+var defaultLimits = limits{entry: MaxEntryBytes, record: MaxRecordBytes}
+
 func readBill(path string, lim limits, fn func(payment.BillLine) error) (Footer, error) {
+	b, err := openBill(path, lim, nil)
+	if err != nil {
+		return Footer{}, err
+	}
+	defer b.Close()
+	return b.Footer(), b.Lines(fn)
+}
+
+// Bill is a bill zip that OpenBill verified whole: its detail lines agree with their
+// footer and with the summary file. Lines streams them again; nothing is held in memory
+// but the line being read.
+type Bill struct {
+	zr     *zip.ReadCloser
+	detail *zip.File
+	lim    limits
+	foot   Footer
+	sums   lineSums
+}
+
+// OpenBill opens the bill zip at path and verifies it in one streaming pass over its
+// detail and summary files (see ReadBill): a bill refused as malformed is an error
+// wrapping ErrMalformedBill, before any of its lines reaches anyone. Close it when done.
+func OpenBill(path string) (*Bill, error) {
+	return openBill(path, defaultLimits, nil)
+}
+
+// openBill is OpenBill within lim, calling beat (if set) on every line of the first pass.
+func openBill(path string, lim limits, beat func()) (*Bill, error) {
 	zr, err := zip.OpenReader(path)
 	if err != nil {
-		return Footer{}, fmt.Errorf("%w: %v", ErrMalformedBill, err)
+		return nil, fmt.Errorf("%w: %v", ErrMalformedBill, err)
 	}
-	defer zr.Close()
-	var detail, summary *zip.File
-	for _, f := range zr.File {
+	b := &Bill{zr: zr, lim: lim}
+	if err := b.verify(beat); err != nil {
+		_ = zr.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// verify finds the detail and summary files and checks the detail lines against the
+// footer and the summary, reading each file once.
+func (b *Bill) verify(beat func()) error {
+	var summary *zip.File
+	for _, f := range b.zr.File {
 		name := entryName(f)
 		var (
 			slot **zip.File
@@ -169,37 +211,65 @@ func readBill(path string, lim limits, fn func(payment.BillLine) error) (Footer,
 		)
 		switch {
 		case strings.HasSuffix(name, "业务明细.csv"):
-			slot, what = &detail, "detail (业务明细.csv)"
+			slot, what = &b.detail, "detail (业务明细.csv)"
 		case strings.HasSuffix(name, "业务明细(汇总).csv"), strings.HasSuffix(name, "业务明细（汇总）.csv"):
 			slot, what = &summary, "summary (业务明细(汇总).csv)"
 		default:
 			continue
 		}
 		if *slot != nil {
-			return Footer{}, fmt.Errorf("%w: the zip holds two %s files, %s and %s", ErrMalformedBill, what, entryName(*slot), name)
+			return fmt.Errorf("%w: the zip holds two %s files, %s and %s", ErrMalformedBill, what, entryName(*slot), name)
 		}
 		*slot = f
 	}
-	if detail == nil {
-		return Footer{}, fmt.Errorf("%w: no 业务明细.csv in the zip", ErrMalformedBill)
+	if b.detail == nil {
+		return fmt.Errorf("%w: no 业务明细.csv in the zip", ErrMalformedBill)
 	}
 	if summary == nil {
-		return Footer{}, fmt.Errorf("%w: no 业务明细(汇总).csv in the zip", ErrMalformedBill)
+		return fmt.Errorf("%w: no 业务明细(汇总).csv in the zip", ErrMalformedBill)
 	}
-	var sums lineSums
-	foot, err := readEntry(detail, lim, func(r *billCSV) (Footer, error) { return readDetail(r, &sums, fn) })
+	foot, err := readEntry(b.detail, b.lim, func(r *billCSV) (Footer, error) {
+		return readDetail(r, &b.sums, func(payment.BillLine) error {
+			if beat != nil {
+				beat()
+			}
+			return nil
+		})
+	})
 	if err != nil {
-		return foot, err
+		return err
 	}
-	if err := checkFooter(foot, sums); err != nil {
-		return foot, err
+	b.foot = foot
+	if err := checkFooter(foot, b.sums); err != nil {
+		return err
 	}
-	tot, err := readEntry(summary, lim, readSummary)
+	tot, err := readEntry(summary, b.lim, readSummary)
 	if err != nil {
-		return foot, err
+		return err
 	}
-	return foot, checkSummary(tot, sums)
+	return checkSummary(tot, b.sums)
 }
+
+// Footer returns what the verified bill's footer declares.
+func (b *Bill) Footer() Footer { return b.foot }
+
+// Lines reads the verified detail file again and calls fn for every line, in order.
+// A second pass that reads other lines than the first (the file changed under it) is
+// refused as malformed once it is read.
+func (b *Bill) Lines(fn func(payment.BillLine) error) error {
+	var sums lineSums
+	foot, err := readEntry(b.detail, b.lim, func(r *billCSV) (Footer, error) { return readDetail(r, &sums, fn) })
+	if err != nil {
+		return err
+	}
+	if foot != b.foot || sums != b.sums {
+		return fmt.Errorf("%w: %s read differently the second time", ErrMalformedBill, entryName(b.detail))
+	}
+	return nil
+}
+
+// Close closes the zip.
+func (b *Bill) Close() error { return b.zr.Close() }
 
 // readEntry opens one entry of the zip and reads it as GBK-encoded CSV with read, within
 // lim. An entry that says it is larger than lim.entry is refused unread; one that

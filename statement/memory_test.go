@@ -91,7 +91,7 @@ func (s *ruleStore) PaymentsByNo(_ context.Context, nos []string) (map[string]pa
 	for _, no := range nos {
 		var i int
 		if _, err := fmt.Sscanf(no, "B%09d", &i); err == nil {
-			out[no] = payment.Payment{PaymentNo: no, TenantID: "t", Status: payment.StatusPaid, Amount: payment.Amount(benchAmount(i))}
+			out[no] = payment.Payment{PaymentNo: no, TenantID: "t", Status: payment.StatusPaid, Amount: payment.Amount(benchAmount(i)), AlipayAppID: "app"}
 		}
 	}
 	return out, nil

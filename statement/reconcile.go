@@ -105,7 +105,7 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 		return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: no app_id")
 	}
 	started := r.now()
-	path := ""
+	var bill *Bill
 	if !p.NoBill {
 		if p.App.Bills == nil {
 			return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: app %s cannot download bills", p.App.ID)
@@ -114,10 +114,18 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 		if err != nil {
 			return payment.StatementReport{}, fmt.Errorf("statement: bill url of %s %s: %w", p.App.ID, p.BillDate, err)
 		}
-		if path, err = r.download(ctx, url, everyFewSeconds(func() { p.progress(0) })); err != nil {
+		beat := everyFewSeconds(func() { p.progress(0) })
+		path, err := r.download(ctx, url, beat)
+		if err != nil {
 			return payment.StatementReport{}, err
 		}
 		defer os.Remove(path)
+		// The whole bill is verified (footer, summary, counts) in a first pass before any
+		// line is staged, matched or recorded: a malformed bill leaves nothing behind.
+		if bill, err = openBill(path, defaultLimits, beat); err != nil {
+			return payment.StatementReport{}, fmt.Errorf("statement: %s %s: %w", p.App.ID, p.BillDate, err)
+		}
+		defer bill.Close()
 	}
 	if r.Store == nil || r.Anomalies == nil {
 		return payment.StatementReport{}, errors.New("statement: the Reconciler needs a Store and Anomalies")
@@ -139,7 +147,7 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	if p.NoBill {
 		run.rep.Status = payment.StatementNoBill
 	} else {
-		_, err := ReadBill(path, run.add)
+		err := bill.Lines(run.add)
 		if err == nil {
 			err = run.flush()
 		}
@@ -162,7 +170,8 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 }
 
 // purgeLines deletes the staged lines of the days older than the retention, once a day
-// is reconciled, never those of the day itself. A failure is logged and not returned:
+// is reconciled, never those of the day itself nor those of a day another run holds
+// (the store skips a locked day). A failure is logged and not returned:
 // the day is reconciled, and the next run purges what this one left.
 func (r *Reconciler) purgeLines(ctx context.Context, p Params, beat func()) {
 	keep := r.LineRetention
@@ -335,6 +344,14 @@ func (x *run) match(l payment.BillLine, pays map[string]payment.Payment, refs ma
 		return x.found(payment.AnomalyStatementUnknownTrade, "", l.OutTradeNo, lineSubject(l), l.TradeNo, l.Amount,
 			fmt.Sprintf("bill line %d (%s) names out_trade_no %s, which is no local payment", l.LineNo, kindName(l.Kind), l.OutTradeNo))
 	}
+	if why := x.otherTrade(l, p, refs); why != "" {
+		ref := l.OutTradeNo
+		if l.Kind == payment.BillLineRefund {
+			ref = l.OutRequestNo
+		}
+		return x.found(payment.AnomalyStatementTradeMismatch, p.TenantID, ref, lineSubject(l), l.TradeNo, l.Amount,
+			fmt.Sprintf("bill line %d (%s) names out_trade_no %s with trade_no %s, but %s", l.LineNo, kindName(l.Kind), l.OutTradeNo, l.TradeNo, why))
+	}
 	if l.Kind == payment.BillLineTrade {
 		if p.Status != payment.StatusPaid {
 			return x.found(payment.AnomalyStatementPaidNotLocal, p.TenantID, p.PaymentNo, "", l.TradeNo, l.Amount,
@@ -370,6 +387,30 @@ func (x *run) match(l payment.BillLine, pays map[string]payment.Payment, refs ma
 				fen(rf.Amount-l.MerchantDiscount-l.RedPacket)))
 	}
 	return nil
+}
+
+// otherTrade says why line l, which names payment p's out_trade_no, is not p's trade on
+// this app (another charge of the same order number), or "" if it is: the payment was
+// opened on this app, and its trade_no and, for a refund line, its refund's are the
+// line's where they are known. Such a line matches nothing.
+func (x *run) otherTrade(l payment.BillLine, p payment.Payment, refs map[string]payment.Refund) string {
+	app := x.p.App
+	if p.AlipayAppID != app.ID && (p.AlipayAppID != "" || !app.Default) {
+		opened := p.AlipayAppID
+		if opened == "" {
+			opened = "the default app"
+		}
+		return fmt.Sprintf("payment %s was opened on %s, not on app %s", p.PaymentNo, opened, app.ID)
+	}
+	if p.TradeNo != "" && p.TradeNo != l.TradeNo {
+		return fmt.Sprintf("payment %s is trade_no %s", p.PaymentNo, p.TradeNo)
+	}
+	if l.Kind == payment.BillLineRefund {
+		if rf, ok := refs[l.OutRequestNo]; ok && rf.TradeNo != "" && rf.TradeNo != l.TradeNo {
+			return fmt.Sprintf("refund %s (out_request_no %s) is of trade_no %s", rf.RefundNo, rf.OutRequestNo, rf.TradeNo)
+		}
+	}
+	return ""
 }
 
 // localSide finds what the bill lacks and counts the local totals of the day.

@@ -3,8 +3,12 @@ package statement_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -258,7 +262,8 @@ func TestReconcileDiscounts(t *testing.T) {
 // TestReconcileRefundOneSide: a refund Alipay made that is not SUCCEEDED locally, and
 // one that succeeded locally but is not in the bill, are each their own kind; a line of
 // an out_trade_no this system never created is unknown, and a payment on two lines is a
-// duplicate. A refund's anomalies are about its out_request_no.
+// duplicate (the added line, another trade_no, is a trade mismatch too). A refund's
+// anomalies are about its out_request_no.
 func TestReconcileRefundOneSide(t *testing.T) {
 	d := newDay(t)
 	d.paid("STMR1", 1000)
@@ -292,8 +297,9 @@ func TestReconcileRefundOneSide(t *testing.T) {
 		payment.AnomalyStatementRefundNotLocal:  {r.OutRequestNo},
 		payment.AnomalyStatementRefundNotInBill: {r2.OutRequestNo},
 		payment.AnomalyStatementUnknownTrade:    {"NOTOURS1"},
+		payment.AnomalyStatementTradeMismatch:   {"STMR2"},
 	}
-	if got := d.anomalies(); fmt.Sprint(got) != fmt.Sprint(want) || rep.Discrepancies != 4 {
+	if got := d.anomalies(); fmt.Sprint(got) != fmt.Sprint(want) || rep.Discrepancies != 5 {
 		t.Fatalf("anomalies %v (report %v), want %v", got, rep.ByKind, want)
 	}
 	// A refund line's anomaly is about its refund, as every anomaly about a refund is; a
@@ -311,6 +317,7 @@ func TestReconcileRefundOneSide(t *testing.T) {
 		payment.AnomalyStatementRefundNotLocal:  r.OutRequestNo,
 		payment.AnomalyStatementRefundNotInBill: r2.OutRequestNo,
 		payment.AnomalyStatementUnknownTrade:    "",
+		payment.AnomalyStatementTradeMismatch:   "",
 	}
 	if fmt.Sprint(subjects) != fmt.Sprint(wantSubjects) {
 		t.Fatalf("subjects %v, want %v", subjects, wantSubjects)
@@ -400,5 +407,124 @@ func TestReconcilePurgesOldLines(t *testing.T) {
 	}
 	if o, k, own := count(old), count(kept), count(d.date); o != 0 || k != 4 || own != 1 {
 		t.Fatalf("after the run: %d lines of %s (want 0), %d of %s (want 4), %d of the day (want 1)", o, old, k, kept, own)
+	}
+}
+
+// TestReconcilePurgeSkipsARunningDay: the purge after a run leaves alone the lines of an
+// old day whose run (an operator re-running it) holds its lock, and takes the others.
+func TestReconcilePurgeSkipsARunningDay(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMK2", 100)
+	today, _, err := statement.DayRange(d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := today.AddDate(0, 0, -40).Format(statement.DateLayout)
+	old := today.AddDate(0, 0, -39).Format(statement.DateLayout)
+	for _, date := range []string{held, old} {
+		lines := []payment.BillLine{{LineNo: 1, Kind: payment.BillLineTrade, OutTradeNo: "X1", Amount: 1}}
+		if err := d.store.StageBillLines(d.ctx, simtest.AppID, date, lines); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	d.rec.Now = func() time.Time { return today.Add(12 * time.Hour) }
+	d.run()
+	count := func(date string) int {
+		t.Helper()
+		var n int
+		if err := d.db.QueryRowContext(d.ctx, `SELECT COUNT(*) FROM statement_lines WHERE bill_date = ?`, date).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if h, o := count(held), count(old); h != 1 || o != 0 {
+		t.Fatalf("after the run: %d lines of the held day %s (want 1), %d of %s (want 0)", h, held, o, old)
+	}
+}
+
+// TestReconcileTradeMismatch: a bill line matches a local payment only when its
+// out_trade_no, its trade_no and the app agree. A payment whose local trade_no is not the
+// bill's is a trade mismatch (and, its own trade absent from the bill, not in the bill);
+// the same bill read as another app's (a second charge of the same order numbers there)
+// has every line, payments and refunds alike, a trade mismatch, none matched.
+func TestReconcileTradeMismatch(t *testing.T) {
+	d := newDay(t)
+	d.paid("STMT1", 100)
+	d.refunded("STMT1", "rt1", 10)
+	d.pending("STMT2", 200, "会员")
+	tr := d.paidAtAlipay("STMT2", 200, "会员")
+	if _, err := d.store.MarkPaid(d.ctx, "STMT2", "2026OTHERTRADE0001", tr.PaidAt); err != nil {
+		t.Fatal(err)
+	}
+	rt1, err := d.store.GetRefund(d.ctx, d.tenant, "rt1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted := func(m map[string][]string) string {
+		for _, v := range m {
+			slices.Sort(v)
+		}
+		return fmt.Sprint(m)
+	}
+
+	rep := d.run()
+	want := map[string][]string{
+		payment.AnomalyStatementTradeMismatch:  {"STMT2"},
+		payment.AnomalyStatementLocalNotInBill: {"STMT2"},
+	}
+	if got := d.anomalies(); sorted(got) != sorted(want) || rep.Discrepancies != 2 {
+		t.Fatalf("a local trade_no other than the bill's: anomalies %v (report %v), want %v", got, rep.ByKind, want)
+	}
+
+	other := statement.App{ID: "2021000000009999", Bills: d.gw}
+	rep, err = d.rec.Run(d.ctx, statement.Params{App: other, BillDate: d.date})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ByKind[payment.AnomalyStatementTradeMismatch] != 3 || rep.Discrepancies != 3 {
+		t.Fatalf("the bill as another app's: %v, want its 3 lines trade mismatches", rep.ByKind)
+	}
+	want[payment.AnomalyStatementTradeMismatch] = []string{"STMT1", "STMT2", rt1.OutRequestNo}
+	if got := d.anomalies(); sorted(got) != sorted(want) {
+		t.Fatalf("the bill as another app's: anomalies %v, want %v", got, want)
+	}
+}
+
+// TestReconcileMalformedBillRecordsNothing: a bill whose lines disagree with its footer,
+// or with its summary file, is refused as malformed before any of its lines is matched:
+// lines that would each be an anomaly (out_trade_nos paykit never created), more than a
+// batch of them, record none, and no report is written.
+func TestReconcileMalformedBillRecordsNothing(t *testing.T) {
+	at := benchDay.Add(10 * time.Hour)
+	var rows []alipaysim.BillRow
+	for i := range 4 {
+		rows = append(rows, alipaysim.BillRow{TradeNo: fmt.Sprintf("20261201220000000000000000%02d", i), OutTradeNo: fmt.Sprintf("NOTOURSM%d", i),
+			Type: alipaysim.BillTypeTrade, Subject: "x", CreatedAt: at, FinishedAt: at, AmountFen: 100, ReceivedFen: 100})
+	}
+	for _, c := range []struct{ name, suffix, old, new string }{
+		{"footer", "业务明细.csv", "#交易合计：4笔", "#交易合计：5笔"},
+		{"summary", "业务明细(汇总).csv", ",合计,4,0,4.00,", ",合计,4,0,4.01,"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newDay(t)
+			path := writeBillZip(t, edit(t, simBillEntries(t, rows...), c.suffix, c.old, c.new))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, path) }))
+			defer srv.Close()
+			_, err := d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true, Bills: fileBills{srv.URL}}, BillDate: d.date})
+			if !errors.Is(err, statement.ErrMalformedBill) {
+				t.Fatalf("run: %v, want a malformed bill", err)
+			}
+			if got := d.anomalies(); len(got) != 0 {
+				t.Fatalf("a bill refused as malformed left anomalies %v", got)
+			}
+			if _, err := d.store.GetStatementReport(d.ctx, simtest.AppID, d.date); err == nil {
+				t.Fatal("a report was written for a malformed bill")
+			}
+		})
 	}
 }
