@@ -95,11 +95,11 @@ func TestCheckoutAPIDiesBetweenItsCommitAndTheWorkflowStart(t *testing.T) {
 // running reports whether the workflow has a running run.
 func workflowRunning(t *testing.T, workflowID string) bool {
 	t.Helper()
-	desc, err := env.tc.DescribeWorkflowExecution(t.Context(), workflowID, "")
+	desc, err := env.tc.DescribeWorkflow(t.Context(), workflowID, "")
 	if err != nil {
 		return false
 	}
-	return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	return desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
 
 // A page checkout of an order whose pending payment is a QR payment with no run (its run

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -696,9 +695,9 @@ func waitRedrivenState(t *testing.T, workflowID string, d time.Duration) workflo
 	)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		var desc *workflowservice.DescribeWorkflowExecutionResponse
-		desc, err = env.tc.DescribeWorkflowExecution(ctx, workflowID, "")
-		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		var desc *client.WorkflowExecutionDescription
+		desc, err = env.tc.DescribeWorkflow(ctx, workflowID, "")
+		if err == nil && desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			var v converter.EncodedValue
 			if v, err = env.tc.QueryWorkflow(ctx, workflowID, "", workflows.StateQuery); err == nil {
 				err = v.Get(&st)

@@ -34,20 +34,19 @@ func (o *Orchestrator) CancelPayment(ctx context.Context, p payment.Payment) err
 				return err
 			}
 		}
-		desc, err := o.client.DescribeWorkflowExecution(ctx, p.WorkflowID, "")
+		desc, err := o.client.DescribeWorkflow(ctx, p.WorkflowID, "")
 		var nf *serviceerror.NotFound
 		if err != nil && !errors.As(err, &nf) {
 			return translate("describe", err)
 		}
-		info := desc.GetWorkflowExecutionInfo()
-		if err != nil || info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if err != nil || desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			if _, err := o.Redrive(ctx, p); err != nil {
 				return err
 			}
 			lastErr = errors.New("no running workflow; started one")
 			continue
 		}
-		runID := info.GetExecution().GetRunId()
+		runID := desc.WorkflowExecution.RunID
 		v, err := o.client.QueryWorkflow(ctx, p.WorkflowID, runID, workflows.StateQuery)
 		if err != nil {
 			lastErr = err

@@ -5,22 +5,21 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/mock"
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/paykit/paykit/orchestrator"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/workflows"
 )
 
-func runningRun(runID string) *workflowservice.DescribeWorkflowExecutionResponse {
-	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
-		Status:    enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
-		Execution: &commonpb.WorkflowExecution{WorkflowId: "payment:t1:o1", RunId: runID},
+func runningRun(runID string) *client.WorkflowExecutionDescription {
+	return &client.WorkflowExecutionDescription{WorkflowExecutionMetadata: client.WorkflowExecutionMetadata{
+		WorkflowExecution: workflow.Execution{ID: "payment:t1:o1", RunID: runID},
+		Status:            enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING,
 	}}
 }
 
@@ -43,8 +42,8 @@ func TestCancelPaymentTargetsTheRunHoldingThePayment(t *testing.T) {
 	p := payment.Payment{PaymentNo: "P1", TenantID: "t1", OrderID: "o1", Status: payment.StatusPending, WorkflowID: "payment:t1:o1"}
 	t.Run("continued as new in between", func(t *testing.T) {
 		c := &mocks.Client{}
-		c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-1"), nil).Once()
-		c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-2"), nil).Once()
+		c.On("DescribeWorkflow", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-1"), nil).Once()
+		c.On("DescribeWorkflow", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-2"), nil).Once()
 		c.On("QueryWorkflow", mock.Anything, "payment:t1:o1", mock.Anything, workflows.StateQuery).Return(stateOf("P1"), nil)
 		c.On("CancelWorkflow", mock.Anything, "payment:t1:o1", "run-1").Return(serviceerror.NewNotFound("workflow execution already completed")).Once()
 		c.On("CancelWorkflow", mock.Anything, "payment:t1:o1", "run-2").Return(nil).Once()
@@ -56,7 +55,7 @@ func TestCancelPaymentTargetsTheRunHoldingThePayment(t *testing.T) {
 	})
 	t.Run("the run holds another payment", func(t *testing.T) {
 		c := &mocks.Client{}
-		c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-9"), nil)
+		c.On("DescribeWorkflow", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-9"), nil)
 		c.On("QueryWorkflow", mock.Anything, "payment:t1:o1", "run-9", workflows.StateQuery).Return(stateOf("P2"), nil)
 		o := orchestrator.New(c, "payments", workflows.DefaultTiming())
 		if err := o.CancelPayment(context.Background(), p); payment.ErrorCode(err) != payment.EUNAVAILABLE {
@@ -66,7 +65,7 @@ func TestCancelPaymentTargetsTheRunHoldingThePayment(t *testing.T) {
 	})
 	t.Run("the run is still setting the payment up", func(t *testing.T) {
 		c := &mocks.Client{}
-		c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-1"), nil)
+		c.On("DescribeWorkflow", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-1"), nil)
 		c.On("QueryWorkflow", mock.Anything, "payment:t1:o1", "run-1", workflows.StateQuery).Return(state(workflows.PaymentState{PaymentNo: "P1"}), nil)
 		o := orchestrator.New(c, "payments", workflows.DefaultTiming())
 		if err := o.CancelPayment(context.Background(), p); payment.ErrorCode(err) != payment.EUNAVAILABLE {
@@ -76,7 +75,7 @@ func TestCancelPaymentTargetsTheRunHoldingThePayment(t *testing.T) {
 	})
 	t.Run("already requested", func(t *testing.T) {
 		c := &mocks.Client{}
-		c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-1"), nil)
+		c.On("DescribeWorkflow", mock.Anything, "payment:t1:o1", "").Return(runningRun("run-1"), nil)
 		c.On("QueryWorkflow", mock.Anything, "payment:t1:o1", "run-1", workflows.StateQuery).Return(stateOf("P1"), nil)
 		c.On("CancelWorkflow", mock.Anything, "payment:t1:o1", "run-1").Return(serviceerror.NewCancellationAlreadyRequested("already"))
 		o := orchestrator.New(c, "payments", workflows.DefaultTiming())

@@ -215,11 +215,11 @@ func (o *Orchestrator) Redrive(ctx context.Context, p payment.Payment) (bool, er
 // Running reports whether the workflow with this id has a running execution. A workflow
 // that does not exist, or whose last run has closed, is not running.
 func (o *Orchestrator) Running(ctx context.Context, workflowID string) (bool, error) {
-	desc, err := o.client.DescribeWorkflowExecution(ctx, workflowID, "")
+	desc, err := o.client.DescribeWorkflow(ctx, workflowID, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case err == nil:
-		return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+		return desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 	case errors.As(err, &nf):
 		return false, nil
 	default:

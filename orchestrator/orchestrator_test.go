@@ -7,8 +7,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/mocks"
 
@@ -18,14 +16,12 @@ import (
 )
 
 func TestRunning(t *testing.T) {
-	described := func(s enumspb.WorkflowExecutionStatus) *workflowservice.DescribeWorkflowExecutionResponse {
-		return &workflowservice.DescribeWorkflowExecutionResponse{
-			WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: s},
-		}
+	described := func(s enumspb.WorkflowExecutionStatus) *client.WorkflowExecutionDescription {
+		return &client.WorkflowExecutionDescription{WorkflowExecutionMetadata: client.WorkflowExecutionMetadata{Status: s}}
 	}
 	tests := []struct {
 		name        string
-		resp        *workflowservice.DescribeWorkflowExecutionResponse
+		resp        *client.WorkflowExecutionDescription
 		err         error
 		wantRunning bool
 		wantCode    string
@@ -39,7 +35,7 @@ func TestRunning(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &mocks.Client{}
-			c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(tc.resp, tc.err)
+			c.On("DescribeWorkflow", mock.Anything, "payment:t1:o1", "").Return(tc.resp, tc.err)
 			o := orchestrator.New(c, "payments", workflows.DefaultTiming())
 			running, err := o.Running(context.Background(), "payment:t1:o1")
 			if running != tc.wantRunning || payment.ErrorCode(err) != tc.wantCode {

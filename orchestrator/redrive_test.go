@@ -22,7 +22,7 @@ func TestRedriveKeepsTheMethod(t *testing.T) {
 				Method: m, Status: payment.StatusPending, WorkflowID: "payment:t1:o1"}
 			keeps := mock.MatchedBy(func(in workflows.PaymentInput) bool { return in.Method == m && in.PaymentNo == "P1" })
 			c := &mocks.Client{}
-			c.On("DescribeWorkflowExecution", mock.Anything, "payment:t1:o1", "").Return(nil, serviceerror.NewNotFound("gone"))
+			c.On("DescribeWorkflow", mock.Anything, "payment:t1:o1", "").Return(nil, serviceerror.NewNotFound("gone"))
 			c.On("ExecuteWorkflow", mock.Anything, mock.Anything, workflows.PaymentWorkflowName, keeps).Return(&mocks.WorkflowRun{}, nil).Once()
 			c.On("SignalWithStartWorkflow", mock.Anything, "payment:t1:o1", workflows.NotificationSignal, mock.Anything,
 				mock.Anything, workflows.PaymentWorkflowName, keeps).Return(&mocks.WorkflowRun{}, nil).Once()
