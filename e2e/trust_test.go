@@ -34,8 +34,10 @@ func TestForgedSignalStraightToTemporalPaysNothing(t *testing.T) {
 		}
 	}
 	forgedID := "forged-" + randHex(4)
-	signal(`{"notify_id":"` + forgedID + `","payment_no":"` + res.PaymentNo + `","trade_no":"FORGED","trade_status":"TRADE_SUCCESS","state":"paid","amount_fen":990}`)
-	signal(`{"payment_no":"` + res.PaymentNo + `","trade_no":"FORGED2","state":"paid","amount_fen":990}`)
+	// state 2 is payment.TradePaid: the signals decode, and only the confirmation stands
+	// between them and MarkPaid.
+	signal(`{"notify_id":"` + forgedID + `","payment_no":"` + res.PaymentNo + `","trade_no":"FORGED","trade_status":"TRADE_SUCCESS","state":2,"amount_fen":990}`)
+	signal(`{"payment_no":"` + res.PaymentNo + `","trade_no":"FORGED2","state":2,"amount_fen":990}`)
 	signal(`"state=paid&amount_fen=990"`)
 
 	waitFor(t, 20*time.Second, func() bool {
