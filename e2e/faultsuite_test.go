@@ -34,7 +34,7 @@ import (
 //
 // The schedule comes from a seed, printed first; PAYKIT_FAULT_SEED replays it (the
 // actions and their order; thread timing still varies) and PAYKIT_FAULT_DURATION sets how
-// long faults are injected (default 45s; README gives the long run).
+// long faults are injected (default 45s; docs/testing.md gives the long run).
 func TestRandomizedFaults(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("PAYKIT_FAULT_SEED"); s != "" {

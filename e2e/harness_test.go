@@ -771,7 +771,7 @@ func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	m.mu.Lock()
 	secret := m.secrets[tenantID]
-	// As the README tells merchants: the event id is the signed body's.
+	// As docs/integrate/webhooks.md tells merchants: the event id is the signed body's.
 	id, err := whsig.VerifyEvent(r.Header.Get(activities.SignatureHeader), r.Header.Get(activities.EventIDHeader), body, secret, whsig.DefaultTolerance)
 	ok := err == nil
 	if !ok {

@@ -345,7 +345,7 @@ func TestRefundFullRefundClosesTheTradeAndKeepsThePaymentPaid(t *testing.T) {
 	st := shared(t)
 	tn := newTenant(t)
 	no := paidPayment(t, st, tn, "r5001", 990)
-	// Part twice, then the rest, as the README shows.
+	// Part twice, then the rest, as docs/integrate/refunds.md shows.
 	for i, fen := range []int64{300, 200, 490} {
 		r := st.postRefund(t, tn, no, fmt.Sprintf("refund-full-%d-%s", i, randHex(4)), map[string]any{"amount_fen": fen, "refund_no": fmt.Sprintf("full-%d", i)})
 		if r.status != http.StatusCreated {

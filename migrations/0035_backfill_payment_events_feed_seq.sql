@@ -3,7 +3,7 @@
 -- tenant's count past these positions.
 -- Events that a binary older than 0033 writes after this ran have no position and are not
 -- listed by the feed (they are still delivered by webhook): stop the older binaries before
--- migrating, as the README's upgrade note says.
+-- migrating, as the upgrade note in docs/operate/upgrades.md says.
 
 -- changed_at = changed_at keeps the change stamp (0027) as it was: giving every event a new
 -- one would send the next audit window over every payment that has an event.

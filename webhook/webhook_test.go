@@ -54,14 +54,14 @@ func TestSignCarriesOneV1PerSecret(t *testing.T) {
 	}
 }
 
-// The README's verification example is ExampleVerify, word for word, so the code a
-// merchant copies is the code this package's tests run.
-func TestREADMEQuotesTheExample(t *testing.T) {
+// The verification example of docs/integrate/webhooks.md is ExampleVerify, word for
+// word, so the code a merchant copies is the code this package's tests run.
+func TestDocsQuoteTheExample(t *testing.T) {
 	src, err := os.ReadFile("example_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/integrate/webhooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +71,8 @@ func TestREADMEQuotesTheExample(t *testing.T) {
 		t.Fatal("ExampleVerify not found")
 	}
 	example := string(src)[start : start+end+2]
-	if !strings.Contains(string(readme), "```go\n"+example+"\n```") {
-		t.Fatalf("README.md does not quote ExampleVerify as it is in webhook/example_test.go:\n%s", example)
+	if !strings.Contains(string(page), "```go\n"+example+"\n```") {
+		t.Fatalf("docs/integrate/webhooks.md does not quote ExampleVerify as it is in webhook/example_test.go:\n%s", example)
 	}
 }
 

@@ -357,7 +357,7 @@ func inProfile(s composeService, profile string) bool {
 }
 
 // TestComposeProductionSeedsNoDemoTenant: the demo tenant's API key is public (it is in
-// docker-compose.yml and the README), so only the dev profile creates it; nothing the
+// docker-compose.yml and the docs), so only the dev profile creates it; nothing the
 // production profile runs creates a tenant or carries the key.
 func TestComposeProductionSeedsNoDemoTenant(t *testing.T) {
 	services := readCompose(t)

@@ -11,8 +11,9 @@ import (
 
 // TestAlertRulesAreDocumented checks deploy/prometheus/alerts.yml as an on-call engineer
 // reads it: every alert has a severity, a summary, a description and a runbook, and the
-// runbook is a README section of the alert's name under "Operating it". That the rules
-// read metrics the processes export is e2e/TestDashboardAndAlertsReadExportedMetrics.
+// runbook names a page of its own, docs/operate/runbooks/<alert>.md, whose first heading
+// is the alert's name. That the rules read metrics the processes export is
+// e2e/TestDashboardAndAlertsReadExportedMetrics.
 func TestAlertRulesAreDocumented(t *testing.T) {
 	raw, err := os.ReadFile("../../deploy/prometheus/alerts.yml")
 	if err != nil {
@@ -21,14 +22,6 @@ func TestAlertRulesAreDocumented(t *testing.T) {
 	rules, err := promql.Rules(raw)
 	if err != nil {
 		t.Fatal(err)
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchors := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^#+ (.+)$`).FindAllStringSubmatch(string(readme), -1) {
-		anchors[githubAnchor(m[1])] = true
 	}
 	seen := map[string]bool{}
 	for _, r := range rules {
@@ -47,10 +40,12 @@ func TestAlertRulesAreDocumented(t *testing.T) {
 				t.Errorf("%s has no %s annotation", r.Alert, a)
 			}
 		}
-		if want := "README.md#" + strings.ToLower(r.Alert); r.Annotations["runbook"] != want {
+		if want := "docs/operate/runbooks/" + r.Alert + ".md"; r.Annotations["runbook"] != want {
 			t.Errorf("%s: runbook %q, want %q", r.Alert, r.Annotations["runbook"], want)
-		} else if !anchors[strings.ToLower(r.Alert)] {
-			t.Errorf("%s: README.md has no section %s", r.Alert, r.Alert)
+		} else if page, err := os.ReadFile("../../" + want); err != nil {
+			t.Errorf("%s: runbook %s: %v", r.Alert, want, err)
+		} else if got := firstHeading.FindSubmatch(page); got == nil || string(got[1]) != r.Alert {
+			t.Errorf("%s: the first heading of %s is not %q", r.Alert, want, "# "+r.Alert)
 		}
 		if names, err := promql.Metrics(r.Expr); err != nil || len(names) == 0 {
 			t.Errorf("%s: expression reads no metric (%v): %s", r.Alert, err, r.Expr)
@@ -92,17 +87,5 @@ func TestDashboardPanelsQuery(t *testing.T) {
 	}
 }
 
-// githubAnchor is the anchor GitHub gives a heading: lower case, punctuation dropped,
-// spaces as hyphens.
-func githubAnchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// firstHeading is a markdown page's first ATX heading.
+var firstHeading = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *$`)

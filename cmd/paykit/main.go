@@ -46,7 +46,7 @@ commands:
             exits 1 on discrepancies, 2 if there is no report (see: paykit statement -h)
   trace     print a payment's spans as a tree from a PAYKIT_TRACE_FILE (see: paykit trace -h)
 
-Configuration comes from the environment; see README.md.`
+Configuration comes from the environment; see docs/operate/configuration.md.`
 
 func main() {
 	if len(os.Args) < 2 {

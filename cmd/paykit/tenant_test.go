@@ -16,7 +16,7 @@ import (
 )
 
 // Re-running `paykit tenant` changes only the fields it is given: rotating the API key
-// (the README's example) leaves the webhook URL, its secret, the auto-refund choice and
+// (the example of docs/operate/configuration.md) leaves the webhook URL, its secret, the auto-refund choice and
 // the Alipay app as they are; a flag given empty clears its field (but never the
 // webhook secret); a new tenant gives
 // its API key or has one generated. Before, every flag left out was written as its empty default, so a key

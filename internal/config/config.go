@@ -58,7 +58,7 @@ type Config struct {
 	// (公钥证书模式); the Alipay public key is then not read.
 	AlipayCerts AlipayCerts
 	// SecretsKeys is the keyring that seals tenants' Alipay keys and webhook secrets at rest:
-	// "id:base64key,…", 32-byte AES-256 keys, the first sealing (see README, rotation).
+	// "id:base64key,…", 32-byte AES-256 keys, the first sealing (see docs/integrate/tenants.md, key rotation).
 	SecretsKeys string
 
 	Timing         workflows.Timing
