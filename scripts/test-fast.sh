@@ -16,7 +16,7 @@ fi
 go vet ./...
 fast=(
   ./alipay ./alipaysim/... ./cmd/alipaysim ./gateways/... ./gauges
-  ./internal/admin ./internal/config ./internal/devstack ./internal/house ./internal/promql
+  ./internal/admin ./internal/buildinfo ./internal/config ./internal/devstack ./internal/house ./internal/promql
   ./internal/temporalconn ./internal/temporalmetrics ./internal/tracing
   ./openapi/... ./orchestrator ./payment/... ./secrets ./shop ./webhook ./worker ./workflows
 )

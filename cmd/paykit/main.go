@@ -19,6 +19,7 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/internal/buildinfo"
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/redis"
@@ -44,6 +45,7 @@ commands:
             exits 1 on findings, 2 if it cannot audit (see: paykit audit -h)
   statement show (with -run: reconcile) a day's Alipay bill against the local records;
             exits 1 on discrepancies, 2 if there is no report (see: paykit statement -h)
+  version   print the build: version, commit and Go version (also the paykit_build_info metric)
   trace     print a payment's spans as a tree from a PAYKIT_TRACE_FILE (see: paykit trace -h)
 
 Configuration comes from the environment; see docs/operate/configuration.md.`
@@ -52,6 +54,11 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
+	}
+	if v := os.Args[1]; v == "version" || v == "-version" || v == "--version" {
+		// Before the configuration: the build is what to know when the configuration fails.
+		fmt.Println(buildinfo.Read())
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -23,6 +23,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/audit"
 	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/internal/buildinfo"
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/internal/temporalmetrics"
 	"github.com/paykit/paykit/internal/tracing"
@@ -208,7 +209,8 @@ type System struct {
 // collectors, then whatever the process registers (its own counters, the Temporal SDK's).
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildinfo.Read().Collector())
 	return reg
 }
 
