@@ -122,7 +122,7 @@ func (m *StatementMetrics) run(appID, outcome string) {
 
 // statementOutcomes are the outcomes of paykit_statement_runs_total: a bill reconciled,
 // a day reconciled as having no bill once the run gave up waiting, no bill yet, a failure.
-var statementOutcomes = []string{"reconciled", "no_bill", "not_available", "error"}
+var statementOutcomes = []string{"reconciled", "quiet", "no_bill", "not_available", "error"}
 
 // Expect makes every outcome of each app's runs exist from the start at 0, so that a
 // rate over them counts the first one too.
@@ -141,9 +141,12 @@ func (m *StatementMetrics) observe(rep payment.StatementReport) {
 	if m == nil {
 		return
 	}
-	if rep.Status == payment.StatementNoBill {
+	switch rep.Status {
+	case payment.StatementNoBill:
 		m.run(rep.AppID, "no_bill")
-	} else {
+	case payment.StatementQuiet:
+		m.run(rep.AppID, "quiet")
+	default:
 		m.run(rep.AppID, "reconciled")
 	}
 	for _, k := range statementKinds {

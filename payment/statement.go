@@ -58,6 +58,7 @@ const (
 const (
 	StatementReconciled = "reconciled" // the bill was downloaded and every line matched or recorded
 	StatementNoBill     = "no_bill"    // Alipay never published a bill; the day was reconciled as empty
+	StatementQuiet      = "quiet"      // no bill, and no local payment or refund on the app: a day without trades
 )
 
 // StatementReport is the result of reconciling one app's bill of one day. Fen totals are

@@ -528,3 +528,35 @@ func TestReconcileMalformedBillRecordsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileQuietDay: Alipay has no bill for a day (isp.bill_not_exist). Once the day
+// is QuietAfter past its end with no payment paid and no refund succeeded on the app
+// locally, it is a quiet day: reconciled at once with status quiet and no discrepancy,
+// not waited for until the give-up time. Before that time, or with local money on the
+// day, it is still a bill not yet published.
+func TestReconcileQuietDay(t *testing.T) {
+	d := newDay(t)
+	if err := d.sim.PublishBills(""); err != nil {
+		t.Fatal(err)
+	}
+	_, dayEnd, err := statement.DayRange(d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(at time.Time) (payment.StatementReport, error) {
+		d.rec.Now = func() time.Time { return at }
+		return d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true, Bills: d.gw}, BillDate: d.date})
+	}
+	if _, err := run(dayEnd.Add(statement.DefaultQuietAfter - time.Minute)); !statement.IsNotAvailable(err) {
+		t.Fatalf("before the quiet time: %v, want the bill not yet published", err)
+	}
+	rep, err := run(dayEnd.Add(statement.DefaultQuietAfter))
+	if err != nil || rep.Status != payment.StatementQuiet || rep.Discrepancies != 0 || rep.LocalTradeCount != 0 {
+		t.Fatalf("a day without trades: %+v, %v; want it reconciled quiet with nothing found", rep, err)
+	}
+	// Money on the day locally: its bill must come, so it keeps waiting.
+	d.paid("STMQ1", 100)
+	if _, err := run(dayEnd.Add(statement.DefaultQuietAfter + time.Hour)); !statement.IsNotAvailable(err) {
+		t.Fatalf("a day with a local PAID payment and no bill: %v, want the bill still waited for", err)
+	}
+}
