@@ -148,8 +148,9 @@ type StatementTotals struct {
 
 // StatementStore is what reconciliation needs from storage.
 type StatementStore interface {
-	// LockStatement serialises runs of one (app, day) across processes.
-	LockStatement(ctx context.Context, appID, billDate string) (unlock func(), err error)
+	// LockStatement serialises runs of one (app, day) across processes. The run works
+	// under the returned context, which is cancelled if the lock is lost.
+	LockStatement(ctx context.Context, appID, billDate string) (held context.Context, unlock func(), err error)
 	// ClearBillLines forgets the staged lines of a day; StageBillLines adds some.
 	ClearBillLines(ctx context.Context, appID, billDate string) error
 	StageBillLines(ctx context.Context, appID, billDate string, lines []BillLine) error

@@ -152,11 +152,13 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	if r.Store == nil || r.Anomalies == nil {
 		return payment.StatementReport{}, errors.New("statement: the Reconciler needs a Store and Anomalies")
 	}
-	unlock, err := r.Store.LockStatement(ctx, p.App.ID, p.BillDate)
+	held, unlock, err := r.Store.LockStatement(ctx, p.App.ID, p.BillDate)
 	if err != nil {
 		return payment.StatementReport{}, err
 	}
 	defer unlock()
+	// Everything from here is done under the lock: if it is lost, the run stops.
+	ctx = held
 
 	run := &run{r: r, ctx: ctx, p: p, rep: payment.StatementReport{
 		AppID: p.App.ID, BillDate: p.BillDate, Status: payment.StatementReconciled, StartedAt: started,

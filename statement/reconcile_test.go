@@ -345,7 +345,7 @@ func TestReconcileNotYetPublished(t *testing.T) {
 func TestReconcileOneRunPerDay(t *testing.T) {
 	d := newDay(t)
 	d.paid("STMO1", 100)
-	unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, d.date)
+	_, unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, d.date)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestReconcilePurgeSkipsARunningDay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, held)
+	_, unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, held)
 	if err != nil {
 		t.Fatal(err)
 	}
