@@ -488,3 +488,20 @@ FROM payment_anomalies WHERE kind LIKE 'statement\_%' AND LEFT(detail, ?) = ? OR
 	}
 	return out, rows.Err()
 }
+
+// StatementReportDates returns the days in [from, to] (yyyy-MM-dd) an app has a report
+// of, in order.
+func (st *Store) StatementReportDates(ctx context.Context, appID, from, to string) ([]string, error) {
+	var out []string
+	err := st.query(ctx, `SELECT DATE_FORMAT(bill_date, '%Y-%m-%d') FROM statement_reports
+WHERE app_id = ? AND bill_date BETWEEN ? AND ? ORDER BY bill_date`, []any{appID, from, to}, func(rows *sql.Rows) error {
+		var d string
+		err := rows.Scan(&d)
+		out = append(out, d)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: statement report dates of %s: %w", appID, err)
+	}
+	return out, nil
+}
