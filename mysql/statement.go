@@ -505,3 +505,10 @@ WHERE app_id = ? AND bill_date BETWEEN ? AND ? ORDER BY bill_date`, []any{appID,
 	}
 	return out, nil
 }
+
+// PurgeStatementReports deletes the reports of an app's days before before (yyyy-MM-dd),
+// at most limit, and says how many. Through the primary key (app_id, bill_date): one
+// range per app.
+func (st *Store) PurgeStatementReports(ctx context.Context, appID, before string, limit int) (int64, error) {
+	return st.execCount(ctx, "purge statement reports", `DELETE FROM statement_reports WHERE app_id = ? AND bill_date < ? LIMIT ?`, appID, before, limit)
+}

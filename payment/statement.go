@@ -165,6 +165,8 @@ type StatementStore interface {
 	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted. It never
 	// touches an (app, day) whose LockStatement another run holds.
 	PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error)
+	// PurgeStatementReports deletes up to limit reports of an app's days before before.
+	PurgeStatementReports(ctx context.Context, appID, before string, limit int) (int64, error)
 	// EachDuplicateBillLine streams the staged (kind, reference) pairs that appear more than once.
 	EachDuplicateBillLine(ctx context.Context, appID, billDate string, fn func(l BillLine, n int) error) error
 	LocalStatementTotals(ctx context.Context, sc StatementScope) (StatementTotals, error)

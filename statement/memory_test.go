@@ -78,6 +78,9 @@ func (s *ruleStore) LockStatement(ctx context.Context, _, _ string) (context.Con
 	return ctx, func() {}, nil
 }
 func (s *ruleStore) ClearBillLines(context.Context, string, string) error { return nil }
+func (s *ruleStore) PurgeStatementReports(context.Context, string, string, int) (int64, error) {
+	return 0, nil
+}
 func (s *ruleStore) PurgeStatementLines(context.Context, string, int) (int64, error) {
 	return 0, nil
 }

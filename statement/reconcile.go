@@ -21,6 +21,9 @@ const (
 	// DefaultLineRetention keeps five weeks of staged lines: the runs of the last month,
 	// for looking into what they reported.
 	DefaultLineRetention = 35 * 24 * time.Hour
+	// ReportRetention keeps a day's report for 400 days, as long as a kept app is
+	// reconciled (KeptAppsReconciledFor): a year of refunds and a margin.
+	ReportRetention = KeptAppsReconciledFor
 )
 
 // The retention purge after a run deletes purgeBatch lines per statement, so that none
@@ -241,6 +244,12 @@ func (r *Reconciler) purgeLines(ctx context.Context, p Params, beat func()) {
 	}
 	if total > 0 {
 		r.log().InfoContext(ctx, "statement lines purged", "app_id", p.App.ID, "bill_date", p.BillDate, "before", before, "purged", total)
+	}
+	oldest := min(r.now().In(China).Add(-ReportRetention).Format(DateLayout), p.BillDate)
+	if n, err := r.Store.PurgeStatementReports(ctx, p.App.ID, oldest, 1000); err != nil {
+		r.log().WarnContext(ctx, "statement reports not purged", "app_id", p.App.ID, "before", oldest, "err", err)
+	} else if n > 0 {
+		r.log().InfoContext(ctx, "statement reports purged", "app_id", p.App.ID, "before", oldest, "purged", n)
 	}
 }
 

@@ -560,3 +560,32 @@ func TestReconcileQuietDay(t *testing.T) {
 		t.Fatalf("a day with a local PAID payment and no bill: %v, want the bill still waited for", err)
 	}
 }
+
+// TestReconcilePurgesOldReports: a run deletes its own app's reports older than
+// statement.ReportRetention (400 days), keeps the younger ones, and leaves other apps'
+// reports to their own runs.
+func TestReconcilePurgesOldReports(t *testing.T) {
+	d := newDay(t)
+	today, _, err := statement.DayRange(d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := today.AddDate(0, 0, -401).Format(statement.DateLayout)
+	kept := today.AddDate(0, 0, -399).Format(statement.DateLayout)
+	for _, s := range []struct{ app, date string }{{simtest.AppID, old}, {"other-app", old}, {simtest.AppID, kept}} {
+		if _, err := d.store.SaveStatementReport(d.ctx, payment.StatementReport{AppID: s.app, BillDate: s.date, Status: payment.StatementReconciled,
+			StartedAt: today, FinishedAt: today, ByKind: map[string]int{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.rec.Now = func() time.Time { return today.Add(12 * time.Hour) }
+	d.run()
+	has := func(app, date string) bool {
+		_, err := d.store.GetStatementReport(d.ctx, app, date)
+		return err == nil
+	}
+	if has(simtest.AppID, old) || !has(simtest.AppID, kept) || !has("other-app", old) || !has(simtest.AppID, d.date) {
+		t.Fatalf("after the run: old %v (want gone), kept %v, other app's old %v, the day's own %v (want all there)",
+			has(simtest.AppID, old), has(simtest.AppID, kept), has("other-app", old), has(simtest.AppID, d.date))
+	}
+}
