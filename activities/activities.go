@@ -99,6 +99,11 @@ type Activities struct {
 	Statements       *statement.Reconciler
 	StatementApps    StatementApps
 	StatementMetrics *StatementMetrics
+	// StatementReports says which days an app has a report of, for the catch-up; and
+	// EnsureStatementSchedules gives every app listed now its daily schedule (nil: the
+	// catch-up leaves the schedules as the worker's start made them).
+	StatementReports         StatementReportDates
+	EnsureStatementSchedules func(ctx context.Context, appIDs []string) error
 	// EventRetry spaces the failed deliveries of an outbox event, by the workflow and by
 	// the sweeper alike, and says when the event is dead; zero fields take
 	// payment.DefaultEventRetry.

@@ -3,6 +3,8 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/temporal"
@@ -21,6 +23,69 @@ type StatementRequest struct {
 	AppID    string `json:"app_id"`
 	BillDate string `json:"bill_date"`
 	NoBill   bool   `json:"no_bill,omitempty"`
+}
+
+// StatementReportDates lists the days an app has a statement report of; *mysql.Store
+// implements it.
+type StatementReportDates interface {
+	StatementReportDates(ctx context.Context, appID, from, to string) ([]string, error)
+}
+
+// StatementCatchUpRequest asks, after the daily run of AppID for BillDate, which of the
+// Lookback days before it (up to two days before it, whose scheduled runs have given up
+// waiting for their bill) have no report.
+type StatementCatchUpRequest struct {
+	AppID    string `json:"app_id"`
+	BillDate string `json:"bill_date"`
+	Lookback int    `json:"lookback"`
+}
+
+// StatementCatchUpResult is the days to reconcile, oldest first, and the apps whose
+// schedules the default app's run ensured.
+type StatementCatchUpResult struct {
+	Missing   []string `json:"missing,omitempty"`
+	Scheduled int      `json:"scheduled,omitempty"`
+}
+
+// StatementCatchUp finds the days of an app with no statement report in the lookback
+// window: a worker that was down, a schedule added late (a tenant's new app), a run that
+// failed. The default app's run also gives every app listed now its daily schedule, so
+// a tenant's new app is reconciled from the next morning without a worker restart.
+func (a *Activities) StatementCatchUp(ctx context.Context, req StatementCatchUpRequest) (StatementCatchUpResult, error) {
+	var res StatementCatchUpResult
+	if a.StatementApps == nil || a.StatementReports == nil {
+		return res, temporal.NewNonRetryableApplicationError("statement catch-up: the worker has no reconciler", ErrTypeInvalid, nil)
+	}
+	day, err := time.ParseInLocation(statement.DateLayout, req.BillDate, statement.China)
+	if err != nil || req.Lookback <= 0 {
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("statement catch-up: bad day %q or lookback %d", req.BillDate, req.Lookback), ErrTypeInvalid, nil)
+	}
+	apps, err := a.StatementApps(ctx)
+	if err != nil {
+		return res, classify("statement apps", err)
+	}
+	isDefault := false
+	for _, app := range apps {
+		isDefault = isDefault || (app.ID == req.AppID && app.Default)
+	}
+	if isDefault && a.EnsureStatementSchedules != nil {
+		ids := statement.AppIDs(apps)
+		if err := a.EnsureStatementSchedules(ctx, ids); err != nil {
+			return res, classify("statement schedules", err)
+		}
+		res.Scheduled = len(ids)
+	}
+	from, to := day.AddDate(0, 0, -req.Lookback), day.AddDate(0, 0, -2)
+	have, err := a.StatementReports.StatementReportDates(ctx, req.AppID, from.Format(statement.DateLayout), to.Format(statement.DateLayout))
+	if err != nil {
+		return res, classify("statement report dates", err)
+	}
+	for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
+		if s := d.Format(statement.DateLayout); !slices.Contains(have, s) {
+			res.Missing = append(res.Missing, s)
+		}
+	}
+	return res, nil
 }
 
 // StatementApps lists the Alipay apps whose bills are reconciled.
@@ -122,7 +187,7 @@ func (m *StatementMetrics) run(appID, outcome string) {
 
 // statementOutcomes are the outcomes of paykit_statement_runs_total: a bill reconciled,
 // a day reconciled as having no bill once the run gave up waiting, no bill yet, a failure.
-var statementOutcomes = []string{"reconciled", "no_bill", "not_available", "error"}
+var statementOutcomes = []string{"reconciled", "quiet", "no_bill", "not_available", "error"}
 
 // Expect makes every outcome of each app's runs exist from the start at 0, so that a
 // rate over them counts the first one too.
@@ -141,9 +206,12 @@ func (m *StatementMetrics) observe(rep payment.StatementReport) {
 	if m == nil {
 		return
 	}
-	if rep.Status == payment.StatementNoBill {
+	switch rep.Status {
+	case payment.StatementNoBill:
 		m.run(rep.AppID, "no_bill")
-	} else {
+	case payment.StatementQuiet:
+		m.run(rep.AppID, "quiet")
+	default:
 		m.run(rep.AppID, "reconciled")
 	}
 	for _, k := range statementKinds {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/temporal"
@@ -111,5 +112,43 @@ func TestReconcileStatementCountsOutcomes(t *testing.T) {
 	want["a1 error"], want["a1 no_bill"] = 1, 1
 	if got := runs(); !maps.Equal(got, want) {
 		t.Fatalf("after a failure and a no-bill day: %v, want %v", got, want)
+	}
+}
+
+// The catch-up lists the days of its app in the lookback window, up to two days before
+// its own, that have no report; only the default app's run gives every app listed now
+// its schedule.
+func TestStatementCatchUp_ListsTheDaysWithoutAReport(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.acts.StatementApps = func(context.Context) ([]statement.App, error) {
+		return []statement.App{{ID: "appD", Default: true}, {ID: "appT"}}, nil
+	}
+	f.acts.StatementReports = f.store
+	var scheduled [][]string
+	f.acts.EnsureStatementSchedules = func(_ context.Context, ids []string) error {
+		scheduled = append(scheduled, ids)
+		return nil
+	}
+	for _, day := range []string{"2026-11-25", "2026-11-27", "2026-11-30"} {
+		if _, err := f.store.SaveStatementReport(ctx, payment.StatementReport{AppID: "appT", BillDate: day, Status: payment.StatementReconciled,
+			StartedAt: time.Now(), FinishedAt: time.Now(), ByKind: map[string]int{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var res activities.StatementCatchUpResult
+	if err := f.remote(t, &res, f.acts.StatementCatchUp, activities.StatementCatchUpRequest{AppID: "appT", BillDate: "2026-12-01", Lookback: 7}); err != nil {
+		t.Fatal(err)
+	}
+	// The window is 2026-11-24 to 2026-11-29 (two days before 12-01); 11-25 and 11-27
+	// have reports, and 11-30's is outside it.
+	if want := []string{"2026-11-24", "2026-11-26", "2026-11-28", "2026-11-29"}; fmt.Sprint(res.Missing) != fmt.Sprint(want) || len(scheduled) != 0 {
+		t.Fatalf("tenant app: missing %v, schedules %v; want %v and no schedule change", res.Missing, scheduled, want)
+	}
+	if err := f.remote(t, &res, f.acts.StatementCatchUp, activities.StatementCatchUpRequest{AppID: "appD", BillDate: "2026-12-01", Lookback: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"2026-11-28", "2026-11-29"}; fmt.Sprint(res.Missing) != fmt.Sprint(want) || fmt.Sprint(scheduled) != "[[appD appT]]" || res.Scheduled != 2 {
+		t.Fatalf("default app: missing %v, schedules %v; want %v and every app scheduled", res.Missing, scheduled, want)
 	}
 }

@@ -32,3 +32,6 @@ const (
 	QChangedRefunds  = qChangedRefunds
 	QChangedEvents   = qChangedEvents
 )
+
+// StatementLockName is the named lock of an (app, day).
+var StatementLockName = statementLockName

@@ -7,8 +7,10 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -18,26 +20,69 @@ var _ payment.StatementStore = (*Store)(nil)
 // LockStatement takes a MariaDB named lock for one (app, day), held on a connection of
 // its own until unlock, so that two runs of the same day (the schedule and an operator)
 // never interleave their staged lines. A lock held elsewhere is ECONFLICT at once.
-func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (func(), error) {
+//
+// The connection is kept busy while the lock is held: every StatementLockCheck it
+// checks that it still holds the lock (IS_USED_LOCK = CONNECTION_ID()), which also keeps
+// a server's wait_timeout from dropping it idle. If the check fails (the connection was
+// dropped, killed, or the server restarted, each of which releases the lock), the
+// returned context is cancelled with ErrStatementLockLost as its cause: the run working
+// under it stops instead of going on with a lock another run may now hold.
+func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (context.Context, func(), error) {
 	name := statementLockName(appID, billDate)
 	conn, err := st.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("mysql: statement lock: %w", err)
+		return nil, nil, fmt.Errorf("mysql: statement lock: %w", err)
 	}
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 0)`, name).Scan(&got); err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("mysql: statement lock: %w", err)
+		return nil, nil, fmt.Errorf("mysql: statement lock: %w", err)
 	}
 	if got.Int64 != 1 {
 		_ = conn.Close()
-		return nil, payment.Errorf(payment.ECONFLICT, "the statement of %s %s is being reconciled by another run", appID, billDate)
+		return nil, nil, payment.Errorf(payment.ECONFLICT, "the statement of %s %s is being reconciled by another run", appID, billDate)
 	}
-	return func() {
+	held, lost := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(StatementLockCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-held.Done():
+				return
+			case <-t.C:
+			}
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			var mine sql.NullInt64
+			err := conn.QueryRowContext(cctx, `SELECT IS_USED_LOCK(?) = CONNECTION_ID()`, name).Scan(&mine)
+			cancel()
+			if err != nil || mine.Int64 != 1 {
+				lost(fmt.Errorf("%w: %s %s (%v)", ErrStatementLockLost, appID, billDate, err))
+				return
+			}
+		}
+	}()
+	return held, func() {
+		close(stop)
+		<-done
+		lost(nil)
 		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, name)
 		_ = conn.Close()
 	}, nil
 }
+
+// StatementLockCheck is how often a held statement lock is checked (and its connection
+// kept from idling); a variable so that tests can shorten it.
+var StatementLockCheck = 20 * time.Second
+
+// ErrStatementLockLost is the cause of a statement lock's context cancelled because its
+// connection no longer holds the lock.
+var ErrStatementLockLost = errors.New("mysql: the statement lock was lost")
 
 // statementLockName is the MariaDB named lock of one (app, day): its runs take it, and the
 // retention purge takes it before it deletes the day's lines.
@@ -442,4 +487,28 @@ FROM payment_anomalies WHERE kind LIKE 'statement\_%' AND LEFT(detail, ?) = ? OR
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// StatementReportDates returns the days in [from, to] (yyyy-MM-dd) an app has a report
+// of, in order.
+func (st *Store) StatementReportDates(ctx context.Context, appID, from, to string) ([]string, error) {
+	var out []string
+	err := st.query(ctx, `SELECT DATE_FORMAT(bill_date, '%Y-%m-%d') FROM statement_reports
+WHERE app_id = ? AND bill_date BETWEEN ? AND ? ORDER BY bill_date`, []any{appID, from, to}, func(rows *sql.Rows) error {
+		var d string
+		err := rows.Scan(&d)
+		out = append(out, d)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: statement report dates of %s: %w", appID, err)
+	}
+	return out, nil
+}
+
+// PurgeStatementReports deletes the reports of an app's days before before (yyyy-MM-dd),
+// at most limit, and says how many. Through the primary key (app_id, bill_date): one
+// range per app.
+func (st *Store) PurgeStatementReports(ctx context.Context, appID, before string, limit int) (int64, error) {
+	return st.execCount(ctx, "purge statement reports", `DELETE FROM statement_reports WHERE app_id = ? AND bill_date < ? LIMIT ?`, appID, before, limit)
 }

@@ -2,8 +2,11 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
@@ -102,7 +105,7 @@ func TestPurgeStatementLinesSkipsLockedDays(t *testing.T) {
 	lines := func(app, date string) int {
 		return count(t, db, "SELECT COUNT(*) FROM statement_lines WHERE app_id = ? AND bill_date = ?", app, date)
 	}
-	unlock, err := st.LockStatement(ctx, "A", "2026-10-01")
+	_, unlock, err := st.LockStatement(ctx, "A", "2026-10-01")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +125,7 @@ func TestPurgeStatementLinesSkipsLockedDays(t *testing.T) {
 			total, held, b, a, later)
 	}
 	// The run still holds its day: the purge took no lock it keeps.
-	if _, err := st.LockStatement(ctx, "A", "2026-10-01"); payment.ErrorCode(err) != payment.ECONFLICT {
+	if _, _, err := st.LockStatement(ctx, "A", "2026-10-01"); payment.ErrorCode(err) != payment.ECONFLICT {
 		t.Fatalf("a second lock of the held day: %v, want ECONFLICT", err)
 	}
 	unlock()
@@ -130,9 +133,51 @@ func TestPurgeStatementLinesSkipsLockedDays(t *testing.T) {
 		t.Fatalf("once the run let go: purged %d, %v; want the held day's 3", n, err)
 	}
 	// The purge let go of every day it took: a run of one starts.
-	unlock, err = st.LockStatement(ctx, "B", "2026-10-01")
+	_, unlock, err = st.LockStatement(ctx, "B", "2026-10-01")
 	if err != nil {
 		t.Fatalf("a run of a purged day: %v", err)
 	}
 	unlock()
+}
+
+// A held statement lock is checked on its connection while it is held: it stays held
+// through the checks, and once the connection is gone (killed here; a server's
+// wait_timeout or restart does the same) the run's context is cancelled with
+// ErrStatementLockLost, so the run stops instead of going on without the lock.
+func TestStatementLockLostCancelsTheRun(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	old := mysql.StatementLockCheck
+	mysql.StatementLockCheck = 50 * time.Millisecond
+	t.Cleanup(func() { mysql.StatementLockCheck = old })
+	held, unlock, err := st.LockStatement(ctx, "A", "2026-10-02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	time.Sleep(300 * time.Millisecond)
+	if err := held.Err(); err != nil {
+		t.Fatalf("a lock still held: its context ended (%v, cause %v)", err, context.Cause(held))
+	}
+	var owner sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", mysql.StatementLockName("A", "2026-10-02")).Scan(&owner); err != nil || !owner.Valid {
+		t.Fatalf("lock owner %v, %v", owner, err)
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL %d", owner.Int64)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held.Done():
+		if !errors.Is(context.Cause(held), mysql.ErrStatementLockLost) {
+			t.Fatalf("cancelled with %v, want ErrStatementLockLost", context.Cause(held))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock's connection was killed and the run's context goes on")
+	}
+	// The day is free again: another run takes it.
+	_, unlock2, err := st.LockStatement(ctx, "A", "2026-10-02")
+	if err != nil {
+		t.Fatalf("after the loss: %v", err)
+	}
+	unlock2()
 }

@@ -58,6 +58,7 @@ const (
 const (
 	StatementReconciled = "reconciled" // the bill was downloaded and every line matched or recorded
 	StatementNoBill     = "no_bill"    // Alipay never published a bill; the day was reconciled as empty
+	StatementQuiet      = "quiet"      // no bill, and no local payment or refund on the app: a day without trades
 )
 
 // StatementReport is the result of reconciling one app's bill of one day. Fen totals are
@@ -147,8 +148,9 @@ type StatementTotals struct {
 
 // StatementStore is what reconciliation needs from storage.
 type StatementStore interface {
-	// LockStatement serialises runs of one (app, day) across processes.
-	LockStatement(ctx context.Context, appID, billDate string) (unlock func(), err error)
+	// LockStatement serialises runs of one (app, day) across processes. The run works
+	// under the returned context, which is cancelled if the lock is lost.
+	LockStatement(ctx context.Context, appID, billDate string) (held context.Context, unlock func(), err error)
 	// ClearBillLines forgets the staged lines of a day; StageBillLines adds some.
 	ClearBillLines(ctx context.Context, appID, billDate string) error
 	StageBillLines(ctx context.Context, appID, billDate string, lines []BillLine) error
@@ -163,6 +165,8 @@ type StatementStore interface {
 	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted. It never
 	// touches an (app, day) whose LockStatement another run holds.
 	PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error)
+	// PurgeStatementReports deletes up to limit reports of an app's days before before.
+	PurgeStatementReports(ctx context.Context, appID, before string, limit int) (int64, error)
 	// EachDuplicateBillLine streams the staged (kind, reference) pairs that appear more than once.
 	EachDuplicateBillLine(ctx context.Context, appID, billDate string, fn func(l BillLine, n int) error) error
 	LocalStatementTotals(ctx context.Context, sc StatementScope) (StatementTotals, error)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,9 +48,11 @@ var ErrMalformedBill = errors.New("statement: malformed bill")
 // Bounds on what reading a bill may take, far above any real day's: the download is
 // bounded by Reconciler.MaxBillBytes, but a small zip can inflate without end.
 const (
-	// MaxEntryBytes bounds the decompressed size of each file in the zip (a detail line
-	// is a few hundred bytes: this is over half a million lines).
-	MaxEntryBytes = 256 << 20
+	// MaxEntryBytes bounds the decompressed size of each file in the zip. A detail line is
+	// about 300 bytes, so this is over 25 million lines, a merchant at 300 payments a
+	// second all day; the lines are streamed, so it bounds the time a hostile zip can
+	// take, not memory.
+	MaxEntryBytes = 8 << 30
 	// MaxRecordBytes bounds one CSV record, a line or a quoted field spanning lines
 	// (Alipay's lines are well under 1 KiB).
 	MaxRecordBytes = 64 << 10
@@ -185,8 +188,21 @@ func OpenBill(path string) (*Bill, error) {
 	return openBill(path, defaultLimits, nil)
 }
 
+// checkEntries bounds the zip's entries before archive/zip reads its directory.
+func checkEntries(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformedBill, err)
+	}
+	defer f.Close()
+	return checkZipEntries(f, MaxZipEntries)
+}
+
 // openBill is OpenBill within lim, calling beat (if set) on every line of the first pass.
 func openBill(path string, lim limits, beat func()) (*Bill, error) {
+	if err := checkEntries(path); err != nil {
+		return nil, err
+	}
 	zr, err := zip.OpenReader(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformedBill, err)

@@ -1,12 +1,16 @@
 package statement_test
 
 import (
+	"archive/zip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,5 +195,38 @@ func TestBillRoundTrip(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("tampered token: HTTP %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestZipWithManyEntriesIsRefusedUnread: a zip whose central directory holds more than
+// statement.MaxZipEntries files is refused as malformed before archive/zip reads the
+// directory (which it would read whole, however many entries it lists), and a real
+// bill's two files pass.
+func TestZipWithManyEntriesIsRefusedUnread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "many.zip")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	for i := range 5000 {
+		if _, err := zw.Create(fmt.Sprintf("e%05d.csv", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = statement.OpenBill(path)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, statement.ErrMalformedBill) || !strings.Contains(err.Error(), "more than 64 files") {
+		t.Fatalf("a zip of 5,000 entries: %v, want it refused as malformed for its entry count", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("refusing it allocated %d bytes; the directory must not be read", grew)
 	}
 }

@@ -74,10 +74,13 @@ type ruleStore struct {
 	anomalies atomic.Int64
 }
 
-func (s *ruleStore) LockStatement(context.Context, string, string) (func(), error) {
-	return func() {}, nil
+func (s *ruleStore) LockStatement(ctx context.Context, _, _ string) (context.Context, func(), error) {
+	return ctx, func() {}, nil
 }
 func (s *ruleStore) ClearBillLines(context.Context, string, string) error { return nil }
+func (s *ruleStore) PurgeStatementReports(context.Context, string, string, int) (int64, error) {
+	return 0, nil
+}
 func (s *ruleStore) PurgeStatementLines(context.Context, string, int) (int64, error) {
 	return 0, nil
 }

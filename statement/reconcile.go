@@ -21,6 +21,9 @@ const (
 	// DefaultLineRetention keeps five weeks of staged lines: the runs of the last month,
 	// for looking into what they reported.
 	DefaultLineRetention = 35 * 24 * time.Hour
+	// ReportRetention keeps a day's report for 400 days, as long as a kept app is
+	// reconciled (KeptAppsReconciledFor): a year of refunds and a margin.
+	ReportRetention = KeptAppsReconciledFor
 )
 
 // The retention purge after a run deletes purgeBatch lines per statement, so that none
@@ -45,6 +48,8 @@ type Params struct {
 	App      App
 	BillDate string // yyyy-MM-dd, China time
 	NoBill   bool
+	// quiet is set by Run for a quiet day (quietDay).
+	quiet bool
 	// Progress, if set, is called after every batch with the lines read so far.
 	Progress func(lines int)
 }
@@ -66,9 +71,17 @@ type Reconciler struct {
 	// DefaultLineRetention.
 	LineRetention time.Duration
 	Logger        *slog.Logger
+	// QuietAfter is how long after a day's end Alipay's "no bill" for a day with no local
+	// payment or refund on the app is taken as a quiet day (reconciled at once, status
+	// quiet) rather than a bill not yet published; zero means DefaultQuietAfter.
+	QuietAfter time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
+
+// DefaultQuietAfter: Alipay publishes a day's bill by the next morning (China time);
+// noon leaves a margin.
+const DefaultQuietAfter = 12 * time.Hour
 
 // DayRange returns the China-time day billDate as [from, to).
 func DayRange(billDate string) (time.Time, time.Time, error) {
@@ -106,14 +119,26 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	}
 	started := r.now()
 	var bill *Bill
+	var url string
 	if !p.NoBill {
 		if p.App.Bills == nil {
 			return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: app %s cannot download bills", p.App.ID)
 		}
-		url, err := p.App.Bills.BillDownloadURL(ctx, p.BillDate)
-		if err != nil {
+		url, err = p.App.Bills.BillDownloadURL(ctx, p.BillDate)
+		if errors.Is(err, payment.ErrBillNotAvailable) {
+			quiet, qerr := r.quietDay(ctx, p, from, to)
+			if qerr != nil {
+				return payment.StatementReport{}, qerr
+			}
+			if quiet {
+				p.NoBill, p.quiet = true, true
+			}
+		}
+		if err != nil && !p.quiet {
 			return payment.StatementReport{}, fmt.Errorf("statement: bill url of %s %s: %w", p.App.ID, p.BillDate, err)
 		}
+	}
+	if !p.NoBill {
 		beat := everyFewSeconds(func() { p.progress(0) })
 		path, err := r.download(ctx, url, beat)
 		if err != nil {
@@ -130,11 +155,13 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	if r.Store == nil || r.Anomalies == nil {
 		return payment.StatementReport{}, errors.New("statement: the Reconciler needs a Store and Anomalies")
 	}
-	unlock, err := r.Store.LockStatement(ctx, p.App.ID, p.BillDate)
+	held, unlock, err := r.Store.LockStatement(ctx, p.App.ID, p.BillDate)
 	if err != nil {
 		return payment.StatementReport{}, err
 	}
 	defer unlock()
+	// Everything from here is done under the lock: if it is lost, the run stops.
+	ctx = held
 
 	run := &run{r: r, ctx: ctx, p: p, rep: payment.StatementReport{
 		AppID: p.App.ID, BillDate: p.BillDate, Status: payment.StatementReconciled, StartedAt: started,
@@ -144,7 +171,9 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	if err := r.Store.ClearBillLines(ctx, p.App.ID, p.BillDate); err != nil {
 		return payment.StatementReport{}, err
 	}
-	if p.NoBill {
+	if p.quiet {
+		run.rep.Status = payment.StatementQuiet
+	} else if p.NoBill {
 		run.rep.Status = payment.StatementNoBill
 	} else {
 		err := bill.Lines(run.add)
@@ -167,6 +196,27 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	}
 	r.purgeLines(ctx, p, run.beat)
 	return saved, nil
+}
+
+// quietDay reports whether a day Alipay has no bill for is a quiet one: over for at
+// least QuietAfter, with no payment paid and no refund succeeded on the app locally.
+// Alipay publishes no bill for a day without a trade, which is most days of an app a
+// tenant has left; such a day is reconciled at once instead of waiting for the give-up
+// time and raising PaykitStatementNoBill. A day with local money on it keeps waiting:
+// its bill must come.
+func (r *Reconciler) quietDay(ctx context.Context, p Params, from, to time.Time) (bool, error) {
+	after := r.QuietAfter
+	if after <= 0 {
+		after = DefaultQuietAfter
+	}
+	if r.Store == nil || r.now().Before(to.Add(after)) {
+		return false, nil
+	}
+	t, err := r.Store.LocalStatementTotals(ctx, payment.StatementScope{AppID: p.App.ID, BillDate: p.BillDate, DefaultApp: p.App.Default, From: from, To: to})
+	if err != nil {
+		return false, fmt.Errorf("statement: local totals of %s %s: %w", p.App.ID, p.BillDate, err)
+	}
+	return t.Trades == 0 && t.Refunds == 0, nil
 }
 
 // purgeLines deletes the staged lines of the days older than the retention, once a day
@@ -194,6 +244,12 @@ func (r *Reconciler) purgeLines(ctx context.Context, p Params, beat func()) {
 	}
 	if total > 0 {
 		r.log().InfoContext(ctx, "statement lines purged", "app_id", p.App.ID, "bill_date", p.BillDate, "before", before, "purged", total)
+	}
+	oldest := min(r.now().In(China).Add(-ReportRetention).Format(DateLayout), p.BillDate)
+	if n, err := r.Store.PurgeStatementReports(ctx, p.App.ID, oldest, 1000); err != nil {
+		r.log().WarnContext(ctx, "statement reports not purged", "app_id", p.App.ID, "before", oldest, "err", err)
+	} else if n > 0 {
+		r.log().InfoContext(ctx, "statement reports purged", "app_id", p.App.ID, "before", oldest, "purged", n)
 	}
 }
 

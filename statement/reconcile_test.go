@@ -345,7 +345,7 @@ func TestReconcileNotYetPublished(t *testing.T) {
 func TestReconcileOneRunPerDay(t *testing.T) {
 	d := newDay(t)
 	d.paid("STMO1", 100)
-	unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, d.date)
+	_, unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, d.date)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestReconcilePurgeSkipsARunningDay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, held)
+	_, unlock, err := d.store.LockStatement(d.ctx, simtest.AppID, held)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,5 +526,66 @@ func TestReconcileMalformedBillRecordsNothing(t *testing.T) {
 				t.Fatal("a report was written for a malformed bill")
 			}
 		})
+	}
+}
+
+// TestReconcileQuietDay: Alipay has no bill for a day (isp.bill_not_exist). Once the day
+// is QuietAfter past its end with no payment paid and no refund succeeded on the app
+// locally, it is a quiet day: reconciled at once with status quiet and no discrepancy,
+// not waited for until the give-up time. Before that time, or with local money on the
+// day, it is still a bill not yet published.
+func TestReconcileQuietDay(t *testing.T) {
+	d := newDay(t)
+	if err := d.sim.PublishBills(""); err != nil {
+		t.Fatal(err)
+	}
+	_, dayEnd, err := statement.DayRange(d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(at time.Time) (payment.StatementReport, error) {
+		d.rec.Now = func() time.Time { return at }
+		return d.rec.Run(d.ctx, statement.Params{App: statement.App{ID: simtest.AppID, Default: true, Bills: d.gw}, BillDate: d.date})
+	}
+	if _, err := run(dayEnd.Add(statement.DefaultQuietAfter - time.Minute)); !statement.IsNotAvailable(err) {
+		t.Fatalf("before the quiet time: %v, want the bill not yet published", err)
+	}
+	rep, err := run(dayEnd.Add(statement.DefaultQuietAfter))
+	if err != nil || rep.Status != payment.StatementQuiet || rep.Discrepancies != 0 || rep.LocalTradeCount != 0 {
+		t.Fatalf("a day without trades: %+v, %v; want it reconciled quiet with nothing found", rep, err)
+	}
+	// Money on the day locally: its bill must come, so it keeps waiting.
+	d.paid("STMQ1", 100)
+	if _, err := run(dayEnd.Add(statement.DefaultQuietAfter + time.Hour)); !statement.IsNotAvailable(err) {
+		t.Fatalf("a day with a local PAID payment and no bill: %v, want the bill still waited for", err)
+	}
+}
+
+// TestReconcilePurgesOldReports: a run deletes its own app's reports older than
+// statement.ReportRetention (400 days), keeps the younger ones, and leaves other apps'
+// reports to their own runs.
+func TestReconcilePurgesOldReports(t *testing.T) {
+	d := newDay(t)
+	today, _, err := statement.DayRange(d.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := today.AddDate(0, 0, -401).Format(statement.DateLayout)
+	kept := today.AddDate(0, 0, -399).Format(statement.DateLayout)
+	for _, s := range []struct{ app, date string }{{simtest.AppID, old}, {"other-app", old}, {simtest.AppID, kept}} {
+		if _, err := d.store.SaveStatementReport(d.ctx, payment.StatementReport{AppID: s.app, BillDate: s.date, Status: payment.StatementReconciled,
+			StartedAt: today, FinishedAt: today, ByKind: map[string]int{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.rec.Now = func() time.Time { return today.Add(12 * time.Hour) }
+	d.run()
+	has := func(app, date string) bool {
+		_, err := d.store.GetStatementReport(d.ctx, app, date)
+		return err == nil
+	}
+	if has(simtest.AppID, old) || !has(simtest.AppID, kept) || !has("other-app", old) || !has(simtest.AppID, d.date) {
+		t.Fatalf("after the run: old %v (want gone), kept %v, other app's old %v, the day's own %v (want all there)",
+			has(simtest.AppID, old), has(simtest.AppID, kept), has("other-app", old), has(simtest.AppID, d.date))
 	}
 }

@@ -119,8 +119,50 @@ func StatementWorkflow(ctx workflow.Context, in StatementInput) (payment.Stateme
 		}
 		st.Phase, st.Report, st.LastError = "done", &rep, ""
 		workflow.SetCurrentDetails(ctx, statementDetails(rep))
+		if workflow.GetVersion(ctx, "statement-catch-up", workflow.DefaultVersion, 1) == 1 {
+			catchUp(ctx, in.AppID, in.BillDate, &st)
+		}
 		return rep, nil
 	}
+}
+
+// StatementCatchUpDays is how far back the daily run looks for days of its app that
+// have no report (within the staged lines' retention).
+const StatementCatchUpDays = 30
+
+// catchUp reconciles the days of the app in the last StatementCatchUpDays with no
+// report (a worker that was down, an app whose schedule came late, a run that failed),
+// and, on the default app's run, gives every app listed now its schedule. Those days are
+// at least two days old, past the give-up time of their own runs, so a day with no bill
+// is reconciled as having none. It is best effort: a failure is logged, the day's own
+// report stands, and the next day's run tries again.
+func catchUp(ctx workflow.Context, appID, billDate string, st *StatementState) {
+	logger := workflow.GetLogger(ctx)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute, Summary: "find the days without a report",
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrTypeInvalid}},
+	})
+	var res activities.StatementCatchUpResult
+	if err := workflow.ExecuteActivity(actx, a.StatementCatchUp, activities.StatementCatchUpRequest{
+		AppID: appID, BillDate: billDate, Lookback: StatementCatchUpDays,
+	}).Get(ctx, &res); err != nil {
+		logger.Warn("statement catch-up: could not list the days without a report", "app_id", appID, "err", err)
+		return
+	}
+	for _, day := range res.Missing {
+		st.Phase = "catching_up " + day
+		req := activities.StatementRequest{AppID: appID, BillDate: day}
+		err := workflow.ExecuteActivity(ctx, a.ReconcileStatement, req).Get(ctx, nil)
+		var appErr *temporal.ApplicationError
+		if err != nil && errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeBillNotAvailable {
+			req.NoBill = true
+			err = workflow.ExecuteActivity(ctx, a.ReconcileStatement, req).Get(ctx, nil)
+		}
+		if err != nil {
+			logger.Warn("statement catch-up: a day was not reconciled", "app_id", appID, "bill_date", day, "err", err)
+		}
+	}
+	st.Phase = "done"
 }
 
 // waitForBill sleeps d, or less if a retry signal arrives; signals sent meanwhile are

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,5 +109,56 @@ func TestStatementWorkflowRetrySignal(t *testing.T) {
 	}
 	if calls != 2 || secondAt.Sub(start) > time.Hour {
 		t.Fatalf("%d calls, second at %s after start; want 2, right after the signal", calls, secondAt.Sub(start))
+	}
+}
+
+// TestStatementWorkflowCatchesUp: after its own day, the run reconciles the days of its
+// app that have no report (the catch-up activity lists them), each once; a day with no
+// bill, two days old or more, is reconciled as having none at once. A catch-up that
+// fails does not fail the run: its own day's report stands.
+func TestStatementWorkflowCatchesUp(t *testing.T) {
+	due := time.Date(2026, 12, 2, 1, 30, 0, 0, time.UTC)
+	notYet := temporal.NewNonRetryableApplicationError("no bill", activities.ErrTypeBillNotAvailable, nil)
+	for _, failing := range []bool{false, true} {
+		var s testsuite.WorkflowTestSuite
+		env := s.NewTestWorkflowEnvironment()
+		env.SetStartTime(due)
+		env.RegisterActivity(&activities.Activities{})
+		workflows.Register(env)
+		var asked activities.StatementCatchUpRequest
+		env.OnActivity(a.StatementCatchUp, mock.Anything, mock.Anything).Return(
+			func(_ context.Context, req activities.StatementCatchUpRequest) (activities.StatementCatchUpResult, error) {
+				asked = req
+				if failing {
+					return activities.StatementCatchUpResult{}, temporal.NewNonRetryableApplicationError("mysql down", activities.ErrTypeInvalid, nil)
+				}
+				return activities.StatementCatchUpResult{Missing: []string{"2026-11-05", "2026-11-20"}}, nil
+			})
+		var reqs []activities.StatementRequest
+		env.OnActivity(a.ReconcileStatement, mock.Anything, mock.Anything).Return(
+			func(_ context.Context, req activities.StatementRequest) (payment.StatementReport, error) {
+				reqs = append(reqs, req)
+				if req.BillDate == "2026-11-05" && !req.NoBill {
+					return payment.StatementReport{}, notYet
+				}
+				return payment.StatementReport{AppID: req.AppID, BillDate: req.BillDate, Status: payment.StatementReconciled}, nil
+			})
+		env.ExecuteWorkflow(workflows.StatementWorkflowName, workflows.StatementInput{AppID: "app1", BillDate: "2026-12-01"})
+		var rep payment.StatementReport
+		if err := env.GetWorkflowResult(&rep); err != nil || rep.BillDate != "2026-12-01" {
+			t.Fatalf("failing=%v: result %+v, %v; want the day's own report", failing, rep, err)
+		}
+		if asked.AppID != "app1" || asked.BillDate != "2026-12-01" || asked.Lookback != workflows.StatementCatchUpDays {
+			t.Fatalf("catch-up asked with %+v", asked)
+		}
+		want := []activities.StatementRequest{{AppID: "app1", BillDate: "2026-12-01"}}
+		if !failing {
+			want = append(want, activities.StatementRequest{AppID: "app1", BillDate: "2026-11-05"},
+				activities.StatementRequest{AppID: "app1", BillDate: "2026-11-05", NoBill: true},
+				activities.StatementRequest{AppID: "app1", BillDate: "2026-11-20"})
+		}
+		if fmt.Sprint(reqs) != fmt.Sprint(want) {
+			t.Fatalf("failing=%v: reconciled %+v, want %+v", failing, reqs, want)
+		}
 	}
 }

@@ -116,6 +116,8 @@ type Config struct {
 	// TraceFile, if set (PAYKIT_TRACE_FILE), appends every span to this file as JSON
 	// lines, which `paykit trace` prints as a tree.
 	TraceFile string
+	// TraceFileMaxBytes bounds the span file before it is rotated (PAYKIT_TRACE_FILE_MAX_MB).
+	TraceFileMaxBytes int64
 }
 
 type env struct {
@@ -276,6 +278,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		LogFormat:             e.str("PAYKIT_LOG_FORMAT", "json"),
 		TraceOTLP:             e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
 		TraceFile:             e.str("PAYKIT_TRACE_FILE", ""),
+		TraceFileMaxBytes:     int64(e.count("PAYKIT_TRACE_FILE_MAX_MB", 256)) << 20,
 		MigrateLockWait:       e.dur("PAYKIT_MIGRATE_LOCK_WAIT", migrations.DefaultLockWait),
 		Limits: api.Limits{
 			CheckoutTokens:        float64(e.count("PAYKIT_RATE_CHECKOUT_TOKENS", api.DefaultCheckoutTokenRate)),

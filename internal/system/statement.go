@@ -10,6 +10,7 @@ import (
 	"github.com/paykit/paykit/internal/config"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/statement"
+	"github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -27,6 +28,10 @@ func (s *System) withStatements(acts *activities.Activities, cfg config.Config, 
 	acts.Statements = NewReconciler(cfg, s.Store, logger)
 	acts.StatementApps = func(ctx context.Context) ([]statement.App, error) {
 		return statement.Apps(ctx, cfg.AlipayAppID, s.Store, s.Gateways)
+	}
+	acts.StatementReports = s.Store
+	acts.EnsureStatementSchedules = func(ctx context.Context, appIDs []string) error {
+		return worker.EnsureStatementSchedules(ctx, s.Temporal, cfg.TaskQueue, statementSchedule(cfg, appIDs))
 	}
 }
 

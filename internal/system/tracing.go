@@ -11,7 +11,7 @@ import (
 
 // SetupTracing starts the process's tracing from cfg (off unless an exporter is set).
 func SetupTracing(ctx context.Context, cfg config.Config, service string, logger *slog.Logger) (*tracing.Tracing, error) {
-	tr, err := tracing.Setup(ctx, tracing.Options{Service: service, OTLP: cfg.TraceOTLP, File: cfg.TraceFile})
+	tr, err := tracing.Setup(ctx, tracing.Options{Service: service, OTLP: cfg.TraceOTLP, File: cfg.TraceFile, FileMaxBytes: cfg.TraceFileMaxBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -28,8 +28,9 @@ func WorkerConfig(cfg config.Config, statementAppIDs []string) worker.Config {
 }
 
 // statementSchedule is the worker's schedule of the daily reconciliation, one per app
-// listed when the worker starts (a tenant app added later gets its schedule at the next
-// worker start; `paykit statement -run` reconciles it by hand meanwhile).
+// listed when the worker starts; a tenant app added later gets its schedule from the
+// default app's next daily run (activities.StatementCatchUp), and its days from then on
+// and the ones it missed are reconciled by its own runs' catch-up.
 func statementSchedule(cfg config.Config, appIDs []string) worker.StatementConfig {
 	return worker.StatementConfig{
 		Apps: appIDs, At: cfg.Statement.At,

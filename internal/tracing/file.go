@@ -55,23 +55,69 @@ func FromReadOnly(s sdktrace.ReadOnlySpan) Span {
 }
 
 // fileExporter appends spans to a file, one JSON object per line. Several processes
-// may append to the same file: each line is written with one write call.
+// may append to the same file: each line is written with one write call. The file is
+// kept under maxBytes: the process whose write finds it past the bound renames it to
+// path + ".1" (replacing the one before), and every process reopens the path when the
+// file it holds is no longer there, so the spans take at most about twice the bound on
+// disk. Two processes crossing the bound at once may lose one rotation's worth of spans
+// to the other's rename: it is a file for looking into payments, not a record.
 type fileExporter struct {
-	mu sync.Mutex
-	f  *os.File
+	mu       sync.Mutex
+	path     string
+	maxBytes int64
+	f        *os.File
 }
 
-func newFileExporter(path string) (*fileExporter, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("tracing: span file: %w", err)
+// DefaultTraceFileMaxBytes bounds the span file before it is rotated.
+const DefaultTraceFileMaxBytes = 256 << 20
+
+func newFileExporter(path string, maxBytes int64) (*fileExporter, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultTraceFileMaxBytes
 	}
-	return &fileExporter{f: f}, nil
+	e := &fileExporter{path: path, maxBytes: maxBytes}
+	if err := e.open(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *fileExporter) open() error {
+	f, err := os.OpenFile(e.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("tracing: span file: %w", err)
+	}
+	e.f = f
+	return nil
+}
+
+// rotate reopens the path if another process rotated the file away, and rotates it
+// itself when it is past the bound.
+func (e *fileExporter) rotate() error {
+	held, err := e.f.Stat()
+	if err != nil {
+		return fmt.Errorf("tracing: span file: %w", err)
+	}
+	if cur, err := os.Stat(e.path); err != nil || !os.SameFile(held, cur) {
+		_ = e.f.Close()
+		return e.open()
+	}
+	if held.Size() < e.maxBytes {
+		return nil
+	}
+	if err := os.Rename(e.path, e.path+".1"); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("tracing: rotate span file: %w", err)
+	}
+	_ = e.f.Close()
+	return e.open()
 }
 
 func (e *fileExporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.rotate(); err != nil {
+		return err
+	}
 	for _, s := range spans {
 		line, err := json.Marshal(FromReadOnly(s))
 		if err != nil {

@@ -41,6 +41,9 @@ type Options struct {
 	// File, if set, appends every span to this file as one JSON object per line (see
 	// ReadFile), for `paykit dev` and `paykit trace`.
 	File string
+	// FileMaxBytes bounds File before it is rotated to File + ".1"; zero means
+	// DefaultTraceFileMaxBytes.
+	FileMaxBytes int64
 }
 
 // Tracing is a process's tracer provider. The zero value (and a Tracing set up with no
@@ -74,7 +77,7 @@ func Setup(ctx context.Context, o Options) (*Tracing, error) {
 		opts = append(opts, sdktrace.WithBatcher(exp))
 	}
 	if o.File != "" {
-		exp, err := newFileExporter(o.File)
+		exp, err := newFileExporter(o.File, o.FileMaxBytes)
 		if err != nil {
 			return nil, err
 		}

@@ -25,7 +25,7 @@ import (
 // tree in which each span sits under its parent and an error is shown.
 func TestSpanFileRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "traces.jsonl")
-	exp, err := newFileExporter(path)
+	exp, err := newFileExporter(path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +152,42 @@ func TestTransportSendsNoTraceContext(t *testing.T) {
 		if v := h.Values(name); len(v) > 0 {
 			t.Errorf("the webhook carried %s: %q", name, v)
 		}
+	}
+}
+
+// The span file stays bounded: past its bound it is rotated to path.1 by the process
+// whose write finds it so, and another process writing to the same path follows the
+// new file instead of growing the rotated one.
+func TestSpanFileIsRotated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "traces.jsonl")
+	const bound = 4 << 10
+	var tps []*sdktrace.TracerProvider
+	for range 2 {
+		exp, err := newFileExporter(path, bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tps = append(tps, sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
+	}
+	for i := range 400 {
+		_, s := tps[i%2].Tracer("test").Start(context.Background(), "POST /v1/payments")
+		s.End()
+	}
+	for _, tp := range tps {
+		if err := tp.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.Stat(path + ".1")
+	if err != nil {
+		t.Fatalf("no rotated file after %d spans: %v", 400, err)
+	}
+	// One batch of one span may land past the bound before the next write rotates.
+	if cur.Size() > bound+1024 || old.Size() > bound+1024 {
+		t.Fatalf("span files of %d and %d bytes, want each near the %d-byte bound", cur.Size(), old.Size(), bound)
 	}
 }
