@@ -69,7 +69,7 @@ func TestReconcileStatementCountsOutcomes(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	bills := &billsAnswer{err: errors.New("refused")}
 	acts := &activities.Activities{
-		Store: storesOf(st), Statements: &statement.Reconciler{Store: st, Anomalies: st},
+		Store: storesOf(st), Statements: &statement.Reconciler{Store: st, Anomalies: st, Retention: st},
 		StatementApps: func(context.Context) ([]statement.App, error) {
 			return []statement.App{{ID: "a1", Default: true, Bills: bills}}, nil
 		},

@@ -146,6 +146,17 @@ type StatementTotals struct {
 	RefundFen int64
 }
 
+// StatementRetention deletes what reconciliation keeps for a while: staged bill lines
+// and old reports.
+type StatementRetention interface {
+	// PurgeStatementLines deletes up to limit staged lines of days before before
+	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted. It never
+	// touches an (app, day) whose LockStatement another run holds.
+	PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error)
+	// PurgeStatementReports deletes up to limit reports of an app's days before before.
+	PurgeStatementReports(ctx context.Context, appID, before string, limit int) (int64, error)
+}
+
 // StatementStore is what reconciliation needs from storage.
 type StatementStore interface {
 	// LockStatement serialises runs of one (app, day) across processes. The run works
@@ -161,12 +172,6 @@ type StatementStore interface {
 	// that no staged line names.
 	EachPaymentNotInBill(ctx context.Context, sc StatementScope, fn func(Payment) error) error
 	EachRefundNotInBill(ctx context.Context, sc StatementScope, fn func(Refund) error) error
-	// PurgeStatementLines deletes up to limit staged lines of days before before
-	// (yyyy-MM-dd), of every app, oldest first, and says how many it deleted. It never
-	// touches an (app, day) whose LockStatement another run holds.
-	PurgeStatementLines(ctx context.Context, before string, limit int) (int64, error)
-	// PurgeStatementReports deletes up to limit reports of an app's days before before.
-	PurgeStatementReports(ctx context.Context, appID, before string, limit int) (int64, error)
 	// EachDuplicateBillLine streams the staged (kind, reference) pairs that appear more than once.
 	EachDuplicateBillLine(ctx context.Context, appID, billDate string, fn func(l BillLine, n int) error) error
 	LocalStatementTotals(ctx context.Context, sc StatementScope) (StatementTotals, error)

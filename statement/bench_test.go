@@ -39,7 +39,7 @@ func TestStatementBenchmark(t *testing.T) {
 	url := startFileServer(t, writeBenchBill(t, dir, n))
 	t.Logf("seeded %d local records and wrote the bill in %s", n, time.Since(seedStart).Round(time.Millisecond))
 
-	rec := &statement.Reconciler{Store: store, Anomalies: store, TempDir: dir, Logger: slog.New(slog.DiscardHandler)}
+	rec := &statement.Reconciler{Store: store, Anomalies: store, Retention: store, TempDir: dir, Logger: slog.New(slog.DiscardHandler)}
 	resetPeakRSS()
 	var (
 		rep payment.StatementReport

@@ -194,7 +194,7 @@ func TestReconcileMemoryDoesNotGrowWithTheBill(t *testing.T) {
 	for _, n := range []int{small, large} {
 		url := startFileServer(t, writeBenchBill(t, dir, n))
 		st := &ruleStore{}
-		rec := &statement.Reconciler{Store: st, Anomalies: st, TempDir: dir, Logger: slog.New(slog.DiscardHandler)}
+		rec := &statement.Reconciler{Store: st, Anomalies: st, Retention: st, TempDir: dir, Logger: slog.New(slog.DiscardHandler)}
 		var (
 			rep payment.StatementReport
 			err error

@@ -59,6 +59,8 @@ type Reconciler struct {
 	Store payment.StatementStore
 	// Anomalies records what the reconciliation finds for an operator.
 	Anomalies payment.Anomalies
+	// Retention deletes old staged lines and reports after each run; nil keeps them.
+	Retention payment.StatementRetention
 	// HTTP downloads bills; nil means a client with a 5-minute timeout.
 	HTTP *http.Client
 	// TempDir holds a bill while it is read; empty means os.TempDir().
@@ -224,6 +226,9 @@ func (r *Reconciler) quietDay(ctx context.Context, p Params, from, to time.Time)
 // (the store skips a locked day). A failure is logged and not returned:
 // the day is reconciled, and the next run purges what this one left.
 func (r *Reconciler) purgeLines(ctx context.Context, p Params, beat func()) {
+	if r.Retention == nil {
+		return
+	}
 	keep := r.LineRetention
 	if keep <= 0 {
 		keep = DefaultLineRetention
@@ -231,7 +236,7 @@ func (r *Reconciler) purgeLines(ctx context.Context, p Params, beat func()) {
 	before := min(r.now().In(China).Add(-keep).Format(DateLayout), p.BillDate)
 	var total int64
 	for range purgeRounds {
-		n, err := r.Store.PurgeStatementLines(ctx, before, purgeBatch)
+		n, err := r.Retention.PurgeStatementLines(ctx, before, purgeBatch)
 		total += n
 		if err != nil {
 			r.log().WarnContext(ctx, "statement lines not purged", "app_id", p.App.ID, "bill_date", p.BillDate, "before", before, "purged", total, "err", err)
@@ -246,7 +251,7 @@ func (r *Reconciler) purgeLines(ctx context.Context, p Params, beat func()) {
 		r.log().InfoContext(ctx, "statement lines purged", "app_id", p.App.ID, "bill_date", p.BillDate, "before", before, "purged", total)
 	}
 	oldest := min(r.now().In(China).Add(-ReportRetention).Format(DateLayout), p.BillDate)
-	if n, err := r.Store.PurgeStatementReports(ctx, p.App.ID, oldest, 1000); err != nil {
+	if n, err := r.Retention.PurgeStatementReports(ctx, p.App.ID, oldest, 1000); err != nil {
 		r.log().WarnContext(ctx, "statement reports not purged", "app_id", p.App.ID, "before", oldest, "err", err)
 	} else if n > 0 {
 		r.log().InfoContext(ctx, "statement reports purged", "app_id", p.App.ID, "before", oldest, "purged", n)

@@ -46,7 +46,7 @@ func newDay(t *testing.T) *day {
 	if err := sim.PublishBills("today"); err != nil {
 		t.Fatal(err)
 	}
-	d.rec = &statement.Reconciler{Store: d.store, Anomalies: d.store, Batch: 3, TempDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
+	d.rec = &statement.Reconciler{Store: d.store, Anomalies: d.store, Retention: d.store, Batch: 3, TempDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}
 	return d
 }
 

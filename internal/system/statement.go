@@ -18,7 +18,7 @@ import (
 // PAYKIT_STATEMENT_DIR.
 func NewReconciler(cfg config.Config, store *mysql.Store, logger *slog.Logger) *statement.Reconciler {
 	return &statement.Reconciler{
-		Store: store, Anomalies: store, HTTP: &http.Client{Timeout: 10 * time.Minute}, TempDir: cfg.Statement.TempDir,
+		Store: store, Anomalies: store, Retention: store, HTTP: &http.Client{Timeout: 10 * time.Minute}, TempDir: cfg.Statement.TempDir,
 		Logger: logger.With("component", "statement"),
 	}
 }
