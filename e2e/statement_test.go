@@ -19,6 +19,7 @@ import (
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/statement"
 	"github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
 )
@@ -171,11 +172,21 @@ func TestStatementDay(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "discrepancies: 0 (clean)") {
 		t.Fatalf("clean day printed: exit %d\n%s", code, out)
 	}
+	// After its day, the run caught up the app's 29 days before it that had no report
+	// (StatementCatchUp): the simulator has a bill for each, with nothing on it.
+	dayOf := func(back int) string {
+		d, _ := time.ParseInLocation(statement.DateLayout, today, statement.China)
+		return d.AddDate(0, 0, -back).Format(statement.DateLayout)
+	}
+	if n := count(t, `SELECT COUNT(*) FROM statement_reports WHERE app_id = ? AND bill_date BETWEEN ? AND ?`,
+		stmtAppID, dayOf(workflows.StatementCatchUpDays), dayOf(2)); n != workflows.StatementCatchUpDays-1 {
+		t.Errorf("%d days caught up, want %d", n, workflows.StatementCatchUpDays-1)
+	}
 	metrics := string(do(t, http.MethodGet, st.workerAdminURL+"/metrics", nil, nil).body)
 	for _, want := range []string{
 		`paykit_statement_discrepancies{app_id="` + stmtAppID + `",kind="statement_local_not_in_bill"} 0`,
 		`paykit_statement_runs_total{app_id="` + stmtAppID + `",outcome="not_available"}`,
-		`paykit_statement_runs_total{app_id="` + stmtAppID + `",outcome="reconciled"} 1`,
+		fmt.Sprintf(`paykit_statement_runs_total{app_id="%s",outcome="reconciled"} %d`, stmtAppID, workflows.StatementCatchUpDays),
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
