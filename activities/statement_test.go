@@ -97,7 +97,7 @@ func TestReconcileStatementCountsOutcomes(t *testing.T) {
 		}
 		return got
 	}
-	want := map[string]float64{"a1 reconciled": 0, "a1 no_bill": 0, "a1 not_available": 0, "a1 error": 0}
+	want := map[string]float64{"a1 reconciled": 0, "a1 quiet": 0, "a1 no_bill": 0, "a1 not_available": 0, "a1 error": 0}
 	if got := runs(); !maps.Equal(got, want) {
 		t.Fatalf("before any run: %v, want %v", got, want)
 	}
