@@ -1,5 +1,10 @@
 package mysql
 
+import (
+	"context"
+	"time"
+)
+
 // SetAfterEventInsert makes st call f inside each transition's transaction right after
 // it wrote the outbox event, before the commit: a test holds a transaction open there.
 func SetAfterEventInsert(st *Store, f func(paymentNo string)) { st.afterEventInsert = f }
@@ -35,3 +40,13 @@ const (
 
 // StatementLockName is the named lock of an (app, day).
 var StatementLockName = statementLockName
+
+// SetStatementLockCheck makes st check its held statement locks every d.
+func SetStatementLockCheck(st *Store, d time.Duration) { st.lockCheck = d }
+
+// StatementLockConn is the connection id holding the statement lock of held, the
+// context LockStatement returned.
+func StatementLockConn(held context.Context) int64 {
+	id, _ := held.Value(lockConnKey{}).(int64)
+	return id
+}

@@ -152,6 +152,9 @@ type Store struct {
 	// eventIDs, when a test sets it, gives each outbox event its id, as a second SQL
 	// server allocating from its own batch would.
 	eventIDs func() int64
+	// lockCheck, when a test sets it, is how often a held statement lock is checked
+	// (StatementLockCheck otherwise).
+	lockCheck time.Duration
 }
 
 var (

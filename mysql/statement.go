@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/paykit/paykit/payment"
 )
 
@@ -33,8 +35,8 @@ func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (con
 	if err != nil {
 		return nil, nil, fmt.Errorf("mysql: statement lock: %w", err)
 	}
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 0)`, name).Scan(&got); err != nil {
+	var got, connID sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 0), CONNECTION_ID()`, name).Scan(&got, &connID); err != nil && !lockBusy(err) {
 		_ = conn.Close()
 		return nil, nil, fmt.Errorf("mysql: statement lock: %w", err)
 	}
@@ -42,12 +44,16 @@ func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (con
 		_ = conn.Close()
 		return nil, nil, payment.Errorf(payment.ECONFLICT, "the statement of %s %s is being reconciled by another run", appID, billDate)
 	}
-	held, lost := context.WithCancelCause(ctx)
+	every := st.lockCheck
+	if every <= 0 {
+		every = StatementLockCheck
+	}
+	held, lost := context.WithCancelCause(context.WithValue(ctx, lockConnKey{}, connID.Int64))
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(StatementLockCheck)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -76,9 +82,20 @@ func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (con
 	}, nil
 }
 
+// lockBusy reports whether GET_LOCK(name, 0) failed because another session holds the
+// lock: MariaDB answers 0, TiDB, whose named locks are pessimistic locks on a row of its
+// own, answers error 1105 "pessimistic lock retry limit reached".
+func lockBusy(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1105 && strings.Contains(me.Message, "lock")
+}
+
 // StatementLockCheck is how often a held statement lock is checked (and its connection
-// kept from idling); a variable so that tests can shorten it.
-var StatementLockCheck = 20 * time.Second
+// kept from idling), unless the store is told otherwise (tests shorten it).
+const StatementLockCheck = 20 * time.Second
+
+// lockConnKey keys the connection id that holds a statement lock in the lock's context.
+type lockConnKey struct{}
 
 // ErrStatementLockLost is the cause of a statement lock's context cancelled because its
 // connection no longer holds the lock.
@@ -168,7 +185,7 @@ func (st *Store) PurgeStatementLines(ctx context.Context, before string, limit i
 func purgeStatementDay(ctx context.Context, conn *sql.Conn, appID, billDate string, limit int64) (purged int64, err error) {
 	name := statementLockName(appID, billDate)
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 0)`, name).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, 0)`, name).Scan(&got); err != nil && !lockBusy(err) {
 		return 0, err
 	}
 	if got.Int64 != 1 {
