@@ -155,11 +155,7 @@ func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, 
 		}
 		for _, f := range fs {
 			tally.Add(AuditResult{Findings: 1, ByKind: map[string]int{f.Kind: 1}})
-			a.Metrics.auditFinding(f.Kind)
-			a.Metrics.anomaly(audit.AnomalyPrefix + f.Kind)
-			a.log().ErrorContext(ctx, "audit finding: operator action required", "kind", f.Kind, "tenant_id", f.TenantID,
-				"order_id", f.OrderID, "payment_no", f.PaymentNo, "status", f.Status.String(), "trade_no", f.TradeNo,
-				"amount_fen", int64(f.AmountFen), "alipay_amount_fen", int64(f.AlipayAmountFen), "detail", f.Detail)
+			a.reportAuditFinding(ctx, f)
 		}
 		return nil
 	}
@@ -295,12 +291,17 @@ func (a *Activities) recordAuditFinding(ctx context.Context, f audit.Finding) er
 	if err := a.Store.RecordAnomaly(ctx, an); err != nil {
 		return err
 	}
+	a.reportAuditFinding(ctx, f)
+	return nil
+}
+
+// reportAuditFinding counts and logs a recorded finding.
+func (a *Activities) reportAuditFinding(ctx context.Context, f audit.Finding) {
 	a.Metrics.auditFinding(f.Kind)
 	a.Metrics.anomaly(audit.AnomalyPrefix + f.Kind)
 	a.log().ErrorContext(ctx, "audit finding: operator action required", "kind", f.Kind, "tenant_id", f.TenantID,
 		"order_id", f.OrderID, "payment_no", f.PaymentNo, "status", f.Status.String(), "trade_no", f.TradeNo,
 		"amount_fen", int64(f.AmountFen), "alipay_amount_fen", int64(f.AlipayAmountFen), "detail", f.Detail)
-	return nil
 }
 
 // giveUpAudit records that the audit stopped checking a payment it could not verify.

@@ -747,22 +747,8 @@ func TestPaidWithoutGrant(t *testing.T) {
 // table (by alias) of query.
 func explainKeys(tb testing.TB, db *sql.DB, query string, args ...any) map[string]string {
 	tb.Helper()
-	rows, err := db.QueryContext(context.Background(), "EXPLAIN "+query, args...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
 	out := map[string]string{}
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			tb.Fatal(err)
-		}
+	explainRows(tb, db, query, args, func(cols []string, vals []sql.NullString) {
 		var table, key string
 		for i, c := range cols {
 			switch c {
@@ -777,8 +763,30 @@ func explainKeys(tb testing.TB, db *sql.DB, query string, args ...any) map[strin
 		if table != "" && (key != "" || out[table] == "") {
 			out[table] = key
 		}
-	}
+	})
 	return out
+}
+
+// explainRows hands each row of the EXPLAIN of query to each, with the column names.
+func explainRows(tb testing.TB, db *sql.DB, query string, args []any, each func(cols []string, vals []sql.NullString)) {
+	tb.Helper()
+	rows, err := db.QueryContext(context.Background(), "EXPLAIN "+query, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			tb.Fatal(err)
+		}
+		each(cols, vals)
+	}
 }
 
 // tidbAccess reads the table (alias) and index of a TiDB plan row's access object. A row

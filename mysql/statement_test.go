@@ -190,26 +190,12 @@ func TestStatementLockLostCancelsTheRun(t *testing.T) {
 // explainPlan is the whole EXPLAIN of a query, every row's columns joined.
 func explainPlan(tb testing.TB, db *sql.DB, query string, args ...any) string {
 	tb.Helper()
-	rows, err := db.QueryContext(context.Background(), "EXPLAIN "+query, args...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
 	var b strings.Builder
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			tb.Fatal(err)
-		}
+	explainRows(tb, db, query, args, func(_ []string, vals []sql.NullString) {
 		for _, v := range vals {
 			b.WriteString(v.String + " ")
 		}
 		b.WriteString("\n")
-	}
+	})
 	return b.String()
 }
