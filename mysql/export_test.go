@@ -50,3 +50,7 @@ func StatementLockConn(held context.Context) int64 {
 	id, _ := held.Value(lockConnKey{}).(int64)
 	return id
 }
+
+// SetStatementLockRelease makes st let go of its statement locks with query, which a
+// test makes fail.
+func SetStatementLockRelease(st *Store, query string) { st.releaseLock = query }
