@@ -108,6 +108,9 @@ type Activities struct {
 	// the sweeper alike, and says when the event is dead; zero fields take
 	// payment.DefaultEventRetry.
 	EventRetry payment.EventRetry
+	// EventRetention is how long a delivered event is kept (PAYKIT_EVENT_RETENTION);
+	// zero is payment.DefaultEventRetention.
+	EventRetention time.Duration
 
 	// paymentApps caches payment_no → tenant and app for appOf; knownPayments counts it.
 	paymentApps   sync.Map

@@ -326,3 +326,32 @@ func (a *Activities) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// eventPurgeBatch is how many delivered events one statement of the purge deletes.
+const eventPurgeBatch = 1000
+
+// PurgeDeliveredEvents deletes the delivered merchant events older than EventRetention,
+// a batch at a time, heartbeating after each, until none is left or the activity's time
+// is nearly up (the next scheduled run goes on). Undelivered and dead events are kept.
+func (a *Activities) PurgeDeliveredEvents(ctx context.Context) (int64, error) {
+	keep := a.EventRetention
+	if keep <= 0 {
+		keep = payment.DefaultEventRetention
+	}
+	before := a.now().Add(-keep)
+	var total int64
+	for {
+		n, err := a.Store.PurgeDeliveredEvents(ctx, before, eventPurgeBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge delivered events: %w", err)
+		}
+		heartbeat(ctx, total)
+		if n < eventPurgeBatch || !timeLeft(ctx, 10*time.Second) {
+			if total > 0 {
+				a.log().InfoContext(ctx, "purged delivered events", "deleted", total, "before", before.UTC().Format(time.RFC3339))
+			}
+			return total, nil
+		}
+	}
+}

@@ -54,3 +54,6 @@ func StatementLockConn(held context.Context) int64 {
 // SetStatementLockRelease makes st let go of its statement locks with query, which a
 // test makes fail.
 func SetStatementLockRelease(st *Store, query string) { st.releaseLock = query }
+
+// QPurgeDeliveredEvents is the purge of delivered events, for its EXPLAIN.
+const QPurgeDeliveredEvents = qPurgeDeliveredEvents

@@ -301,6 +301,18 @@ type Grants interface {
 	PaidWithoutGrant(ctx context.Context, paidAfter, markedBefore time.Time, limit int) ([]Payment, error)
 }
 
+// DefaultEventRetention is how long a delivered merchant event is kept: the events feed
+// and a redelivery on request reach it for that long.
+const DefaultEventRetention = 90 * 24 * time.Hour
+
+// EventRetention deletes the merchant events nobody is owed any more.
+type EventRetention interface {
+	// PurgeDeliveredEvents deletes up to limit delivered events created before before,
+	// oldest first, after recording before as the events' purge horizon, and returns how
+	// many it deleted. Undelivered and dead events are kept whatever their age.
+	PurgeDeliveredEvents(ctx context.Context, before time.Time, limit int) (int64, error)
+}
+
 // Outbox is the delivery side of the merchant-facing events: what is due, who holds an
 // attempt, and how it ended.
 type Outbox interface {
