@@ -111,6 +111,9 @@ type Activities struct {
 	// EventRetention is how long a delivered event is kept (PAYKIT_EVENT_RETENTION);
 	// zero is payment.DefaultEventRetention.
 	EventRetention time.Duration
+	// AnomalyRetention is how long a resolved anomaly is kept after its resolution
+	// (PAYKIT_ANOMALY_RETENTION); zero is payment.DefaultAnomalyRetention.
+	AnomalyRetention time.Duration
 
 	// paymentApps caches payment_no → tenant and app for appOf; knownPayments counts it.
 	paymentApps   sync.Map

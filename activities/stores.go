@@ -18,6 +18,7 @@ type Stores struct {
 	payment.Anomalies           // what an operator must look at
 	payment.NotificationRecords // the verified notification a notification signal names
 	payment.EventRetention      // delivered events purged once past their retention
+	payment.AnomalyRetention    // resolved anomalies purged once past their retention
 }
 
 // Check names the first noun left nil: the worker refuses to start on it rather than let

@@ -57,3 +57,6 @@ func SetStatementLockRelease(st *Store, query string) { st.releaseLock = query }
 
 // QPurgeDeliveredEvents is the purge of delivered events, for its EXPLAIN.
 const QPurgeDeliveredEvents = qPurgeDeliveredEvents
+
+// QPurgeResolvedAnomalies is the purge of resolved anomalies, for its EXPLAIN.
+const QPurgeResolvedAnomalies = qPurgeResolvedAnomalies

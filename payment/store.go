@@ -214,6 +214,21 @@ type Anomaly struct {
 	Amount    Amount
 	Detail    string
 	CreatedAt time.Time
+	// ResolvedAt is when an operator resolved it, zero while it is open; Resolution is
+	// the operator's note of how.
+	ResolvedAt time.Time
+	Resolution string
+}
+
+// DefaultAnomalyRetention is how long a resolved anomaly is kept after its resolution;
+// open ones are kept whatever their age.
+const DefaultAnomalyRetention = 400 * 24 * time.Hour
+
+// AnomalyRetention deletes the anomalies that were resolved long ago.
+type AnomalyRetention interface {
+	// PurgeResolvedAnomalies deletes up to limit anomalies resolved before before, and
+	// returns how many it deleted.
+	PurgeResolvedAnomalies(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
 // The store's interfaces: see the package documentation for the rule.

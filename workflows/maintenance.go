@@ -37,13 +37,13 @@ func SweeperWorkflow(ctx workflow.Context, in SweepInput) (activities.SweepResul
 	return res, err
 }
 
-// PurgeEventsChangeID gates the purge of delivered events in PurgeIdempotencyKeysWorkflow:
-// a run started before it replays without it.
-const PurgeEventsChangeID = "purge-delivered-events"
+// PurgeRetentionChangeID gates the purge of delivered events and resolved anomalies in
+// PurgeIdempotencyKeysWorkflow: a run started before it replays without them.
+const PurgeRetentionChangeID = "purge-retention"
 
 // PurgeIdempotencyKeysWorkflow runs on a schedule and deletes expired Idempotency-Keys,
-// then the delivered merchant events past their retention. It returns how many keys it
-// deleted.
+// then the delivered merchant events and the resolved anomalies past their retention.
+// It returns how many keys it deleted.
 func PurgeIdempotencyKeysWorkflow(ctx workflow.Context) (int64, error) {
 	var n int64
 	err := workflow.ExecuteActivity(maintenanceOptions(ctx, "purge expired idempotency keys"),
@@ -51,11 +51,15 @@ func PurgeIdempotencyKeysWorkflow(ctx workflow.Context) (int64, error) {
 	if err != nil {
 		return n, err
 	}
-	if workflow.GetVersion(ctx, PurgeEventsChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if workflow.GetVersion(ctx, PurgeRetentionChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return n, nil
 	}
-	// The purge heartbeats after each batch: a worker that died mid-purge is noticed in a
-	// minute, and the batches it finished stay done.
+	// Each purge heartbeats after each batch: a worker that died mid-purge is noticed in
+	// a minute, and the batches it finished stay done.
 	actx := workflow.WithHeartbeatTimeout(maintenanceOptions(ctx, "purge delivered events past their retention"), time.Minute)
-	return n, workflow.ExecuteActivity(actx, a.PurgeDeliveredEvents).Get(ctx, nil)
+	if err := workflow.ExecuteActivity(actx, a.PurgeDeliveredEvents).Get(ctx, nil); err != nil {
+		return n, err
+	}
+	actx = workflow.WithHeartbeatTimeout(maintenanceOptions(ctx, "purge anomalies resolved past their retention"), time.Minute)
+	return n, workflow.ExecuteActivity(actx, a.PurgeResolvedAnomalies).Get(ctx, nil)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // The scheduled purge deletes expired Idempotency-Keys, then delivered events past their
-// retention; a failing key purge ends the run before the events are touched, and the run
+// retention, then resolved anomalies past theirs; a failing key purge ends the run before the events are touched, and the run
 // answers with the keys it deleted.
 func TestPurgeWorkflow_KeysThenDeliveredEvents(t *testing.T) {
 	tests := []struct {
@@ -32,17 +32,21 @@ func TestPurgeWorkflow_KeysThenDeliveredEvents(t *testing.T) {
 			env.RegisterActivity(&activities.Activities{})
 			workflows.Register(env)
 			env.OnActivity(a.PurgeIdempotencyKeys, mock.Anything).Return(int64(7), tc.keysErr).Once()
-			events := 0
+			events, anomalies := 0, 0
 			env.OnActivity(a.PurgeDeliveredEvents, mock.Anything).Return(func(context.Context) (int64, error) {
 				events++
 				return 1000, nil
+			}).Maybe()
+			env.OnActivity(a.PurgeResolvedAnomalies, mock.Anything).Return(func(context.Context) (int64, error) {
+				anomalies++
+				return 3, nil
 			}).Maybe()
 			env.ExecuteWorkflow(workflows.PurgeWorkflowName)
 			if err := env.GetWorkflowError(); (err != nil) != (tc.keysErr != nil) {
 				t.Fatalf("workflow error %v, want one: %v", err, tc.keysErr != nil)
 			}
-			if want := map[bool]int{true: 1, false: 0}[tc.wantEvents]; events != want {
-				t.Fatalf("delivered events purged %d times, want %d", events, want)
+			if want := map[bool]int{true: 1, false: 0}[tc.wantEvents]; events != want || anomalies != want {
+				t.Fatalf("delivered events purged %d times and resolved anomalies %d times, want %d each", events, anomalies, want)
 			}
 			if tc.keysErr == nil {
 				var n int64

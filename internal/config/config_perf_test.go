@@ -56,6 +56,19 @@ func TestLoadConfig_EventRetention(t *testing.T) {
 	}
 }
 
+// Resolved anomalies are kept 400 days after their resolution unless told otherwise, and
+// never less than 30.
+func TestLoadConfig_AnomalyRetention(t *testing.T) {
+	c, err := config.Load(func(string) (string, bool) { return "", false })
+	if err != nil || c.AnomalyRetention != 400*24*time.Hour {
+		t.Fatalf("default anomaly retention %v, %v; want 400 days", c.AnomalyRetention, err)
+	}
+	_, err = config.Load(func(k string) (string, bool) { return "240h", k == "PAYKIT_ANOMALY_RETENTION" })
+	if err == nil || !strings.Contains(err.Error(), "PAYKIT_ANOMALY_RETENTION") {
+		t.Fatalf("PAYKIT_ANOMALY_RETENTION=240h: %v; want an error naming it", err)
+	}
+}
+
 // The API's operational endpoints listen on a loopback address of their own by default,
 // never on the public listener's.
 func TestLoadConfig_APIAdminAddr(t *testing.T) {
