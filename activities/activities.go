@@ -108,6 +108,12 @@ type Activities struct {
 	// the sweeper alike, and says when the event is dead; zero fields take
 	// payment.DefaultEventRetry.
 	EventRetry payment.EventRetry
+	// EventRetention is how long a delivered event is kept (PAYKIT_EVENT_RETENTION);
+	// zero is payment.DefaultEventRetention.
+	EventRetention time.Duration
+	// AnomalyRetention is how long a resolved anomaly is kept after its resolution
+	// (PAYKIT_ANOMALY_RETENTION); zero is payment.DefaultAnomalyRetention.
+	AnomalyRetention time.Duration
 
 	// paymentApps caches payment_no → tenant and app for appOf; knownPayments counts it.
 	paymentApps   sync.Map

@@ -515,7 +515,7 @@ func storesOf(st *mysql.Store) activities.Stores {
 	return activities.Stores{
 		Payments: st, PaymentTransitions: st, PayLinks: st, Refunds: st, RefundTransitions: st,
 		Outbox: st, EventFeed: st, Grants: st, IdempotencyKeys: st, Tenants: st, Anomalies: st,
-		NotificationRecords: st,
+		NotificationRecords: st, EventRetention: st, AnomalyRetention: st,
 	}
 }
 

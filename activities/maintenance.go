@@ -326,3 +326,44 @@ func (a *Activities) PurgeIdempotencyKeys(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// retentionBatch is how many rows one statement of a retention purge deletes.
+const retentionBatch = 1000
+
+// PurgeDeliveredEvents deletes the delivered merchant events older than EventRetention,
+// a batch at a time. Undelivered and dead events are kept.
+func (a *Activities) PurgeDeliveredEvents(ctx context.Context) (int64, error) {
+	return a.purgeOld(ctx, "delivered events", a.EventRetention, payment.DefaultEventRetention, a.Store.PurgeDeliveredEvents)
+}
+
+// PurgeResolvedAnomalies deletes the anomalies resolved longer than AnomalyRetention ago,
+// a batch at a time. Open anomalies are kept whatever their age.
+func (a *Activities) PurgeResolvedAnomalies(ctx context.Context) (int64, error) {
+	return a.purgeOld(ctx, "resolved anomalies", a.AnomalyRetention, payment.DefaultAnomalyRetention, a.Store.PurgeResolvedAnomalies)
+}
+
+// purgeOld runs purge on what is older than keep (def when zero), heartbeating after
+// each batch, until none is left or the activity's time is nearly up (the next scheduled
+// run goes on).
+func (a *Activities) purgeOld(ctx context.Context, what string, keep, def time.Duration,
+	purge func(ctx context.Context, before time.Time, limit int) (int64, error)) (int64, error) {
+	if keep <= 0 {
+		keep = def
+	}
+	before := a.now().Add(-keep)
+	var total int64
+	for {
+		n, err := purge(ctx, before, retentionBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("purge %s: %w", what, err)
+		}
+		heartbeat(ctx, total)
+		if n < retentionBatch || !timeLeft(ctx, 10*time.Second) {
+			if total > 0 {
+				a.log().InfoContext(ctx, "purged "+what, "deleted", total, "before", before.UTC().Format(time.RFC3339))
+			}
+			return total, nil
+		}
+	}
+}

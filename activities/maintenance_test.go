@@ -493,3 +493,31 @@ func TestDeliverWebhook_NeverFollowsARedirect(t *testing.T) {
 		t.Fatalf("the redirect target received %d requests, want none", n)
 	}
 }
+
+// The scheduled purge deletes the delivered events older than EventRetention and keeps the
+// recent ones and every one still owed to its merchant.
+func TestPurgeDeliveredEvents(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.acts.EventRetention = 30 * 24 * time.Hour
+	old := f.paidEvents(t, f.tenantID, 3)
+	recent := f.paidEvents(t, f.tenantID, 1)
+	for _, id := range append(old[:2:2], recent...) {
+		if err := f.store.MarkEventDelivered(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// old[2] is old and never delivered.
+	if _, err := f.db.ExecContext(ctx, "UPDATE payment_events SET created_at = ? WHERE event_id IN (?, ?, ?)",
+		time.Now().Add(-31*24*time.Hour).UTC(), old[0], old[1], old[2]); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := f.remote(t, &n, f.acts.PurgeDeliveredEvents); err != nil {
+		t.Fatal(err)
+	}
+	left := f.count(t, "SELECT COUNT(*) FROM payment_events WHERE tenant_id = ?", f.tenantID)
+	if n != 2 || left != 2 || f.count(t, "SELECT COUNT(*) FROM payment_events WHERE event_id IN (?, ?)", old[2], recent[0]) != 2 {
+		t.Fatalf("purged %d, %d left; want the 2 old delivered ones purged, the old undelivered and the recent one kept", n, left)
+	}
+}

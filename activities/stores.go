@@ -17,6 +17,8 @@ type Stores struct {
 	payment.Tenants             // a payment's tenant (notify_url, webhook secret)
 	payment.Anomalies           // what an operator must look at
 	payment.NotificationRecords // the verified notification a notification signal names
+	payment.EventRetention      // delivered events purged once past their retention
+	payment.AnomalyRetention    // resolved anomalies purged once past their retention
 }
 
 // Check names the first noun left nil: the worker refuses to start on it rather than let

@@ -32,10 +32,14 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 	if asJSON {
 		enc := json.NewEncoder(out)
 		for _, a := range as {
-			if err := enc.Encode(map[string]any{
+			obj := map[string]any{
 				"kind": a.Kind, "tenant_id": a.TenantID, "payment_no": a.PaymentNo, "subject": a.Subject, "trade_no": a.TradeNo,
 				"amount_fen": int64(a.Amount), "detail": a.Detail, "created_at": a.CreatedAt.UTC(),
-			}); err != nil {
+			}
+			if !a.ResolvedAt.IsZero() {
+				obj["resolved_at"], obj["resolution"] = a.ResolvedAt.UTC(), a.Resolution
+			}
+			if err := enc.Encode(obj); err != nil {
 				return err
 			}
 		}
@@ -46,7 +50,7 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tTENANT\tPAYMENT_NO\tSUBJECT\tTRADE_NO\tAMOUNT (CNY)\tDETAIL")
+	fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tTENANT\tPAYMENT_NO\tSUBJECT\tTRADE_NO\tAMOUNT (CNY)\tSTATE\tDETAIL")
 	for _, a := range as {
 		detail := strings.Join(strings.Fields(a.Detail), " ")
 		if r := []rune(detail); len(r) > 120 {
@@ -56,8 +60,12 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 		if subject == "" {
 			subject = "-" // about the payment as a whole
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.CreatedAt.UTC().Format("2006-01-02 15:04:05"),
-			a.Kind, a.TenantID, a.PaymentNo, subject, a.TradeNo, a.Amount.Yuan(), detail)
+		state := "open"
+		if !a.ResolvedAt.IsZero() {
+			state = "resolved " + a.ResolvedAt.UTC().Format("2006-01-02")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.CreatedAt.UTC().Format("2006-01-02 15:04:05"),
+			a.Kind, a.TenantID, a.PaymentNo, subject, a.TradeNo, a.Amount.Yuan(), state, detail)
 	}
 	return tw.Flush()
 }
@@ -100,5 +108,26 @@ func RefundPaidAfterClose(ctx context.Context, out io.Writer, st Refunder, start
 	}
 	_, err = fmt.Fprintf(out, "refund %s of %s CNY for payment %s %s: %s (workflow %s)\n",
 		r.RefundNo, r.Amount.Yuan(), p.PaymentNo, verb, r.Status, payment.RefundWorkflowID(r.TenantID, r.RefundNo))
+	return err
+}
+
+// Resolver marks an anomaly resolved; *mysql.Store implements it.
+type Resolver interface {
+	ResolveAnomaly(ctx context.Context, kind, paymentNo, subject, note string) (payment.Anomaly, bool, error)
+}
+
+// Resolve marks the anomaly (kind, paymentNo, subject) resolved with the operator's note
+// and says so. Resolving it again changes nothing and shows the first resolution.
+func Resolve(ctx context.Context, out io.Writer, st Resolver, kind, paymentNo, subject, note string) error {
+	a, resolved, err := st.ResolveAnomaly(ctx, kind, paymentNo, subject, note)
+	if err != nil {
+		return fmt.Errorf("anomalies: resolve %s of payment %s (subject %q): %w", kind, paymentNo, subject, err)
+	}
+	verb := "resolved"
+	if !resolved {
+		verb = "already resolved"
+	}
+	_, err = fmt.Fprintf(out, "anomaly %s of payment %s (subject %q) %s at %s: %s\n",
+		a.Kind, a.PaymentNo, a.Subject, verb, a.ResolvedAt.UTC().Format(time.RFC3339), a.Resolution)
 	return err
 }

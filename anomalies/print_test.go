@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,73 @@ func TestPrintAnomalies(t *testing.T) {
 	var none bytes.Buffer
 	if err := anomalies.Print(ctx, &none, st, now.Add(time.Minute), 100, false); err != nil || !strings.HasPrefix(none.String(), "no anomalies since") {
 		t.Fatalf("empty: %q %v", none.String(), err)
+	}
+}
+
+// An operator resolves an anomaly with a note; the list shows it resolved (the table's
+// STATE, resolved_at and resolution in JSON) and the open ones open, and resolving it
+// again keeps the first resolution.
+func TestResolveAnomaly(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	for _, a := range []payment.Anomaly{
+		{Kind: "refund_succeeded_after_fail", TenantID: "t1", PaymentNo: "P1", Subject: "P1-R1", Amount: 300, Detail: "r1"},
+		{Kind: "refund_succeeded_after_fail", TenantID: "t1", PaymentNo: "P1", Subject: "P1-R2", Amount: 300, Detail: "r2"},
+	} {
+		if err := st.RecordAnomaly(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if err := anomalies.Resolve(ctx, &out, st, "refund_succeeded_after_fail", "P1", "P1-R1", "refunded_fen corrected, ticket OPS-7"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), " resolved at ") || !strings.Contains(out.String(), "OPS-7") {
+		t.Fatalf("resolve said %q", out.String())
+	}
+	out.Reset()
+	if err := anomalies.Resolve(ctx, &out, st, "refund_succeeded_after_fail", "P1", "P1-R1", "another note"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "already resolved") || !strings.Contains(out.String(), "OPS-7") {
+		t.Fatalf("resolving again said %q; want the first resolution", out.String())
+	}
+	if err := anomalies.Resolve(ctx, &out, st, "refund_succeeded_after_fail", "P1", "P1-R9", "x"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("resolving an anomaly never recorded: %v", err)
+	}
+
+	var table bytes.Buffer
+	if err := anomalies.Print(ctx, &table, st, time.Now().Add(-time.Hour), 100, false); err != nil {
+		t.Fatal(err)
+	}
+	state := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(table.String()), "\n")[1:] {
+		for _, s := range []string{"P1-R1", "P1-R2"} {
+			if strings.Contains(line, s) {
+				state[s] = map[bool]string{true: "resolved", false: "open"}[strings.Contains(line, " resolved ")]
+			}
+		}
+	}
+	if state["P1-R1"] != "resolved" || state["P1-R2"] != "open" {
+		t.Fatalf("table states %v:\n%s", state, table.String())
+	}
+	var js bytes.Buffer
+	if err := anomalies.Print(ctx, &js, st, time.Now().Add(-time.Hour), 100, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(js.String()), "\n") {
+		var a struct {
+			Subject    string     `json:"subject"`
+			ResolvedAt *time.Time `json:"resolved_at"`
+			Resolution string     `json:"resolution"`
+		}
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			t.Fatal(err)
+		}
+		if resolved := a.ResolvedAt != nil && a.Resolution != ""; resolved != (a.Subject == "P1-R1") {
+			t.Fatalf("json %s: resolved=%v", line, resolved)
+		}
 	}
 }

@@ -25,8 +25,9 @@ import (
 // simulator, dropped, duplicated, delayed and reordered notifications, Alipay gateway
 // faults, terminated and cancelled workflows, SIGKILLed workers and APIs, Redis outages,
 // races with expiry, duplicated partial refunds of paid payments (keyless ones too, which
-// must be refused), and refunds Alipay answers fund_change "N" while processing them,
-// with a lagging refund query. Then it heals the
+// must be refused), refunds Alipay answers fund_change "N" while processing them,
+// with a lagging refund query, and refund notifications recorded and acknowledged by an
+// API that dies before handing them over. Then it heals the
 // system, waits for every payment and refund to settle and checks the promise: the
 // simulator's ledger and MySQL agree (refunds to the fen), no order is charged twice and
 // no payment refunded above its amount, every PAID payment has one grant and a delivered
@@ -133,7 +134,7 @@ func (f *faultRun) count(action string) {
 // scheduling goroutine, so a seed gives the same sequence of actions.
 func (f *faultRun) next() func() {
 	o := f.orders[f.rng.IntN(len(f.orders))]
-	r := f.rng.IntN(103)
+	r := f.rng.IntN(104)
 	switch {
 	case r < 30:
 		mode, copies := f.rng.IntN(5), 1+f.rng.IntN(6)
@@ -205,6 +206,10 @@ func (f *faultRun) next() func() {
 	case r < 102:
 		pause := time.Duration(200+f.rng.IntN(1000)) * time.Millisecond
 		return func() { f.apiDiesBeforeHandOver(pause) }
+	case r < 103:
+		pick, fen := f.rng.Uint32(), int64(1+f.rng.IntN(40))
+		pause := time.Duration(200+f.rng.IntN(1000)) * time.Millisecond
+		return func() { f.refundNotificationHandOverFails(pick, fen, pause) }
 	default:
 		// Alipay failing for a long window: every call of the next 20 to 50 answers
 		// SYSTEM_ERROR (trades that cannot be opened, queries and closes that fail).
@@ -250,6 +255,19 @@ func (f *faultRun) apiDiesBeforeHandOver(pause time.Duration) {
 	if err := f.st.api.run(); err != nil {
 		f.t.Errorf("restart api: %v", err)
 	}
+}
+
+// refundNotificationHandOverFails holds Alipay's notifications, refunds one of the run's
+// PAID payments (Alipay's refund notification is held with the rest), then lets them reach
+// an API that records and acknowledges them while Temporal is frozen, and kills it before
+// it can hand them over: the restarted API's inbox sweep hands the refund notification to
+// its refund, and the run settles only if it is settled by the refund's outcome.
+func (f *faultRun) refundNotificationHandOverFails(pick uint32, fen int64, pause time.Duration) {
+	f.control(http.MethodPost, "/_sim/faults/notifications", map[string]any{"hold": true})
+	f.refund(pick, fen, 1, fmt.Sprintf("refund-lost-%d", pick))
+	time.Sleep(300 * time.Millisecond)
+	f.count("refund_notification_hand_over_fails")
+	f.apiDiesBeforeHandOver(pause)
 }
 
 // try is an HTTP call that may fail: processes are being killed.

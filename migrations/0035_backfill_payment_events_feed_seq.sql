@@ -7,12 +7,15 @@
 
 -- changed_at = changed_at keeps the change stamp (0027) as it was: giving every event a new
 -- one would send the next audit window over every payment that has an event.
--- The UPDATE is one statement over the outbox. On an outbox of millions of events, run it
--- in batches after 0034 and before the rest, until it changes no row:
---   UPDATE payment_events SET feed_seq = id, changed_at = changed_at WHERE feed_seq IS NULL LIMIT 10000;
+-- The UPDATE runs over the outbox's primary key, 10000 ids at a time, each range its own
+-- transaction ("+paykit batched-by", migrations/runner.go), so that an outbox of millions
+-- of events never makes one transaction bigger than TiDB's limit, and each event is read
+-- once. It runs the same UPDATE as the single statement this file held before, one range
+-- at a time, so a database migrated with that statement is where this one leaves it.
 
+-- +paykit batched-by: payment_events.id 10000
 -- +goose Up
-UPDATE payment_events SET feed_seq = id, changed_at = changed_at WHERE feed_seq IS NULL;
+UPDATE payment_events SET feed_seq = id, changed_at = changed_at WHERE id > ? AND id <= ? AND feed_seq IS NULL;
 
 -- +goose Down
 UPDATE payment_events SET feed_seq = NULL, changed_at = changed_at;

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -68,12 +69,49 @@ type file struct {
 	// no row ("-- +paykit batched"): a backfill with a LIMIT that keeps every transaction
 	// within TiDB's size limit.
 	batched bool
+	// ranged runs each Up statement over a table's key, one range of keys at a time
+	// ("-- +paykit batched-by: payment_events.id 10000"): the statement's two ? are the
+	// range's exclusive low and inclusive high keys. Each range is its own transaction and
+	// the walk reads each key once, so a backfill of a big table keeps every transaction
+	// within TiDB's size limit and takes time linear in the table, where a LIMIT run again
+	// (batched) reads the rows it already changed on every run.
+	ranged *keyRange
+}
+
+// keyRange is the key a ranged file's statements are run over, and the range's size.
+type keyRange struct {
+	table, column string
+	size          int
 }
 
 const (
 	guardPrefix   = "-- +paykit down-guard:"
 	batchedMarker = "-- +paykit batched"
+	rangedPrefix  = "-- +paykit batched-by:"
 )
+
+// identifier is a table or column name a ranged file may name.
+var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// parseRange reads "table.column size".
+func parseRange(spec string) (*keyRange, error) {
+	fields := strings.Fields(spec)
+	if len(fields) != 2 {
+		return nil, fmt.Errorf("want \"table.column size\", got %q", spec)
+	}
+	table, column, ok := strings.Cut(fields[0], ".")
+	size, err := strconv.Atoi(fields[1])
+	if !ok || !identifier.MatchString(table) || !identifier.MatchString(column) || err != nil || size <= 0 {
+		return nil, fmt.Errorf("want \"table.column size\", got %q", spec)
+	}
+	return &keyRange{table: table, column: column, size: size}, nil
+}
+
+// next is the query of the high key of the range after a low key: NULL past the last.
+func (r keyRange) next() string {
+	return fmt.Sprintf("SELECT MAX(%[2]s) FROM (SELECT %[2]s FROM %[1]s WHERE %[2]s > ? ORDER BY %[2]s LIMIT %[3]d) AS r",
+		r.table, r.column, r.size)
+}
 
 // parseFile splits a goose-format file into its Up and Down statements. A statement
 // ends with a semicolon at the end of a line; comment lines are dropped. The files hold
@@ -104,6 +142,13 @@ func parseFile(name, text string) (file, error) {
 		case trimmed == batchedMarker:
 			f.batched = true
 			continue
+		case strings.HasPrefix(trimmed, rangedPrefix):
+			r, err := parseRange(strings.TrimPrefix(trimmed, rangedPrefix))
+			if err != nil {
+				return f, fmt.Errorf("migrations: %s: %s %w", name, rangedPrefix, err)
+			}
+			f.ranged = r
+			continue
 		case strings.HasPrefix(trimmed, "-- +goose"):
 			return f, fmt.Errorf("migrations: %s: annotation %q is not supported", name, trimmed)
 		case strings.HasPrefix(trimmed, "--"), trimmed == "":
@@ -124,6 +169,13 @@ func parseFile(name, text string) (file, error) {
 	}
 	if len(f.up) == 0 {
 		return f, fmt.Errorf("migrations: %s: no Up statement", name)
+	}
+	if f.ranged != nil {
+		for _, stmt := range f.up {
+			if strings.Count(stmt, "?") != 2 {
+				return f, fmt.Errorf("migrations: %s: a statement batched by a key range takes its low and high keys as two ?", name)
+			}
+		}
 	}
 	return f, nil
 }
@@ -177,7 +229,7 @@ func isLockWait(err error) bool {
 // applied it ahead), is skipped as far as settle verifies it, and what is missing is
 // run. So a migration stopped at any point completes when run again. With batched, each
 // statement is run again until it changes no row.
-func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched bool, o Options) error {
+func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched, ranged bool, o Options) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -197,6 +249,14 @@ func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched bool,
 	secs := int(math.Ceil(o.LockWait.Seconds()))
 	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
 		return fmt.Errorf("%s: set lock_wait_timeout: %w", f.name, err)
+	}
+	if ranged && f.ranged != nil {
+		for i, stmt := range stmts {
+			if err := f.runRanged(ctx, conn, i, stmt, o); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	tidb, err := IsTiDB(ctx, conn)
 	if err != nil {
@@ -250,6 +310,41 @@ func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched bool,
 	return nil
 }
 
+// runRanged runs stmt (statement i+1) over f.ranged's key one range at a time, from the
+// lowest key to the highest, retrying a range whose lock wait timed out. Run again after
+// an interruption it walks every range again: the statement must change nothing twice.
+func (f file) runRanged(ctx context.Context, conn *sql.Conn, i int, stmt string, o Options) error {
+	next := f.ranged.next()
+	lo := int64(math.MinInt64)
+	for {
+		var hi sql.NullInt64
+		if err := conn.QueryRowContext(ctx, next, lo).Scan(&hi); err != nil {
+			return fmt.Errorf("%s: statement %d: the range after %d: %w", f.name, i+1, lo, err)
+		}
+		if !hi.Valid {
+			return nil
+		}
+		deadline := time.Now().Add(o.RetryFor)
+		backoff := 100 * time.Millisecond
+		for {
+			_, err := conn.ExecContext(ctx, stmt, lo, hi.Int64)
+			if err == nil {
+				break
+			}
+			if !isLockWait(err) || time.Now().After(deadline) {
+				return fmt.Errorf("%s: statement %d over (%d, %d]: %w", f.name, i+1, lo, hi.Int64, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+		lo = hi.Int64
+	}
+}
+
 // ErrDestroysData is returned by a Down whose guard found data it would destroy.
 var ErrDestroysData = errors.New("migrations: down would destroy data")
 
@@ -282,12 +377,12 @@ func goMigrations(o Options) ([]*goose.Migration, error) {
 	}
 	out := make([]*goose.Migration, 0, len(fs))
 	for _, f := range fs {
-		up := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error { return f.run(ctx, db, f.up, f.batched, o) }}
+		up := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error { return f.run(ctx, db, f.up, f.batched, true, o) }}
 		down := &goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
 			if err := f.checkGuards(ctx, db, o); err != nil {
 				return err
 			}
-			return f.run(ctx, db, f.down, false, o)
+			return f.run(ctx, db, f.down, false, false, o)
 		}}
 		out = append(out, goose.NewGoMigration(f.version, up, down))
 	}

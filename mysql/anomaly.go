@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paykit/paykit/payment"
@@ -42,7 +43,7 @@ func (st *Store) RecordAnomaly(ctx context.Context, a payment.Anomaly) error {
 	return nil
 }
 
-const qListAnomalies = `SELECT kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at
+const qListAnomalies = `SELECT ` + anomalyColumns + `
 FROM payment_anomalies WHERE created_at >= ? ORDER BY created_at DESC, id DESC LIMIT ?`
 
 // ListAnomalies returns up to limit anomalies recorded at or after since, newest first.
@@ -55,12 +56,7 @@ func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) 
 		since = minDatetime
 	}
 	err := st.query(ctx, qListAnomalies, []any{dbTime(since), clampLimit(limit)}, func(rows *sql.Rows) error {
-		var (
-			a      payment.Anomaly
-			amount int64
-		)
-		err := rows.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.Subject, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt)
-		a.Amount = payment.Amount(amount)
+		a, err := scanAnomaly(rows.Scan)
 		out = append(out, a)
 		return err
 	})
@@ -70,22 +66,77 @@ func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) 
 	return out, nil
 }
 
-const qAnomalyByKind = `SELECT kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at
+const qAnomalyByKind = `SELECT ` + anomalyColumns + `
 FROM payment_anomalies WHERE kind = ? AND payment_no = ? ORDER BY id LIMIT 1`
 
 // GetAnomaly returns the anomaly of one kind recorded for a payment, the first recorded if
 // there are several (about several subjects), or an error wrapping payment.ErrNotFound.
 func (st *Store) GetAnomaly(ctx context.Context, kind, paymentNo string) (payment.Anomaly, error) {
-	var (
-		a      payment.Anomaly
-		amount int64
-	)
+	var a payment.Anomaly
 	err := st.queryRow(ctx, nil, qAnomalyByKind, []any{kind, paymentNo}, func(row *sql.Row) error {
-		return row.Scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.Subject, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt)
+		var err error
+		a, err = scanAnomaly(row.Scan)
+		return err
 	})
 	if err != nil {
 		return payment.Anomaly{}, fmt.Errorf("mysql: get anomaly %s %s: %w", kind, paymentNo, err)
 	}
-	a.Amount = payment.Amount(amount)
 	return a, nil
+}
+
+// anomalyColumns are the columns scanAnomaly reads, in its order.
+const anomalyColumns = `kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at, resolved_at, resolution`
+
+// scanAnomaly reads anomalyColumns with scan.
+func scanAnomaly(scan func(dest ...any) error) (payment.Anomaly, error) {
+	var (
+		a        payment.Anomaly
+		amount   int64
+		resolved sql.NullTime
+	)
+	err := scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.Subject, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt, &resolved, &a.Resolution)
+	a.Amount = payment.Amount(amount)
+	a.ResolvedAt = resolved.Time
+	return a, err
+}
+
+// Resolving an anomaly is a compare-and-set on resolved_at: the first resolution stands.
+const (
+	qResolveAnomaly = `UPDATE payment_anomalies SET resolved_at = ?, resolution = ?
+WHERE kind = ? AND payment_no = ? AND subject = ? AND resolved_at IS NULL`
+	qAnomalyBySubject = `SELECT ` + anomalyColumns + ` FROM payment_anomalies WHERE kind = ? AND payment_no = ? AND subject = ?`
+	// A single-table DELETE takes no index hint in MySQL's syntax; TiDB reads the
+	// optimizer hint, which MySQL and MariaDB ignore.
+	qPurgeResolvedAnomalies = `DELETE /*+ USE_INDEX(payment_anomalies, idx_payment_anomalies_resolved) */ FROM payment_anomalies
+WHERE resolved_at < ? ORDER BY resolved_at LIMIT ?`
+)
+
+// maxResolution is the length of payment_anomalies.resolution (migration 0047).
+const maxResolution = 512
+
+// ResolveAnomaly marks the anomaly (kind, paymentNo, subject) resolved now with the
+// operator's note, and returns it; resolved is false when it was already resolved, and
+// then the first resolution stands. An anomaly that does not exist is payment.ErrNotFound.
+func (st *Store) ResolveAnomaly(ctx context.Context, kind, paymentNo, subject, note string) (a payment.Anomaly, resolved bool, err error) {
+	if strings.TrimSpace(note) == "" {
+		return payment.Anomaly{}, false, payment.Errorf(payment.EINVALID, "resolving an anomaly needs a note saying how it was resolved")
+	}
+	n, err := st.execCount(ctx, "resolve anomaly", qResolveAnomaly, st.clock(), truncate(note, maxResolution), kind, paymentNo, subject)
+	if err != nil {
+		return payment.Anomaly{}, false, err
+	}
+	err = st.queryRow(ctx, nil, qAnomalyBySubject, []any{kind, paymentNo, subject}, func(row *sql.Row) error {
+		var err error
+		a, err = scanAnomaly(row.Scan)
+		return err
+	})
+	if err != nil {
+		return payment.Anomaly{}, false, fmt.Errorf("mysql: resolve anomaly %s %s %q: %w", kind, paymentNo, subject, err)
+	}
+	return a, n == 1, nil
+}
+
+// PurgeResolvedAnomalies implements payment.AnomalyRetention.
+func (st *Store) PurgeResolvedAnomalies(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return st.execCount(ctx, "purge resolved anomalies", qPurgeResolvedAnomalies, dbTime(before), clampLimit(limit))
 }

@@ -20,6 +20,11 @@ var _ audit.Store = (*Store)(nil)
 const (
 	auditEventDelivered = `e.delivered = 1`
 	auditEventDead      = `e.dead = 1`
+	// A payment.paid event missing from a PAID payment paid before the events' purge
+	// horizon (with an hour for Alipay's clock, which stamps paid_at, running ahead of
+	// ours) was delivered and purged: only delivered events are purged, and an event is
+	// written after its payment was paid. One paid later was never written.
+	auditEventPurged = `CASE WHEN p.status = 1 AND p.paid_at < (SELECT h.horizon + INTERVAL 1 HOUR FROM purge_horizons h WHERE h.name = 'payment_events') THEN 2 ELSE 0 END`
 )
 
 // auditRecordSelect reads each payment of the inner select p with its grant, its
@@ -32,7 +37,7 @@ const (
 // (idx_payment_events_payment_no).
 const auditRecordSelect = `SELECT p.*,
 	EXISTS (SELECT 1 FROM benefit_grants g WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no),
-	CASE WHEN e.id IS NULL THEN 0 WHEN ` + auditEventDelivered + ` THEN 2 WHEN ` + auditEventDead + ` THEN 3 ELSE 1 END,
+	CASE WHEN e.id IS NULL THEN ` + auditEventPurged + ` WHEN ` + auditEventDelivered + ` THEN 2 WHEN ` + auditEventDead + ` THEN 3 ELSE 1 END,
 	COALESCE(e.attempts, 0), COALESCE(e.last_error, ''),
 	COALESCE(CASE WHEN p.status = 1 AND p.repurchase = 0 THEN
 		(SELECT q.payment_no FROM payments q

@@ -285,3 +285,106 @@ func TestAnomalyKinds(t *testing.T) {
 		t.Fatalf("kinds of P3: %v, %v; want none", kinds, err)
 	}
 }
+
+// The purge of delivered events keeps what is still owed and what is recent, and records
+// its horizon first, so the audit reads a payment.paid event that was delivered and then
+// purged as settled, while one that was never written, paid after the horizon, is still
+// missing.
+func TestPurgeDeliveredEventsAndTheAuditsView(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	exec := func(query string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, query, args...); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+	}
+	paid := func(no string, delivered bool) {
+		t.Helper()
+		createPending(t, st, "t1", "o"+no, no)
+		if _, err := st.MarkPaid(ctx, no, "T"+no, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if delivered {
+			if err := st.MarkEventDelivered(ctx, mysql.EventID(no, payment.EventPaymentPaid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	old := time.Now().Add(-100 * 24 * time.Hour).UTC()
+	for _, no := range []string{"P_OLD1", "P_OLD2", "P_OLD3"} {
+		paid(no, true)
+	}
+	paid("P_OWED", false) // old and never delivered: kept whatever its age
+	paid("P_DEAD", false) // old and given up on: kept for an operator to hand back
+	exec("UPDATE payment_events SET dead = 1 WHERE payment_no = 'P_DEAD'")
+	exec("UPDATE payments SET paid_at = ? WHERE payment_no IN ('P_OLD1', 'P_OLD2', 'P_OLD3', 'P_OWED', 'P_DEAD')", old)
+	exec("UPDATE payment_events SET created_at = ? WHERE payment_no IN ('P_OLD1', 'P_OLD2', 'P_OLD3', 'P_OWED', 'P_DEAD')", old)
+	paid("P_NEW", true)    // delivered but recent: kept
+	paid("P_NEVER", false) // paid now, its event never written (a bug): still reported
+	exec("DELETE FROM payment_events WHERE payment_no = 'P_NEVER'")
+	// Before any purge, an event missing from an old payment is missing.
+	paid("P_GONE", false)
+	exec("DELETE FROM payment_events WHERE payment_no = 'P_GONE'")
+	exec("UPDATE payments SET paid_at = ? WHERE payment_no = 'P_GONE'", old)
+	recs, err := st.AuditRecords(ctx, []string{"P_GONE"})
+	if err != nil || len(recs) != 1 || recs[0].Event != audit.EventMissing {
+		t.Fatalf("before any purge, an old payment without its event: %+v, %v; want EventMissing", recs, err)
+	}
+
+	before := time.Now().Add(-90 * 24 * time.Hour)
+	var total int64
+	for {
+		n, err := st.PurgeDeliveredEvents(ctx, before, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		if n < 2 {
+			break
+		}
+	}
+	if total != 3 {
+		t.Fatalf("purged %d events, want the 3 old delivered ones", total)
+	}
+	for no, want := range map[string]int{"P_OLD1": 0, "P_OLD2": 0, "P_OLD3": 0, "P_OWED": 1, "P_DEAD": 1, "P_NEW": 1} {
+		if got := count(t, db, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ?", no); got != want {
+			t.Errorf("%s: %d events left, want %d", no, got, want)
+		}
+	}
+	// A purge with an older horizon never moves it back.
+	if _, err := st.PurgeDeliveredEvents(ctx, before.Add(-time.Hour), 10); err != nil {
+		t.Fatal(err)
+	}
+	var horizon time.Time
+	if err := db.QueryRowContext(ctx, "SELECT horizon FROM purge_horizons WHERE name = 'payment_events'").Scan(&horizon); err != nil {
+		t.Fatal(err)
+	}
+	if d := horizon.Sub(before); d < -time.Millisecond || d > time.Millisecond {
+		t.Fatalf("horizon %v, want %v: it moved back", horizon, before)
+	}
+
+	recs, err = st.AuditRecords(ctx, []string{"P_OLD1", "P_OWED", "P_DEAD", "P_NEW", "P_NEVER", "P_GONE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]audit.EventState{}
+	for _, r := range recs {
+		got[r.Payment.PaymentNo] = r.Event
+	}
+	want := map[string]audit.EventState{
+		"P_OLD1": audit.EventSettled, "P_GONE": audit.EventSettled, "P_NEW": audit.EventSettled,
+		"P_OWED": audit.EventOwed, "P_DEAD": audit.EventDead, "P_NEVER": audit.EventMissing,
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("the audit's events after the purge: %v, want %v", got, want)
+	}
+}
+
+// The purge reads a range of idx_payment_events_undelivered, not the whole table.
+func TestPurgeDeliveredEventsReadsItsIndex(t *testing.T) {
+	_, db := newStore(t)
+	if key := explainKeys(t, db, mysql.QPurgeDeliveredEvents, time.Now(), 1000)["payment_events"]; key != "idx_payment_events_undelivered" {
+		t.Fatalf("the purge of delivered events reads %q, want idx_payment_events_undelivered", key)
+	}
+}

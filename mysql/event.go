@@ -212,3 +212,25 @@ func scanEvent(s scanner, pre ...any) (payment.Event, error) {
 	ev.NextAttemptAt = nextAt.Time
 	return ev, nil
 }
+
+// The purge of delivered events: the horizon moves first (never back), then one batch,
+// oldest first, is a range of idx_payment_events_undelivered (delivered, created_at).
+const (
+	qMoveEventHorizon = `INSERT INTO purge_horizons (name, horizon, updated_at) VALUES ('payment_events', ?, ?)
+ON DUPLICATE KEY UPDATE horizon = GREATEST(horizon, VALUES(horizon)), updated_at = VALUES(updated_at)`
+	qPurgeDeliveredEvents = `DELETE /*+ USE_INDEX(payment_events, idx_payment_events_undelivered) */ FROM payment_events
+WHERE delivered = 1 AND created_at < ? ORDER BY created_at LIMIT ?`
+)
+
+// PurgeDeliveredEvents implements payment.EventRetention. The horizon is recorded before
+// anything is deleted, so an audit that meets a payment.paid event gone missing can tell
+// whether a purge took it.
+func (st *Store) PurgeDeliveredEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
+	if limit <= 0 || limit > maxListLimit {
+		limit = maxListLimit
+	}
+	if _, err := st.exec(ctx, nil, qMoveEventHorizon, dbTime(before), st.clock()); err != nil {
+		return 0, fmt.Errorf("mysql: purge delivered events: move the horizon: %w", err)
+	}
+	return st.execCount(ctx, "purge delivered events", qPurgeDeliveredEvents, dbTime(before), limit)
+}

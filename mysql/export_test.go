@@ -50,3 +50,13 @@ func StatementLockConn(held context.Context) int64 {
 	id, _ := held.Value(lockConnKey{}).(int64)
 	return id
 }
+
+// SetStatementLockRelease makes st let go of its statement locks with query, which a
+// test makes fail.
+func SetStatementLockRelease(st *Store, query string) { st.releaseLock = query }
+
+// QPurgeDeliveredEvents is the purge of delivered events, for its EXPLAIN.
+const QPurgeDeliveredEvents = qPurgeDeliveredEvents
+
+// QPurgeResolvedAnomalies is the purge of resolved anomalies, for its EXPLAIN.
+const QPurgeResolvedAnomalies = qPurgeResolvedAnomalies

@@ -652,6 +652,63 @@ func TestListAnomalies(t *testing.T) {
 	}
 }
 
+// An anomaly is open until an operator resolves it with a note; the first resolution
+// stands, recording it again (a retry, a statement re-run) leaves it resolved, and only
+// anomalies resolved before the purge's time are purged, never an open one.
+func TestResolveAndPurgeAnomalies(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	record := func(no, subject string) {
+		t.Helper()
+		if err := st.RecordAnomaly(ctx, payment.Anomaly{Kind: "refund_succeeded_after_fail", TenantID: "t1", PaymentNo: no, Subject: subject, Amount: 300}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record("p1", "r1")
+	record("p1", "r2")
+	record("p2", "")
+	if _, _, err := st.ResolveAnomaly(ctx, "refund_succeeded_after_fail", "p1", "r1", "  "); payment.ErrorCode(err) != payment.EINVALID {
+		t.Fatalf("resolve without a note: %v, want EINVALID", err)
+	}
+	if _, _, err := st.ResolveAnomaly(ctx, "refund_succeeded_after_fail", "p1", "r9", "x"); !errors.Is(err, payment.ErrNotFound) {
+		t.Fatalf("resolve an anomaly never recorded: %v, want ErrNotFound", err)
+	}
+	a, resolved, err := st.ResolveAnomaly(ctx, "refund_succeeded_after_fail", "p1", "r1", "refunded at Alipay; refunded_fen corrected by ops-123")
+	if err != nil || !resolved || a.ResolvedAt.IsZero() || a.Subject != "r1" || a.Amount != 300 {
+		t.Fatalf("resolve p1/r1: %+v, %v, %v", a, resolved, err)
+	}
+	again, resolved, err := st.ResolveAnomaly(ctx, "refund_succeeded_after_fail", "p1", "r1", "a second note")
+	if err != nil || resolved || !again.ResolvedAt.Equal(a.ResolvedAt) || again.Resolution != a.Resolution {
+		t.Fatalf("resolve p1/r1 again: %+v, %v, %v; want the first resolution to stand", again, resolved, err)
+	}
+	record("p1", "r1") // recorded again: it stays resolved
+	all, err := st.ListAnomalies(ctx, time.Time{}, 0)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("list: %+v, %v", all, err)
+	}
+	for _, x := range all {
+		if open := x.ResolvedAt.IsZero(); open != (x.Subject != "r1") {
+			t.Fatalf("%s/%s: resolved at %v (%q); want only p1/r1 resolved", x.PaymentNo, x.Subject, x.ResolvedAt, x.Resolution)
+		}
+	}
+	// Purged once its resolution is older than the horizon; open ones are kept.
+	if n, err := st.PurgeResolvedAnomalies(ctx, a.ResolvedAt, 10); err != nil || n != 0 {
+		t.Fatalf("purge before its resolution: %d, %v; want none", n, err)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE payment_anomalies SET created_at = ? WHERE payment_no = 'p2'", time.Now().Add(-5*365*24*time.Hour).UTC()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.PurgeResolvedAnomalies(ctx, time.Now().Add(time.Minute), 10); err != nil || n != 1 {
+		t.Fatalf("purge after its resolution: %d, %v; want p1/r1", n, err)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM payment_anomalies WHERE resolved_at IS NULL"); n != 2 {
+		t.Fatalf("%d open anomalies left, want 2 (an open one is kept whatever its age)", n)
+	}
+	if key := explainKeys(t, db, mysql.QPurgeResolvedAnomalies, time.Now(), 1000)["payment_anomalies"]; key != "idx_payment_anomalies_resolved" {
+		t.Fatalf("the purge of resolved anomalies reads %q, want idx_payment_anomalies_resolved", key)
+	}
+}
+
 func TestPing(t *testing.T) {
 	st, _ := newStore(t)
 	if err := st.Ping(context.Background()); err != nil {

@@ -155,6 +155,9 @@ type Store struct {
 	// lockCheck, when a test sets it, is how often a held statement lock is checked
 	// (StatementLockCheck otherwise).
 	lockCheck time.Duration
+	// releaseLock, when a test sets it, is the statement that lets go of a statement
+	// lock (qReleaseStatementLock otherwise).
+	releaseLock string
 }
 
 var (

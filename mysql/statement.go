@@ -77,10 +77,21 @@ func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (con
 		close(stop)
 		<-done
 		lost(nil)
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, name)
+		release := st.releaseLock
+		if release == "" {
+			release = qReleaseStatementLock
+		}
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), release, name); err != nil {
+			// The connection may still hold the lock: it must not go back to the pool,
+			// where it would keep the day held for as long as it idles there.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
 		_ = conn.Close()
 	}, nil
 }
+
+// qReleaseStatementLock lets go of a statement lock on the connection that holds it.
+const qReleaseStatementLock = `SELECT RELEASE_LOCK(?)`
 
 // lockBusy reports whether GET_LOCK(name, 0) failed because another session holds the
 // lock: MariaDB answers 0, TiDB, whose named locks are pessimistic locks on a row of its

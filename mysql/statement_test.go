@@ -187,6 +187,35 @@ func TestStatementLockLostCancelsTheRun(t *testing.T) {
 	unlock2()
 }
 
+// A statement lock whose RELEASE_LOCK fails on a live connection (a server error, an
+// interrupted query) is not handed back to the pool with the lock still on it: that
+// connection is discarded, which frees the lock, so the day is not held until the idle
+// connection happens to be closed.
+func TestStatementLockReleaseFailureDiscardsTheConnection(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	mysql.SetStatementLockRelease(st, "SELECT RELEASE_LOCK(?) FROM no_such_table")
+	_, unlock, err := st.LockStatement(ctx, "A", "2026-10-03")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	// Another session takes the day's lock at once (on TiDB a busy GET_LOCK is an error).
+	other, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var got sql.NullInt64
+	err = other.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", mysql.StatementLockName("A", "2026-10-03")).Scan(&got)
+	if err != nil || got.Int64 != 1 {
+		t.Fatalf("after an unlock whose release failed, GET_LOCK from another session = %v, %v: the lock went back to the pool on its connection", got, err)
+	}
+	if _, err := other.ExecContext(ctx, "SELECT RELEASE_LOCK(?)", mysql.StatementLockName("A", "2026-10-03")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // explainPlan is the whole EXPLAIN of a query, every row's columns joined.
 func explainPlan(tb testing.TB, db *sql.DB, query string, args ...any) string {
 	tb.Helper()

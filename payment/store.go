@@ -214,6 +214,21 @@ type Anomaly struct {
 	Amount    Amount
 	Detail    string
 	CreatedAt time.Time
+	// ResolvedAt is when an operator resolved it, zero while it is open; Resolution is
+	// the operator's note of how.
+	ResolvedAt time.Time
+	Resolution string
+}
+
+// DefaultAnomalyRetention is how long a resolved anomaly is kept after its resolution;
+// open ones are kept whatever their age.
+const DefaultAnomalyRetention = 400 * 24 * time.Hour
+
+// AnomalyRetention deletes the anomalies that were resolved long ago.
+type AnomalyRetention interface {
+	// PurgeResolvedAnomalies deletes up to limit anomalies resolved before before, and
+	// returns how many it deleted.
+	PurgeResolvedAnomalies(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
 // The store's interfaces: see the package documentation for the rule.
@@ -299,6 +314,18 @@ type Grants interface {
 	// marked paid before markedBefore that have no grant at all, oldest paid first: the
 	// grants a workflow lost, for the sweeper to repair.
 	PaidWithoutGrant(ctx context.Context, paidAfter, markedBefore time.Time, limit int) ([]Payment, error)
+}
+
+// DefaultEventRetention is how long a delivered merchant event is kept: the events feed
+// and a redelivery on request reach it for that long.
+const DefaultEventRetention = 90 * 24 * time.Hour
+
+// EventRetention deletes the merchant events nobody is owed any more.
+type EventRetention interface {
+	// PurgeDeliveredEvents deletes up to limit delivered events created before before,
+	// oldest first, after recording before as the events' purge horizon, and returns how
+	// many it deleted. Undelivered and dead events are kept whatever their age.
+	PurgeDeliveredEvents(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
 // Outbox is the delivery side of the merchant-facing events: what is due, who holds an

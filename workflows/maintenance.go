@@ -37,10 +37,29 @@ func SweeperWorkflow(ctx workflow.Context, in SweepInput) (activities.SweepResul
 	return res, err
 }
 
-// PurgeIdempotencyKeysWorkflow runs on a schedule and deletes expired Idempotency-Keys.
+// PurgeRetentionChangeID gates the purge of delivered events and resolved anomalies in
+// PurgeIdempotencyKeysWorkflow: a run started before it replays without them.
+const PurgeRetentionChangeID = "purge-retention"
+
+// PurgeIdempotencyKeysWorkflow runs on a schedule and deletes expired Idempotency-Keys,
+// then the delivered merchant events and the resolved anomalies past their retention.
+// It returns how many keys it deleted.
 func PurgeIdempotencyKeysWorkflow(ctx workflow.Context) (int64, error) {
 	var n int64
 	err := workflow.ExecuteActivity(maintenanceOptions(ctx, "purge expired idempotency keys"),
 		a.PurgeIdempotencyKeys).Get(ctx, &n)
-	return n, err
+	if err != nil {
+		return n, err
+	}
+	if workflow.GetVersion(ctx, PurgeRetentionChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return n, nil
+	}
+	// Each purge heartbeats after each batch: a worker that died mid-purge is noticed in
+	// a minute, and the batches it finished stay done.
+	actx := workflow.WithHeartbeatTimeout(maintenanceOptions(ctx, "purge delivered events past their retention"), time.Minute)
+	if err := workflow.ExecuteActivity(actx, a.PurgeDeliveredEvents).Get(ctx, nil); err != nil {
+		return n, err
+	}
+	actx = workflow.WithHeartbeatTimeout(maintenanceOptions(ctx, "purge anomalies resolved past their retention"), time.Minute)
+	return n, workflow.ExecuteActivity(actx, a.PurgeResolvedAnomalies).Get(ctx, nil)
 }

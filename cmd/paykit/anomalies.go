@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/paykit/paykit/anomalies"
@@ -20,12 +21,27 @@ func runAnomalies(ctx context.Context, cfg config.Config, args []string, out io.
 	since := fs.Duration("since", 7*24*time.Hour, "show anomalies recorded within this long")
 	limit := fs.Int("limit", 100, "show at most this many (at most 1000)")
 	asJSON := fs.Bool("json", false, "print one JSON object per line")
-	resolve := fs.String("resolve-refund", "", "refund the money of this payment's paid_after_close anomaly (payment_no); repeating it refunds nothing more")
+	resolveRefund := fs.String("resolve-refund", "", "refund the money of this payment's paid_after_close anomaly (payment_no); repeating it refunds nothing more")
+	resolve := fs.String("resolve", "", "mark the anomaly of this kind resolved (with -payment, -subject when it has one, and -note)")
+	paymentNo := fs.String("payment", "", "with -resolve: the anomaly's payment_no")
+	subject := fs.String("subject", "", "with -resolve: the anomaly's subject (empty for one about the payment as a whole)")
+	note := fs.String("note", "", "with -resolve: how it was resolved (required; kept with the anomaly)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *resolveRefund != "" {
+		return resolveByRefund(ctx, cfg, *resolveRefund, out)
+	}
 	if *resolve != "" {
-		return resolveByRefund(ctx, cfg, *resolve, out)
+		if *paymentNo == "" || strings.TrimSpace(*note) == "" {
+			return fmt.Errorf("anomalies: -resolve needs -payment and -note")
+		}
+		store, err := system.OpenStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer system.CloseStore(store)
+		return anomalies.Resolve(ctx, out, store, *resolve, *paymentNo, *subject, *note)
 	}
 	if *since <= 0 || *limit <= 0 {
 		return fmt.Errorf("anomalies: -since and -limit must be positive")

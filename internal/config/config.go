@@ -61,9 +61,15 @@ type Config struct {
 	// "id:base64key,…", 32-byte AES-256 keys, the first sealing (see docs/integrate/tenants.md, key rotation).
 	SecretsKeys string
 
-	Timing         workflows.Timing
-	EventRetry     payment.EventRetry // failed webhook deliveries, the workflow's and the sweeper's
-	IdempotencyTTL time.Duration
+	Timing     workflows.Timing
+	EventRetry payment.EventRetry // failed webhook deliveries, the workflow's and the sweeper's
+	// EventRetention is how long a delivered merchant event is kept for the events feed
+	// and redelivery on request; undelivered and dead ones are kept whatever their age.
+	EventRetention time.Duration
+	// AnomalyRetention is how long a resolved anomaly is kept after its resolution; open
+	// ones are kept whatever their age.
+	AnomalyRetention time.Duration
+	IdempotencyTTL   time.Duration
 	// IdempotencyLock is how long an in-flight Idempotency-Key stays locked without a
 	// renewal; a request renews it while it runs, so it bounds how long a crashed
 	// request's key blocks the client's retry.
@@ -204,6 +210,15 @@ func (e *env) int(key string, def int) int {
 // than Alipay's 25 h of redeliveries.
 const minNotificationRetention = 48 * time.Hour
 
+// minEventRetention is the shortest PAYKIT_EVENT_RETENTION accepted: a week, longer than
+// the audit's window and its recheck of what it could not verify, and than a merchant's
+// poller may reasonably be down.
+const minEventRetention = 7 * 24 * time.Hour
+
+// minAnomalyRetention is the shortest PAYKIT_ANOMALY_RETENTION accepted: 30 days after
+// the resolution, for the month's books to be closed with it.
+const minAnomalyRetention = 30 * 24 * time.Hour
+
 // Load reads the configuration from the environment through lookup (os.LookupEnv).
 func Load(lookup func(string) (string, bool)) (Config, error) {
 	e := &env{lookup: lookup}
@@ -256,6 +271,8 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			Max:         e.dur("PAYKIT_WEBHOOK_SWEEP_MAX_INTERVAL", dr.Max),
 			MaxAttempts: e.int("PAYKIT_WEBHOOK_SWEEP_MAX_ATTEMPTS", dr.MaxAttempts),
 		},
+		EventRetention:        e.dur("PAYKIT_EVENT_RETENTION", payment.DefaultEventRetention),
+		AnomalyRetention:      e.dur("PAYKIT_ANOMALY_RETENTION", payment.DefaultAnomalyRetention),
 		IdempotencyTTL:        e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
 		IdempotencyLock:       e.dur("PAYKIT_IDEMPOTENCY_LOCK", api.DefaultIdempotencyLock),
 		CheckoutTokenTTL:      e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
@@ -321,6 +338,14 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if c.NotificationRetention < minNotificationRetention {
 		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_NOTIFICATION_RETENTION (%v) must be at least %v: Alipay redelivers a notification for 25 h, and its row is what dedupes it",
 			c.NotificationRetention, minNotificationRetention))
+	}
+	if c.EventRetention < minEventRetention {
+		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_EVENT_RETENTION (%v) must be at least %v: the audit and the events feed read delivered events for that long",
+			c.EventRetention, minEventRetention))
+	}
+	if c.AnomalyRetention < minAnomalyRetention {
+		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_ANOMALY_RETENTION (%v) must be at least %v after an anomaly's resolution",
+			c.AnomalyRetention, minAnomalyRetention))
 	}
 	if c.InboxSettleBound <= 0 || c.InboxSweepInterval <= 0 {
 		e.errs = append(e.errs, "PAYKIT_INBOX_SETTLE_BOUND and PAYKIT_INBOX_SWEEP_INTERVAL must be positive")

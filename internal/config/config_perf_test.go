@@ -38,6 +38,37 @@ func TestLoadConfig_Inbox(t *testing.T) {
 	}
 }
 
+// Delivered events are kept 90 days unless told otherwise, and never less than a week:
+// the audit and the events feed read them.
+func TestLoadConfig_EventRetention(t *testing.T) {
+	c, err := config.Load(func(string) (string, bool) { return "", false })
+	if err != nil || c.EventRetention != 90*24*time.Hour {
+		t.Fatalf("default event retention %v, %v; want 90 days", c.EventRetention, err)
+	}
+	env := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == "PAYKIT_EVENT_RETENTION" }
+	}
+	if c, err := config.Load(env("4000h")); err != nil || c.EventRetention != 4000*time.Hour {
+		t.Fatalf("PAYKIT_EVENT_RETENTION=4000h: %v, %v", c.EventRetention, err)
+	}
+	if _, err := config.Load(env("72h")); err == nil || !strings.Contains(err.Error(), "PAYKIT_EVENT_RETENTION") {
+		t.Fatalf("PAYKIT_EVENT_RETENTION=72h: %v; want an error naming it", err)
+	}
+}
+
+// Resolved anomalies are kept 400 days after their resolution unless told otherwise, and
+// never less than 30.
+func TestLoadConfig_AnomalyRetention(t *testing.T) {
+	c, err := config.Load(func(string) (string, bool) { return "", false })
+	if err != nil || c.AnomalyRetention != 400*24*time.Hour {
+		t.Fatalf("default anomaly retention %v, %v; want 400 days", c.AnomalyRetention, err)
+	}
+	_, err = config.Load(func(k string) (string, bool) { return "240h", k == "PAYKIT_ANOMALY_RETENTION" })
+	if err == nil || !strings.Contains(err.Error(), "PAYKIT_ANOMALY_RETENTION") {
+		t.Fatalf("PAYKIT_ANOMALY_RETENTION=240h: %v; want an error naming it", err)
+	}
+}
+
 // The API's operational endpoints listen on a loopback address of their own by default,
 // never on the public listener's.
 func TestLoadConfig_APIAdminAddr(t *testing.T) {

@@ -169,6 +169,7 @@ func newActivities(cfg config.Config, store *mysql.Store, gw payment.Gateway, rc
 		Store: activityStores(store), Gateway: gw, WebhookPolicy: cfg.WebhookPolicy,
 		HTTP:     &http.Client{Timeout: 10 * time.Second, Transport: tr.Transport("webhook", activities.NewWebhookTransport(cfg.WebhookPolicy))},
 		Temporal: tc, Redriver: orch, RefundRedriver: orch, Logger: logger, Benefit: cfg.Benefit, EventRetry: cfg.EventRetry,
+		EventRetention: cfg.EventRetention, AnomalyRetention: cfg.AnomalyRetention,
 	}
 	if rc != nil {
 		acts.Locker = redis.OrderLocker{Client: rc, TTL: 10 * time.Second, Wait: 300 * time.Millisecond}
@@ -189,7 +190,7 @@ func activityStores(st *mysql.Store) activities.Stores {
 	return activities.Stores{
 		Payments: st, PaymentTransitions: st, PayLinks: st, Refunds: st, RefundTransitions: st,
 		Outbox: st, EventFeed: st, Grants: st, IdempotencyKeys: st, Tenants: st, Anomalies: st,
-		NotificationRecords: st,
+		NotificationRecords: st, EventRetention: st, AnomalyRetention: st,
 	}
 }
 

@@ -1,0 +1,59 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/workflows"
+)
+
+// The scheduled purge deletes expired Idempotency-Keys, then delivered events past their
+// retention, then resolved anomalies past theirs; a failing key purge ends the run before the events are touched, and the run
+// answers with the keys it deleted.
+func TestPurgeWorkflow_KeysThenDeliveredEvents(t *testing.T) {
+	tests := []struct {
+		name       string
+		keysErr    error
+		wantEvents bool
+	}{
+		{name: "both purged", wantEvents: true},
+		{name: "the key purge fails", keysErr: temporal.NewNonRetryableApplicationError("down", "test", errors.New("down"))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s testsuite.WorkflowTestSuite
+			env := s.NewTestWorkflowEnvironment()
+			env.RegisterActivity(&activities.Activities{})
+			workflows.Register(env)
+			env.OnActivity(a.PurgeIdempotencyKeys, mock.Anything).Return(int64(7), tc.keysErr).Once()
+			events, anomalies := 0, 0
+			env.OnActivity(a.PurgeDeliveredEvents, mock.Anything).Return(func(context.Context) (int64, error) {
+				events++
+				return 1000, nil
+			}).Maybe()
+			env.OnActivity(a.PurgeResolvedAnomalies, mock.Anything).Return(func(context.Context) (int64, error) {
+				anomalies++
+				return 3, nil
+			}).Maybe()
+			env.ExecuteWorkflow(workflows.PurgeWorkflowName)
+			if err := env.GetWorkflowError(); (err != nil) != (tc.keysErr != nil) {
+				t.Fatalf("workflow error %v, want one: %v", err, tc.keysErr != nil)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.wantEvents]; events != want || anomalies != want {
+				t.Fatalf("delivered events purged %d times and resolved anomalies %d times, want %d each", events, anomalies, want)
+			}
+			if tc.keysErr == nil {
+				var n int64
+				if err := env.GetWorkflowResult(&n); err != nil || n != 7 {
+					t.Fatalf("result %d, %v; want the 7 keys", n, err)
+				}
+			}
+		})
+	}
+}
