@@ -85,6 +85,10 @@ type Activities struct {
 	Benefit string
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
+	// WebhookNow is the clock of a webhook's signed timestamps, which merchants check
+	// against their own clocks: the wall clock when nil. Tests set it to send a webhook
+	// as if it had been captured earlier and is now replayed.
+	WebhookNow func() time.Time
 	// Metrics counts business events; nil counts nothing.
 	Metrics *Metrics
 	// Auditor runs the scheduled audit; nil makes the Audit activity fail. Watermarks

@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 type delivery struct {
 	eventID, signature string
 	body               []byte
+	header             http.Header
 }
 
 // merchant is a tenant's webhook endpoint. status chooses the HTTP status it answers.
@@ -65,7 +66,7 @@ func newMerchant(tb testing.TB) *merchant {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.got = append(m.got, delivery{eventID: r.Header.Get(activities.EventIDHeader),
-			signature: r.Header.Get(activities.SignatureHeader), body: body})
+			signature: r.Header.Get(activities.SignatureHeader), body: body, header: r.Header.Clone()})
 		w.WriteHeader(m.status)
 	}))
 	tb.Cleanup(m.srv.Close)

@@ -16,8 +16,11 @@ import (
 	"github.com/paykit/paykit/webhook"
 )
 
-// Webhook headers. Merchants verify SignatureHeader (package webhook: "t=<unix>,v1=<hex>",
-// one v1 per secret valid during a rotation) and dedupe on EventIDHeader.
+// Webhook headers. Merchants verify the Standard Webhooks headers (webhook-id, the
+// event id; webhook-timestamp; webhook-signature, one "v1,<base64>" per secret valid
+// during a rotation) with a standardwebhooks library and dedupe on webhook-id, or the
+// older SignatureHeader (package webhook: "t=<unix>,v1=<hex>") and dedupe on the signed
+// body's event_id.
 const (
 	EventIDHeader   = "Paykit-Event-Id"
 	EventTypeHeader = "Paykit-Event-Type"
@@ -67,8 +70,8 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 			temporal.NewNonRetryableApplicationError("deliver webhook: "+err.Error(), ErrTypeInvalid, err))
 	}
 	// The wall clock, not a.now: the merchant checks the timestamp against its own clock.
-	now := time.Now()
-	signature, err := a.sign(tenant, ev, now)
+	now := a.webhookNow()
+	signature, standard, err := a.sign(tenant, ev, now)
 	if err != nil {
 		// Never sent unsigned: the event stays in the outbox and is retried on its
 		// backoff, so it goes out once the tenant's secret can be read.
@@ -91,6 +94,9 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 	req.Header.Set(EventTypeHeader, ev.Type)
 	req.Header.Set(SignatureHeader, signature)
 	req.Header.Set(AttemptHeader, strconv.Itoa(ev.Attempts+1))
+	req.Header.Set(webhook.StandardIDHeader, ev.EventID)
+	req.Header.Set(webhook.StandardTimestampHeader, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(webhook.StandardSignatureHeader, standard)
 	resp, err := a.webhookClient().Do(req)
 	if err != nil {
 		a.Metrics.webhook("unreachable")
@@ -118,19 +124,33 @@ func (a *Activities) deliverTo(ctx context.Context, tenant payment.Tenant, ev pa
 	return nil
 }
 
-// sign returns ev's signature header at now under every secret of tenant valid then, or
-// an error if the tenant has no secret or one does not open: a webhook is never sent
-// without a signature.
-func (a *Activities) sign(tenant payment.Tenant, ev payment.Event, now time.Time) (string, error) {
+// sign returns ev's Paykit-Signature and webhook-signature headers at now under every
+// secret of tenant valid then, or an error if the tenant has no secret or one does not
+// open: a webhook is never sent without a signature.
+func (a *Activities) sign(tenant payment.Tenant, ev payment.Event, now time.Time) (paykit, standard string, err error) {
 	var keys payment.Opener
 	if a.Secrets != nil {
 		keys = a.Secrets
 	}
 	secrets, err := tenant.WebhookSecrets(now, keys)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return webhook.Signature(ev.Payload, now, secrets...)
+	if paykit, err = webhook.Signature(ev.Payload, now, secrets...); err != nil {
+		return "", "", err
+	}
+	if standard, err = webhook.StandardSignature(ev.EventID, now, ev.Payload, secrets...); err != nil {
+		return "", "", err
+	}
+	return paykit, standard, nil
+}
+
+// webhookNow is the time a webhook is signed as sent at: the wall clock, or WebhookNow.
+func (a *Activities) webhookNow() time.Time {
+	if a.WebhookNow != nil {
+		return a.WebhookNow()
+	}
+	return time.Now()
 }
 
 // webhookClient is a.HTTP (or the default client) that never follows a redirect: a

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -772,8 +773,10 @@ func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	secret := m.secrets[tenantID]
 	// As docs/integrate/webhooks.md tells merchants: the event id is the signed body's.
+	// Both schemes must verify: Paykit-Signature with package webhook, the Standard
+	// Webhooks headers with the official library, given the secret's whsec_ form.
 	id, err := whsig.VerifyEvent(r.Header.Get(activities.SignatureHeader), r.Header.Get(activities.EventIDHeader), body, secret, whsig.DefaultTolerance)
-	ok := err == nil
+	ok := err == nil && standardVerifies(secret, id, body, r.Header)
 	if !ok {
 		id = r.Header.Get(activities.EventIDHeader)
 	}
@@ -793,6 +796,13 @@ func (m *merchant) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// standardVerifies reports whether the Standard Webhooks headers verify with the
+// official Go library under the whsec_ form of secret, and name the signed event id.
+func standardVerifies(secret, eventID string, body []byte, h http.Header) bool {
+	wh, err := standardwebhooks.NewWebhook(whsig.StandardSecret(secret))
+	return err == nil && wh.Verify(body, h) == nil && h.Get(whsig.StandardIDHeader) == eventID
 }
 
 func (m *merchant) received(tenantID string) []webhook {

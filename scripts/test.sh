@@ -74,3 +74,5 @@ trap - EXIT
 tools/alipay-sdk-check/run.sh
 # A second independent Go client (gopay), which posts to gateway.do?charset=utf-8.
 tools/alipay-gopay-check/run.sh
+# Real webhook deliveries verified with the official Standard Webhooks library for Node.
+tools/standardwebhooks-check/run.sh

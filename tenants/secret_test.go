@@ -56,8 +56,9 @@ func TestWebhookSecretIsMandatoryAndNeverWeakened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(issued.WebhookSecret, "whsec_"))
-	if err != nil || len(raw) < 32 || !strings.HasPrefix(issued.WebhookSecret, "whsec_") {
+	// In the Standard Webhooks form: whsec_ and the padded standard base64 of 32 bytes.
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(issued.WebhookSecret, "whsec_"))
+	if err != nil || len(raw) != 32 || !strings.HasPrefix(issued.WebhookSecret, "whsec_") {
 		t.Fatalf("generated secret %q: %d random bytes, %v; want whsec_ and 32", issued.WebhookSecret, len(raw), err)
 	}
 	stored := st.ts["shop"]

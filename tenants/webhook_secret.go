@@ -10,6 +10,7 @@ import (
 
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/secrets"
+	"github.com/paykit/paykit/webhook"
 )
 
 // DefaultOldSecretWindow is how long a rotated-out webhook secret keeps signing.
@@ -22,9 +23,17 @@ const (
 	apiKeyBytes        = 24
 )
 
-// NewWebhookSecret returns a random webhook secret: "whsec_" and 32 random bytes in
-// unpadded base64url.
-func NewWebhookSecret() (string, error) { return randomToken("whsec_", webhookSecretBytes) }
+// NewWebhookSecret returns a random webhook secret in the Standard Webhooks form:
+// "whsec_" and 32 random bytes in standard, padded base64. Paykit-Signature uses the
+// whole string as its key, webhook-signature the 32 bytes (webhook.StandardKey); a
+// merchant verifies either with the string as shown.
+func NewWebhookSecret() (string, error) {
+	b := make([]byte, webhookSecretBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("tenant: random: %w", err)
+	}
+	return webhook.StandardSecretPrefix + base64.StdEncoding.EncodeToString(b), nil
+}
 
 // NewAPIKey returns a random API key: "sk_" and 24 random bytes (192 bits) in unpadded
 // base64url.
@@ -38,16 +47,39 @@ func randomToken(prefix string, n int) (string, error) {
 	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
+// MinStandardKeyLen is the shortest key a secret in the Standard Webhooks form may
+// encode: the specification's 24 bytes.
+const MinStandardKeyLen = 24
+
 // CheckWebhookSecret refuses a webhook secret shorter than payment.MinWebhookSecretLen
-// bytes. The secret is the HMAC key byte for byte, whatever its encoding, so the bytes
-// are counted as they are given: NewWebhookSecret's are 49, "openssl rand -base64 32"
-// gives 44.
+// bytes, and one in the Standard Webhooks form ("whsec_" and standard base64) whose key
+// is shorter than MinStandardKeyLen bytes. Paykit-Signature's key is the secret byte for
+// byte, whatever its encoding, so the bytes are counted as they are given:
+// NewWebhookSecret's are 50, "openssl rand -base64 32" gives 44.
 func CheckWebhookSecret(flag, secret string) error {
 	if len(secret) < payment.MinWebhookSecretLen {
 		return fmt.Errorf("tenant: %s must be at least %d bytes (it is %d); leave it out to have one generated",
 			flag, payment.MinWebhookSecretLen, len(secret))
 	}
+	if webhook.IsStandardSecret(secret) {
+		if n := len(webhook.StandardKey(secret)); n < MinStandardKeyLen {
+			return fmt.Errorf("tenant: %s is in the whsec_ form, whose key must be at least %d bytes (it is %d); leave it out to have one generated",
+				flag, MinStandardKeyLen, n)
+		}
+	}
 	return nil
+}
+
+// StandardSecretNote is what to tell the operator who set secret: nothing if it is in
+// the Standard Webhooks form, which a merchant gives the standardwebhooks libraries as
+// it is; otherwise where that form comes from. It never contains the secret.
+func StandardSecretNote(tenantID, secret string) string {
+	if secret == "" || webhook.IsStandardSecret(secret) {
+		return ""
+	}
+	return fmt.Sprintf("tenant %s: this webhook secret is not in the Standard Webhooks form (whsec_ and base64); "+
+		"the merchant verifies webhook-signature with whsec_ followed by the base64 of the secret, "+
+		"which `paykit tenant -standard-webhook-secret-file F` prints", tenantID)
 }
 
 // checkWebhookSecret checks a given webhook secret; an empty one is no change (a re-run

@@ -2,6 +2,7 @@ package tenants_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"slices"
 	"strings"
@@ -86,5 +87,38 @@ func TestRotateWebhookSecret(t *testing.T) {
 	}
 	if _, err := tenants.RotateSecret(ctx, st, kr, "nobody", tenants.Rotation{ExpireOld: true}, now); !errors.Is(err, payment.ErrNotFound) {
 		t.Fatalf("unknown tenant: %v", err)
+	}
+}
+
+// TestCheckWebhookSecretStandardForm: a secret in the whsec_ form must carry the
+// specification's 24 bytes at least, whatever its length as a string; any other secret,
+// 32 bytes as it is. A note tells the operator how a secret not in that form is given to
+// the standardwebhooks libraries, without the secret in it.
+func TestCheckWebhookSecretStandardForm(t *testing.T) {
+	key := func(n int) string { return "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	for _, tc := range []struct {
+		name, secret string
+		ok           bool
+		note         bool
+	}{
+		{name: "generated form, 32 bytes", secret: key(32), ok: true},
+		{name: "whsec_ and 24 bytes", secret: key(24), ok: true},
+		{name: "whsec_ and 21 bytes (34 characters)", secret: key(21)},
+		{name: "raw, 32 bytes", secret: "raw-secret-0123456789abcdef01234", ok: true, note: true},
+		{name: "raw, 31 bytes", secret: "raw-secret-0123456789abcdef0123", note: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tenants.CheckWebhookSecret("-webhook-secret", tc.secret)
+			if (err == nil) != tc.ok {
+				t.Fatalf("CheckWebhookSecret(%q) = %v, want ok %v", tc.secret, err, tc.ok)
+			}
+			note := tenants.StandardSecretNote("t1", tc.secret)
+			if (note != "") != tc.note || strings.Contains(note, tc.secret) {
+				t.Fatalf("note %q, want one: %v, never the secret", note, tc.note)
+			}
+		})
+	}
+	if s, err := tenants.NewWebhookSecret(); err != nil || tenants.CheckWebhookSecret("x", s) != nil || !webhook.IsStandardSecret(s) {
+		t.Fatalf("generated %q, %v: want accepted and in the whsec_ form", s, err)
 	}
 }

@@ -54,25 +54,35 @@ func TestSignCarriesOneV1PerSecret(t *testing.T) {
 	}
 }
 
-// The verification example of docs/integrate/webhooks.md is ExampleVerify, word for
-// word, so the code a merchant copies is the code this package's tests run.
+// The verification examples of docs/integrate/webhooks.md are ExampleStandardSignature
+// (the official library on the Standard Webhooks headers) and ExampleVerify (this
+// package on Paykit-Signature), word for word, so the code a merchant copies is the code
+// this package's tests run.
 func TestDocsQuoteTheExample(t *testing.T) {
-	src, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	page, err := os.ReadFile("../docs/integrate/webhooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := strings.Index(string(src), "func ExampleVerify() {")
-	end := strings.Index(string(src)[start:], "\n}\n")
-	if start < 0 || end < 0 {
-		t.Fatal("ExampleVerify not found")
-	}
-	example := string(src)[start : start+end+2]
-	if !strings.Contains(string(page), "```go\n"+example+"\n```") {
-		t.Fatalf("docs/integrate/webhooks.md does not quote ExampleVerify as it is in webhook/example_test.go:\n%s", example)
+	for _, ex := range []struct{ file, fn string }{
+		{"example_standard_test.go", "func ExampleStandardSignature() {"},
+		{"example_test.go", "func ExampleVerify() {"},
+	} {
+		src, err := os.ReadFile(ex.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := strings.Index(string(src), ex.fn)
+		if start < 0 {
+			t.Fatalf("%s not found in %s", ex.fn, ex.file)
+		}
+		end := strings.Index(string(src)[start:], "\n}\n")
+		if end < 0 {
+			t.Fatalf("%s has no end in %s", ex.fn, ex.file)
+		}
+		example := string(src)[start : start+end+2]
+		if !strings.Contains(string(page), "```go\n"+example+"\n```") {
+			t.Errorf("docs/integrate/webhooks.md does not quote %s as it is in webhook/%s:\n%s", ex.fn, ex.file, example)
+		}
 	}
 }
 

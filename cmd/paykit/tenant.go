@@ -14,6 +14,7 @@ import (
 	"github.com/paykit/paykit/internal/system"
 	"github.com/paykit/paykit/secrets"
 	"github.com/paykit/paykit/tenants"
+	"github.com/paykit/paykit/webhook"
 )
 
 // tenantFlags are the flags of `paykit tenant`.
@@ -22,6 +23,8 @@ type tenantFlags struct {
 	reencrypt bool
 	newKey    string
 	apiKeys   tenants.KeyChange
+	// standardOf is a secret whose Standard Webhooks form to print.
+	standardOf string
 }
 
 func runTenant(ctx context.Context, cfg config.Config, args []string) error {
@@ -47,7 +50,7 @@ func parseTenantFlags(cfg config.Config, args []string, stdin io.Reader, stderr 
 	var f tenantFlags
 	var rot tenants.Rotation
 	inputs := []*secretInput{{flag: "api-key", dst: &f.APIKey}, {flag: "webhook-secret", dst: &f.WebhookSecret},
-		{flag: "rotate-webhook-secret", dst: &rot.NewSecret}}
+		{flag: "rotate-webhook-secret", dst: &rot.NewSecret}, {flag: "standard-webhook-secret", dst: &f.standardOf}}
 	fs := flag.NewFlagSet("tenant", flag.ContinueOnError)
 	fs.StringVar(&f.ID, "id", "", "tenant id (A-Z a-z 0-9 _ -)")
 	fs.StringVar(&f.Name, "name", "", "display name")
@@ -75,6 +78,9 @@ func parseTenantFlags(cfg config.Config, args []string, stdin io.Reader, stderr 
 	fs.StringVar(&rot.NewSecret, "rotate-webhook-secret", "", "make this the webhook secret (at least 32 bytes), keeping the current one valid for "+
 		"-old-secret-valid-for (changes nothing else); discouraged, use -rotate-webhook-secret-file")
 	fs.StringVar(&inputs[2].fromFile, "rotate-webhook-secret-file", "", "read the new webhook secret of -rotate-webhook-secret from this file (- for stdin)")
+	fs.StringVar(&f.standardOf, "standard-webhook-secret", "", "print the Standard Webhooks form (whsec_…) of this webhook secret, "+
+		"the one a merchant gives the standardwebhooks libraries, then exit (reads and stores nothing); discouraged, use -standard-webhook-secret-file")
+	fs.StringVar(&inputs[3].fromFile, "standard-webhook-secret-file", "", "read the secret of -standard-webhook-secret from this file (- for stdin)")
 	fs.BoolVar(&f.apiKeys.Rotate, "rotate-api-key", false, "issue a new API key (printed once), keeping the tenant's other keys valid for -api-key-overlap (changes nothing else)")
 	fs.DurationVar(&f.apiKeys.Overlap, "api-key-overlap", tenants.DefaultAPIKeyOverlap, "how long the keys a rotation replaces still authenticate")
 	fs.StringVar(&f.apiKeys.Revoke, "revoke-api-key", "", "revoke the key with this hash (or hash prefix), or every key but the newest with \"old\"; every API process refuses it within a second")
@@ -144,6 +150,10 @@ func readSecret(path string, stdin io.Reader) (string, error) {
 }
 
 func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot tenants.Rotation, stdout io.Writer) error {
+	if f.Given["standard-webhook-secret"] {
+		fmt.Fprintln(stdout, webhook.StandardSecret(f.standardOf))
+		return nil
+	}
 	if f.apiKeys.Requested() {
 		store, err := system.OpenStore(ctx, cfg)
 		if err != nil {
@@ -169,6 +179,9 @@ func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot te
 		msg, err := tenants.RotateSecret(ctx, store, kr, f.ID, rot, time.Now())
 		if err == nil {
 			fmt.Fprintln(stdout, msg)
+			if note := tenants.StandardSecretNote(f.ID, rot.NewSecret); note != "" {
+				fmt.Fprintln(stdout, note)
+			}
 		}
 		return err
 	}
@@ -216,6 +229,11 @@ func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot te
 		return err
 	}
 	printIssued(stdout, f.ID, issued)
+	if f.Has("webhook-secret") {
+		if note := tenants.StandardSecretNote(f.ID, f.WebhookSecret); note != "" {
+			fmt.Fprintln(stdout, note)
+		}
+	}
 	return nil
 }
 
@@ -226,7 +244,7 @@ func printIssued(w io.Writer, id string, issued tenants.Issued) {
 		fmt.Fprintf(w, "tenant %s: API key (shown only now; store it): %s\n", id, issued.APIKey)
 	}
 	if issued.WebhookSecret != "" {
-		fmt.Fprintf(w, "tenant %s: webhook secret (shown only now; give it to the merchant): %s\n", id, issued.WebhookSecret)
+		fmt.Fprintf(w, "tenant %s: webhook secret, in the Standard Webhooks form (shown only now; give it to the merchant): %s\n", id, issued.WebhookSecret)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"os"
 	"path/filepath"
@@ -132,6 +133,31 @@ func TestTenantSecretsFromFileOrStdin(t *testing.T) {
 		}
 		if got := strings.Contains(warn.String(), "-api-key-file"); got != c.wantWarning {
 			t.Errorf("%s: warning %q", c.name, warn.String())
+		}
+	}
+}
+
+// TestTenantPrintsTheStandardForm: `paykit tenant -standard-webhook-secret-file F` prints
+// the whsec_ form of the secret in F, the one a merchant gives a standardwebhooks library,
+// reading and storing nothing (no database is configured here): a secret of before as
+// whsec_ and its base64, one already in that form as it is.
+func TestTenantPrintsTheStandardForm(t *testing.T) {
+	const raw = "whsec_from_stdin_0123456789abcdef"
+	std := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	for _, c := range []struct{ secret, want string }{
+		{raw, "whsec_" + base64.StdEncoding.EncodeToString([]byte(raw))},
+		{std, std},
+	} {
+		f, rot, err := parseTenantFlags(config.Config{}, []string{"-standard-webhook-secret-file", "-"}, strings.NewReader(c.secret+"\n"), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		if err := runTenantWith(context.Background(), config.Config{}, f, rot, &out); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != c.want+"\n" {
+			t.Errorf("secret %q printed %q, want %q", c.secret, out.String(), c.want)
 		}
 	}
 }
