@@ -176,9 +176,6 @@ func TestProblemsAreTypedErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.retryAfter > 0 && testing.Short() {
-				t.Skip("waits Retry-After three times")
-			}
 			f, c := newFake(t, tc.answers...)
 			start := time.Now()
 			_, err := c.CreatePayment(context.Background(), order())
