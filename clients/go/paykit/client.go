@@ -124,10 +124,10 @@ func (e *Error) temporary() bool {
 	return false
 }
 
-func newError(resp *http.Response, body []byte) *Error {
-	e := &Error{StatusCode: resp.StatusCode, Body: body}
+func newError(status int, header http.Header, body []byte) *Error {
+	e := &Error{StatusCode: status, Body: body}
 	_ = json.Unmarshal(body, &e.Problem) // a body that is not a problem leaves Code empty
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+	if s, err := strconv.Atoi(header.Get("Retry-After")); err == nil && s > 0 {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}
 	return e
@@ -139,8 +139,9 @@ type answer interface {
 	GetBody() []byte
 }
 
-// send makes one logical request: call, retried while the failure is temporary.
-func send[R answer](ctx context.Context, c *Client, call func(context.Context) (R, error), httpResp func(R) *http.Response) (R, error) {
+// send makes one logical request: call, retried while the failure is temporary. header
+// is the answer's header (the generated client has read and closed its body).
+func send[R answer](ctx context.Context, c *Client, call func(context.Context) (R, error), header func(R) http.Header) (R, error) {
 	wait := c.backoff
 	for attempt := 1; ; attempt++ {
 		r, err := call(ctx)
@@ -149,7 +150,7 @@ func send[R answer](ctx context.Context, c *Client, call func(context.Context) (
 		}
 		retry := err != nil && ctx.Err() == nil // the answer was lost: only a retry with the same key can tell
 		if err == nil {
-			e := newError(httpResp(r), r.GetBody())
+			e := newError(r.StatusCode(), header(r), r.GetBody())
 			err, retry = e, e.temporary()
 			if e.RetryAfter > wait {
 				wait = e.RetryAfter
@@ -217,7 +218,7 @@ func (c *Client) CreatePayment(ctx context.Context, req CreatePaymentRequest, op
 	o := c.options(opts)
 	r, err := send(ctx, c, func(ctx context.Context) (*CreatePaymentResponse, error) {
 		return c.raw.CreatePaymentWithResponse(ctx, &CreatePaymentParams{IdempotencyKey: &o.key}, req)
-	}, func(r *CreatePaymentResponse) *http.Response { return r.HTTPResponse })
+	}, func(r *CreatePaymentResponse) http.Header { return r.HTTPResponse.Header })
 	if err != nil {
 		return Result[CheckoutResult]{IdempotencyKey: o.key}, err
 	}
@@ -231,7 +232,7 @@ func (c *Client) CreatePayment(ctx context.Context, req CreatePaymentRequest, op
 func (c *Client) GetPayment(ctx context.Context, paymentNo string) (Payment, error) {
 	r, err := send(ctx, c, func(ctx context.Context) (*GetPaymentResponse, error) {
 		return c.raw.GetPaymentWithResponse(ctx, paymentNo)
-	}, func(r *GetPaymentResponse) *http.Response { return r.HTTPResponse })
+	}, func(r *GetPaymentResponse) http.Header { return r.HTTPResponse.Header })
 	if err != nil {
 		return Payment{}, err
 	}
@@ -249,7 +250,7 @@ func (c *Client) CancelPayment(ctx context.Context, paymentNo string, opts ...Ca
 	o := c.options(opts)
 	r, err := send(ctx, c, func(ctx context.Context) (*CancelPaymentResponse, error) {
 		return c.raw.CancelPaymentWithResponse(ctx, paymentNo, &CancelPaymentParams{IdempotencyKey: &o.key}, CancelPaymentJSONRequestBody{})
-	}, func(r *CancelPaymentResponse) *http.Response { return r.HTTPResponse })
+	}, func(r *CancelPaymentResponse) http.Header { return r.HTTPResponse.Header })
 	if err != nil {
 		return Result[Payment]{IdempotencyKey: o.key}, err
 	}
@@ -269,7 +270,7 @@ func (c *Client) CreateRefund(ctx context.Context, paymentNo string, req CreateR
 	o := c.options(opts)
 	r, err := send(ctx, c, func(ctx context.Context) (*CreateRefundResponse, error) {
 		return c.raw.CreateRefundWithResponse(ctx, paymentNo, &CreateRefundParams{IdempotencyKey: &o.key}, req)
-	}, func(r *CreateRefundResponse) *http.Response { return r.HTTPResponse })
+	}, func(r *CreateRefundResponse) http.Header { return r.HTTPResponse.Header })
 	if err != nil {
 		return Result[Refund]{IdempotencyKey: o.key}, err
 	}
@@ -287,7 +288,7 @@ func (c *Client) CreateRefund(ctx context.Context, paymentNo string, req CreateR
 func (c *Client) GetRefund(ctx context.Context, refundNo string) (Refund, error) {
 	r, err := send(ctx, c, func(ctx context.Context) (*GetRefundResponse, error) {
 		return c.raw.GetRefundWithResponse(ctx, refundNo)
-	}, func(r *GetRefundResponse) *http.Response { return r.HTTPResponse })
+	}, func(r *GetRefundResponse) http.Header { return r.HTTPResponse.Header })
 	if err != nil {
 		return Refund{}, err
 	}
@@ -304,7 +305,7 @@ func (c *Client) Refunds(ctx context.Context, paymentNo string) ([]Refund, error
 	for {
 		r, err := send(ctx, c, func(ctx context.Context) (*ListPaymentRefundsResponse, error) {
 			return c.raw.ListPaymentRefundsWithResponse(ctx, paymentNo, params)
-		}, func(r *ListPaymentRefundsResponse) *http.Response { return r.HTTPResponse })
+		}, func(r *ListPaymentRefundsResponse) http.Header { return r.HTTPResponse.Header })
 		if err != nil {
 			return all, err
 		}
@@ -352,7 +353,7 @@ func (f *Feed) Next(ctx context.Context) (events []Event, more bool, err error) 
 	}
 	r, err := send(ctx, f.c, func(ctx context.Context) (*ListEventsResponse, error) {
 		return f.c.raw.ListEventsWithResponse(ctx, params)
-	}, func(r *ListEventsResponse) *http.Response { return r.HTTPResponse })
+	}, func(r *ListEventsResponse) http.Header { return r.HTTPResponse.Header })
 	if err != nil {
 		return nil, false, err
 	}

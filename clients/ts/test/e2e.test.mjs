@@ -16,8 +16,9 @@ async function sim(method, path, body) {
     headers: { "Content-Type": "application/json" },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  assert.ok(res.ok, `simulator ${method} ${path}: HTTP ${res.status} ${await res.text()}`);
-  return res.json();
+  const text = await res.text();
+  assert.ok(res.ok, `simulator ${method} ${path}: HTTP ${res.status} ${text}`);
+  return JSON.parse(text);
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
