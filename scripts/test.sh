@@ -38,6 +38,9 @@ scripts/test-fast.sh
 scripts/promtool.sh
 # Lint the OpenAPI contract first (valid 3.1, every route and problem code in it, drift caught).
 go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
+# The Go and TypeScript clients regenerated from the contract must be what is committed
+# (this also installs clients/ts's pinned npm packages, which e2e/TestTypeScriptClient uses).
+scripts/generate-clients.sh --check
 go test -race -count=1 -timeout 25m -skip '^TestSoak$' ./...
 # The soak (90 s) after the rest, on a Temporal dev server of its own: it judges one
 # stack's steady state, which the runs the other e2e tests leave on their shared in-memory
