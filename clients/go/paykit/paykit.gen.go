@@ -399,7 +399,7 @@ type Event struct {
 		State EventDeliveryState `json:"state"`
 	} `json:"delivery"`
 
-	// EventId Also the webhook's Paykit-Event-Id header; dedupe on this one, which the signature covers (webhook.VerifyEvent).
+	// EventId Also the webhook's webhook-id and Paykit-Event-Id headers; dedupe on it (webhook-id and the body are signed; see docs/integrate/webhooks.md).
 	EventId string `json:"event_id"`
 
 	// Payload The webhook body as delivered (and signed).

@@ -378,7 +378,7 @@ export interface components {
             updated_at: string;
         };
         Event: {
-            /** @description Also the webhook's Paykit-Event-Id header; dedupe on this one, which the signature covers (webhook.VerifyEvent). */
+            /** @description Also the webhook's webhook-id and Paykit-Event-Id headers; dedupe on it (webhook-id and the body are signed; see docs/integrate/webhooks.md). */
             event_id: string;
             /** @enum {string} */
             type: "payment.paid" | "payment.closed" | "payment.failed" | "refund.succeeded" | "refund.failed";
