@@ -46,7 +46,7 @@ func TestARefundNotificationWhoseHandOverWasLostRecordsItsAnomaly(t *testing.T) 
 	}
 
 	s := api.New(api.Config{}, mysqlStores(st), payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
-	s.SweepInbox(ctx, now.Add(31*time.Second))
+	s.Inbox().Sweep(ctx, now.Add(31*time.Second))
 	waitFor(t, "the refund notification settled", func() bool {
 		rec, err := st.NotificationByNotifyID(ctx, "alipay", "nr1")
 		return err == nil && !rec.SettledAt.IsZero()
