@@ -15,7 +15,7 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 fast=(
-  ./alipay ./alipaysim/... ./checkout ./cmd/alipaysim ./gateways/... ./gauges ./inbox
+  ./alipay ./alipaysim/... ./checkout ./cmd/alipaysim ./gateways/... ./gauges
   ./internal/admin ./internal/buildinfo ./internal/config ./internal/devstack ./internal/house ./internal/promql
   ./internal/temporalconn ./internal/temporalmetrics ./internal/tracing
   ./openapi/... ./orchestrator ./payment/... ./secrets ./shop ./webhook ./worker ./workflows
