@@ -25,12 +25,9 @@ type RedeliverInput struct {
 	EventID  string `json:"event_id"`
 }
 
-// RedeliverResult is the outcome of one redelivery attempt and the event after it.
-type RedeliverResult struct {
-	Event     payment.Event `json:"event"`
-	Delivered bool          `json:"delivered"`
-	Error     string        `json:"error,omitempty"`
-}
+// RedeliverResult is the outcome of one redelivery attempt and the event after it
+// (payment.Redelivery, which the HTTP layer answers without importing activities).
+type RedeliverResult = payment.Redelivery
 
 // RedeliverEvent delivers one of a tenant's events now, at the merchant's request,
 // whatever its state: pending, dead (it is delivered after all), or delivered before

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/labstack/echo/v4"
 
 	"github.com/paykit/paykit/payment"
@@ -37,7 +38,8 @@ const (
 	// negativeKeyTTL is how long an unknown, revoked or expired key is answered 401
 	// without asking MySQL.
 	negativeKeyTTL = 5 * time.Second
-	// maxCachedKeys bounds each of the positive and negative caches.
+	// maxCachedKeys bounds each of the positive and negative caches (least recently
+	// used first out).
 	maxCachedKeys = 10000
 )
 
@@ -66,9 +68,12 @@ type keyCache struct {
 	ttl, bound time.Duration
 	store      payment.APIKeys
 
-	mu  sync.Mutex
-	pos map[string]cachedKey
-	neg map[string]time.Time
+	// pos and neg are expirable LRUs: entries leave after ttl (pos, and at the key's
+	// expiry, checked on read) or negativeKeyTTL (neg), or as the least recently used.
+	pos *expirable.LRU[string, cachedKey]
+	neg *expirable.LRU[string, struct{}]
+
+	mu sync.Mutex
 	// checked is when the last look at the changed keys that succeeded started.
 	checked time.Time
 
@@ -79,7 +84,9 @@ type keyCache struct {
 }
 
 func newKeyCache(ttl, bound time.Duration, store payment.APIKeys) *keyCache {
-	return &keyCache{ttl: ttl, bound: bound, store: store, pos: map[string]cachedKey{}, neg: map[string]time.Time{}}
+	return &keyCache{ttl: ttl, bound: bound, store: store,
+		pos: expirable.NewLRU[string, cachedKey](maxCachedKeys, nil, ttl),
+		neg: expirable.NewLRU[string, struct{}](maxCachedKeys, nil, negativeKeyTTL)}
 }
 
 // trusted reports whether cached entries may answer at now, and whether a look at the
@@ -114,14 +121,14 @@ func (kc *keyCache) look(ctx context.Context) error {
 	defer kc.mu.Unlock()
 	if started.Sub(last) > keyChangeWindow/2 || len(changed) >= keyChangesRead {
 		// Changes may have gone by unread.
-		clear(kc.pos)
-		clear(kc.neg)
+		kc.pos.Purge()
+		kc.neg.Purge()
 	}
 	for _, k := range changed {
-		if c, ok := kc.pos[k.Hash]; ok && c.key.UpdatedAt.Before(k.UpdatedAt) {
-			delete(kc.pos, k.Hash)
+		if c, ok := kc.pos.Peek(k.Hash); ok && c.key.UpdatedAt.Before(k.UpdatedAt) {
+			kc.pos.Remove(k.Hash)
 		}
-		delete(kc.neg, k.Hash)
+		kc.neg.Remove(k.Hash)
 	}
 	kc.checked = started
 	return nil
@@ -143,50 +150,37 @@ func (kc *keyCache) lookInBackground() {
 // cached answers from the cache: known says whether it did, and refused that the key is
 // unknown, revoked or expired.
 func (kc *keyCache) cached(hash string, now time.Time) (t payment.Tenant, known, refused bool) {
-	kc.mu.Lock()
-	defer kc.mu.Unlock()
-	if c, ok := kc.pos[hash]; ok {
+	if c, ok := kc.pos.Get(hash); ok {
 		if now.Before(c.until) && c.key.ValidAt(now) {
 			return c.tenant, true, false
 		}
-		delete(kc.pos, hash)
+		kc.pos.Remove(hash)
 	}
-	if until, ok := kc.neg[hash]; ok {
-		if now.Before(until) {
-			return payment.Tenant{}, true, true
-		}
-		delete(kc.neg, hash)
+	if _, ok := kc.neg.Get(hash); ok {
+		return payment.Tenant{}, true, true
 	}
 	return payment.Tenant{}, false, false
 }
 
 func (kc *keyCache) put(k payment.APIKey, t payment.Tenant, now time.Time) {
-	kc.mu.Lock()
-	defer kc.mu.Unlock()
-	if len(kc.pos) >= maxCachedKeys {
-		clear(kc.pos)
-	}
 	until := now.Add(kc.ttl)
 	if !k.ExpiresAt.IsZero() && k.ExpiresAt.Before(until) {
 		until = k.ExpiresAt
 	}
-	kc.pos[k.Hash] = cachedKey{key: k, tenant: t, until: until}
+	kc.pos.Add(k.Hash, cachedKey{key: k, tenant: t, until: until})
 }
 
-func (kc *keyCache) refuse(hash string, now time.Time) {
-	kc.mu.Lock()
-	defer kc.mu.Unlock()
-	if len(kc.neg) >= maxCachedKeys {
-		for h, until := range kc.neg {
-			if !now.Before(until) {
-				delete(kc.neg, h)
-			}
-		}
-		if len(kc.neg) >= maxCachedKeys {
-			clear(kc.neg)
-		}
-	}
-	kc.neg[hash] = now.Add(negativeKeyTTL)
+func (kc *keyCache) refuse(hash string) {
+	kc.neg.Add(hash, struct{}{})
+}
+
+// authenticator resolves API keys to tenants: from the key cache, or from MySQL, with
+// the source addresses that present keys that do not authenticate held back.
+type authenticator struct {
+	keys     *keyCache
+	failures *failureLimiter
+	store    payment.APIKeys
+	metrics  *Metrics
 }
 
 // errUnknownKey is the answer to a key that does not authenticate.
@@ -195,9 +189,9 @@ var errUnknownKey = payment.Errorf(payment.EUNAUTHORIZED, "unknown, revoked or e
 // authenticate resolves "Authorization: Bearer <api key>" to a tenant. Every /v1 query is
 // scoped to that tenant, so one tenant can never see or touch another's payments. A source
 // address that keeps presenting keys that do not authenticate is answered 429 for a while
-// (authFailures) before its next key is looked up in MySQL; keys already cached still
+// (failures) before its next key is looked up in MySQL; keys already cached still
 // pass, so a legitimate client behind the same address is not locked out.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+func (a *authenticator) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Request().Header.Get(echo.HeaderAuthorization)
 		key, ok := strings.CutPrefix(h, "Bearer ")
@@ -206,7 +200,7 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="paykit"`)
 			return payment.Errorf(payment.EUNAUTHORIZED, "missing or malformed Authorization: Bearer <api key>")
 		}
-		t, err := s.tenantForKey(c, HashAPIKey(key))
+		t, err := a.tenantForKey(c, HashAPIKey(key))
 		if err != nil {
 			return err
 		}
@@ -215,46 +209,46 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func (s *Server) tenantForKey(c echo.Context, hash string) (payment.Tenant, error) {
+func (a *authenticator) tenantForKey(c echo.Context, hash string) (payment.Tenant, error) {
 	ctx := c.Request().Context()
 	now := time.Now()
-	trusted, due := s.keys.trusted(now)
+	trusted, due := a.keys.trusted(now)
 	switch {
 	case !trusted:
-		trusted = s.keys.look(ctx) == nil
+		trusted = a.keys.look(ctx) == nil
 	case due:
-		s.keys.lookInBackground()
+		a.keys.lookInBackground()
 	}
 	if trusted {
-		t, known, refused := s.keys.cached(hash, now)
+		t, known, refused := a.keys.cached(hash, now)
 		if known && !refused {
 			return t, nil
 		}
 		if known {
-			return payment.Tenant{}, s.authFailed(c, now)
+			return payment.Tenant{}, a.authFailed(c, now)
 		}
 	}
 	ip := c.RealIP()
-	if wait := s.authFailures.blocked(ip, now); wait > 0 {
-		s.metrics.rateLimited.WithLabelValues("", "auth").Inc()
+	if wait := a.failures.blocked(ip, now); wait > 0 {
+		a.metrics.rateLimited.WithLabelValues("", "auth").Inc()
 		return payment.Tenant{}, rateLimited(c, wait, "too many requests with API keys that do not authenticate from this address")
 	}
-	k, t, err := s.store.TenantAPIKey(ctx, hash)
+	k, t, err := a.store.TenantAPIKey(ctx, hash)
 	switch {
 	case errors.Is(err, payment.ErrNotFound) || (err == nil && !k.ValidAt(now)):
-		s.keys.refuse(hash, now)
-		return payment.Tenant{}, s.authFailed(c, now)
+		a.keys.refuse(hash)
+		return payment.Tenant{}, a.authFailed(c, now)
 	case err != nil:
 		return payment.Tenant{}, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot authenticate right now, retry later", Err: err}
 	}
-	s.keys.put(k, t, now)
+	a.keys.put(k, t, now)
 	return t, nil
 }
 
 // authFailed counts a key that did not authenticate against its source address.
-func (s *Server) authFailed(c echo.Context, now time.Time) error {
-	s.authFailures.fail(c.RealIP(), now)
-	s.metrics.authFailures.Inc()
+func (a *authenticator) authFailed(c echo.Context, now time.Time) error {
+	a.failures.fail(c.RealIP(), now)
+	a.metrics.authFailures.Inc()
 	return errUnknownKey
 }
 

@@ -234,3 +234,11 @@ func TestCachedKeyIsNotTrustedWithoutMySQL(t *testing.T) {
 		t.Fatalf("MySQL back: HTTP %d", got)
 	}
 }
+
+// mysqlStores gives every noun the API uses the one MariaDB store.
+func mysqlStores(st *mysql.Store) api.Stores {
+	return api.Stores{
+		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
+		EventFeed: st, Tenants: st, APIKeys: st, Anomalies: st, Pinger: st,
+	}
+}

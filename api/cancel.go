@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -28,15 +29,18 @@ func (s *Server) cancelPayment(c echo.Context) error {
 	if err := decodeNone(body); err != nil {
 		return err
 	}
+	run := func() (int, []byte, error) {
+		return cancel(c.Request().Context(), s.store.Payments, s.orch, s.cfg.CancelWait, tenantIDOf(c), c.Param("payment_no"))
+	}
 	key := c.Request().Header.Get("Idempotency-Key")
 	if key == "" {
-		status, resp, err := s.cancel(c)
+		status, resp, err := run()
 		if err != nil {
 			return err
 		}
 		return c.JSONBlob(status, resp)
 	}
-	return s.idempotent(c, key, body, func() (int, []byte, error) { return s.cancel(c) })
+	return s.idem.run(c, key, body, run)
 }
 
 // cancel asks the payment's workflow to cancel it and waits up to CancelWait for the
@@ -45,26 +49,23 @@ func (s *Server) cancelPayment(c echo.Context) error {
 // pending if Alipay has not yet confirmed that the trade cannot be paid (a cashier link
 // handed out stays payable until its expiry, so the close waits for that). The workflow
 // keeps the cancel in every case; a later GET shows the outcome.
-func (s *Server) cancel(c echo.Context) (int, []byte, error) {
-	ctx := c.Request().Context()
-	tenantID := tenantIDOf(c)
-	no := c.Param("payment_no")
+func cancel(ctx context.Context, store payment.Payments, orch Orchestrator, wait time.Duration, tenantID, no string) (int, []byte, error) {
 	if err := payment.ValidatePaymentNo(no); err != nil {
 		return 0, nil, err
 	}
-	p, err := s.tenantPayment(c, tenantID, no)
+	p, err := tenantPayment(ctx, store, tenantID, no)
 	if err != nil {
 		return 0, nil, err
 	}
 	if p.Status == payment.StatusPending {
-		if cerr := s.orch.CancelPayment(ctx, p); cerr != nil {
+		if cerr := orch.CancelPayment(ctx, p); cerr != nil {
 			// It may have ended meanwhile, which is an answer too.
-			q, err := s.tenantPayment(c, tenantID, no)
+			q, err := tenantPayment(ctx, store, tenantID, no)
 			if err != nil || !q.Status.Final() {
 				return 0, nil, cerr
 			}
 			p = q
-		} else if p, err = s.awaitFinal(c, p); err != nil {
+		} else if p, err = awaitFinal(ctx, store, p, wait); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -85,17 +86,17 @@ func (s *Server) cancel(c echo.Context) (int, []byte, error) {
 	return status, out, nil
 }
 
-// awaitFinal polls the payment until it is final or CancelWait has passed.
-func (s *Server) awaitFinal(c echo.Context, p payment.Payment) (payment.Payment, error) {
-	deadline := time.Now().Add(s.cfg.CancelWait)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		if time.Now().Add(wait).After(deadline) {
+// awaitFinal polls the payment until it is final or wait (CancelWait) has passed.
+func awaitFinal(ctx context.Context, store payment.Payments, p payment.Payment, wait time.Duration) (payment.Payment, error) {
+	deadline := time.Now().Add(wait)
+	for step := 50 * time.Millisecond; ; step = min(2*step, 500*time.Millisecond) {
+		if time.Now().Add(step).After(deadline) {
 			return p, nil
 		}
-		if err := sleepCtx(c.Request().Context(), wait); err != nil {
+		if err := sleepCtx(ctx, step); err != nil {
 			return p, nil
 		}
-		q, err := s.tenantPayment(c, p.TenantID, p.PaymentNo)
+		q, err := tenantPayment(ctx, store, p.TenantID, p.PaymentNo)
 		if err != nil {
 			return payment.Payment{}, err
 		}
@@ -106,8 +107,8 @@ func (s *Server) awaitFinal(c echo.Context, p payment.Payment) (payment.Payment,
 }
 
 // tenantPayment reads a tenant's payment: 404 for another tenant's, 503 if the store fails.
-func (s *Server) tenantPayment(c echo.Context, tenantID, no string) (payment.Payment, error) {
-	p, err := s.store.GetTenantPayment(c.Request().Context(), tenantID, no)
+func tenantPayment(ctx context.Context, store payment.Payments, tenantID, no string) (payment.Payment, error) {
+	p, err := store.GetTenantPayment(ctx, tenantID, no)
 	if errors.Is(err, payment.ErrNotFound) {
 		return payment.Payment{}, payment.Errorf(payment.ENOTFOUND, "no payment %s", no)
 	}
@@ -115,4 +116,15 @@ func (s *Server) tenantPayment(c echo.Context, tenantID, no string) (payment.Pay
 		return payment.Payment{}, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read the payment right now", Err: err}
 	}
 	return p, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

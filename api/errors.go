@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/paykit/paykit/checkout"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -108,8 +109,12 @@ func problemFor(c echo.Context, err error) (int, Problem) {
 		p.Detail = payment.ErrorMessage(err)
 	}
 	var pe *problemError
-	if errors.As(err, &pe) {
+	var ce *checkout.PaymentError
+	switch {
+	case errors.As(err, &pe):
 		p.Payment = pe.payment
+	case errors.As(err, &ce):
+		p.Payment = ce.Payment
 	}
 	return status, p
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -15,6 +16,16 @@ import (
 
 // ReplayedHeader marks a response replayed from the Idempotency-Key store.
 const ReplayedHeader = "Idempotent-Replayed"
+
+// idempotency runs a request at most once per (tenant, Idempotency-Key) and replays its
+// answer to the retries (run).
+type idempotency struct {
+	store   payment.IdempotencyKeys
+	cache   Cache // nil: no Redis
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+}
 
 func validIdempotencyKey(k string) bool {
 	if len(k) < 8 || len(k) > 255 {
@@ -38,8 +49,8 @@ func fingerprint(method, path string, body []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (s *Server) replay(c echo.Context, rec payment.IdempotencyRecord) error {
-	s.metrics.idem.WithLabelValues("replay").Inc()
+func (ik *idempotency) replay(c echo.Context, rec payment.IdempotencyRecord) error {
+	ik.metrics.idem.WithLabelValues("replay").Inc()
 	c.Response().Header().Set(ReplayedHeader, "true")
 	ct := echo.MIMEApplicationJSON
 	if rec.ResponseStatus >= 400 {
@@ -48,86 +59,91 @@ func (s *Server) replay(c echo.Context, rec payment.IdempotencyRecord) error {
 	return c.Blob(rec.ResponseStatus, ct, rec.ResponseBody)
 }
 
-// idempotent runs handle at most once per (tenant, Idempotency-Key): the first request
+// run runs handle at most once per (tenant, Idempotency-Key): the first request
 // runs; a concurrent one gets 409; a later one gets the first response replayed; one with
 // another payload gets 422. MySQL is the source of truth; Redis only short-cuts replays.
-func (s *Server) idempotent(c echo.Context, key string, body []byte, handle func() (int, []byte, error)) error {
+func (ik *idempotency) run(c echo.Context, key string, body []byte, handle func() (int, []byte, error)) error {
 	ctx := c.Request().Context()
 	tenantID := tenantIDOf(c)
 	if !validIdempotencyKey(key) {
 		return payment.Errorf(payment.EINVALID, "Idempotency-Key must be 8-255 visible ASCII characters")
 	}
 	fp := fingerprint(c.Request().Method, c.Request().URL.Path, body)
-	if s.cache != nil {
-		if rec, ok, err := s.cache.CachedResponse(ctx, tenantID, key); err == nil && ok {
+	if ik.cache != nil {
+		if rec, ok, err := ik.cache.CachedResponse(ctx, tenantID, key); err == nil && ok {
 			if rec.Fingerprint != fp {
-				s.metrics.idem.WithLabelValues("mismatch").Inc()
+				ik.metrics.idem.WithLabelValues("mismatch").Inc()
 				return payment.Errorf(payment.EMISMATCH, "Idempotency-Key was used with a different request")
 			}
-			return s.replay(c, rec)
+			return ik.replay(c, rec)
 		}
 	}
 	now := time.Now().UTC()
-	outcome, rec, err := s.store.ReserveIdempotencyKey(ctx, payment.IdempotencyRecord{
+	outcome, rec, err := ik.store.ReserveIdempotencyKey(ctx, payment.IdempotencyRecord{
 		TenantID: tenantID, Key: key, Fingerprint: fp, State: payment.IdempotencyInFlight,
-		LockedUntil: now.Add(s.cfg.IdempotencyLock), ExpiresAt: now.Add(s.cfg.IdempotencyTTL),
+		LockedUntil: now.Add(ik.cfg.IdempotencyLock), ExpiresAt: now.Add(ik.cfg.IdempotencyTTL),
 	})
 	if err != nil {
 		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot record the Idempotency-Key right now, retry", Err: err}
 	}
 	switch outcome {
 	case payment.ReserveMismatch:
-		s.metrics.idem.WithLabelValues("mismatch").Inc()
+		ik.metrics.idem.WithLabelValues("mismatch").Inc()
 		return payment.Errorf(payment.EMISMATCH, "Idempotency-Key was used with a different request")
 	case payment.ReserveInFlight:
-		s.metrics.idem.WithLabelValues("in_flight").Inc()
+		ik.metrics.idem.WithLabelValues("in_flight").Inc()
 		c.Response().Header().Set("Retry-After", "1")
 		return payment.Errorf(payment.EINFLIGHT, "a request with this Idempotency-Key is still in progress")
 	case payment.ReserveReplay:
-		s.cacheResponse(c, rec)
-		return s.replay(c, rec)
+		ik.cacheResponse(c, rec)
+		return ik.replay(c, rec)
 	}
-	s.metrics.idem.WithLabelValues("acquired").Inc()
+	ik.metrics.idem.WithLabelValues("acquired").Inc()
 
-	stopRenewing := s.renewWhileRunning(c, rec)
+	stopRenewing := ik.renewWhileRunning(c, rec)
 	status, resp, herr := handle()
 	stopRenewing()
 	if herr != nil {
-		status, p := problemFor(c, herr)
-		// payment_not_paid may change (a refund asked for while the payment's notification
-		// is still on its way), so it is answered afresh on every retry, never stored.
-		if code := payment.ErrorCode(herr); status >= 500 || code == payment.EINFLIGHT || code == payment.EFINISHING || code == payment.ENOTPAID {
-			// Not the client's fault: free the key so that a retry runs again.
-			if err := s.store.ReleaseIdempotencyKey(detached(c), rec); err != nil {
-				s.log.ErrorContext(ctx, "release idempotency key", "tenant_id", tenantID, "err", err)
-			}
-			return herr
-		}
-		p.RequestID = ""
-		resp, _ = json.Marshal(p)
-		s.complete(c, rec, fp, status, resp)
+		ik.failed(c, rec, fp, herr)
 		return herr
 	}
 	if status == http.StatusAccepted {
 		// Still under way (a cancel that Alipay has not confirmed yet): not an answer to
 		// keep, so a retry asks again and gets the outcome.
-		if err := s.store.ReleaseIdempotencyKey(detached(c), rec); err != nil {
-			s.log.ErrorContext(ctx, "release idempotency key", "tenant_id", tenantID, "err", err)
+		if err := ik.store.ReleaseIdempotencyKey(detached(c), rec); err != nil {
+			ik.log.ErrorContext(ctx, "release idempotency key", "tenant_id", tenantID, "err", err)
 		}
 		return c.JSONBlob(status, resp)
 	}
-	s.complete(c, rec, fp, status, resp)
+	ik.complete(c, rec, fp, status, resp)
 	return c.JSONBlob(status, resp)
+}
+
+// failed keeps the problem a request failed with as its answer, or frees the key when
+// the failure was not the client's fault, so that a retry runs again.
+func (ik *idempotency) failed(c echo.Context, rec payment.IdempotencyRecord, fp string, herr error) {
+	status, p := problemFor(c, herr)
+	// payment_not_paid may change (a refund asked for while the payment's notification
+	// is still on its way), so it is answered afresh on every retry, never stored.
+	if code := payment.ErrorCode(herr); status >= 500 || code == payment.EINFLIGHT || code == payment.EFINISHING || code == payment.ENOTPAID {
+		if err := ik.store.ReleaseIdempotencyKey(detached(c), rec); err != nil {
+			ik.log.ErrorContext(c.Request().Context(), "release idempotency key", "tenant_id", tenantIDOf(c), "err", err)
+		}
+		return
+	}
+	p.RequestID = ""
+	resp, _ := json.Marshal(p)
+	ik.complete(c, rec, fp, status, resp)
 }
 
 // renewWhileRunning keeps the in-flight lock on held alive, renewing it every third of
 // IdempotencyLock, until the returned stop is called (it waits for the renewer to end).
 // The lock is short so that the key of a request whose process died frees within
 // seconds; the renewals keep a slow request from being taken over by its own retry.
-func (s *Server) renewWhileRunning(c echo.Context, held payment.IdempotencyRecord) (stop func()) {
+func (ik *idempotency) renewWhileRunning(c echo.Context, held payment.IdempotencyRecord) (stop func()) {
 	ctx, cancel := context.WithCancel(detached(c))
 	done := make(chan struct{})
-	every := max(s.cfg.IdempotencyLock/3, time.Millisecond)
+	every := max(ik.cfg.IdempotencyLock/3, time.Millisecond)
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(every)
@@ -138,9 +154,9 @@ func (s *Server) renewWhileRunning(c echo.Context, held payment.IdempotencyRecor
 				return
 			case <-tick.C:
 			}
-			held.LockedUntil = time.Now().Add(s.cfg.IdempotencyLock)
+			held.LockedUntil = time.Now().Add(ik.cfg.IdempotencyLock)
 			rctx, rcancel := context.WithTimeout(ctx, every)
-			err := s.store.RenewIdempotencyKey(rctx, held)
+			err := ik.store.RenewIdempotencyKey(rctx, held)
 			rcancel()
 			switch {
 			case err == nil:
@@ -149,11 +165,11 @@ func (s *Server) renewWhileRunning(c echo.Context, held payment.IdempotencyRecor
 			case payment.ErrorCode(err) == payment.ECONFLICT:
 				// Its lock ran out (a renewal was lost or late) and a retry took over; this
 				// request's answer will not be stored, the retry's will.
-				s.log.WarnContext(ctx, "idempotency key taken over while its request ran", "tenant_id", held.TenantID,
+				ik.log.WarnContext(ctx, "idempotency key taken over while its request ran", "tenant_id", held.TenantID,
 					"request_id", requestID(c), "err", err)
 				return
 			default:
-				s.log.WarnContext(ctx, "renew idempotency key", "tenant_id", held.TenantID, "request_id", requestID(c), "err", err)
+				ik.log.WarnContext(ctx, "renew idempotency key", "tenant_id", held.TenantID, "request_id", requestID(c), "err", err)
 			}
 		}
 	}()
@@ -163,31 +179,31 @@ func (s *Server) renewWhileRunning(c echo.Context, held payment.IdempotencyRecor
 	}
 }
 
-func (s *Server) complete(c echo.Context, held payment.IdempotencyRecord, fp string, status int, resp []byte) {
+func (ik *idempotency) complete(c echo.Context, held payment.IdempotencyRecord, fp string, status int, resp []byte) {
 	ctx := detached(c)
 	tenantID, key := held.TenantID, held.Key
-	if err := s.store.CompleteIdempotencyKey(ctx, held, status, resp); err != nil {
+	if err := ik.store.CompleteIdempotencyKey(ctx, held, status, resp); err != nil {
 		// The answer is still correct; a retry will find the key in flight until the
 		// lock expires and then run again, landing on the same workflow update.
-		s.log.ErrorContext(ctx, "complete idempotency key", "tenant_id", tenantID, "err", err)
+		ik.log.ErrorContext(ctx, "complete idempotency key", "tenant_id", tenantID, "err", err)
 		return
 	}
-	s.cacheResponse(c, payment.IdempotencyRecord{TenantID: tenantID, Key: key, Fingerprint: fp,
+	ik.cacheResponse(c, payment.IdempotencyRecord{TenantID: tenantID, Key: key, Fingerprint: fp,
 		State: payment.IdempotencyCompleted, ResponseStatus: status, ResponseBody: resp, ExpiresAt: held.ExpiresAt})
 }
 
 // cacheResponse caches a completed response in Redis for what is left of its MySQL
 // record's life (rec.ExpiresAt), so that a replay from the cache never outlives the
 // record: a key MySQL has forgotten must be free again everywhere.
-func (s *Server) cacheResponse(c echo.Context, rec payment.IdempotencyRecord) {
-	if s.cache == nil {
+func (ik *idempotency) cacheResponse(c echo.Context, rec payment.IdempotencyRecord) {
+	if ik.cache == nil {
 		return
 	}
-	ttl := min(time.Until(rec.ExpiresAt), s.cfg.IdempotencyTTL)
+	ttl := min(time.Until(rec.ExpiresAt), ik.cfg.IdempotencyTTL)
 	if rec.ExpiresAt.IsZero() || ttl <= 0 {
 		return
 	}
-	if err := s.cache.CacheResponse(detached(c), rec, ttl); err != nil {
-		s.log.DebugContext(c.Request().Context(), "idempotency cache write skipped", "err", err)
+	if err := ik.cache.CacheResponse(detached(c), rec, ttl); err != nil {
+		ik.log.DebugContext(c.Request().Context(), "idempotency cache write skipped", "err", err)
 	}
 }

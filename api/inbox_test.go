@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/inbox"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -64,7 +65,7 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 		if !n.SettledAt.IsZero() || n.DispatchDueAt.IsZero() {
 			t.Fatalf("settled on the signal alone: %+v", n)
 		}
-		s.SweepInbox(context.Background(), time.Now())
+		s.Inbox().Sweep(context.Background(), time.Now())
 		if n := st.note(t, 0, func(payment.ChannelNotification) bool { return true }); !n.SettledAt.IsZero() {
 			t.Fatalf("settled while the payment is pending: %+v", n)
 		}
@@ -73,7 +74,7 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 		p.Status, p.TradeNo = payment.StatusPaid, "T1"
 		st.payments["P1"] = p
 		st.mu.Unlock()
-		s.SweepInbox(context.Background(), time.Now())
+		s.Inbox().Sweep(context.Background(), time.Now())
 		if n := st.note(t, 0, func(payment.ChannelNotification) bool { return true }); n.SettledAt.IsZero() || !n.DispatchDueAt.IsZero() {
 			t.Fatalf("not settled by the payment being PAID with its trade_no: %+v", n)
 		}
@@ -96,14 +97,14 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 			t.Fatalf("after a failed hand-over: %+v", n)
 		}
 		// Not due yet: the sweep leaves it.
-		if got := s.SweepInbox(context.Background(), time.Now()); got != 0 {
+		if got := s.Inbox().Sweep(context.Background(), time.Now()); got != 0 {
 			t.Fatalf("swept %d before its due time", got)
 		}
 		orch.mu.Lock()
 		orch.signalErr = nil
 		orch.mu.Unlock()
 		later := n.DispatchDueAt.Add(time.Millisecond)
-		if got := s.SweepInbox(context.Background(), later); got != 1 {
+		if got := s.Inbox().Sweep(context.Background(), later); got != 1 {
 			t.Fatalf("swept %d at its due time, want 1", got)
 		}
 		n = st.note(t, 0, func(n payment.ChannelNotification) bool { return n.Outcome == "signalled" })
@@ -147,7 +148,7 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 		anomalies := append([]payment.Anomaly(nil), st.anomalies...)
 		st.mu.Unlock()
 		if n.SettledAt.IsZero() || len(n.Outcome) < 10 || n.Outcome[:10] != "rejected: " || orch.signalCount() != 0 ||
-			len(anomalies) != 1 || anomalies[0].Kind != api.AnomalyNotificationRejected || anomalies[0].PaymentNo != "P1" ||
+			len(anomalies) != 1 || anomalies[0].Kind != inbox.AnomalyNotificationRejected || anomalies[0].PaymentNo != "P1" ||
 			anomalies[0].Subject != "n1" {
 			t.Fatalf("recorded %+v, anomalies %+v, %d signals", n, anomalies, orch.signalCount())
 		}
@@ -204,7 +205,7 @@ func TestUnsettledNotificationBacksOffAndBecomesAnAnomaly(t *testing.T) {
 	for i := range 10 {
 		n := st.note(t, 0, func(payment.ChannelNotification) bool { return true })
 		at := n.DispatchDueAt
-		if s.SweepInbox(context.Background(), at) != 1 {
+		if s.Inbox().Sweep(context.Background(), at) != 1 {
 			t.Fatalf("sweep %d handed nothing over", i+1)
 		}
 		waitFor(t, "the sweep's hand-over", func() bool { return orch.signalCount() == i+2 })
@@ -219,9 +220,9 @@ func TestUnsettledNotificationBacksOffAndBecomesAnAnomaly(t *testing.T) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.anomalies) != 1 || st.anomalies[0].Kind != api.AnomalyNotificationUnsettled || st.anomalies[0].TenantID != "t1" ||
+	if len(st.anomalies) != 1 || st.anomalies[0].Kind != inbox.AnomalyNotificationUnsettled || st.anomalies[0].TenantID != "t1" ||
 		st.anomalies[0].Subject != "n1" {
-		t.Fatalf("anomalies %+v, want one %s about notify_id n1", st.anomalies, api.AnomalyNotificationUnsettled)
+		t.Fatalf("anomalies %+v, want one %s about notify_id n1", st.anomalies, inbox.AnomalyNotificationUnsettled)
 	}
 	if orch.signals != 11 {
 		t.Fatalf("signals = %d, want 11 (one per hand-over)", orch.signals)

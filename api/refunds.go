@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -27,15 +29,18 @@ func (s *Server) createRefund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	run := func(idemKey string) (int, []byte, error) {
+		return refund(c.Request().Context(), s.store.Refunds, s.orch, s.log, tenantIDOf(c), c.Param("payment_no"), body, idemKey)
+	}
 	key := c.Request().Header.Get("Idempotency-Key")
 	if key == "" {
-		status, resp, err := s.refund(c, body, "")
+		status, resp, err := run("")
 		if err != nil {
 			return err
 		}
 		return c.JSONBlob(status, resp)
 	}
-	return s.idempotent(c, key, body, func() (int, []byte, error) { return s.refund(c, body, key) })
+	return s.idem.run(c, key, body, func() (int, []byte, error) { return run(key) })
 }
 
 // refundNoFor derives a refund_no from (tenant, Idempotency-Key).
@@ -54,10 +59,7 @@ var errRefundIdentity = payment.Errorf(payment.EINVALID,
 // the paid amount), then the refund's workflow is started. If the start fails the answer
 // is 503 and the refund stays pending with its reservation: a retry of the request finds
 // the same refund (same refund_no, or the same Idempotency-Key) and starts it again.
-func (s *Server) refund(c echo.Context, body []byte, idemKey string) (int, []byte, error) {
-	ctx := c.Request().Context()
-	tenantID := tenantIDOf(c)
-	paymentNo := c.Param("payment_no")
+func refund(ctx context.Context, store payment.Refunds, orch Orchestrator, log *slog.Logger, tenantID, paymentNo string, body []byte, idemKey string) (int, []byte, error) {
 	if err := payment.ValidatePaymentNo(paymentNo); err != nil {
 		return 0, nil, err
 	}
@@ -79,7 +81,7 @@ func (s *Server) refund(c echo.Context, body []byte, idemKey string) (int, []byt
 	if err := nr.Validate(); err != nil {
 		return 0, nil, err
 	}
-	r, existed, err := s.store.CreateRefund(ctx, nr)
+	r, existed, err := store.CreateRefund(ctx, nr)
 	if err != nil {
 		switch payment.ErrorCode(err) {
 		case payment.ENOTFOUND, payment.ENOTPAID, payment.EREFUNDEXCEEDS, payment.ECONFLICT, payment.EINVALID:
@@ -87,8 +89,8 @@ func (s *Server) refund(c echo.Context, body []byte, idemKey string) (int, []byt
 		}
 		return 0, nil, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot record the refund right now, retry", Err: err}
 	}
-	if err := s.orch.StartRefund(ctx, r); err != nil {
-		s.log.ErrorContext(ctx, "start refund workflow; the refund stays pending until a retry", "tenant_id", tenantID,
+	if err := orch.StartRefund(ctx, r); err != nil {
+		log.ErrorContext(ctx, "start refund workflow; the refund stays pending until a retry", "tenant_id", tenantID,
 			"payment_no", paymentNo, "refund_no", r.RefundNo, "err", err)
 		return 0, nil, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the refund is recorded but could not be started; retry the request", Err: err}
 	}

@@ -14,27 +14,21 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/checkout"
+	"github.com/paykit/paykit/inbox"
 	"github.com/paykit/paykit/payment"
-	"github.com/paykit/paykit/workflows"
 )
 
-// Orchestrator is what the API needs from the workflow engine.
+// Orchestrator is what the API needs from the workflow engine: what the checkout and the
+// inbox need, and the merchant's operations.
 type Orchestrator interface {
-	Checkout(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error)
-	// StartOpened starts the run of a payment the API created and opened itself;
-	// started=false means a run of the order is already running.
-	StartOpened(ctx context.Context, in workflows.PaymentInput) (started bool, err error)
-	Notify(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) (running bool, err error)
-	NotifyOrRedrive(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) error
-	// StartRefund makes sure a workflow is working on a pending refund (joining a running
-	// one); a final refund needs none.
-	StartRefund(ctx context.Context, r payment.Refund) error
+	checkout.Orchestrator
+	inbox.Orchestrator
 	// CancelPayment asks the workflow of a pending payment to cancel it (close at Alipay,
 	// then locally, or paid if Alipay says so); it returns once the run has the request.
 	CancelPayment(ctx context.Context, p payment.Payment) error
 	// RedeliverEvent makes one delivery attempt of a tenant's outbox event now.
-	RedeliverEvent(ctx context.Context, tenantID, eventID string) (activities.RedeliverResult, error)
+	RedeliverEvent(ctx context.Context, tenantID, eventID string) (payment.Redelivery, error)
 	Ping(ctx context.Context) error
 }
 
@@ -59,6 +53,13 @@ type Cache interface {
 
 // DefaultIdempotencyLock is the default Config.IdempotencyLock.
 const DefaultIdempotencyLock = 5 * time.Second
+
+// Defaults of the inbox (Config.InboxSettleBound, InboxSweepInterval, NotificationRetention).
+const (
+	DefaultInboxSettleBound      = inbox.DefaultSettleBound
+	DefaultInboxSweepInterval    = inbox.DefaultSweepInterval
+	DefaultNotificationRetention = inbox.DefaultRetention
+)
 
 // Config tunes the API.
 type Config struct {
@@ -93,13 +94,13 @@ type Config struct {
 	// InboxSettleBound is how long an acknowledged Alipay notification may go without
 	// its effect being seen before it is handed to its payment again (then with backoff).
 	InboxSettleBound time.Duration
-	// InboxSweepInterval is how often the inbox is swept (RunInbox).
+	// InboxSweepInterval is how often the inbox is swept (inbox.Inbox.Run).
 	InboxSweepInterval time.Duration
 	// NotificationRetention is how long a notification that needs nothing more is kept;
 	// it must be longer than Alipay's 25 h of redeliveries, which it dedupes.
 	NotificationRetention time.Duration
 	// DirectCheckoutTTL, when set, is the lifetime of the page, wap and app payments that
-	// the API creates and opens itself before starting their workflow (checkout_direct.go);
+	// the API creates and opens itself before starting their workflow (checkout/direct.go);
 	// zero leaves every checkout to the workflow's checkout update.
 	DirectCheckoutTTL time.Duration
 	// ReadyFor is how long a /readyz answer of the admin listener is reused before
@@ -137,15 +138,6 @@ func (c Config) withDefaults() Config {
 	if c.CancelWait <= 0 {
 		c.CancelWait = 10 * time.Second
 	}
-	if c.InboxSettleBound <= 0 {
-		c.InboxSettleBound = DefaultInboxSettleBound
-	}
-	if c.InboxSweepInterval <= 0 {
-		c.InboxSweepInterval = DefaultInboxSweepInterval
-	}
-	if c.NotificationRetention <= 0 {
-		c.NotificationRetention = DefaultNotificationRetention
-	}
 	return c
 }
 
@@ -159,15 +151,14 @@ type Server struct {
 	cache    Cache
 	log      *slog.Logger
 	metrics  *Metrics
-	keys     *keyCache
-	// authFailures limits the unknown keys a source address may present.
-	authFailures *failureLimiter
+	auth     *authenticator
+	idem     *idempotency
 	// limiter is the cache as a Limiter, or nil.
 	limiter Limiter
-	// inbox hands acknowledged notifications to their payments (inbox.go).
-	inbox *inbox
-	// unverified bounds the rows and error lines of unverified callbacks.
-	unverified unverifiedSampler
+	// inbox records Alipay's notifications and hands them to their payments.
+	inbox *inbox.Inbox
+	// checkout decides the checkouts.
+	checkout *checkout.Checkout
 }
 
 // New builds the server and its routes. cache may be nil (no Redis). It panics if a noun
@@ -184,11 +175,23 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	}
 	s := &Server{
 		echo: echo.New(), cfg: cfg.withDefaults(), store: store, gateways: gateways, orch: orch, cache: cache,
-		log: logger, metrics: metrics, inbox: newInbox(),
+		log: logger, metrics: metrics,
 	}
-	s.startInbox()
-	s.keys = newKeyCache(s.cfg.TenantCacheTTL, s.cfg.KeyRevocationBound, store.APIKeys)
-	s.authFailures = newFailureLimiter(s.cfg.AuthFailuresPerMinute)
+	s.inbox = inbox.New(inbox.Config{
+		SettleBound: s.cfg.InboxSettleBound, SweepInterval: s.cfg.InboxSweepInterval, Retention: s.cfg.NotificationRetention,
+	}, inbox.Stores{
+		Payments: store.Payments, Refunds: store.Refunds, Notifications: store.Notifications, Inbox: store.Inbox,
+		Tenants: store.Tenants, Anomalies: store.Anomalies,
+	}, gateways, orch, logger, metrics.inbox)
+	var tokens checkout.Tokens
+	if cache != nil {
+		tokens = cache
+	}
+	s.checkout = checkout.New(checkout.Config{DirectTTL: s.cfg.DirectCheckoutTTL, NoFault: noFault},
+		checkout.Stores{Payments: store.Payments, PayLinks: store.PayLinks}, gateways, orch, tokens, logger, metrics.checkout)
+	s.auth = &authenticator{keys: newKeyCache(s.cfg.TenantCacheTTL, s.cfg.KeyRevocationBound, store.APIKeys),
+		failures: newFailureLimiter(s.cfg.AuthFailuresPerMinute), store: store.APIKeys, metrics: metrics}
+	s.idem = &idempotency{store: store.IdempotencyKeys, cache: cache, cfg: s.cfg, log: logger, metrics: metrics}
 	if l, ok := cache.(Limiter); ok {
 		s.limiter = l
 	}
@@ -211,7 +214,7 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	e.POST("/callbacks/alipay", s.alipayCallback)
 	e.GET("/openapi.yaml", serveOpenAPI)
 
-	v1 := perRoute(e.Group("/v1"), s.authenticate, requireJSON)
+	v1 := perRoute(e.Group("/v1"), s.auth.authenticate, requireJSON)
 	v1.POST("/checkout-tokens", s.limited(RouteCheckoutTokens, s.createCheckoutToken))
 	v1.POST("/payments", s.limited(RouteCheckouts, s.createPayment))
 	v1.GET("/payments/:payment_no", s.getPayment)
@@ -226,7 +229,7 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 // ServeHTTP makes the server an http.Handler (used by tests and by http.Server).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// ListenAndServe serves on addr and sweeps the inbox (RunInbox) until ctx is cancelled,
+// ListenAndServe serves on addr and sweeps the inbox (inbox.Inbox.Run) until ctx is cancelled,
 // then shuts down gracefully, letting in-flight requests and the queued hand-overs of
 // notifications finish within grace (any left are due in MySQL for the next sweep).
 func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Duration) error {
@@ -242,9 +245,9 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	go func() { errc <- srv.ListenAndServe() }()
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	swept := make(chan struct{})
-	go func() { defer close(swept); s.RunInbox(sweepCtx) }()
+	go func() { defer close(swept); s.inbox.Run(sweepCtx) }()
 	stopInbox := func() { stopSweep(); <-swept }
-	defer s.closeInbox()
+	defer s.inbox.Close()
 	select {
 	case err := <-errc:
 		stopInbox()
@@ -259,22 +262,15 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string, grace time.Dur
 	if err != nil {
 		return err
 	}
-	s.waitBackground(shutdownCtx)
+	s.inbox.Wait(shutdownCtx)
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
 
-// waitBackground waits for the queued hand-overs of notifications, or until ctx ends.
-func (s *Server) waitBackground(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { s.inbox.active.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
+// Inbox is the server's notification inbox, for a test to sweep.
+func (s *Server) Inbox() *inbox.Inbox { return s.inbox }
 
 func requestID(c echo.Context) string {
 	return c.Response().Header().Get(echo.HeaderXRequestID)

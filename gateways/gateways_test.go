@@ -155,6 +155,8 @@ func TestGatewaysReuseATenantReadBriefly(t *testing.T) {
 		return gatewaystest.Named{App: appID, Key: c.AppPrivateKeyPEM}, nil
 	}
 	g := New(store, kr, build, gatewaystest.Named{App: "default"}, "2021default", "2088default")
+	const ttl = time.Second
+	g.SetTTL(ttl)
 	store.Put(payment.Tenant{ID: "a", AlipayAppID: "2021A", AlipaySeller: "2088A", AlipayCredentialsSealed: gatewaystest.Seal(t, kr, "a", "key-a")})
 	key := func() string {
 		t.Helper()
@@ -171,7 +173,7 @@ func TestGatewaysReuseATenantReadBriefly(t *testing.T) {
 	if k := key(); k != "key-a" {
 		t.Fatalf("a read younger than the TTL was not reused: %s", k)
 	}
-	g.tenants.now = func() time.Time { return time.Now().Add(TenantTTL) }
+	time.Sleep(ttl + 100*time.Millisecond)
 	if k := key(); k != "key-a2" {
 		t.Fatalf("after the TTL the new keys: %s", k)
 	}

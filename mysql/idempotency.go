@@ -84,9 +84,10 @@ func (st *Store) ReserveIdempotencyKey(ctx context.Context, rec payment.Idempote
 	}
 	wrap := func(err error) error { return fmt.Errorf("mysql: reserve idempotency key: %w", err) }
 
+	wait := txBackOff()
 	for attempt := range maxReserveAttempts {
 		if attempt > 0 {
-			if err := sleep(ctx, backoff(attempt)); err != nil {
+			if err := sleep(ctx, wait.NextBackOff()); err != nil {
 				return 0, payment.IdempotencyRecord{}, wrap(err)
 			}
 		}

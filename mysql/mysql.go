@@ -13,13 +13,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/XSAM/otelsql"
+	"github.com/cenkalti/backoff/v5"
 	gomysql "github.com/go-sql-driver/mysql"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -241,9 +241,10 @@ func IsDuplicate(err error) bool {
 // jittered exponential backoff, so fn must not keep state between runs.
 func (st *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	var err error
+	wait := txBackOff()
 	for attempt := range maxTxAttempts {
 		if attempt > 0 {
-			if serr := sleep(ctx, backoff(attempt)); serr != nil {
+			if serr := sleep(ctx, wait.NextBackOff()); serr != nil {
 				return fmt.Errorf("mysql: retry: %w", errors.Join(serr, err))
 			}
 		}
@@ -297,13 +298,15 @@ func (st *Store) runTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 	return nil
 }
 
-// backoff returns a full-jitter exponential delay for the given retry attempt (1-based).
-func backoff(attempt int) time.Duration {
-	d := txBackoffBase << (attempt - 1)
-	if d > txBackoffLimit {
-		d = txBackoffLimit
+// txBackOff is the jittered exponential wait between the runs of a transaction: from
+// txBackoffBase, doubling up to txBackoffLimit, each wait drawn within half of it either
+// way.
+func txBackOff() *backoff.ExponentialBackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval: txBackoffBase, RandomizationFactor: 0.5, Multiplier: 2, MaxInterval: txBackoffLimit,
 	}
-	return d/2 + rand.N(d/2+1)
+	b.Reset()
+	return b
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
@@ -127,21 +128,19 @@ func tlsRefused(err error) bool {
 // retry calls fn every half second until it succeeds or ctx ends, and returns the last
 // error then; a permanent error ends it at once.
 func retry(ctx context.Context, fn func() error) error {
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
+	var last error
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		last = fn()
 		var p permanent
-		if errors.As(err, &p) {
-			return p.error
+		if errors.As(last, &p) {
+			return struct{}{}, backoff.Permanent(p.error)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-time.After(500 * time.Millisecond):
-		}
+		return struct{}{}, last
+	}, backoff.WithBackOff(backoff.NewConstantBackOff(500*time.Millisecond)), backoff.WithMaxElapsedTime(0))
+	if err != nil && ctx.Err() != nil && !errors.As(last, new(permanent)) {
+		return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
 	}
+	return err
 }
 
 // RegisterSearchAttributes adds the payment search attributes to the namespace. An

@@ -475,3 +475,11 @@ func UnsetNoun(stores any) error {
 	}
 	return nil
 }
+
+// Redelivery is the outcome of one redelivery attempt of an event, asked for by its
+// merchant, and the event after it.
+type Redelivery struct {
+	Event     Event  `json:"event"`
+	Delivered bool   `json:"delivered"`
+	Error     string `json:"error,omitempty"`
+}

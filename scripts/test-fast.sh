@@ -15,7 +15,7 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 fast=(
-  ./alipay ./alipaysim/... ./clients/... ./cmd/alipaysim ./gateways/... ./gauges
+  ./alipay ./alipaysim/... ./checkout ./clients/... ./cmd/alipaysim ./gateways/... ./gauges
   ./internal/admin ./internal/buildinfo ./internal/config ./internal/devstack ./internal/house ./internal/promql
   ./internal/temporalconn ./internal/temporalmetrics ./internal/tracing
   ./openapi/... ./orchestrator ./payment/... ./secrets ./shop ./webhook ./worker ./workflows

@@ -1,4 +1,4 @@
-package api
+package checkout
 
 import (
 	"context"
@@ -31,14 +31,14 @@ import (
 // the sweeper re-drives it and it is closed at its expiry (nobody has its pay link); and
 // a notification for it (impossible without the link, but handled) starts its run
 // through the inbox.
-func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) (res workflows.CheckoutResult, done bool, err error) {
+func (co *Checkout) directCheckout(ctx context.Context, in workflows.PaymentInput) (res workflows.CheckoutResult, done bool, err error) {
 	now := time.Now()
-	expireAt := now.Add(s.cfg.DirectCheckoutTTL).UTC().Truncate(time.Second)
+	expireAt := now.Add(co.cfg.DirectTTL).UTC().Truncate(time.Second)
 	no, err := newPaymentNo(now)
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 	}
-	app, err := s.gateways.For(ctx, in.TenantID)
+	app, err := co.gateways.For(ctx, in.TenantID)
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry",
 			Err: fmt.Errorf("gateway of tenant %s: %w", in.TenantID, err)}
@@ -49,7 +49,7 @@ func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) 
 	if err != nil {
 		return res, true, channelRefusal(err)
 	}
-	p, existed, err := s.store.CreatePendingPayment(ctx, payment.NewPayment{
+	p, existed, err := co.store.CreatePendingPayment(ctx, payment.NewPayment{
 		PaymentNo: no, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency,
 		Subject: in.Subject, Method: in.Method, Repurchase: in.Repurchase, ExpireAt: expireAt,
 		WorkflowID: payment.WorkflowID(in.TenantID, in.OrderID), PayLink: link, AlipayAppID: app.ID,
@@ -62,32 +62,13 @@ func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) 
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 	}
 	if existed {
-		// Another checkout of the order created its pending payment first.
-		if p.Status != payment.StatusPending {
-			return res, false, nil
-		}
-		if p.Amount != in.Amount || p.Currency != in.Currency {
-			return res, true, &payment.Error{Code: payment.ECONFLICT,
-				Message: fmt.Sprintf("order %s is already being paid with %d fen %s (payment %s)", p.OrderID, p.Amount, p.Currency, p.PaymentNo)}
-		}
-		if link, err = s.store.PendingPayLink(ctx, p.TenantID, p.PaymentNo); err != nil || link == "" {
-			return res, false, nil
+		var done bool
+		if link, done, err = co.joinExisting(ctx, in, p); !done || err != nil {
+			return res, done, err
 		}
 	}
-	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC()}
-	res = workflows.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
-		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
-	// The link is of the method the payment was created with, which a checkout that found
-	// another checkout's payment may not share.
-	switch p.Method {
-	case payment.MethodApp:
-		opened.OrderString, res.OrderString = link, link
-	case payment.MethodQR:
-		opened.QRCode, res.QRCode = link, link
-	default:
-		opened.PayURL, res.PayURL = link, link
-	}
-	started, err := s.orch.StartOpened(ctx, workflows.PaymentInput{
+	res, opened := openedWith(p, link)
+	started, err := co.orch.StartOpened(ctx, workflows.PaymentInput{
 		TenantID: p.TenantID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, Method: p.Method,
 		ReturnURL: in.ReturnURL, QuitURL: in.QuitURL, Repurchase: p.Repurchase, PaymentNo: p.PaymentNo, Opened: opened,
 	})
@@ -104,6 +85,42 @@ func (s *Server) directCheckout(ctx context.Context, in workflows.PaymentInput) 
 		return workflows.CheckoutResult{}, true, methodConflict(p)
 	}
 	return res, true, nil
+}
+
+// joinExisting is the pay link of the pending payment another checkout of the order
+// created first: done=false (and no link) hands the checkout to the workflow's update
+// (the payment is no longer pending, or has no link yet), and a payment of another amount
+// is a conflict.
+func (co *Checkout) joinExisting(ctx context.Context, in workflows.PaymentInput, p payment.Payment) (link string, done bool, err error) {
+	if p.Status != payment.StatusPending {
+		return "", false, nil
+	}
+	if p.Amount != in.Amount || p.Currency != in.Currency {
+		return "", true, &payment.Error{Code: payment.ECONFLICT,
+			Message: fmt.Sprintf("order %s is already being paid with %d fen %s (payment %s)", p.OrderID, p.Amount, p.Currency, p.PaymentNo)}
+	}
+	if link, err = co.store.PendingPayLink(ctx, p.TenantID, p.PaymentNo); err != nil || link == "" {
+		return "", false, nil
+	}
+	return link, true, nil
+}
+
+// openedWith is the checkout's answer and the run's opened payment for the pending
+// payment p and its link. The link is of the method the payment was created with, which
+// a checkout that found another checkout's payment may not share.
+func openedWith(p payment.Payment, link string) (workflows.CheckoutResult, *workflows.OpenedPayment) {
+	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC()}
+	res := workflows.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
+		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
+	switch p.Method {
+	case payment.MethodApp:
+		opened.OrderString, res.OrderString = link, link
+	case payment.MethodQR:
+		opened.QRCode, res.QRCode = link, link
+	default:
+		opened.PayURL, res.PayURL = link, link
+	}
+	return res, opened
 }
 
 // channelRefusal maps a failure to sign a pay link: the adapter's refusal of the request

@@ -1,4 +1,4 @@
-package api_test
+package inbox_test
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/inbox"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/payment/paymenttest"
+	"github.com/paykit/paykit/workflows"
 )
 
 // An acknowledged refund notification whose first hand-over was lost (the API died right
@@ -45,8 +47,10 @@ func TestARefundNotificationWhoseHandOverWasLostRecordsItsAnomaly(t *testing.T) 
 		t.Fatal(err)
 	}
 
-	s := api.New(api.Config{}, mysqlStores(st), payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
-	s.SweepInbox(ctx, now.Add(31*time.Second))
+	ib := inbox.New(inbox.Config{}, inbox.Stores{Payments: st, Refunds: st, Notifications: st, Inbox: st, Tenants: st, Anomalies: st},
+		payment.SingleGateway{Gateway: fakeGateway{}}, fakeOrch{}, nil, nil)
+	t.Cleanup(ib.Close)
+	ib.Sweep(ctx, now.Add(31*time.Second))
 	waitFor(t, "the refund notification settled", func() bool {
 		rec, err := st.NotificationByNotifyID(ctx, "alipay", "nr1")
 		return err == nil && !rec.SettledAt.IsZero()
@@ -61,10 +65,40 @@ func TestARefundNotificationWhoseHandOverWasLostRecordsItsAnomaly(t *testing.T) 
 	}
 }
 
-// mysqlStores gives every noun the API uses the one MariaDB store.
-func mysqlStores(st *mysql.Store) api.Stores {
-	return api.Stores{
-		Payments: st, PayLinks: st, Refunds: st, IdempotencyKeys: st, Notifications: st, Inbox: st,
-		EventFeed: st, Tenants: st, APIKeys: st, Anomalies: st, Pinger: st,
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// fakeGateway verifies a notification signed "good" and reads it from its form.
+type fakeGateway struct{ paymenttest.Gateway }
+
+func (fakeGateway) DecodeNotification(_ context.Context, form url.Values) (payment.Notification, error) {
+	if form.Get("sign") != "good" {
+		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "bad signature"}
+	}
+	amt, _ := payment.ParseYuan(form.Get("total_amount"))
+	refunded, _ := payment.ParseYuan(form.Get("refund_fee"))
+	return payment.Notification{NotifyID: form.Get("notify_id"), PaymentNo: form.Get("out_trade_no"), TradeNo: "T1",
+		TradeStatus: "TRADE_SUCCESS", State: payment.TradePaid, TotalAmount: amt, AppID: "app", SellerID: "seller",
+		OutBizNo: form.Get("out_biz_no"), RefundFee: refunded}, nil
+}
+
+// fakeOrch accepts every signal and refund start.
+type fakeOrch struct{}
+
+func (fakeOrch) Notify(context.Context, payment.Payment, workflows.NotificationPayload) (bool, error) {
+	return true, nil
+}
+
+func (fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.NotificationPayload) error {
+	return nil
+}
+
+func (fakeOrch) StartRefund(context.Context, payment.Refund) error { return nil }
