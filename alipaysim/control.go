@@ -90,6 +90,17 @@ func (s *Simulator) routes() *http.ServeMux {
 		}
 		writeJSON(w, http.StatusOK, s.Faults())
 	})
+	mux.HandleFunc("POST "+p+"/faults/throttle", func(w http.ResponseWriter, r *http.Request) {
+		var t Throttle
+		if !decodeBody(w, r, &t) {
+			return
+		}
+		if err := s.SetThrottle(t); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.Faults())
+	})
 	mux.HandleFunc("POST "+p+"/faults/notifications", s.handleNotificationFaults)
 	mux.HandleFunc("POST "+p+"/faults/refunds", func(w http.ResponseWriter, r *http.Request) {
 		var f RefundFaults

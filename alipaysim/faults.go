@@ -61,6 +61,9 @@ type FaultState struct {
 	Notifications NotificationFaults `json:"notifications"`
 	Refunds       RefundFaults       `json:"refunds"`
 	Held          int                `json:"held"`
+	Throttle      Throttle           `json:"throttle"`
+	// Throttled counts the calls answered 40005 since the throttle was last set.
+	Throttled int `json:"throttled"`
 }
 
 // SetRefundFaults replaces the refund fault settings.
@@ -116,6 +119,8 @@ func (s *Simulator) Faults() FaultState {
 		Notifications: s.notifyFaults,
 		Refunds:       s.refundFaults,
 		Held:          len(s.held),
+		Throttle:      s.throttle,
+		Throttled:     s.throttled,
 	}
 }
 
@@ -126,6 +131,7 @@ func (s *Simulator) ResetFaults() {
 	s.gatewayFaults = nil
 	s.notifyFaults = NotificationFaults{Copies: 1}
 	s.refundFaults = RefundFaults{}
+	s.throttle, s.throttleTAT, s.throttled = Throttle{}, nil, 0
 	s.payOnClose = make(map[string]string)
 }
 

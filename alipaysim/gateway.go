@@ -125,6 +125,11 @@ func (s *Simulator) serveGateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.countCall(method, biz["out_trade_no"])
+	if s.overLimit(a.id) {
+		s.log.Info("gateway call over the app's frequency limit", "method", method, "app_id", a.id)
+		s.writeSignedFor(w, a, name, callLimited())
+		return
+	}
 	fault, hasFault := s.takeGatewayFault(method)
 	if hasFault && !fault.AfterProcessing {
 		s.log.Info("gateway fault injected", "method", method, "mode", fault.Mode, "processed", false)

@@ -49,7 +49,10 @@ type Simulator struct {
 	gatewayFaults []GatewayFault
 	notifyFaults  NotificationFaults
 	refundFaults  RefundFaults
-	gen           uint64 // bumped by Reset, so that timers of forgotten refunds do nothing
+	throttle      Throttle             // Alipay's call frequency limit per app (throttle.go)
+	throttleTAT   map[string]time.Time // app_id → the throttle's theoretical arrival time
+	throttled     int                  // calls answered 40005
+	gen           uint64               // bumped by Reset, so that timers of forgotten refunds do nothing
 	held          []*notification
 	payOnClose    map[string]string // out_trade_no → buyer_id
 	calls         callCounts        // authenticated gateway calls (calls.go)

@@ -27,7 +27,8 @@ import (
 // races with expiry, duplicated partial refunds of paid payments (keyless ones too, which
 // must be refused), refunds Alipay answers fund_change "N" while processing them,
 // with a lagging refund query, and refund notifications recorded and acknowledged by an
-// API that dies before handing them over. Then it heals the
+// API that dies before handing them over, and Alipay throttling the app's calls (40005).
+// Then it heals the
 // system, waits for every payment and refund to settle and checks the promise: the
 // simulator's ledger and MySQL agree (refunds to the fen), no order is charged twice and
 // no payment refunded above its amount, every PAID payment has one grant and a delivered
@@ -210,6 +211,17 @@ func (f *faultRun) next() func() {
 		pick, fen := f.rng.Uint32(), int64(1+f.rng.IntN(40))
 		pause := time.Duration(200+f.rng.IntN(1000)) * time.Millisecond
 		return func() { f.refundNotificationHandOverFails(pick, fen, pause) }
+	case r < 103:
+		// Alipay throttling the app for a while: its calls past a low rate are answered
+		// 40005 (调用频次超限) and not carried out.
+		body := map[string]any{"rate": 3 + f.rng.IntN(20), "burst": 1 + f.rng.IntN(5)}
+		pause := time.Duration(500+f.rng.IntN(2500)) * time.Millisecond
+		return func() {
+			f.count("alipay_throttled")
+			f.control(http.MethodPost, "/_sim/faults/throttle", body)
+			time.Sleep(pause)
+			f.control(http.MethodPost, "/_sim/faults/throttle", map[string]any{"rate": 0})
+		}
 	default:
 		// Alipay failing for a long window: every call of the next 20 to 50 answers
 		// SYSTEM_ERROR (trades that cannot be opened, queries and closes that fail).

@@ -21,6 +21,9 @@ type Alipay struct {
 	// (ALIPAY_CASHIER_BASE_URL), for setups where the buyer's browser reaches the gateway
 	// under another name (Docker).
 	CashierBaseURL string
+	// Limiter, if set, spaces the calls paykit makes to each app on its own initiative
+	// (Limited).
+	Limiter Limiter
 }
 
 // Build makes the gateway of one app, in certificate mode when creds carry the three
@@ -42,13 +45,13 @@ func (a Alipay) Build(appID, sellerID string, creds payment.AlipayCredentials) (
 		return nil, err
 	}
 	if a.CashierBaseURL == "" {
-		return gw, nil
+		return Limited(gw, appID, a.Limiter), nil
 	}
 	base, err := url.Parse(a.CashierBaseURL)
 	if err != nil || base.Host == "" {
 		return nil, fmt.Errorf("ALIPAY_CASHIER_BASE_URL=%q is not an absolute URL", a.CashierBaseURL)
 	}
-	return cashierRewrite{Gateway: gw, base: base}, nil
+	return Limited(cashierRewrite{Gateway: gw, base: base}, appID, a.Limiter), nil
 }
 
 // cashierRewrite serves page- and wap-pay URLs under another host. The signature covers

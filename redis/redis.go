@@ -192,6 +192,7 @@ type Client struct {
 	claimToken   *goredis.Script
 	releaseToken *goredis.Script
 	gcra         *goredis.Script
+	hold         *goredis.Script
 	issueToken   *goredis.Script
 }
 
@@ -206,6 +207,7 @@ func New(client goredis.UniversalClient, prefix string) *Client {
 		claimToken:   goredis.NewScript(claimTokenScript),
 		releaseToken: goredis.NewScript(releaseTokenScript),
 		gcra:         goredis.NewScript(gcraScript),
+		hold:         goredis.NewScript(holdScript),
 		issueToken:   goredis.NewScript(issueTokenScript),
 	}
 }

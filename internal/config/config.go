@@ -66,6 +66,13 @@ type Config struct {
 	// EventRetention is how long a delivered merchant event is kept for the events feed
 	// and redelivery on request; undelivered and dead ones are kept whatever their age.
 	EventRetention time.Duration
+	// AlipayCallRate, AlipayCallBurst and AlipayCallHold limit the calls every process
+	// makes to each Alipay app on its own initiative (queries, closes): a rate a second
+	// (0: no limit), its burst, and how long every call to an app is held after Alipay
+	// answers that the app is over its call frequency.
+	AlipayCallRate  float64
+	AlipayCallBurst int
+	AlipayCallHold  time.Duration
 	// AnomalyRetention is how long a resolved anomaly is kept after its resolution; open
 	// ones are kept whatever their age.
 	AnomalyRetention time.Duration
@@ -272,6 +279,9 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			MaxAttempts: e.int("PAYKIT_WEBHOOK_SWEEP_MAX_ATTEMPTS", dr.MaxAttempts),
 		},
 		EventRetention:        e.dur("PAYKIT_EVENT_RETENTION", payment.DefaultEventRetention),
+		AlipayCallRate:        float64(e.count("PAYKIT_ALIPAY_CALL_RATE", 100)),
+		AlipayCallBurst:       e.int("PAYKIT_ALIPAY_CALL_BURST", 50),
+		AlipayCallHold:        e.dur("PAYKIT_ALIPAY_CALL_HOLD", time.Second),
 		AnomalyRetention:      e.dur("PAYKIT_ANOMALY_RETENTION", payment.DefaultAnomalyRetention),
 		IdempotencyTTL:        e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
 		IdempotencyLock:       e.dur("PAYKIT_IDEMPOTENCY_LOCK", api.DefaultIdempotencyLock),

@@ -127,3 +127,19 @@ func TestLoadConfig_PaymentVersionMarkers(t *testing.T) {
 		}
 	}
 }
+
+// The limit on Alipay calls per app is on by default (100 a second, bursts of 50, a 1 s
+// hold) and 0 turns it off.
+func TestLoadConfig_AlipayCallLimit(t *testing.T) {
+	c, err := config.Load(func(string) (string, bool) { return "", false })
+	if err != nil || c.AlipayCallRate != 100 || c.AlipayCallBurst != 50 || c.AlipayCallHold != time.Second {
+		t.Fatalf("defaults %v/%v/%v, %v", c.AlipayCallRate, c.AlipayCallBurst, c.AlipayCallHold, err)
+	}
+	c, err = config.Load(func(k string) (string, bool) { return "0", k == "PAYKIT_ALIPAY_CALL_RATE" })
+	if err != nil || c.AlipayCallRate != 0 {
+		t.Fatalf("PAYKIT_ALIPAY_CALL_RATE=0: %v, %v", c.AlipayCallRate, err)
+	}
+	if _, err := config.Load(func(k string) (string, bool) { return "fast", k == "PAYKIT_ALIPAY_CALL_RATE" }); err == nil {
+		t.Fatal("PAYKIT_ALIPAY_CALL_RATE=fast accepted")
+	}
+}

@@ -26,7 +26,7 @@ func OpenAuditor(ctx context.Context, cfg config.Config, logger *slog.Logger) (a
 	if err != nil {
 		return nil, nil, err
 	}
-	gws, err := NewGateways(cfg, store)
+	gws, err := NewGateways(cfg, store, nil)
 	if err != nil {
 		CloseStore(store)
 		return nil, nil, err

@@ -50,7 +50,7 @@ func (s *System) StatementAppIDs(ctx context.Context, cfg config.Config, logger 
 // ReconcileInProcess reconciles the day of apps in this process, without a worker: each
 // app gets its bill source, its gateway, first.
 func ReconcileInProcess(ctx context.Context, cfg config.Config, store *mysql.Store, apps []statement.App, billDate string, logger *slog.Logger) error {
-	gws, err := NewGateways(cfg, store)
+	gws, err := NewGateways(cfg, store, nil)
 	if err != nil {
 		return err
 	}

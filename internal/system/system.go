@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
+	"golang.org/x/time/rate"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
@@ -140,12 +141,14 @@ func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, r
 
 // NewGateways returns the gateway resolver: each tenant's own Alipay app, and the
 // default app of the environment (ALIPAY_*) for tenants without one.
-func NewGateways(cfg config.Config, store gateways.Store) (*gateways.Resolver, error) {
+func NewGateways(cfg config.Config, store gateways.Store, limiter gateways.Limiter) (*gateways.Resolver, error) {
 	creds, err := cfg.DefaultAppCredentials()
 	if err != nil {
 		return nil, err
 	}
-	build := AlipayApps(cfg).Build
+	apps := AlipayApps(cfg)
+	apps.Limiter = limiter
+	build := apps.Build
 	def, err := build(cfg.AlipayAppID, cfg.AlipaySellerID, creds)
 	if err != nil {
 		return nil, err
@@ -156,6 +159,27 @@ func NewGateways(cfg config.Config, store gateways.Store) (*gateways.Resolver, e
 	}
 	return gateways.New(store, keys, build, def, cfg.AlipayAppID, cfg.AlipaySellerID), nil
 }
+
+// callLimiter is the limit of the calls every process makes to each Alipay app on its
+// own initiative (PAYKIT_ALIPAY_CALL_RATE): shared in Redis, or per process without it;
+// nil when it is off.
+func callLimiter(cfg config.Config, rc *redis.Client, logger *slog.Logger) gateways.Limiter {
+	if cfg.AlipayCallRate <= 0 {
+		return nil
+	}
+	if rc == nil {
+		logger.Warn("alipay call limit: no redis, so each process limits its own calls", "rate", cfg.AlipayCallRate)
+		return &localCallLimiter{limit: rate.NewLimiter(rate.Limit(cfg.AlipayCallRate), max(cfg.AlipayCallBurst, 1))}
+	}
+	return &redis.CallLimiter{Client: rc, Rate: cfg.AlipayCallRate, Burst: cfg.AlipayCallBurst, Hold: cfg.AlipayCallHold,
+		Logger: logger.With("component", "alipay-call-limit")}
+}
+
+// localCallLimiter limits one process's calls, every app together, without Redis.
+type localCallLimiter struct{ limit *rate.Limiter }
+
+func (l *localCallLimiter) Take(ctx context.Context, _ string) error { return l.limit.Wait(ctx) }
+func (l *localCallLimiter) Throttled(context.Context, string)        {}
 
 // AlipayApps builds the gateways of Alipay apps on the configured gateway URL.
 func AlipayApps(cfg config.Config) gateways.Alipay {
@@ -231,7 +255,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prom
 		s.Close()
 		return nil, err
 	}
-	if s.Gateways, err = NewGateways(cfg, s.Store); err != nil {
+	if s.Gateways, err = NewGateways(cfg, s.Store, callLimiter(cfg, s.Redis, logger)); err != nil {
 		s.Close()
 		return nil, err
 	}

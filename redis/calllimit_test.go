@@ -1,0 +1,146 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/alipay"
+	"github.com/paykit/paykit/alipaysim"
+	"github.com/paykit/paykit/alipaysim/simtest"
+	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/internal/testenv"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/redis"
+)
+
+// limitedGateways are n gateways of the simulator's app, as n worker processes build
+// them, each with its own CallLimiter on one Redis.
+func limitedGateways(tb testing.TB, srvURL string, n int, rate float64, burst int, hold time.Duration) []payment.Gateway {
+	tb.Helper()
+	rdb, prefix := testenv.Redis(tb)
+	keys := simtest.Keys(tb)
+	out := make([]payment.Gateway, n)
+	for i := range out {
+		gw, err := alipay.New(alipay.Config{AppID: simtest.AppID, SellerID: simtest.SellerID,
+			AppPrivateKeyPEM: keys.AppPrivateKeyPEM, AlipayPublicKeyPEM: keys.AlipayPublicKeyPEM,
+			GatewayURL: srvURL + alipaysim.GatewayPath, NotifyURL: "http://127.0.0.1:1/callbacks/alipay", Timeout: 5 * time.Second})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		l := &redis.CallLimiter{Client: redis.New(rdb, prefix), Rate: rate, Burst: burst, Hold: hold}
+		out[i] = gateways.Limited(gw, simtest.AppID, l)
+	}
+	return out
+}
+
+// queryAll makes n trade queries spread over gws at once and returns how many Alipay
+// answered over the app's call frequency.
+func queryAll(tb testing.TB, gws []payment.Gateway, n int) (limited int) {
+	tb.Helper()
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := gws[i%len(gws)].Query(ctx, fmt.Sprintf("P%020d", i))
+			var ce *payment.ChannelError
+			switch {
+			case err == nil:
+			case errors.As(err, &ce) && ce.Code == gateways.CodeCallLimited:
+				mu.Lock()
+				limited++
+				mu.Unlock()
+			default:
+				tb.Errorf("query %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return limited
+}
+
+// Two worker processes querying one app at once stay under the app's limit at Alipay
+// when their shared limit is below it: the simulator, throttling the app at 20 calls a
+// second in bursts of 10, answers none of 60 queries 40005 (the shared limit is 15 a
+// second in bursts of 5), and the queries take as long as the shared
+// rate of 15 a second says, not as long as one process's would.
+func TestCallLimitIsSharedByProcesses(t *testing.T) {
+	sim, srv := simtest.Start(t, nil)
+	if err := sim.SetThrottle(alipaysim.Throttle{Rate: 20, Burst: 10}); err != nil {
+		t.Fatal(err)
+	}
+	gws := limitedGateways(t, srv.URL, 2, 15, 5, time.Second)
+	start := time.Now()
+	if n := queryAll(t, gws, 60); n != 0 {
+		t.Fatalf("%d queries answered 40005 under a shared limit below Alipay's", n)
+	}
+	took := time.Since(start)
+	if th := sim.Faults().Throttled; th != 0 {
+		t.Fatalf("the simulator throttled %d calls", th)
+	}
+	// 5 at once, then 55 at 15 a second: at least 3.6 s, with some slack for the clock.
+	if took < 3300*time.Millisecond {
+		t.Fatalf("60 queries took %s: the two processes did not share one limit of 15 a second", took)
+	}
+	t.Logf("60 queries from 2 processes at a shared 15/s: %s, none throttled", took.Round(time.Millisecond))
+}
+
+// When the shared limit is above what Alipay takes, Alipay's 40005 answers are seen: each
+// refused call fails as a retryable channel error, and the app's calls are held in every
+// process, so that the other process's next query waits out the hold instead of being
+// refused too.
+func TestAlipayThrottlingHoldsEveryProcess(t *testing.T) {
+	sim, srv := simtest.Start(t, nil)
+	if err := sim.SetThrottle(alipaysim.Throttle{Rate: 10, Burst: 2}); err != nil {
+		t.Fatal(err)
+	}
+	gws := limitedGateways(t, srv.URL, 2, 1000, 1000, 700*time.Millisecond)
+	var refused *payment.ChannelError
+	for i := range 6 {
+		_, err := gws[0].Query(context.Background(), fmt.Sprintf("P%020d", i))
+		if errors.As(err, &refused) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refused == nil || refused.Code != gateways.CodeCallLimited || !refused.Retryable {
+		t.Fatalf("6 queries at once past a burst of 2: %v; want one refused with a retryable 40005", refused)
+	}
+	start := time.Now()
+	if _, err := gws[1].Query(context.Background(), "P00000000000000000099"); err != nil {
+		t.Fatalf("the other process's query after the hold: %v", err)
+	}
+	if waited := time.Since(start); waited < 500*time.Millisecond {
+		t.Fatalf("the other process's query went out after %s, within the 700 ms hold", waited)
+	}
+}
+
+// A call whose turn comes after its deadline is not made: it fails at once as a
+// retryable channel error, and its retry comes later.
+func TestCallPastItsDeadlineIsNotMade(t *testing.T) {
+	_, srv := simtest.Start(t, nil)
+	gw := limitedGateways(t, srv.URL, 1, 1, 1, time.Second)[0]
+	if _, err := gw.Query(context.Background(), "P00000000000000000001"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := gw.Query(ctx, "P00000000000000000002")
+	var ce *payment.ChannelError
+	if !errors.As(err, &ce) || !ce.Retryable || ce.Code != "" {
+		t.Fatalf("a query whose turn is in 1 s, with 200 ms left: %v; want a retryable channel error", err)
+	}
+	if took := time.Since(start); took > 100*time.Millisecond {
+		t.Fatalf("it waited %s before giving up", took)
+	}
+}
