@@ -83,6 +83,9 @@ type system struct {
 	// and temporalTLS the same for the test's own client; both empty without TLS.
 	temporalEnv []string
 	temporalTLS *tls.Config
+	// temporalScriptEnv is the scripts/temporal-postgres.sh settings of the server on
+	// PostgreSQL (nil on the dev server), from which a test starts another node.
+	temporalScriptEnv []string
 }
 
 // stack is one API (and usually one worker) with its own settings.

@@ -153,6 +153,7 @@ func (s *system) startPostgresServer(binDir string, mtls bool) error {
 		}
 		return nil
 	}
+	s.temporalScriptEnv = envv
 	s.atExit = append(s.atExit, func() { _ = runScript("drop") })
 	if err := runScript("schema"); err != nil {
 		return err
