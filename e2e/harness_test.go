@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -78,6 +79,14 @@ type system struct {
 
 	// temporalMetrics is the dev server's Prometheus endpoint (host:port).
 	temporalMetrics string
+	// temporalEnv is what every paykit process needs besides PAYKIT_TEMPORAL_ADDR to reach
+	// Temporal (the PAYKIT_TEMPORAL_TLS_* settings with PAYKIT_E2E_TEMPORAL=postgres-mtls),
+	// and temporalTLS the same for the test's own client; both empty without TLS.
+	temporalEnv []string
+	temporalTLS *tls.Config
+	// temporalScriptEnv is the scripts/temporal-postgres.sh settings of the server on
+	// PostgreSQL (nil on the dev server), from which a test starts another node.
+	temporalScriptEnv []string
 }
 
 // stack is one API (and usually one worker) with its own settings.
@@ -147,10 +156,11 @@ func envOr(k, def string) string {
 // dialTemporal connects to the Temporal server at addr, trying again until within: a
 // server that has just opened its port can still answer the client's health check with
 // "Frontend is not healthy yet" for a moment.
-func dialTemporal(addr string, within time.Duration) (client.Client, error) {
+func dialTemporal(addr string, tlsConfig *tls.Config, within time.Duration) (client.Client, error) {
 	deadline := time.Now().Add(within)
 	for {
-		c, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger{}})
+		c, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger{},
+			ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
 		if err == nil {
 			return c, nil
 		}
@@ -189,7 +199,7 @@ func startSystem() (*system, error) {
 	if err := s.startTemporal(cli); err != nil {
 		return s, err
 	}
-	if s.tc, err = dialTemporal(s.temporalAddr, 60*time.Second); err != nil {
+	if s.tc, err = dialTemporal(s.temporalAddr, s.temporalTLS, 60*time.Second); err != nil {
 		return s, err
 	}
 
@@ -465,7 +475,7 @@ func startStack(name string, o stackOptions) (*stack, error) {
 	st := &stack{name: name, apiURL: "http://" + apiAddr, apiAdminURL: "http://" + apiAdminAddr,
 		workerAdminURL: "http://" + workerAdminAddr, taskQueue: o.taskQueue}
 	apiHosts.Store(apiAddr, true)
-	st.env = append([]string{
+	st.env = append(append([]string{
 		"PAYKIT_MYSQL_DSN=" + env.dsn,
 		"PAYKIT_REDIS_ADDR=" + o.redisAddr,
 		"PAYKIT_TEMPORAL_ADDR=" + env.temporalAddr,
@@ -493,7 +503,7 @@ func startStack(name string, o stackOptions) (*stack, error) {
 		// The test merchant listens on plain http on loopback.
 		"PAYKIT_WEBHOOK_ALLOW_HTTP=true",
 		"PAYKIT_WEBHOOK_ALLOW_PRIVATE=true",
-	}, o.extraEnv...)
+	}, env.temporalEnv...), o.extraEnv...)
 	var err error
 	if !o.noWorker {
 		if st.worker, err = env.start(name+"-worker", env.paykitBin, []string{"worker"}, st.env); err != nil {

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -14,19 +16,74 @@ import (
 )
 
 // temporalMode is the Temporal the suite runs on: "dev" (the CLI's dev server, in memory;
-// the default) or "postgres" (the real server built from tools/go.mod, on the local
-// PostgreSQL with SQL visibility, set up by scripts/temporal-postgres.sh).
+// the default), "postgres" (the real server built from tools/go.mod, on the local
+// PostgreSQL with SQL visibility, set up by scripts/temporal-postgres.sh) or
+// "postgres-mtls" (the same server with mutual TLS on its frontend and internode traffic,
+// on certificates made for the run by scripts/temporal-certs.sh; every paykit process and
+// the test's own client present the run's client certificate).
 func temporalMode() string { return envOr("PAYKIT_E2E_TEMPORAL", "dev") }
+
+// temporalServerName is the name in the postgres-mtls server's certificate, which its
+// clients check (they dial 127.0.0.1).
+const temporalServerName = "temporal.paykit.test"
 
 func (s *system) startTemporal(cli string) error {
 	switch m := temporalMode(); m {
 	case "dev":
 		return s.startDevServer(cli)
 	case "postgres":
-		return s.startPostgresServer(filepath.Dir(cli))
+		return s.startPostgresServer(filepath.Dir(cli), false)
+	case "postgres-mtls":
+		return s.startPostgresServer(filepath.Dir(cli), true)
 	default:
-		return fmt.Errorf("PAYKIT_E2E_TEMPORAL=%q: want dev or postgres", m)
+		return fmt.Errorf("PAYKIT_E2E_TEMPORAL=%q: want dev, postgres or postgres-mtls", m)
 	}
+}
+
+// makeTemporalCerts runs scripts/temporal-certs.sh into dir: a CA of its own, a server
+// certificate for temporalServerName and a client certificate.
+func makeTemporalCerts(dir string) error {
+	cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "temporal-certs.sh"), dir, temporalServerName)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("scripts/temporal-certs.sh %s: %v\n%s", dir, err, b)
+	}
+	return nil
+}
+
+// temporalClientTLS is what a client of the postgres-mtls server presents: the CA of caDir
+// to verify the server, and the client certificate of certDir (none if certDir is empty).
+func temporalClientTLS(caDir, certDir string) (*tls.Config, error) {
+	ca, err := os.ReadFile(filepath.Join(caDir, "ca.pem"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("%s/ca.pem: no certificate", caDir)
+	}
+	c := &tls.Config{RootCAs: pool, ServerName: temporalServerName, MinVersion: tls.VersionTLS12}
+	if certDir != "" {
+		pair, err := tls.LoadX509KeyPair(filepath.Join(certDir, "client.pem"), filepath.Join(certDir, "client-key.pem"))
+		if err != nil {
+			return nil, err
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
+
+// temporalTLSEnv is the PAYKIT_TEMPORAL_TLS_* settings of a paykit process that verifies
+// the server with caDir's CA and presents certDir's client certificate (none if empty).
+func temporalTLSEnv(caDir, certDir string) []string {
+	e := []string{
+		"PAYKIT_TEMPORAL_TLS_CA_FILE=" + filepath.Join(caDir, "ca.pem"),
+		"PAYKIT_TEMPORAL_TLS_SERVER_NAME=" + temporalServerName,
+	}
+	if certDir != "" {
+		e = append(e, "PAYKIT_TEMPORAL_TLS_CERT_FILE="+filepath.Join(certDir, "client.pem"),
+			"PAYKIT_TEMPORAL_TLS_KEY_FILE="+filepath.Join(certDir, "client-key.pem"))
+	}
+	return e
 }
 
 // startDevServer runs the Temporal dev server, in memory, with the search attributes
@@ -52,12 +109,13 @@ func (s *system) startDevServer(cli string) error {
 // startPostgresServer sets up two PostgreSQL databases of this run's own, starts the real
 // Temporal server on them (all four services in one process) and prepares the namespace
 // the way an operator would: scripts/temporal-postgres.sh schema and config, then
-// `paykit temporal-setup`. The databases are dropped at the end.
-func (s *system) startPostgresServer(binDir string) error {
+// `paykit temporal-setup`. The databases are dropped at the end. With mtls the server
+// requires a client certificate of the run's CA on its frontend and internode traffic.
+func (s *system) startPostgresServer(binDir string, mtls bool) error {
 	started := time.Now()
 	for _, b := range []string{"temporal-server", "temporal-sql-tool"} {
 		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			return fmt.Errorf("PAYKIT_E2E_TEMPORAL=postgres needs %s in %s: build it with scripts/build-temporal.sh", b, binDir)
+			return fmt.Errorf("PAYKIT_E2E_TEMPORAL=%s needs %s in %s: build it with scripts/build-temporal.sh", temporalMode(), b, binDir)
 		}
 	}
 	port, err := freePortBlock()
@@ -76,6 +134,17 @@ func (s *system) startPostgresServer(binDir string) error {
 		"TEMPORAL_LOG_LEVEL=error",
 		"PAYKIT_BIN=" + s.paykitBin,
 	}
+	if mtls {
+		certs := filepath.Join(s.dir, "temporal-tls")
+		if err := makeTemporalCerts(certs); err != nil {
+			return err
+		}
+		envv = append(envv, "TEMPORAL_TLS_DIR="+certs, "TEMPORAL_TLS_SERVER_NAME="+temporalServerName)
+		s.temporalEnv = temporalTLSEnv(certs, certs)
+		if s.temporalTLS, err = temporalClientTLS(certs, certs); err != nil {
+			return err
+		}
+	}
 	runScript := func(args ...string) error {
 		cmd := exec.Command(script, args...)
 		cmd.Env = append(os.Environ(), envv...)
@@ -84,6 +153,7 @@ func (s *system) startPostgresServer(binDir string) error {
 		}
 		return nil
 	}
+	s.temporalScriptEnv = envv
 	s.atExit = append(s.atExit, func() { _ = runScript("drop") })
 	if err := runScript("schema"); err != nil {
 		return err
@@ -98,8 +168,12 @@ func (s *system) startPostgresServer(binDir string) error {
 	if err := runScript("setup", "-timeout", "2m"); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "e2e: Temporal server on PostgreSQL (%s, %s) ready at %s in %s\n",
-		prefix+"_temporal", prefix+"_visibility", s.temporalAddr, time.Since(started).Round(100*time.Millisecond))
+	tlsNote := ""
+	if mtls {
+		tlsNote = ", mutual TLS as " + temporalServerName
+	}
+	fmt.Fprintf(os.Stderr, "e2e: Temporal server on PostgreSQL (%s, %s%s) ready at %s in %s\n",
+		prefix+"_temporal", prefix+"_visibility", tlsNote, s.temporalAddr, time.Since(started).Round(100*time.Millisecond))
 	return nil
 }
 

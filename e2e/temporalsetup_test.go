@@ -28,7 +28,7 @@ func TestTemporalSetup(t *testing.T) {
 	}
 	setup := func() (string, error) {
 		cmd := exec.Command(env.paykitBin, "temporal-setup")
-		cmd.Env = append(os.Environ(), "PAYKIT_TEMPORAL_ADDR="+env.temporalAddr, "PAYKIT_TEMPORAL_NAMESPACE="+ns)
+		cmd.Env = append(append(os.Environ(), env.temporalEnv...), "PAYKIT_TEMPORAL_ADDR="+env.temporalAddr, "PAYKIT_TEMPORAL_NAMESPACE="+ns)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}

@@ -21,6 +21,13 @@
 #   TEMPORAL_HISTORY_SHARDS=4  fixed for the life of the databases
 #   TEMPORAL_NAMESPACE=default
 #   TEMPORAL_LOG_LEVEL=warn   TEMPORAL_BIN_DIR=.bin   PAYKIT_BIN="go run ./cmd/paykit" (for setup)
+#   TEMPORAL_TLS_DIR=         empty: no TLS. Else a directory made by scripts/temporal-certs.sh:
+#                             mutual TLS on the frontend and on internode traffic (a client
+#                             certificate of its CA required on both), the worker service
+#                             dialling the frontend with the server's certificate, and `setup`
+#                             dialling with the client certificate
+#   TEMPORAL_TLS_SERVER_NAME=temporal-server   the name in the server's certificate, which its
+#                             nodes and `setup` check (they dial 127.0.0.1)
 #   TEMPORAL_FORCE_SA_REFRESH=false   true re-reads search attributes from the database on every
 #                             check (a testing aid, not for production; SQL visibility does not need it)
 set -euo pipefail
@@ -39,6 +46,11 @@ mport=${TEMPORAL_MEMBERSHIP_PORT:-$((port - 300))}
 metrics=${TEMPORAL_METRICS_ADDR:-127.0.0.1:8000}
 shards=${TEMPORAL_HISTORY_SHARDS:-4}
 namespace=${TEMPORAL_NAMESPACE:-default}
+tls_dir=${TEMPORAL_TLS_DIR:-}
+tls_name=${TEMPORAL_TLS_SERVER_NAME:-temporal-server}
+if [ -n "$tls_dir" ]; then
+  tls_dir=$(cd "$tls_dir" && pwd)
+fi
 
 need() {
   if [ ! -x "$bin/$1" ]; then
@@ -108,8 +120,48 @@ service() { # name grpc-offset
 EOF
 }
 
+# tls prints the server's global.tls: one certificate and CA for the frontend (paykit, the
+# CLI) and for internode traffic (history, matching, and the worker service's client of the
+# frontend), a client certificate of that CA required on both. The files are read again
+# every minute, so a renewed certificate needs no restart.
+tls() {
+  local f group
+  for f in ca.pem server.pem server-key.pem; do
+    if [ ! -s "$tls_dir/$f" ]; then
+      echo "TEMPORAL_TLS_DIR=$tls_dir has no $f: make it with scripts/temporal-certs.sh" >&2
+      return 1
+    fi
+  done
+  cat <<EOF
+  tls:
+    refreshInterval: 1m
+EOF
+  for group in internode frontend; do
+    cat <<EOF
+    $group:
+      server:
+        certFile: "$tls_dir/server.pem"
+        keyFile: "$tls_dir/server-key.pem"
+        requireClientAuth: true
+        clientCaFiles: ["$tls_dir/ca.pem"]
+      client:
+        serverName: "$tls_name"
+        rootCaFiles: ["$tls_dir/ca.pem"]
+EOF
+  done
+  cat <<EOF
+    systemWorker:
+      certFile: "$tls_dir/server.pem"
+      keyFile: "$tls_dir/server-key.pem"
+      client:
+        serverName: "$tls_name"
+        rootCaFiles: ["$tls_dir/ca.pem"]
+EOF
+}
+
 config() {
   mkdir -p "$dir/config"
+  [ -z "$tls_dir" ] || tls >/dev/null
   # Modelled on config/development-postgres12.yaml of the server module, all four services
   # in one process.
   {
@@ -135,6 +187,9 @@ global:
       framework: tally
       timerType: histogram
       listenAddress: "$metrics"
+EOF
+    [ -z "$tls_dir" ] || tls
+    cat <<EOF
 services:
 EOF
     service frontend 0
@@ -168,7 +223,7 @@ EOF
 system.forceSearchAttributesCacheRefreshOnRead:
   - value: ${TEMPORAL_FORCE_SA_REFRESH:-false}
 EOF
-  echo "temporal config in $dir/config (frontend 127.0.0.1:$port)" >&2
+  echo "temporal config in $dir/config (frontend 127.0.0.1:$port${tls_dir:+, mutual TLS as $tls_name})" >&2
 }
 
 start() {
@@ -177,6 +232,10 @@ start() {
 }
 
 setup() {
+  if [ -n "$tls_dir" ]; then
+    export PAYKIT_TEMPORAL_TLS_CA_FILE=$tls_dir/ca.pem PAYKIT_TEMPORAL_TLS_SERVER_NAME=$tls_name \
+      PAYKIT_TEMPORAL_TLS_CERT_FILE=$tls_dir/client.pem PAYKIT_TEMPORAL_TLS_KEY_FILE=$tls_dir/client-key.pem
+  fi
   PAYKIT_TEMPORAL_ADDR=127.0.0.1:$port PAYKIT_TEMPORAL_NAMESPACE=$namespace \
     ${PAYKIT_BIN:-go run ./cmd/paykit} temporal-setup "$@"
 }

@@ -4,7 +4,8 @@
 # the Alipay simulator tests (also against Alipay's official Node SDK), and the end-to-end tests that run the Temporal dev server,
 # the simulator, the API and the worker as real processes talking real HTTP; the 90 s soak on a Temporal server of its own; a bounded fuzz of
 # the Alipay notification boundary; then the e2e happy path, two storms and the two-API two-worker topology again on
-# the real Temporal server on PostgreSQL; the Redis tests and the storms on a Redis Cluster;
+# the real Temporal server on PostgreSQL with a second server node killed mid-storm, and the happy path, the topology storm and the refund
+# storms once more on that server with mutual TLS; the Redis tests and the storms on a Redis Cluster;
 # the storage tests, the storms, the topology and a shortened fault suite on TiDB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,12 @@ if ! command -v chromium >/dev/null; then
   echo "installing chromium from Debian packages" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
+# The mutual-TLS pass makes its certificates with openssl (scripts/temporal-certs.sh).
+if ! command -v openssl >/dev/null; then
+  echo "installing openssl from Debian packages" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq openssl >/dev/null
 fi
 export PAYKIT_TEMPORAL_CLI="$PWD/.bin/temporal"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -49,8 +56,15 @@ go test -race -count=1 -timeout 25m -skip '^TestSoak$' ./...
 PAYKIT_SOAK_STALL_DIR="$PWD/.artifacts/soak" go test -race -count=1 -timeout 10m -run '^TestSoak$' ./e2e
 # The notification boundary, fuzzed from genuine signed bodies for a bounded time.
 go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
+# TestTemporalNodeKilledMidStorm starts a second server node on the same databases and
+# SIGKILLs it while buyers pay.
 PAYKIT_E2E_TEMPORAL=postgres go test -race -count=1 -timeout 10m \
-  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce)$' ./e2e
+  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestTemporalNodeKilledMidStorm)$' ./e2e
+# The same server with mutual TLS on its frontend and internode traffic, on certificates
+# made for the run (scripts/temporal-certs.sh); every paykit process presents the run's
+# client certificate, and the server refuses a client without one or with another CA's.
+PAYKIT_E2E_TEMPORAL=postgres-mtls go test -race -count=1 -timeout 10m \
+  -run '^(TestHappyPath|TestTwoAPIsTwoWorkersExactlyOnce|TestRefundConcurrentIdenticalRequests|TestRefundConcurrentPartialRefundsNeverExceedThePayment|TestTemporalServerRefusesClientsWithoutItsCertificate)$' ./e2e
 # The Redis storage tests and the happy path and two storms again on a Redis Cluster of
 # three masters started from redis-server for the run (e2e/TestRedisClusterMasterKilledMidStorm,
 # in the pass above, kills one of its own cluster's masters mid-storm).

@@ -459,3 +459,99 @@ func TestComposeHealthChecksUseTheAdminAddress(t *testing.T) {
 		t.Fatal("no `paykit api` service")
 	}
 }
+
+// TestComposeProductionTemporalUsesMutualTLS: the production profile's Temporal server
+// requires a client certificate on its frontend and internode traffic, and everything that
+// talks to it (the paykit processes, temporal-ui) presents one and verifies the server by
+// the name in its certificate. All of them read the files from the operator's
+// ./deploy/temporal-certs (git-ignored), mounted read-only, under the names
+// scripts/temporal-certs.sh writes; the server name is the one that script puts in the
+// server's certificate by default.
+func TestComposeProductionTemporalUsesMutualTLS(t *testing.T) {
+	const certsDir = "./deploy/temporal-certs"
+	services := readCompose(t)
+	script, err := os.ReadFile("../../scripts/temporal-certs.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`names=\(([a-z0-9.-]+)`).FindSubmatch(script)
+	if m == nil {
+		t.Fatal("scripts/temporal-certs.sh: no default server name")
+	}
+	serverName := string(m[1])
+	if ignore, err := os.ReadFile("../../.gitignore"); err != nil || !slices.Contains(strings.Split(string(ignore), "\n"), "/deploy/temporal-certs/") {
+		t.Errorf(".gitignore must keep %s (private keys) out of git", certsDir)
+	}
+	// file checks that a setting names a file of the certificates directory, as mounted
+	// read-only into the service, under one of the names the script writes.
+	file := func(name string, s composeService, key string, want ...string) {
+		t.Helper()
+		v := s.Environment[key]
+		for _, vol := range s.Volumes {
+			parts := strings.Split(vol, ":")
+			if len(parts) == 3 && parts[0] == certsDir && parts[2] == "ro" && path.Dir(v) == parts[1] {
+				if !slices.Contains(want, path.Base(v)) {
+					t.Errorf("%s: %s=%s, want one of %v (scripts/temporal-certs.sh)", name, key, v, want)
+				}
+				return
+			}
+		}
+		t.Errorf("%s: %s=%q is not in %s mounted read-only (volumes %v)", name, key, v, certsDir, s.Volumes)
+	}
+
+	server, ok := services["temporal-server"]
+	if !ok || profileOf(server) != "production" {
+		t.Fatal("no production temporal-server service")
+	}
+	if server.Environment["TEMPORAL_TLS_REQUIRE_CLIENT_AUTH"] != "true" {
+		t.Errorf("temporal-server: TEMPORAL_TLS_REQUIRE_CLIENT_AUTH=%q, want true", server.Environment["TEMPORAL_TLS_REQUIRE_CLIENT_AUTH"])
+	}
+	for key, want := range map[string]string{
+		"TEMPORAL_TLS_SERVER_CA_CERT":  "ca.pem", // internode: clients' CA and servers' CA
+		"TEMPORAL_TLS_SERVER_CERT":     "server.pem",
+		"TEMPORAL_TLS_SERVER_KEY":      "server-key.pem",
+		"TEMPORAL_TLS_FRONTEND_CERT":   "server.pem",
+		"TEMPORAL_TLS_FRONTEND_KEY":    "server-key.pem",
+		"TEMPORAL_TLS_CLIENT1_CA_CERT": "ca.pem", // the image lists both in clientCaFiles
+		"TEMPORAL_TLS_CLIENT2_CA_CERT": "ca.pem",
+	} {
+		file("temporal-server", server, key, want)
+	}
+	for _, key := range []string{"TEMPORAL_TLS_INTERNODE_SERVER_NAME", "TEMPORAL_TLS_FRONTEND_SERVER_NAME"} {
+		if got := server.Environment[key]; got != serverName {
+			t.Errorf("temporal-server: %s=%q, want %q (the name in the server's certificate)", key, got, serverName)
+		}
+	}
+
+	clients := 0
+	for name, s := range services {
+		if profileOf(s) != "production" {
+			continue
+		}
+		switch {
+		case s.Environment["PAYKIT_TEMPORAL_ADDR"] != "":
+			clients++
+			if host, _, _ := net.SplitHostPort(s.Environment["PAYKIT_TEMPORAL_ADDR"]); host != "temporal-server" {
+				t.Errorf("%s: PAYKIT_TEMPORAL_ADDR=%s", name, s.Environment["PAYKIT_TEMPORAL_ADDR"])
+			}
+			file(name, s, "PAYKIT_TEMPORAL_TLS_CA_FILE", "ca.pem")
+			file(name, s, "PAYKIT_TEMPORAL_TLS_CERT_FILE", "client.pem")
+			file(name, s, "PAYKIT_TEMPORAL_TLS_KEY_FILE", "client-key.pem")
+			if got := s.Environment["PAYKIT_TEMPORAL_TLS_SERVER_NAME"]; got != serverName {
+				t.Errorf("%s: PAYKIT_TEMPORAL_TLS_SERVER_NAME=%q, want %q", name, got, serverName)
+			}
+		case s.Environment["TEMPORAL_ADDRESS"] != "":
+			clients++
+			file(name, s, "TEMPORAL_TLS_CA", "ca.pem")
+			file(name, s, "TEMPORAL_TLS_CERT", "client.pem")
+			file(name, s, "TEMPORAL_TLS_KEY", "client-key.pem")
+			if s.Environment["TEMPORAL_TLS_SERVER_NAME"] != serverName || s.Environment["TEMPORAL_TLS_ENABLE_HOST_VERIFICATION"] != "true" {
+				t.Errorf("%s: TEMPORAL_TLS_SERVER_NAME=%q TEMPORAL_TLS_ENABLE_HOST_VERIFICATION=%q, want %q and true", name,
+					s.Environment["TEMPORAL_TLS_SERVER_NAME"], s.Environment["TEMPORAL_TLS_ENABLE_HOST_VERIFICATION"], serverName)
+			}
+		}
+	}
+	if clients < 5 { // temporal-setup, two workers, the API, the UI
+		t.Errorf("%d production clients of Temporal checked, want at least 5", clients)
+	}
+}
