@@ -135,7 +135,7 @@ func (f *faultRun) count(action string) {
 // scheduling goroutine, so a seed gives the same sequence of actions.
 func (f *faultRun) next() func() {
 	o := f.orders[f.rng.IntN(len(f.orders))]
-	r := f.rng.IntN(104)
+	r := f.rng.IntN(106)
 	switch {
 	case r < 30:
 		mode, copies := f.rng.IntN(5), 1+f.rng.IntN(6)
@@ -211,7 +211,7 @@ func (f *faultRun) next() func() {
 		pick, fen := f.rng.Uint32(), int64(1+f.rng.IntN(40))
 		pause := time.Duration(200+f.rng.IntN(1000)) * time.Millisecond
 		return func() { f.refundNotificationHandOverFails(pick, fen, pause) }
-	case r < 103:
+	case r < 105:
 		// Alipay throttling the app for a while: its calls past a low rate are answered
 		// 40005 (调用频次超限) and not carried out.
 		body := map[string]any{"rate": 3 + f.rng.IntN(20), "burst": 1 + f.rng.IntN(5)}
