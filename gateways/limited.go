@@ -22,7 +22,8 @@ type Limiter interface {
 }
 
 // Limited is gw with the calls paykit makes on its own initiative (trade and refund
-// queries, closes: the reconciliation, the audit, the expiry, a refund's confirmation)
+// queries, closes, bill downloads: the reconciliation, the audit, the expiry, a refund's
+// confirmation, the statement)
 // taken from l first, and Alipay's throttling answers reported to it. The calls a buyer
 // or a merchant asks for (opening a trade, a refund) are not held back.
 func Limited(gw payment.Gateway, appID string, l Limiter) payment.Gateway {
@@ -84,6 +85,21 @@ func (g limited) QueryRefund(ctx context.Context, paymentNo, outRequestNo string
 	s, err := g.Gateway.QueryRefund(ctx, paymentNo, outRequestNo)
 	g.seen(ctx, err)
 	return s, err
+}
+
+// BillDownloadURL keeps the bill capability of the wrapped gateway: a bill download is
+// a call on paykit's own initiative.
+func (g limited) BillDownloadURL(ctx context.Context, billDate string) (string, error) {
+	b, ok := g.Gateway.(payment.BillSource)
+	if !ok {
+		return "", errors.New("the gateway cannot download bills")
+	}
+	if err := g.take(ctx, "alipay.data.dataservice.bill.downloadurl.query"); err != nil {
+		return "", err
+	}
+	u, err := b.BillDownloadURL(ctx, billDate)
+	g.seen(ctx, err)
+	return u, err
 }
 
 // Precreate, Refund: a buyer's or a merchant's request, never held back; a throttling

@@ -79,3 +79,21 @@ func TestLimitedGateway(t *testing.T) {
 		t.Error("a nil limiter wraps the gateway")
 	}
 }
+
+// billing is answering that can also download bills.
+type billing struct{ answering }
+
+func (billing) BillDownloadURL(context.Context, string) (string, error) { return "https://bills", nil }
+
+// A limited gateway keeps the bill capability of the gateway it wraps (the statement
+// finds its bill source by it), and a bill download is a call on paykit's own initiative.
+func TestLimitedGatewayKeepsBills(t *testing.T) {
+	l := &countingLimiter{}
+	b, ok := gateways.Limited(billing{}, "2021A", l).(payment.BillSource)
+	if !ok {
+		t.Fatal("the limited gateway of a bill source is no bill source")
+	}
+	if u, err := b.BillDownloadURL(context.Background(), "2026-12-01"); err != nil || u != "https://bills" || l.takes != 1 {
+		t.Fatalf("bill URL %q, %v, %d takes", u, err, l.takes)
+	}
+}
