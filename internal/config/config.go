@@ -304,6 +304,20 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			RefusePrivate: !e.bool("PAYKIT_WEBHOOK_ALLOW_PRIVATE"),
 		},
 	}
+	c.loadRedis(e, lookup)
+	if c.SweepStaleAfter == 0 {
+		// A pending payment is only suspicious once it should have been closed.
+		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
+	}
+	e.errs = append(e.errs, c.check()...)
+	if len(e.errs) > 0 {
+		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))
+	}
+	return c, nil
+}
+
+// loadRedis reads the Redis deployment: off, one server, a cluster or Sentinels.
+func (c *Config) loadRedis(e *env, lookup func(string) (string, bool)) {
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""
 	}
@@ -317,34 +331,32 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			e.errs = append(e.errs, fmt.Sprintf("PAYKIT_REDIS_ADDR: %v (off disables Redis)", err))
 		}
 	}
-	if c.SweepStaleAfter == 0 {
-		// A pending payment is only suspicious once it should have been closed.
-		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
-	}
+}
+
+// check returns what is wrong with settings that must agree with each other.
+func (c Config) check() []string {
+	var errs []string
 	// The sweeper must not find an event due while its workflow is still retrying it.
 	if c.EventRetry.Base < c.Timing.WebhookInitialInterval || c.EventRetry.Max < c.Timing.WebhookMaxInterval {
-		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v) must be at least "+
+		errs = append(errs, fmt.Sprintf("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v) must be at least "+
 			"PAYKIT_WEBHOOK_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v), or the sweeper redelivers events the workflow is still retrying",
 			c.EventRetry.Base, c.EventRetry.Max, c.Timing.WebhookInitialInterval, c.Timing.WebhookMaxInterval))
 	}
 	// A notification is deduped by its row: it must outlive Alipay's 25 h of redeliveries.
 	if c.NotificationRetention < minNotificationRetention {
-		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_NOTIFICATION_RETENTION (%v) must be at least %v: Alipay redelivers a notification for 25 h, and its row is what dedupes it",
+		errs = append(errs, fmt.Sprintf("PAYKIT_NOTIFICATION_RETENTION (%v) must be at least %v: Alipay redelivers a notification for 25 h, and its row is what dedupes it",
 			c.NotificationRetention, minNotificationRetention))
 	}
 	if c.InboxSettleBound <= 0 || c.InboxSweepInterval <= 0 {
-		e.errs = append(e.errs, "PAYKIT_INBOX_SETTLE_BOUND and PAYKIT_INBOX_SWEEP_INTERVAL must be positive")
+		errs = append(errs, "PAYKIT_INBOX_SETTLE_BOUND and PAYKIT_INBOX_SWEEP_INTERVAL must be positive")
 	}
 	if err := c.AlipayCerts.check(); err != nil {
-		e.errs = append(e.errs, err.Error())
+		errs = append(errs, err.Error())
 	}
 	if c.APIAdminAddr == c.HTTPAddr {
-		e.errs = append(e.errs, "PAYKIT_API_ADMIN_ADDR must differ from PAYKIT_HTTP_ADDR: readiness, metrics and profiles stay off the public listener")
+		errs = append(errs, "PAYKIT_API_ADMIN_ADDR must differ from PAYKIT_HTTP_ADDR: readiness, metrics and profiles stay off the public listener")
 	}
-	if len(e.errs) > 0 {
-		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))
-	}
-	return c, nil
+	return errs
 }
 
 // DefaultAppCredentials returns the keys of the default app (ALIPAY_*): the app private
