@@ -83,6 +83,7 @@ const (
 // EventState is the state of a PAID payment's payment.paid outbox event.
 type EventState int8
 
+// The event states.
 const (
 	EventMissing EventState = iota // no event row at all
 	EventOwed                      // written, not delivered yet
@@ -125,6 +126,7 @@ type Record struct {
 // did. A payment is audited once per run whichever of them changed.
 type Source int8
 
+// The sources of a payment to audit.
 const (
 	SourcePayments Source = iota
 	SourceRefunds

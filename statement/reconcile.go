@@ -81,8 +81,8 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
-// DefaultQuietAfter: Alipay publishes a day's bill by the next morning (China time);
-// noon leaves a margin.
+// DefaultQuietAfter is the QuietAfter of a zero Reconciler: Alipay publishes a day's bill
+// by the next morning (China time); noon leaves a margin.
 const DefaultQuietAfter = 12 * time.Hour
 
 // DayRange returns the China-time day billDate as [from, to).
