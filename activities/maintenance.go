@@ -187,6 +187,8 @@ type delivered struct {
 // sweepTenantFailures times in a row is left for a later sweep. Each event is claimed
 // before it is sent, so that concurrent sweeps do not both deliver it. No delivery starts
 // that could not finish before ctx's deadline.
+//
+//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func (a *Activities) redeliver(ctx context.Context, now, createdBefore time.Time, limit int, res *SweepResult) error {
 	events, err := a.Store.DueEvents(ctx, now, createdBefore, sweepEventsPerTenant, limit)
 	if err != nil {

@@ -379,6 +379,7 @@ func (c *recordCap) Read(p []byte) (int, error) {
 	return n, err
 }
 
+//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func readDetail(cr *billCSV, sums *lineSums, fn func(payment.BillLine) error) (Footer, error) {
 	var foot Footer
 	var (
@@ -482,6 +483,8 @@ type summaryTotals struct {
 
 // readSummary reads the summary file (业务明细(汇总)): a header, one row per store and a
 // 合计 row. It returns the 合计 row, or the sum of the rows if there is none.
+//
+//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func readSummary(cr *billCSV) (summaryTotals, error) {
 	var (
 		idx          map[string]int
