@@ -673,17 +673,28 @@ func (r *paymentRun) seen(notifyID string) bool {
 	return false
 }
 
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
-func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload) {
-	if n.NotifyID != "" && r.seen(n.NotifyID) {
-		r.logger.Info("duplicate notification ignored", "notify_id", n.NotifyID, "payment_no", r.st.PaymentNo)
-		return
+// firstSight records the notification's notify_id among those the run has seen (the
+// last maxSeenNotifyIDs); false if it was seen already, a duplicate to ignore.
+func (r *paymentRun) firstSight(n NotificationPayload) bool {
+	if n.NotifyID == "" {
+		return true
 	}
-	if n.NotifyID != "" {
-		r.st.SeenNotifyIDs = append(r.st.SeenNotifyIDs, n.NotifyID)
-		if len(r.st.SeenNotifyIDs) > maxSeenNotifyIDs {
-			r.st.SeenNotifyIDs = r.st.SeenNotifyIDs[len(r.st.SeenNotifyIDs)-maxSeenNotifyIDs:]
-		}
+	if r.seen(n.NotifyID) {
+		r.logger.Info("duplicate notification ignored", "notify_id", n.NotifyID, "payment_no", r.st.PaymentNo)
+		return false
+	}
+	r.st.SeenNotifyIDs = append(r.st.SeenNotifyIDs, n.NotifyID)
+	if len(r.st.SeenNotifyIDs) > maxSeenNotifyIDs {
+		r.st.SeenNotifyIDs = r.st.SeenNotifyIDs[len(r.st.SeenNotifyIDs)-maxSeenNotifyIDs:]
+	}
+	return true
+}
+
+// onNotification applies one of Alipay's notifications handed over by the inbox: a paid
+// one for the right amount advances the payment, once per notify_id.
+func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload) {
+	if !r.firstSight(n) {
+		return
 	}
 	if n.PaymentNo != "" && n.PaymentNo != r.st.PaymentNo {
 		if r.legacy || n.State != payment.TradePaid {
