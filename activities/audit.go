@@ -116,8 +116,6 @@ func (a *Activities) AuditWatermark(ctx context.Context, scope string) (time.Tim
 // finding's subject is what it is about (a refund's out_request_no, or nothing for the
 // payment as a whole), never the run, so a retried or repeated audit records nothing twice. With a Scope, the watermark moves to Until once
 // the whole window is recorded.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, error) {
 	if a.Auditor == nil {
 		return AuditResult{}, temporal.NewNonRetryableApplicationError("audit: the worker has no auditor", ErrTypeInvalid, nil)
@@ -125,35 +123,15 @@ func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, 
 	if req.Scope != "" && a.Watermarks == nil {
 		return AuditResult{}, temporal.NewNonRetryableApplicationError("audit: the worker has no watermark store", ErrTypeInvalid, nil)
 	}
-	var hb auditHeartbeat
-	if activity.HasHeartbeatDetails(ctx) {
-		if err := activity.GetHeartbeatDetails(ctx, &hb); err != nil {
-			a.log().WarnContext(ctx, "audit: the last attempt's progress is unreadable; auditing the window from its start", "err", err)
-			hb = auditHeartbeat{}
-		}
-	}
+	hb := a.auditProgress(ctx)
 	done := hb.Done
 	// tally is what the heartbeat says is recorded: the earlier attempts' pages and this
 	// one's, each counted once the page is.
 	tally := done
 	tally.ByKind = maps.Clone(done.ByKind)
 	record := func(ctx context.Context, fs []audit.Finding) error {
-		for _, f := range fs {
-			an := f.Anomaly()
-			an.CreatedAt = a.now()
-			if err := a.Store.RecordAnomaly(ctx, an); err != nil {
-				return err
-			}
-		}
-		if req.Scope != "" && a.AuditRetries != nil {
-			for _, f := range fs {
-				if f.Kind != audit.KindUnverifiable {
-					continue
-				}
-				if err := a.AuditRetries.AddAuditRetry(ctx, req.Scope, f.PaymentNo, f.Detail, a.now().Add(audit.RecheckAfter(0))); err != nil {
-					return err
-				}
-			}
+		if err := a.recordFindings(ctx, req.Scope, fs); err != nil {
+			return err
 		}
 		for _, f := range fs {
 			tally.Add(AuditResult{Findings: 1, ByKind: map[string]int{f.Kind: 1}})
@@ -178,18 +156,63 @@ func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, 
 		return res, classify("audit", err)
 	}
 	res.Windows, res.AuditedUntil = 1, req.Until
-	if req.Scope != "" {
-		moved, err := a.Watermarks.AdvanceAuditWatermark(ctx, req.Scope, req.WatermarkFrom, req.Until)
-		if err != nil {
-			return res, fmt.Errorf("audit: %w", err)
-		}
-		if !moved {
-			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-				"audit: the watermark of %s is no longer at %s: another audit of the scope ran meanwhile",
-				req.Scope, req.WatermarkFrom.UTC().Format(time.RFC3339Nano)), ErrTypeAuditWatermarkMoved, nil)
+	return res, a.advanceWatermark(ctx, req)
+}
+
+// auditProgress is the progress the last attempt recorded in its heartbeat, none if it
+// recorded none or it cannot be read.
+func (a *Activities) auditProgress(ctx context.Context) auditHeartbeat {
+	var hb auditHeartbeat
+	if !activity.HasHeartbeatDetails(ctx) {
+		return hb
+	}
+	if err := activity.GetHeartbeatDetails(ctx, &hb); err != nil {
+		a.log().WarnContext(ctx, "audit: the last attempt's progress is unreadable; auditing the window from its start", "err", err)
+		return auditHeartbeat{}
+	}
+	return hb
+}
+
+// recordFindings records each finding as an anomaly, and a scoped audit's unverifiable
+// payments as retries, due again after audit.RecheckAfter.
+func (a *Activities) recordFindings(ctx context.Context, scope string, fs []audit.Finding) error {
+	for _, f := range fs {
+		an := f.Anomaly()
+		an.CreatedAt = a.now()
+		if err := a.Store.RecordAnomaly(ctx, an); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	if scope == "" || a.AuditRetries == nil {
+		return nil
+	}
+	for _, f := range fs {
+		if f.Kind != audit.KindUnverifiable {
+			continue
+		}
+		if err := a.AuditRetries.AddAuditRetry(ctx, scope, f.PaymentNo, f.Detail, a.now().Add(audit.RecheckAfter(0))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// advanceWatermark moves a scoped audit's watermark from where the window started to its
+// end; another audit of the scope that moved it meanwhile is a refusal, not retried.
+func (a *Activities) advanceWatermark(ctx context.Context, req AuditRequest) error {
+	if req.Scope == "" {
+		return nil
+	}
+	moved, err := a.Watermarks.AdvanceAuditWatermark(ctx, req.Scope, req.WatermarkFrom, req.Until)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	if !moved {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"audit: the watermark of %s is no longer at %s: another audit of the scope ran meanwhile",
+			req.Scope, req.WatermarkFrom.UTC().Format(time.RFC3339Nano)), ErrTypeAuditWatermarkMoved, nil)
+	}
+	return nil
 }
 
 func count(byKind map[string]int) int {
