@@ -252,8 +252,6 @@ const auditRecheckBatch = 200
 // recorded as the window's would have been; one still unverifiable is due again later
 // (audit.RecheckAfter), and after audit.RecheckFor the audit records that it gave up
 // (audit_unverifiable_gave_up) and stops. Retried, it does each step at most once.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func (a *Activities) AuditRecheck(ctx context.Context, req AuditRecheckRequest) (AuditRecheckResult, error) {
 	var res AuditRecheckResult
 	if a.Auditor == nil || a.AuditRetries == nil || req.Scope == "" {
@@ -272,15 +270,7 @@ func (a *Activities) AuditRecheck(ctx context.Context, req AuditRecheckRequest) 
 	if err != nil {
 		return res, classify("audit recheck", err)
 	}
-	unverifiable := map[string]string{}
-	var found []audit.Finding
-	for _, f := range rep.Findings {
-		if f.Kind == audit.KindUnverifiable {
-			unverifiable[f.PaymentNo] = f.Detail
-			continue
-		}
-		found = append(found, f)
-	}
+	unverifiable, found := splitUnverifiable(rep.Findings)
 	for _, f := range found {
 		if err := a.recordAuditFinding(ctx, f); err != nil {
 			return res, err
@@ -290,25 +280,45 @@ func (a *Activities) AuditRecheck(ctx context.Context, req AuditRecheckRequest) 
 	for _, r := range due {
 		res.Checked++
 		detail, still := unverifiable[r.PaymentNo]
-		switch {
-		case !still:
-			res.Verified++
-			err = a.AuditRetries.DeleteAuditRetry(ctx, req.Scope, r.PaymentNo)
-		case now.Sub(r.FirstAt) >= audit.RecheckFor:
-			res.GaveUp++
-			err = a.giveUpAudit(ctx, r, detail)
-			if err == nil {
-				err = a.AuditRetries.DeleteAuditRetry(ctx, req.Scope, r.PaymentNo)
-			}
-		default:
-			res.StillUnverifiable++
-			err = a.AuditRetries.RescheduleAuditRetry(ctx, req.Scope, r, now.Add(audit.RecheckAfter(r.Attempts+1)), detail)
-		}
-		if err != nil {
+		if err := a.settleRetry(ctx, req.Scope, r, detail, still, now, &res); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// splitUnverifiable separates the unverifiable findings, as their detail by payment_no,
+// from the others.
+func splitUnverifiable(fs []audit.Finding) (map[string]string, []audit.Finding) {
+	unverifiable := map[string]string{}
+	var found []audit.Finding
+	for _, f := range fs {
+		if f.Kind == audit.KindUnverifiable {
+			unverifiable[f.PaymentNo] = f.Detail
+			continue
+		}
+		found = append(found, f)
+	}
+	return unverifiable, found
+}
+
+// settleRetry ends a retry checked again: verified, given up after audit.RecheckFor, or
+// due again later (still unverifiable), each counted in res.
+func (a *Activities) settleRetry(ctx context.Context, scope string, r audit.Retry, detail string, still bool, now time.Time, res *AuditRecheckResult) error {
+	switch {
+	case !still:
+		res.Verified++
+		return a.AuditRetries.DeleteAuditRetry(ctx, scope, r.PaymentNo)
+	case now.Sub(r.FirstAt) >= audit.RecheckFor:
+		res.GaveUp++
+		if err := a.giveUpAudit(ctx, r, detail); err != nil {
+			return err
+		}
+		return a.AuditRetries.DeleteAuditRetry(ctx, scope, r.PaymentNo)
+	default:
+		res.StillUnverifiable++
+		return a.AuditRetries.RescheduleAuditRetry(ctx, scope, r, now.Add(audit.RecheckAfter(r.Attempts+1)), detail)
+	}
 }
 
 // recordAuditFinding records one finding as an anomaly, counts and logs it.
