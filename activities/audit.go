@@ -123,35 +123,15 @@ func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, 
 	if req.Scope != "" && a.Watermarks == nil {
 		return AuditResult{}, temporal.NewNonRetryableApplicationError("audit: the worker has no watermark store", ErrTypeInvalid, nil)
 	}
-	var hb auditHeartbeat
-	if activity.HasHeartbeatDetails(ctx) {
-		if err := activity.GetHeartbeatDetails(ctx, &hb); err != nil {
-			a.log().WarnContext(ctx, "audit: the last attempt's progress is unreadable; auditing the window from its start", "err", err)
-			hb = auditHeartbeat{}
-		}
-	}
+	hb := a.auditProgress(ctx)
 	done := hb.Done
 	// tally is what the heartbeat says is recorded: the earlier attempts' pages and this
 	// one's, each counted once the page is.
 	tally := done
 	tally.ByKind = maps.Clone(done.ByKind)
 	record := func(ctx context.Context, fs []audit.Finding) error {
-		for _, f := range fs {
-			an := f.Anomaly()
-			an.CreatedAt = a.now()
-			if err := a.Store.RecordAnomaly(ctx, an); err != nil {
-				return err
-			}
-		}
-		if req.Scope != "" && a.AuditRetries != nil {
-			for _, f := range fs {
-				if f.Kind != audit.KindUnverifiable {
-					continue
-				}
-				if err := a.AuditRetries.AddAuditRetry(ctx, req.Scope, f.PaymentNo, f.Detail, a.now().Add(audit.RecheckAfter(0))); err != nil {
-					return err
-				}
-			}
+		if err := a.recordFindings(ctx, req.Scope, fs); err != nil {
+			return err
 		}
 		for _, f := range fs {
 			tally.Add(AuditResult{Findings: 1, ByKind: map[string]int{f.Kind: 1}})
@@ -176,18 +156,63 @@ func (a *Activities) Audit(ctx context.Context, req AuditRequest) (AuditResult, 
 		return res, classify("audit", err)
 	}
 	res.Windows, res.AuditedUntil = 1, req.Until
-	if req.Scope != "" {
-		moved, err := a.Watermarks.AdvanceAuditWatermark(ctx, req.Scope, req.WatermarkFrom, req.Until)
-		if err != nil {
-			return res, fmt.Errorf("audit: %w", err)
-		}
-		if !moved {
-			return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-				"audit: the watermark of %s is no longer at %s: another audit of the scope ran meanwhile",
-				req.Scope, req.WatermarkFrom.UTC().Format(time.RFC3339Nano)), ErrTypeAuditWatermarkMoved, nil)
+	return res, a.advanceWatermark(ctx, req)
+}
+
+// auditProgress is the progress the last attempt recorded in its heartbeat, none if it
+// recorded none or it cannot be read.
+func (a *Activities) auditProgress(ctx context.Context) auditHeartbeat {
+	var hb auditHeartbeat
+	if !activity.HasHeartbeatDetails(ctx) {
+		return hb
+	}
+	if err := activity.GetHeartbeatDetails(ctx, &hb); err != nil {
+		a.log().WarnContext(ctx, "audit: the last attempt's progress is unreadable; auditing the window from its start", "err", err)
+		return auditHeartbeat{}
+	}
+	return hb
+}
+
+// recordFindings records each finding as an anomaly, and a scoped audit's unverifiable
+// payments as retries, due again after audit.RecheckAfter.
+func (a *Activities) recordFindings(ctx context.Context, scope string, fs []audit.Finding) error {
+	for _, f := range fs {
+		an := f.Anomaly()
+		an.CreatedAt = a.now()
+		if err := a.Store.RecordAnomaly(ctx, an); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	if scope == "" || a.AuditRetries == nil {
+		return nil
+	}
+	for _, f := range fs {
+		if f.Kind != audit.KindUnverifiable {
+			continue
+		}
+		if err := a.AuditRetries.AddAuditRetry(ctx, scope, f.PaymentNo, f.Detail, a.now().Add(audit.RecheckAfter(0))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// advanceWatermark moves a scoped audit's watermark from where the window started to its
+// end; another audit of the scope that moved it meanwhile is a refusal, not retried.
+func (a *Activities) advanceWatermark(ctx context.Context, req AuditRequest) error {
+	if req.Scope == "" {
+		return nil
+	}
+	moved, err := a.Watermarks.AdvanceAuditWatermark(ctx, req.Scope, req.WatermarkFrom, req.Until)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	if !moved {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"audit: the watermark of %s is no longer at %s: another audit of the scope ran meanwhile",
+			req.Scope, req.WatermarkFrom.UTC().Format(time.RFC3339Nano)), ErrTypeAuditWatermarkMoved, nil)
+	}
+	return nil
 }
 
 func count(byKind map[string]int) int {
@@ -245,15 +270,7 @@ func (a *Activities) AuditRecheck(ctx context.Context, req AuditRecheckRequest) 
 	if err != nil {
 		return res, classify("audit recheck", err)
 	}
-	unverifiable := map[string]string{}
-	var found []audit.Finding
-	for _, f := range rep.Findings {
-		if f.Kind == audit.KindUnverifiable {
-			unverifiable[f.PaymentNo] = f.Detail
-			continue
-		}
-		found = append(found, f)
-	}
+	unverifiable, found := splitUnverifiable(rep.Findings)
 	for _, f := range found {
 		if err := a.recordAuditFinding(ctx, f); err != nil {
 			return res, err
@@ -263,25 +280,45 @@ func (a *Activities) AuditRecheck(ctx context.Context, req AuditRecheckRequest) 
 	for _, r := range due {
 		res.Checked++
 		detail, still := unverifiable[r.PaymentNo]
-		switch {
-		case !still:
-			res.Verified++
-			err = a.AuditRetries.DeleteAuditRetry(ctx, req.Scope, r.PaymentNo)
-		case now.Sub(r.FirstAt) >= audit.RecheckFor:
-			res.GaveUp++
-			err = a.giveUpAudit(ctx, r, detail)
-			if err == nil {
-				err = a.AuditRetries.DeleteAuditRetry(ctx, req.Scope, r.PaymentNo)
-			}
-		default:
-			res.StillUnverifiable++
-			err = a.AuditRetries.RescheduleAuditRetry(ctx, req.Scope, r, now.Add(audit.RecheckAfter(r.Attempts+1)), detail)
-		}
-		if err != nil {
+		if err := a.settleRetry(ctx, req.Scope, r, detail, still, now, &res); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
+}
+
+// splitUnverifiable separates the unverifiable findings, as their detail by payment_no,
+// from the others.
+func splitUnverifiable(fs []audit.Finding) (map[string]string, []audit.Finding) {
+	unverifiable := map[string]string{}
+	var found []audit.Finding
+	for _, f := range fs {
+		if f.Kind == audit.KindUnverifiable {
+			unverifiable[f.PaymentNo] = f.Detail
+			continue
+		}
+		found = append(found, f)
+	}
+	return unverifiable, found
+}
+
+// settleRetry ends a retry checked again: verified, given up after audit.RecheckFor, or
+// due again later (still unverifiable), each counted in res.
+func (a *Activities) settleRetry(ctx context.Context, scope string, r audit.Retry, detail string, still bool, now time.Time, res *AuditRecheckResult) error {
+	switch {
+	case !still:
+		res.Verified++
+		return a.AuditRetries.DeleteAuditRetry(ctx, scope, r.PaymentNo)
+	case now.Sub(r.FirstAt) >= audit.RecheckFor:
+		res.GaveUp++
+		if err := a.giveUpAudit(ctx, r, detail); err != nil {
+			return err
+		}
+		return a.AuditRetries.DeleteAuditRetry(ctx, scope, r.PaymentNo)
+	default:
+		res.StillUnverifiable++
+		return a.AuditRetries.RescheduleAuditRetry(ctx, scope, r, now.Add(audit.RecheckAfter(r.Attempts+1)), detail)
+	}
 }
 
 // recordAuditFinding records one finding as an anomaly, counts and logs it.

@@ -192,17 +192,7 @@ func (a *Activities) redeliver(ctx context.Context, now, createdBefore time.Time
 	if err != nil {
 		return fmt.Errorf("sweep: list due events: %w", err)
 	}
-	var queues []*tenantQueue
-	byTenant := map[string]*tenantQueue{}
-	for _, ev := range events {
-		q := byTenant[ev.TenantID]
-		if q == nil {
-			q = &tenantQueue{id: ev.TenantID}
-			byTenant[ev.TenantID] = q
-			queues = append(queues, q)
-		}
-		q.events = append(q.events, ev)
-	}
+	queues := tenantQueues(events)
 	timeout := a.webhookTimeout()
 	// A claim outlasts the request and the write that records its outcome, so another
 	// sweep takes the event over only from a sweep that died.
@@ -245,19 +235,7 @@ func (a *Activities) redeliver(ctx context.Context, now, createdBefore time.Time
 		d := <-done
 		inFlight--
 		d.q.inFlight--
-		if d.err == nil {
-			res.EventsRedelivered++
-			d.q.failures = 0
-		} else {
-			res.EventsFailed++
-			if errors.Is(d.err, errEventDead) {
-				res.EventsDead++
-			}
-			if d.q.failures++; d.q.failures == sweepTenantFailures && len(d.q.events) > 0 {
-				a.log().WarnContext(ctx, "sweep: tenant's endpoint keeps failing; its other events wait for a later sweep",
-					"tenant_id", d.q.id, "failures", d.q.failures, "waiting", len(d.q.events), "err", d.err)
-			}
-		}
+		a.tally(ctx, d, res)
 		heartbeat(ctx, *res)
 		start()
 	}
@@ -265,6 +243,39 @@ func (a *Activities) redeliver(ctx context.Context, now, createdBefore time.Time
 		res.EventsDeferred += len(q.events)
 	}
 	return nil
+}
+
+// tenantQueues groups the due events by tenant, in the order the tenants first appear.
+func tenantQueues(events []payment.Event) []*tenantQueue {
+	var queues []*tenantQueue
+	byTenant := map[string]*tenantQueue{}
+	for _, ev := range events {
+		q := byTenant[ev.TenantID]
+		if q == nil {
+			q = &tenantQueue{id: ev.TenantID}
+			byTenant[ev.TenantID] = q
+			queues = append(queues, q)
+		}
+		q.events = append(q.events, ev)
+	}
+	return queues
+}
+
+// tally counts a finished delivery, and a tenant's failures in a row.
+func (a *Activities) tally(ctx context.Context, d delivered, res *SweepResult) {
+	if d.err == nil {
+		res.EventsRedelivered++
+		d.q.failures = 0
+		return
+	}
+	res.EventsFailed++
+	if errors.Is(d.err, errEventDead) {
+		res.EventsDead++
+	}
+	if d.q.failures++; d.q.failures == sweepTenantFailures && len(d.q.events) > 0 {
+		a.log().WarnContext(ctx, "sweep: tenant's endpoint keeps failing; its other events wait for a later sweep",
+			"tenant_id", d.q.id, "failures", d.q.failures, "waiting", len(d.q.events), "err", d.err)
+	}
 }
 
 // nextQueue returns the next tenant, round robin from *next, that may take another

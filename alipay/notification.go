@@ -50,28 +50,51 @@ func refuseRepeated(form url.Values) error {
 // malformed fields EINVALID. It does not check out_trade_no or the amount against a
 // payment: payment.CheckNotification does.
 func (g *Gateway) DecodeNotification(ctx context.Context, form url.Values) (payment.Notification, error) {
-	if err := refuseRepeated(form); err != nil {
+	if err := checkSigned(form); err != nil {
 		return payment.Notification{}, err
-	}
-	if len(form) == 0 || form.Get("sign") == "" {
-		return payment.Notification{}, payment.Errorf(payment.EBADSIGNATURE, "notification is not signed")
-	}
-	if st := form.Get("sign_type"); st != "" && st != "RSA2" {
-		return payment.Notification{}, payment.Errorf(payment.EBADSIGNATURE, "notification sign_type %q is not RSA2", st)
 	}
 	n, err := g.client.DecodeNotification(ctx, form)
 	if err != nil {
 		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "notification signature did not verify", Err: err}
 	}
+	if err := g.checkOurs(n); err != nil {
+		return payment.Notification{}, err
+	}
+	return g.decodeFields(n)
+}
+
+// checkSigned refuses a form with a repeated parameter, without a signature, or signed
+// otherwise than RSA2, before its signature is checked.
+func checkSigned(form url.Values) error {
+	if err := refuseRepeated(form); err != nil {
+		return err
+	}
+	if len(form) == 0 || form.Get("sign") == "" {
+		return payment.Errorf(payment.EBADSIGNATURE, "notification is not signed")
+	}
+	if st := form.Get("sign_type"); st != "" && st != "RSA2" {
+		return payment.Errorf(payment.EBADSIGNATURE, "notification sign_type %q is not RSA2", st)
+	}
+	return nil
+}
+
+// checkOurs refuses a verified notification of another app or seller, or without the
+// ids that place it.
+func (g *Gateway) checkOurs(n *alipay.Notification) error {
 	if n.AppId != g.appID {
-		return payment.Notification{}, payment.Errorf(payment.EUNPROCESSABLE, "notification app_id %q is not ours", n.AppId)
+		return payment.Errorf(payment.EUNPROCESSABLE, "notification app_id %q is not ours", n.AppId)
 	}
 	if n.SellerId != g.sellerID {
-		return payment.Notification{}, payment.Errorf(payment.EUNPROCESSABLE, "notification seller_id %q is not ours", n.SellerId)
+		return payment.Errorf(payment.EUNPROCESSABLE, "notification seller_id %q is not ours", n.SellerId)
 	}
 	if n.NotifyId == "" || n.OutTradeNo == "" {
-		return payment.Notification{}, payment.Errorf(payment.EINVALID, "notification lacks notify_id or out_trade_no")
+		return payment.Errorf(payment.EINVALID, "notification lacks notify_id or out_trade_no")
 	}
+	return nil
+}
+
+// decodeFields parses the verified notification's state, amounts and times.
+func (g *Gateway) decodeFields(n *alipay.Notification) (payment.Notification, error) {
 	state, ok := tradeState(n.TradeStatus)
 	if !ok {
 		return payment.Notification{}, payment.Errorf(payment.EINVALID, "notification trade_status %q is unknown", n.TradeStatus)

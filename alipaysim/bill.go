@@ -304,6 +304,7 @@ func refundRow(tradeNo, outTradeNo, subject, reqNo string, created, at time.Time
 	}
 }
 
+// corrupt applies one planted fault to the day's bill rows.
 func (s *Simulator) corrupt(rows []BillRow, c BillCorruption, day time.Time) []BillRow {
 	fen, _ := parseYuan(c.Amount)
 	match := func(r BillRow) bool {
@@ -338,25 +339,30 @@ func (s *Simulator) corrupt(rows []BillRow, c BillCorruption, day time.Time) []B
 			rows[i].ReceivedFen = fen
 		}
 	case CorruptAdd:
-		s.mu.Lock()
-		at := time.Date(day.Year(), day.Month(), day.Day(), 12, 0, 0, 0, s.loc)
-		tradeNo := s.nextTradeNoLocked(at)
-		s.mu.Unlock()
-		no, subject := c.OutTradeNo, c.Subject
-		if no == "" {
-			no = "SIMADD" + tradeNo[len(tradeNo)-12:]
-		}
-		if subject == "" {
-			subject = "账单外交易"
-		}
-		if c.OutRequestNo != "" {
-			rows = append(rows, refundRow(tradeNo, no, subject, c.OutRequestNo, at, at, "sim***@sandbox.test", fen))
-		} else {
-			rows = append(rows, BillRow{TradeNo: tradeNo, OutTradeNo: no, Type: BillTypeTrade, Subject: subject,
-				CreatedAt: at, FinishedAt: at, Buyer: "sim***@sandbox.test", AmountFen: fen, ReceivedFen: fen, FeeFen: -serviceFee(fen)})
-		}
+		rows = append(rows, s.extraRow(c, fen, day))
 	}
 	return rows
+}
+
+// extraRow is a row of the day for a trade (or, with OutRequestNo, a refund) the
+// simulator never had.
+func (s *Simulator) extraRow(c BillCorruption, fen int64, day time.Time) BillRow {
+	s.mu.Lock()
+	at := time.Date(day.Year(), day.Month(), day.Day(), 12, 0, 0, 0, s.loc)
+	tradeNo := s.nextTradeNoLocked(at)
+	s.mu.Unlock()
+	no, subject := c.OutTradeNo, c.Subject
+	if no == "" {
+		no = "SIMADD" + tradeNo[len(tradeNo)-12:]
+	}
+	if subject == "" {
+		subject = "账单外交易"
+	}
+	if c.OutRequestNo != "" {
+		return refundRow(tradeNo, no, subject, c.OutRequestNo, at, at, "sim***@sandbox.test", fen)
+	}
+	return BillRow{TradeNo: tradeNo, OutTradeNo: no, Type: BillTypeTrade, Subject: subject,
+		CreatedAt: at, FinishedAt: at, Buyer: "sim***@sandbox.test", AmountFen: fen, ReceivedFen: fen, FeeFen: -serviceFee(fen)}
 }
 
 // BillRowsFunc adapts a generator of n rows to WriteBill, for bills too big to hold.

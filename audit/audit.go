@@ -83,6 +83,7 @@ const (
 // EventState is the state of a PAID payment's payment.paid outbox event.
 type EventState int8
 
+// The event states.
 const (
 	EventMissing EventState = iota // no event row at all
 	EventOwed                      // written, not delivered yet
@@ -125,6 +126,7 @@ type Record struct {
 // did. A payment is audited once per run whichever of them changed.
 type Source int8
 
+// The sources of a payment to audit.
 const (
 	SourcePayments Source = iota
 	SourceRefunds
@@ -564,8 +566,25 @@ func withRetries[T any](ctx context.Context, ask func() (T, error)) (T, error) {
 
 // findings applies every check to one payment.
 func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, now time.Time) ([]Finding, error) {
-	pay := rec.Payment
-	newFinding := func(kind, detail string) Finding {
+	newFinding := findingOf(rec.Payment, r)
+	lost, err := a.lostFindings(ctx, rec.Payment, r, newFinding)
+	if err != nil {
+		return nil, err
+	}
+	out := lost
+	out = append(out, paidFindings(rec, p, now, newFinding)...)
+	out = append(out, stuckFindings(rec.Payment, r, p, now, newFinding)...)
+	out = append(out, tradeFindings(rec.Payment, r, newFinding)...)
+	out = append(out, refundFindings(rec.Payment, r.refunds, newFinding)...)
+	out = append(out, notificationFindings(rec, p, now, newFinding)...)
+	out = append(out, unverifiableFindings(rec.Payment, r, newFinding)...)
+	return out, nil
+}
+
+// findingOf returns the constructor of pay's findings, which carry Alipay's view of the
+// trade when it was read.
+func findingOf(pay payment.Payment, r remote) func(kind, detail string) Finding {
+	return func(kind, detail string) Finding {
 		f := Finding{Kind: kind, TenantID: pay.TenantID, OrderID: pay.OrderID, PaymentNo: pay.PaymentNo,
 			Status: pay.Status, TradeNo: pay.TradeNo, AmountFen: pay.Amount, CreatedAt: pay.CreatedAt, Detail: detail}
 		if r.queried && r.queryErr == nil && r.trade.State != payment.TradeNotExist {
@@ -576,82 +595,112 @@ func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, 
 		}
 		return f
 	}
+}
+
+// lostFindings: Alipay has the trade paid and the payment is not PAID here.
+func (a *Auditor) lostFindings(ctx context.Context, pay payment.Payment, r remote, newFinding func(kind, detail string) Finding) ([]Finding, error) {
+	if !r.queried || r.queryErr != nil || r.trade.State != payment.TradePaid || pay.Status == payment.StatusPaid {
+		return nil, nil
+	}
+	detail := fmt.Sprintf("alipay reports %s (trade_no %s, %s CNY) but the payment is %s locally",
+		rawStatus(r.trade), r.trade.TradeNo, r.trade.Amount.Yuan(), pay.Status)
+	kinds, err := a.Store.AnomalyKinds(ctx, pay.PaymentNo)
+	if err != nil {
+		return nil, fmt.Errorf("audit: anomalies of %s: %w", pay.PaymentNo, err)
+	}
+	kinds = slices.DeleteFunc(kinds, func(k string) bool { return strings.HasPrefix(k, AnomalyPrefix) })
+	if len(kinds) > 0 {
+		detail += "; already recorded as anomaly " + strings.Join(kinds, ", ")
+	} else {
+		detail += "; no anomaly records it"
+	}
+	return []Finding{newFinding(KindLost, detail)}, nil
+}
+
+// paidFindings: a PAID payment that is a second one for its order, or whose grant or
+// webhook is late.
+func paidFindings(rec Record, p Params, now time.Time, newFinding func(kind, detail string) Finding) []Finding {
+	pay := rec.Payment
+	if pay.Status != payment.StatusPaid {
+		return nil
+	}
 	var out []Finding
-
-	if r.queried && r.queryErr == nil && r.trade.State == payment.TradePaid && pay.Status != payment.StatusPaid {
-		detail := fmt.Sprintf("alipay reports %s (trade_no %s, %s CNY) but the payment is %s locally",
-			rawStatus(r.trade), r.trade.TradeNo, r.trade.Amount.Yuan(), pay.Status)
-		kinds, err := a.Store.AnomalyKinds(ctx, pay.PaymentNo)
-		if err != nil {
-			return nil, fmt.Errorf("audit: anomalies of %s: %w", pay.PaymentNo, err)
-		}
-		kinds = slices.DeleteFunc(kinds, func(k string) bool { return strings.HasPrefix(k, AnomalyPrefix) })
-		if len(kinds) > 0 {
-			detail += "; already recorded as anomaly " + strings.Join(kinds, ", ")
-		} else {
-			detail += "; no anomaly records it"
-		}
-		out = append(out, newFinding(KindLost, detail))
+	paidFor := now.Sub(paidAt(pay)).Truncate(time.Second)
+	if rec.EarlierPaid != "" {
+		out = append(out, newFinding(KindDouble, fmt.Sprintf(
+			"order already PAID by payment %s; this second PAID payment has no re-purchase opt-in", rec.EarlierPaid)))
 	}
-
-	if pay.Status == payment.StatusPaid {
-		paidFor := now.Sub(paidAt(pay)).Truncate(time.Second)
-		if rec.EarlierPaid != "" {
-			out = append(out, newFinding(KindDouble, fmt.Sprintf(
-				"order already PAID by payment %s; this second PAID payment has no re-purchase opt-in", rec.EarlierPaid)))
-		}
-		if !rec.Granted && paidFor > p.GrantSLA {
-			out = append(out, newFinding(KindMissingGrant, fmt.Sprintf(
-				"PAID %s ago (grant SLA %s) and no benefit_grants row", paidFor, p.GrantSLA)))
-		}
-		if rec.Event != EventSettled && paidFor > p.WebhookSLA {
-			detail := fmt.Sprintf("PAID %s ago (webhook SLA %s) and it has no payment.paid event row", paidFor, p.WebhookSLA)
-			switch rec.Event {
-			case EventOwed:
-				detail = fmt.Sprintf("PAID %s ago (webhook SLA %s) and the payment.paid event is not delivered after %d attempts",
-					paidFor, p.WebhookSLA, rec.EventAttempts)
-			case EventDead:
-				detail = fmt.Sprintf("PAID %s ago (webhook SLA %s) and the payment.paid event is dead after %d attempts: the sweeper no longer sends it",
-					paidFor, p.WebhookSLA, rec.EventAttempts)
-			}
-			if rec.Event != EventMissing && rec.EventLastError != "" {
-				detail += "; last error: " + rec.EventLastError
-			}
-			out = append(out, newFinding(KindUndeliveredEvent, detail))
-		}
+	if !rec.Granted && paidFor > p.GrantSLA {
+		out = append(out, newFinding(KindMissingGrant, fmt.Sprintf(
+			"PAID %s ago (grant SLA %s) and no benefit_grants row", paidFor, p.GrantSLA)))
 	}
-
-	if r.checked && r.checkErr == nil && !r.running {
-		out = append(out, newFinding(KindStuckPending, fmt.Sprintf(
-			"pending %s past expire_at %s (grace %s) and workflow %s is not running",
-			now.Sub(pay.ExpireAt).Truncate(time.Second), pay.ExpireAt.UTC().Format(time.RFC3339), p.PendingGrace,
-			workflowID(pay))))
+	if rec.Event != EventSettled && paidFor > p.WebhookSLA {
+		out = append(out, newFinding(KindUndeliveredEvent, undeliveredDetail(rec, paidFor, p.WebhookSLA)))
 	}
+	return out
+}
 
-	if r.queried && r.queryErr == nil && pay.Status == payment.StatusPaid {
-		switch {
-		case r.trade.State == payment.TradeClosed && pay.Refunded >= pay.Amount:
-			// Refunded in full through paykit: Alipay closes the trade, the payment stays
-			// PAID. The refund checks compare the refunds themselves.
-		case r.trade.State != payment.TradePaid:
-			out = append(out, newFinding(KindNotPaidAtAlipay, fmt.Sprintf(
-				"PAID locally but alipay reports the trade as %s", rawStatus(r.trade))))
-		case r.trade.Amount != pay.Amount:
-			out = append(out, newFinding(KindAmountMismatch, fmt.Sprintf(
-				"alipay total_amount %s CNY, local amount %s CNY", r.trade.Amount.Yuan(), pay.Amount.Yuan())))
-		}
+// undeliveredDetail says where a late payment.paid event stands.
+func undeliveredDetail(rec Record, paidFor, sla time.Duration) string {
+	detail := fmt.Sprintf("PAID %s ago (webhook SLA %s) and it has no payment.paid event row", paidFor, sla)
+	switch rec.Event {
+	case EventOwed:
+		detail = fmt.Sprintf("PAID %s ago (webhook SLA %s) and the payment.paid event is not delivered after %d attempts",
+			paidFor, sla, rec.EventAttempts)
+	case EventDead:
+		detail = fmt.Sprintf("PAID %s ago (webhook SLA %s) and the payment.paid event is dead after %d attempts: the sweeper no longer sends it",
+			paidFor, sla, rec.EventAttempts)
 	}
-
-	out = append(out, refundFindings(pay, r.refunds, newFinding)...)
-
-	if since := rec.UnsettledNotificationSince; !since.IsZero() && now.Sub(since) > p.NotificationSLA {
-		out = append(out, newFinding(KindUnsettledNotification, fmt.Sprintf(
-			"a verified alipay notification acknowledged %s ago (notification SLA %s) is not settled: the payment is %s and no anomaly names it",
-			now.Sub(since).Truncate(time.Second), p.NotificationSLA, pay.Status)))
+	if rec.Event != EventMissing && rec.EventLastError != "" {
+		detail += "; last error: " + rec.EventLastError
 	}
+	return detail
+}
 
-	// One unverifiable finding per payment, whatever failed: the anomaly it becomes is
-	// about the payment as a whole.
+// stuckFindings: a pending payment past its expiry whose workflow is not running.
+func stuckFindings(pay payment.Payment, r remote, p Params, now time.Time, newFinding func(kind, detail string) Finding) []Finding {
+	if !r.checked || r.checkErr != nil || r.running {
+		return nil
+	}
+	return []Finding{newFinding(KindStuckPending, fmt.Sprintf(
+		"pending %s past expire_at %s (grace %s) and workflow %s is not running",
+		now.Sub(pay.ExpireAt).Truncate(time.Second), pay.ExpireAt.UTC().Format(time.RFC3339), p.PendingGrace,
+		workflowID(pay)))}
+}
+
+// tradeFindings: a PAID payment whose trade Alipay does not have paid, or for another amount.
+func tradeFindings(pay payment.Payment, r remote, newFinding func(kind, detail string) Finding) []Finding {
+	if !r.queried || r.queryErr != nil || pay.Status != payment.StatusPaid {
+		return nil
+	}
+	switch {
+	case r.trade.State == payment.TradeClosed && pay.Refunded >= pay.Amount:
+		// Refunded in full through paykit: Alipay closes the trade, the payment stays
+		// PAID. The refund checks compare the refunds themselves.
+	case r.trade.State != payment.TradePaid:
+		return []Finding{newFinding(KindNotPaidAtAlipay, fmt.Sprintf(
+			"PAID locally but alipay reports the trade as %s", rawStatus(r.trade)))}
+	case r.trade.Amount != pay.Amount:
+		return []Finding{newFinding(KindAmountMismatch, fmt.Sprintf(
+			"alipay total_amount %s CNY, local amount %s CNY", r.trade.Amount.Yuan(), pay.Amount.Yuan()))}
+	}
+	return nil
+}
+
+// notificationFindings: a verified notification unsettled past its SLA.
+func notificationFindings(rec Record, p Params, now time.Time, newFinding func(kind, detail string) Finding) []Finding {
+	since := rec.UnsettledNotificationSince
+	if since.IsZero() || now.Sub(since) <= p.NotificationSLA {
+		return nil
+	}
+	return []Finding{newFinding(KindUnsettledNotification, fmt.Sprintf(
+		"a verified alipay notification acknowledged %s ago (notification SLA %s) is not settled: the payment is %s and no anomaly names it",
+		now.Sub(since).Truncate(time.Second), p.NotificationSLA, rec.Payment.Status))}
+}
+
+// unverifiableFindings is one finding per payment, whatever failed: the anomaly it
+// becomes is about the payment as a whole.
+func unverifiableFindings(pay payment.Payment, r remote, newFinding func(kind, detail string) Finding) []Finding {
 	var failed []string
 	if r.refunds.err != nil {
 		failed = append(failed, r.refunds.err.Error())
@@ -662,10 +711,10 @@ func (a *Auditor) findings(ctx context.Context, rec Record, r remote, p Params, 
 	if r.checkErr != nil {
 		failed = append(failed, fmt.Sprintf("workflow %s could not be described: %v", workflowID(pay), r.checkErr))
 	}
-	if len(failed) > 0 {
-		out = append(out, newFinding(KindUnverifiable, strings.Join(failed, "; ")))
+	if len(failed) == 0 {
+		return nil
 	}
-	return out, nil
+	return []Finding{newFinding(KindUnverifiable, strings.Join(failed, "; "))}
 }
 
 // paidAt is when the payment became PAID locally: paid_at may be Alipay's gmt_payment,

@@ -87,7 +87,6 @@ func refundFindings(pay payment.Payment, r refundRemote, newFinding func(kind, d
 	if !r.checked || r.err != nil {
 		return nil
 	}
-	var out []Finding
 	var reserved, atAlipay payment.Amount
 	// A finding about one refund has the refund's out_request_no as its subject: two
 	// refunds of a payment in the same trouble are two findings, and two anomalies.
@@ -112,24 +111,43 @@ func refundFindings(pay payment.Payment, r refundRemote, newFinding func(kind, d
 			otherAmount = append(otherAmount, about(rf, KindRefundAmountMismatch, fmt.Sprintf(
 				"alipay refunded another amount than the refund's: %s (%s CNY at alipay, %s CNY locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Amount.Yuan())))
 		}
-		switch {
-		case res.Found && rf.Status != payment.RefundSucceeded:
-			notSucceeded = append(notSucceeded, about(rf, KindRefundNotSucceeded, fmt.Sprintf(
-				"alipay refunded but the refund is not SUCCEEDED locally: %s (%s CNY, %s locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Status)))
-		case !res.Found && rf.Status == payment.RefundSucceeded:
-			notAtAlipay = append(notAtAlipay, about(rf, KindRefundNotAtAlipay, fmt.Sprintf(
-				"SUCCEEDED locally but alipay has no such refund: %s (%s CNY)", rf.RefundNo, rf.Amount.Yuan())))
+		if kind, detail := refundStateFinding(rf, res); kind != "" {
+			if kind == KindRefundNotSucceeded {
+				notSucceeded = append(notSucceeded, about(rf, kind, detail))
+			} else {
+				notAtAlipay = append(notAtAlipay, about(rf, kind, detail))
+			}
 		}
 	}
-	out = append(append(append(out, notSucceeded...), notAtAlipay...), otherAmount...)
+	out := append(append(notSucceeded, notAtAlipay...), otherAmount...)
+	return append(out, refundSumFindings(pay, reserved, atAlipay, newFinding)...)
+}
+
+// refundStateFinding compares a refund's state with Alipay's answer: refunded there but
+// not SUCCEEDED here, or SUCCEEDED here and unknown there. No kind: they agree.
+func refundStateFinding(rf payment.Refund, res payment.RefundStatusAtChannel) (kind, detail string) {
+	switch {
+	case res.Found && rf.Status != payment.RefundSucceeded:
+		return KindRefundNotSucceeded, fmt.Sprintf(
+			"alipay refunded but the refund is not SUCCEEDED locally: %s (%s CNY, %s locally)", rf.RefundNo, res.RefundAmount.Yuan(), rf.Status)
+	case !res.Found && rf.Status == payment.RefundSucceeded:
+		return KindRefundNotAtAlipay, fmt.Sprintf(
+			"SUCCEEDED locally but alipay has no such refund: %s (%s CNY)", rf.RefundNo, rf.Amount.Yuan())
+	}
+	return "", ""
+}
+
+// refundSumFindings compares the sums: refunds not failed, refunded_fen and Alipay's
+// refunds, none above the amount paid, the first two equal.
+func refundSumFindings(pay payment.Payment, reserved, atAlipay payment.Amount, newFinding func(kind, detail string) Finding) []Finding {
 	switch {
 	case reserved > pay.Amount || pay.Refunded > pay.Amount || atAlipay > pay.Amount:
-		out = append(out, newFinding(KindRefundExceedsPaid, fmt.Sprintf(
+		return []Finding{newFinding(KindRefundExceedsPaid, fmt.Sprintf(
 			"paid %s CNY; refunds not failed %s CNY, refunded_fen %s CNY, refunded at alipay %s CNY",
-			pay.Amount.Yuan(), reserved.Yuan(), pay.Refunded.Yuan(), atAlipay.Yuan())))
+			pay.Amount.Yuan(), reserved.Yuan(), pay.Refunded.Yuan(), atAlipay.Yuan()))}
 	case reserved != pay.Refunded:
-		out = append(out, newFinding(KindRefundExceedsPaid, fmt.Sprintf(
-			"refunded_fen %s CNY disagrees with the %s CNY of refunds not failed", pay.Refunded.Yuan(), reserved.Yuan())))
+		return []Finding{newFinding(KindRefundExceedsPaid, fmt.Sprintf(
+			"refunded_fen %s CNY disagrees with the %s CNY of refunds not failed", pay.Refunded.Yuan(), reserved.Yuan()))}
 	}
-	return out
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -104,6 +105,13 @@ type stack struct {
 }
 
 func TestMain(m *testing.M) {
+	// Every test here drives the whole system (Temporal, MariaDB, Redis, the simulator and
+	// paykit's processes), which the fast tier (go test -short) does not have.
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped under -short (needs Temporal, MariaDB and Redis)")
+		os.Exit(0)
+	}
 	code := 1
 	func() {
 		s, err := startSystem()

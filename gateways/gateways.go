@@ -164,18 +164,29 @@ func (g *Resolver) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 		// key only, whatever keys a tenant may have stored for that app_id.
 		return g.def, nil
 	}
+	found, err := g.holdersGateway(ctx, appID)
+	if err != nil {
+		return nil, err
+	}
+	if found == nil && appID != "" {
+		if found, err = g.keptAppGateway(ctx, appID); err != nil {
+			return nil, err
+		}
+	}
+	if found == nil {
+		return nil, &payment.Error{Code: payment.ENOTFOUND, Message: fmt.Sprintf("no tenant uses alipay app %q", appID), Err: payment.ErrNotFound}
+	}
+	return found.gw, nil
+}
+
+// holdersGateway is the gateway of the tenants holding appID with keys of their own, nil
+// if none does.
+func (g *Resolver) holdersGateway(ctx context.Context, appID string) (*builtGateway, error) {
 	ts, err := g.store.TenantsByAlipayApp(ctx, appID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of app %s: %w", appID, err)
 	}
 	var found *builtGateway
-	agree := func(c builtGateway) error {
-		if found != nil && found.app != c.app {
-			return payment.Errorf(payment.EUNPROCESSABLE, "alipay app %s is configured with different keys or sellers by several tenants", appID)
-		}
-		found = &c
-		return nil
-	}
 	for _, t := range ts {
 		if t.AlipayCredentialsSealed == "" {
 			continue
@@ -184,29 +195,39 @@ func (g *Resolver) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 		if err != nil {
 			return nil, err
 		}
-		if err := agree(c); err != nil {
+		if found, err = agree(found, c, appID); err != nil {
 			return nil, err
 		}
 	}
-	if found == nil && appID != "" {
-		ks, err := g.store.KeptAlipayAppsByApp(ctx, appID)
+	return found, nil
+}
+
+// keptAppGateway is the gateway of the keys tenants kept of appID, nil if none did.
+func (g *Resolver) keptAppGateway(ctx context.Context, appID string) (*builtGateway, error) {
+	ks, err := g.store.KeptAlipayAppsByApp(ctx, appID)
+	if err != nil {
+		return nil, fmt.Errorf("gateway of app %s: %w", appID, err)
+	}
+	var found *builtGateway
+	for _, k := range ks {
+		c, err := g.keptGateway(k)
 		if err != nil {
-			return nil, fmt.Errorf("gateway of app %s: %w", appID, err)
+			return nil, err
 		}
-		for _, k := range ks {
-			c, err := g.keptGateway(k)
-			if err != nil {
-				return nil, err
-			}
-			if err := agree(c); err != nil {
-				return nil, err
-			}
+		if found, err = agree(found, c, appID); err != nil {
+			return nil, err
 		}
 	}
-	if found == nil {
-		return nil, &payment.Error{Code: payment.ENOTFOUND, Message: fmt.Sprintf("no tenant uses alipay app %q", appID), Err: payment.ErrNotFound}
+	return found, nil
+}
+
+// agree returns c if it is the same app as found (or found is nil), and refuses an app_id
+// that tenants configure with different keys or sellers.
+func agree(found *builtGateway, c builtGateway, appID string) (*builtGateway, error) {
+	if found != nil && found.app != c.app {
+		return nil, payment.Errorf(payment.EUNPROCESSABLE, "alipay app %s is configured with different keys or sellers by several tenants", appID)
 	}
-	return found.gw, nil
+	return &c, nil
 }
 
 // tenant reads a tenant, reusing a recent read.

@@ -181,6 +181,8 @@ var keyWords = map[string]bool{"PRIMARY": true, "UNIQUE": true, "KEY": true, "IN
 // parseKey reads a key definition as a CREATE TABLE or ADD writes it, without the ADD:
 // "PRIMARY KEY (a)", "UNIQUE KEY name (a, b)", "KEY name (a, b(8))", "INDEX name (a)". A
 // key without a name is named after its first column, as the server names it.
+//
+//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func parseKey(def string) (keyDef, error) {
 	var k keyDef
 	rest := strings.TrimSpace(def)
@@ -304,6 +306,8 @@ type clause struct {
 
 // parseClause reads one clause of an ALTER TABLE. An ADD the runner cannot read is an
 // error: it is not skipped unverified.
+//
+//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func parseClause(text string) (clause, error) {
 	c := clause{text: text}
 	w := strings.Fields(strings.ToUpper(text))
@@ -443,6 +447,8 @@ func foundApplied(err error) bool {
 // left to run: "" when all of it is there, the ALTER of the clauses not found applied, or
 // an error: a definition found that is not the migration's, or err itself when the runner
 // cannot tell.
+//
+//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func (f file) settle(ctx context.Context, q queryer, stmt string, err error, log *slog.Logger, n int) (string, error) {
 	var me *gomysql.MySQLError
 	errors.As(err, &me)
@@ -553,6 +559,8 @@ type namedCol struct {
 
 // parseCreate reads a CREATE TABLE statement as its table, columns and keys. The columns
 // of the primary key are NOT NULL, as the server makes them.
+//
+//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func parseCreate(stmt string) (string, []namedCol, []keyDef, error) {
 	rest := strings.TrimSpace(stmt)
 	if !strings.HasPrefix(strings.ToUpper(rest), "CREATE TABLE") {

@@ -74,6 +74,33 @@ func (st *Store) ReserveIdempotencyKey(ctx context.Context, rec payment.Idempote
 			"an idempotency key needs a tenant, a key of 1-%d bytes and a fingerprint", maxIdempotencyKey)
 	}
 	now := st.clock()
+	rec = inFlight(rec, now)
+	wait := txBackOff()
+	for attempt := range maxReserveAttempts {
+		if attempt > 0 {
+			if err := sleep(ctx, wait.NextBackOff()); err != nil {
+				return 0, payment.IdempotencyRecord{}, reserveError(err)
+			}
+		}
+		out, got, done, err := st.reserveOnce(ctx, rec, now)
+		if err != nil {
+			return 0, payment.IdempotencyRecord{}, reserveError(err)
+		}
+		if done {
+			return out, got, nil
+		}
+	}
+	return 0, payment.IdempotencyRecord{}, &payment.Error{
+		Code:    payment.ETOOMANYRETRIES,
+		Message: "the idempotency key is contended; retry later",
+		Err:     reserveError(fmt.Errorf("gave up after %d attempts", maxReserveAttempts)),
+	}
+}
+
+func reserveError(err error) error { return fmt.Errorf("mysql: reserve idempotency key: %w", err) }
+
+// inFlight is rec as a new in-flight record, its lock and expiry defaulted from now.
+func inFlight(rec payment.IdempotencyRecord, now time.Time) payment.IdempotencyRecord {
 	rec.State, rec.ResponseStatus, rec.ResponseBody = payment.IdempotencyInFlight, 0, nil
 	rec.LockedUntil, rec.ExpiresAt = dbTime(rec.LockedUntil), dbTime(rec.ExpiresAt)
 	if rec.LockedUntil.IsZero() {
@@ -82,71 +109,65 @@ func (st *Store) ReserveIdempotencyKey(ctx context.Context, rec payment.Idempote
 	if rec.ExpiresAt.IsZero() {
 		rec.ExpiresAt = now.Add(DefaultIdempotencyExpiry)
 	}
-	wrap := func(err error) error { return fmt.Errorf("mysql: reserve idempotency key: %w", err) }
+	return rec
+}
 
-	wait := txBackOff()
-	for attempt := range maxReserveAttempts {
-		if attempt > 0 {
-			if err := sleep(ctx, wait.NextBackOff()); err != nil {
-				return 0, payment.IdempotencyRecord{}, wrap(err)
-			}
-		}
-		_, err := st.exec(ctx, nil, qInsertIdem, rec.TenantID, rec.Key, rec.Fingerprint,
-			rec.LockedUntil, rec.ExpiresAt, now, now)
-		if err == nil {
-			rec.LockVersion = 0
-			return payment.ReserveAcquired, rec, nil
-		}
-		if IsRetryable(err) {
-			continue
-		}
-		if !IsDuplicate(err) {
-			return 0, payment.IdempotencyRecord{}, wrap(err)
-		}
-		cur, err := st.getIdem(ctx, rec.TenantID, rec.Key)
-		if errors.Is(err, payment.ErrNotFound) {
-			continue // released or purged since our insert: insert again
-		}
-		if err != nil {
-			return 0, payment.IdempotencyRecord{}, wrap(err)
-		}
-		switch {
-		case !cur.rec.ExpiresAt.After(now):
-			res, err := st.exec(ctx, nil, qReplaceIdem, rec.Fingerprint, rec.LockedUntil, rec.ExpiresAt,
-				now, now, cur.id, cur.lockVersion)
-			if won, err := casWon(res, err); err != nil {
-				return 0, payment.IdempotencyRecord{}, wrap(err)
-			} else if won {
-				rec.LockVersion = cur.lockVersion + 1
-				return payment.ReserveAcquired, rec, nil
-			}
-		case cur.rec.Fingerprint != rec.Fingerprint:
-			return payment.ReserveMismatch, cur.rec, nil
-		case cur.rec.State == payment.IdempotencyCompleted:
-			return payment.ReserveReplay, cur.rec, nil
-		case cur.rec.LockedUntil.After(now):
-			return payment.ReserveInFlight, cur.rec, nil
-		default:
-			res, err := st.exec(ctx, nil, qTakeOverIdem, rec.LockedUntil, rec.ExpiresAt, now, cur.id, cur.lockVersion)
-			if won, err := casWon(res, err); err != nil {
-				return 0, payment.IdempotencyRecord{}, wrap(err)
-			} else if won {
-				taken := cur.rec
-				taken.LockVersion = cur.lockVersion + 1
-				taken.LockedUntil = rec.LockedUntil
-				if rec.ExpiresAt.After(taken.ExpiresAt) {
-					taken.ExpiresAt = rec.ExpiresAt
-				}
-				return payment.ReserveAcquired, taken, nil
-			}
-		}
-		// Lost a compare-and-set to a concurrent caller: look again.
+// reserveOnce is one attempt of ReserveIdempotencyKey: insert rec, or decide from the
+// record stored under its key. Not done means a race was lost: look again.
+func (st *Store) reserveOnce(ctx context.Context, rec payment.IdempotencyRecord, now time.Time) (payment.ReserveOutcome, payment.IdempotencyRecord, bool, error) {
+	_, err := st.exec(ctx, nil, qInsertIdem, rec.TenantID, rec.Key, rec.Fingerprint,
+		rec.LockedUntil, rec.ExpiresAt, now, now)
+	switch {
+	case err == nil:
+		rec.LockVersion = 0
+		return payment.ReserveAcquired, rec, true, nil
+	case IsRetryable(err):
+		return 0, payment.IdempotencyRecord{}, false, nil
+	case !IsDuplicate(err):
+		return 0, payment.IdempotencyRecord{}, false, err
 	}
-	return 0, payment.IdempotencyRecord{}, &payment.Error{
-		Code:    payment.ETOOMANYRETRIES,
-		Message: "the idempotency key is contended; retry later",
-		Err:     wrap(fmt.Errorf("gave up after %d attempts", maxReserveAttempts)),
+	cur, err := st.getIdem(ctx, rec.TenantID, rec.Key)
+	if errors.Is(err, payment.ErrNotFound) {
+		return 0, payment.IdempotencyRecord{}, false, nil // released or purged since our insert: insert again
 	}
+	if err != nil {
+		return 0, payment.IdempotencyRecord{}, false, err
+	}
+	return st.decide(ctx, rec, cur, now)
+}
+
+// decide answers a reservation from the record stored under its key: replaced if
+// expired, a mismatch, a replay, in flight, or taken over if its lock expired.
+func (st *Store) decide(ctx context.Context, rec payment.IdempotencyRecord, cur idemRow, now time.Time) (payment.ReserveOutcome, payment.IdempotencyRecord, bool, error) {
+	switch {
+	case !cur.rec.ExpiresAt.After(now):
+		res, err := st.exec(ctx, nil, qReplaceIdem, rec.Fingerprint, rec.LockedUntil, rec.ExpiresAt,
+			now, now, cur.id, cur.lockVersion)
+		won, err := casWon(res, err)
+		if err != nil || !won {
+			return 0, payment.IdempotencyRecord{}, false, err
+		}
+		rec.LockVersion = cur.lockVersion + 1
+		return payment.ReserveAcquired, rec, true, nil
+	case cur.rec.Fingerprint != rec.Fingerprint:
+		return payment.ReserveMismatch, cur.rec, true, nil
+	case cur.rec.State == payment.IdempotencyCompleted:
+		return payment.ReserveReplay, cur.rec, true, nil
+	case cur.rec.LockedUntil.After(now):
+		return payment.ReserveInFlight, cur.rec, true, nil
+	}
+	res, err := st.exec(ctx, nil, qTakeOverIdem, rec.LockedUntil, rec.ExpiresAt, now, cur.id, cur.lockVersion)
+	won, err := casWon(res, err)
+	if err != nil || !won {
+		return 0, payment.IdempotencyRecord{}, false, err
+	}
+	taken := cur.rec
+	taken.LockVersion = cur.lockVersion + 1
+	taken.LockedUntil = rec.LockedUntil
+	if rec.ExpiresAt.After(taken.ExpiresAt) {
+		taken.ExpiresAt = rec.ExpiresAt
+	}
+	return payment.ReserveAcquired, taken, true, nil
 }
 
 // casWon reports whether a compare-and-set update changed its row; a retryable lock

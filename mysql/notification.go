@@ -52,6 +52,36 @@ func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotifi
 		return payment.ChannelNotification{}, false, payment.Errorf(payment.EINVALID, "channel must be 1-%d bytes", maxChannel)
 	}
 	now := st.clock()
+	n, claim, due := notificationRow(n, now)
+	for range maxRecordAttempt {
+		res, err := st.exec(ctx, nil, qInsertNotification, n.Channel, claim, n.NotifyID, n.PaymentNo,
+			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now, due, n.Refund)
+		if err == nil {
+			if n.ID, err = res.LastInsertId(); err != nil {
+				return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
+			}
+			return n, true, nil
+		}
+		if !claim.Valid || !IsDuplicate(err) {
+			return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
+		}
+		existing, err := st.NotificationByNotifyID(ctx, n.Channel, n.NotifyID)
+		if errors.Is(err, payment.ErrNotFound) {
+			continue // rows are never deleted, but should one be, claim the id again
+		}
+		if err != nil {
+			return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
+		}
+		return existing, false, nil
+	}
+	return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification %s: gave up after %d attempts", n.NotifyID, maxRecordAttempt)
+}
+
+// notificationRow is n as it is stored, received at now unless it says otherwise: its
+// fields cut to their columns, and its raw body described. claim is the notify_id that
+// dedupes it, a verified notification's only; due is when the inbox dispatches it, also
+// a verified notification's only.
+func notificationRow(n payment.ChannelNotification, now time.Time) (payment.ChannelNotification, sql.NullString, sql.NullTime) {
 	n.ReceivedAt = dbTime(n.ReceivedAt)
 	if n.ReceivedAt.IsZero() {
 		n.ReceivedAt = now
@@ -80,28 +110,7 @@ func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotifi
 	} else {
 		n.DispatchDueAt = time.Time{}
 	}
-	for range maxRecordAttempt {
-		res, err := st.exec(ctx, nil, qInsertNotification, n.Channel, claim, n.NotifyID, n.PaymentNo,
-			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now, due, n.Refund)
-		if err == nil {
-			if n.ID, err = res.LastInsertId(); err != nil {
-				return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
-			}
-			return n, true, nil
-		}
-		if !claim.Valid || !IsDuplicate(err) {
-			return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
-		}
-		existing, err := st.NotificationByNotifyID(ctx, n.Channel, n.NotifyID)
-		if errors.Is(err, payment.ErrNotFound) {
-			continue // rows are never deleted, but should one be, claim the id again
-		}
-		if err != nil {
-			return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
-		}
-		return existing, false, nil
-	}
-	return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification %s: gave up after %d attempts", n.NotifyID, maxRecordAttempt)
+	return n, claim, due
 }
 
 // SetNotificationOutcome records what was done with a notification.

@@ -77,72 +77,94 @@ func (st *Store) CreateRefund(ctx context.Context, n payment.NewRefund) (payment
 		return r, err == nil, err
 	}
 	var r payment.Refund
-	err := st.inTx(ctx, func(tx *sql.Tx) error {
-		p, err := st.getPayment(ctx, tx, qTenantPaymentForUpdate, n.PaymentNo, n.TenantID)
-		if err != nil {
-			if errors.Is(err, payment.ErrNotFound) {
-				return payment.Errorf(payment.ENOTFOUND, "no payment %s", n.PaymentNo)
-			}
-			return fmt.Errorf("lock payment: %w", err)
-		}
-		reserve := qReserveRefund
-		switch {
-		case n.ForClosedPayment && p.Status != payment.StatusClosed && p.Status != payment.StatusFailed:
-			return payment.Errorf(payment.ECONFLICT, "payment %s is %s; only the money of a CLOSED or FAILED payment is refunded as an anomaly", p.PaymentNo, p.Status)
-		case n.ForClosedPayment:
-			reserve = qReserveClosedRefund
-		case p.Status != payment.StatusPaid:
-			return payment.Errorf(payment.ENOTPAID, "payment %s is %s; only a PAID payment can be refunded", p.PaymentNo, p.Status)
-		}
-		now := st.clock()
-		res, err := st.exec(ctx, tx, reserve, int64(n.Amount), p.ID, int64(n.Amount))
-		if err != nil {
-			return fmt.Errorf("reserve refund: %w", err)
-		}
-		if ok, err := affected(res); err != nil || !ok {
-			if err != nil {
-				return err
-			}
-			return payment.Errorf(payment.EREFUNDEXCEEDS, "refund of %d fen exceeds the %d fen that remain refundable on payment %s",
-				int64(n.Amount), int64(p.Amount-p.Refunded), p.PaymentNo)
-		}
-		r = payment.Refund{
-			RefundNo: n.RefundNo, TenantID: n.TenantID, PaymentNo: n.PaymentNo,
-			OutRequestNo: payment.OutRequestNo(n.TenantID, n.RefundNo), Amount: n.Amount,
-			Reason: n.Reason, Status: payment.RefundPending, WorkflowID: payment.RefundWorkflowID(n.TenantID, n.RefundNo),
-			AlipayAppID: p.AlipayAppID, CreatedAt: now, UpdatedAt: now,
-		}
-		res, err = st.exec(ctx, tx, qInsertRefund, r.RefundNo, r.TenantID, r.PaymentNo, r.OutRequestNo, int64(r.Amount),
-			r.Reason, r.WorkflowID, now, now, r.AlipayAppID)
-		if err != nil {
-			return err
-		}
-		r.ID, err = res.LastInsertId()
+	err := st.inTx(ctx, func(tx *sql.Tx) (err error) {
+		r, err = st.reserveRefund(ctx, tx, n)
 		return err
 	})
 	if err != nil {
-		if IsDuplicate(err) {
-			// A concurrent request with the same refund_no won; its reservation stands and
-			// ours was rolled back with the insert.
-			r, gerr := st.existingRefund(ctx, n)
-			if gerr == nil {
-				return r, true, nil
-			}
-			return payment.Refund{}, false, fmt.Errorf("mysql: create refund %s: %w", n.RefundNo, gerr)
-		}
-		if code := payment.ErrorCode(err); code != payment.EINTERNAL {
-			if code == payment.EREFUNDEXCEEDS || code == payment.ENOTPAID {
-				// A concurrent request with the same refund_no may have committed while
-				// this one waited for the payment's lock: its refund is the answer.
-				if r, gerr := st.existingRefund(ctx, n); gerr == nil || !errors.Is(gerr, payment.ErrNotFound) {
-					return r, gerr == nil, gerr
-				}
-			}
-			return payment.Refund{}, false, err
-		}
-		return payment.Refund{}, false, fmt.Errorf("mysql: create refund %s: %w", n.RefundNo, err)
+		return st.refundNotCreated(ctx, n, err)
 	}
 	return r, false, nil
+}
+
+// reserveRefund reserves the refund's amount on its locked payment and inserts it.
+func (st *Store) reserveRefund(ctx context.Context, tx *sql.Tx, n payment.NewRefund) (payment.Refund, error) {
+	p, err := st.getPayment(ctx, tx, qTenantPaymentForUpdate, n.PaymentNo, n.TenantID)
+	if err != nil {
+		if errors.Is(err, payment.ErrNotFound) {
+			return payment.Refund{}, payment.Errorf(payment.ENOTFOUND, "no payment %s", n.PaymentNo)
+		}
+		return payment.Refund{}, fmt.Errorf("lock payment: %w", err)
+	}
+	reserve, err := reserveStatement(n, p)
+	if err != nil {
+		return payment.Refund{}, err
+	}
+	now := st.clock()
+	res, err := st.exec(ctx, tx, reserve, int64(n.Amount), p.ID, int64(n.Amount))
+	if err != nil {
+		return payment.Refund{}, fmt.Errorf("reserve refund: %w", err)
+	}
+	if ok, err := affected(res); err != nil || !ok {
+		if err != nil {
+			return payment.Refund{}, err
+		}
+		return payment.Refund{}, payment.Errorf(payment.EREFUNDEXCEEDS, "refund of %d fen exceeds the %d fen that remain refundable on payment %s",
+			int64(n.Amount), int64(p.Amount-p.Refunded), p.PaymentNo)
+	}
+	r := payment.Refund{
+		RefundNo: n.RefundNo, TenantID: n.TenantID, PaymentNo: n.PaymentNo,
+		OutRequestNo: payment.OutRequestNo(n.TenantID, n.RefundNo), Amount: n.Amount,
+		Reason: n.Reason, Status: payment.RefundPending, WorkflowID: payment.RefundWorkflowID(n.TenantID, n.RefundNo),
+		AlipayAppID: p.AlipayAppID, CreatedAt: now, UpdatedAt: now,
+	}
+	res, err = st.exec(ctx, tx, qInsertRefund, r.RefundNo, r.TenantID, r.PaymentNo, r.OutRequestNo, int64(r.Amount),
+		r.Reason, r.WorkflowID, now, now, r.AlipayAppID)
+	if err != nil {
+		return payment.Refund{}, err
+	}
+	r.ID, err = res.LastInsertId()
+	return r, err
+}
+
+// reserveStatement is the statement that reserves a refund of payment p: of a PAID
+// payment, or, for the money of a CLOSED or FAILED one, of that.
+func reserveStatement(n payment.NewRefund, p payment.Payment) (string, error) {
+	switch {
+	case n.ForClosedPayment && p.Status != payment.StatusClosed && p.Status != payment.StatusFailed:
+		return "", payment.Errorf(payment.ECONFLICT, "payment %s is %s; only the money of a CLOSED or FAILED payment is refunded as an anomaly", p.PaymentNo, p.Status)
+	case n.ForClosedPayment:
+		return qReserveClosedRefund, nil
+	case p.Status != payment.StatusPaid:
+		return "", payment.Errorf(payment.ENOTPAID, "payment %s is %s; only a PAID payment can be refunded", p.PaymentNo, p.Status)
+	}
+	return qReserveRefund, nil
+}
+
+// refundNotCreated answers a CreateRefund whose transaction failed: with the refund a
+// concurrent request of the same refund_no made, if there is one, else with err.
+func (st *Store) refundNotCreated(ctx context.Context, n payment.NewRefund, err error) (payment.Refund, bool, error) {
+	if IsDuplicate(err) {
+		// A concurrent request with the same refund_no won; its reservation stands and
+		// ours was rolled back with the insert.
+		r, gerr := st.existingRefund(ctx, n)
+		if gerr == nil {
+			return r, true, nil
+		}
+		return payment.Refund{}, false, fmt.Errorf("mysql: create refund %s: %w", n.RefundNo, gerr)
+	}
+	code := payment.ErrorCode(err)
+	if code == payment.EINTERNAL {
+		return payment.Refund{}, false, fmt.Errorf("mysql: create refund %s: %w", n.RefundNo, err)
+	}
+	if code == payment.EREFUNDEXCEEDS || code == payment.ENOTPAID {
+		// A concurrent request with the same refund_no may have committed while
+		// this one waited for the payment's lock: its refund is the answer.
+		if r, gerr := st.existingRefund(ctx, n); gerr == nil || !errors.Is(gerr, payment.ErrNotFound) {
+			return r, gerr == nil, gerr
+		}
+	}
+	return payment.Refund{}, false, err
 }
 
 // existingRefund returns the tenant's refund with n's refund_no, ErrNotFound if there is

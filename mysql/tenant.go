@@ -58,37 +58,7 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 	}
 	var err error
 	for range maxUpsertAttempts {
-		err = st.inTx(ctx, func(tx *sql.Tx) error {
-			now := st.clock()
-			old, err := st.getTenant(ctx, tx, qTenantByIDForUpdate, t.ID)
-			switch {
-			case err == nil:
-				if old.AlipayAppID != t.AlipayAppID {
-					if err := st.keepAlipayApp(ctx, tx, old, now); err != nil {
-						return err
-					}
-				}
-				_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret, t.WebhookSecretSealed,
-					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.AlipayCredentialsSealed, t.ID)
-				if err != nil {
-					return err
-				}
-				return st.syncAPIKey(ctx, tx, t.ID, t.APIKeyHash, old.APIKeyHash, now)
-			case errors.Is(err, payment.ErrNotFound):
-				created := dbTime(t.CreatedAt)
-				if created.IsZero() {
-					created = now
-				}
-				_, err = st.exec(ctx, tx, qInsertTenant, t.ID, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
-					t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now, t.AlipayCredentialsSealed, t.WebhookSecretSealed)
-				if err != nil {
-					return err
-				}
-				return st.syncAPIKey(ctx, tx, t.ID, t.APIKeyHash, "", now)
-			default:
-				return err
-			}
-		})
+		err = st.inTx(ctx, func(tx *sql.Tx) error { return st.upsertTenant(ctx, tx, t) })
 		if err == nil || !IsDuplicate(err) {
 			break
 		}
@@ -107,6 +77,40 @@ func (st *Store) UpsertTenant(ctx context.Context, t payment.Tenant) error {
 		return fmt.Errorf("mysql: upsert tenant %s: %w", t.ID, err)
 	}
 	return nil
+}
+
+// upsertTenant updates the tenant, keeping the keys of the app it leaves, or inserts it,
+// and makes its API key hash the one that authenticates.
+func (st *Store) upsertTenant(ctx context.Context, tx *sql.Tx, t payment.Tenant) error {
+	now := st.clock()
+	old, err := st.getTenant(ctx, tx, qTenantByIDForUpdate, t.ID)
+	switch {
+	case err == nil:
+		if old.AlipayAppID != t.AlipayAppID {
+			if err := st.keepAlipayApp(ctx, tx, old, now); err != nil {
+				return err
+			}
+		}
+		_, err = st.exec(ctx, tx, qUpdateTenant, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret, t.WebhookSecretSealed,
+			t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, now, t.AlipayCredentialsSealed, t.ID)
+		if err != nil {
+			return err
+		}
+		return st.syncAPIKey(ctx, tx, t.ID, t.APIKeyHash, old.APIKeyHash, now)
+	case errors.Is(err, payment.ErrNotFound):
+		created := dbTime(t.CreatedAt)
+		if created.IsZero() {
+			created = now
+		}
+		_, err = st.exec(ctx, tx, qInsertTenant, t.ID, t.Name, t.APIKeyHash, t.NotifyURL, t.WebhookSecret,
+			t.AlipayAppID, t.AlipaySeller, t.AutoRefundPaidAfterClose, created, now, t.AlipayCredentialsSealed, t.WebhookSecretSealed)
+		if err != nil {
+			return err
+		}
+		return st.syncAPIKey(ctx, tx, t.ID, t.APIKeyHash, "", now)
+	default:
+		return err
+	}
 }
 
 // TenantByAPIKeyHash finds the tenant owning an API key hash, or an error wrapping

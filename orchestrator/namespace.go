@@ -44,7 +44,30 @@ func SetupTemporal(ctx context.Context, addr, ns string, conn client.Options, re
 		return fmt.Errorf("temporal at %s: %w", addr, err)
 	}
 	defer tc.Close()
-	changed := false // whether this run created or registered anything
+	createdNS, err := ensureNamespace(ctx, tc, ns, retention, logger)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	createdSA, err := ensureSearchAttributes(ctx, tc, ns)
+	if err != nil {
+		return fmt.Errorf("search attributes in %s: %w", ns, err)
+	}
+	if createdNS || createdSA {
+		// Every service of the server reads namespaces (and with SQL visibility the
+		// attributes' aliases) from a cache refreshed every 2 s by default; the frontend
+		// answering is not proof that history sees them yet.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(namespaceRefreshWait):
+		}
+	}
+	return nil
+}
+
+// ensureNamespace registers namespace ns unless it exists, and waits until it answers;
+// changed says whether this call registered it.
+func ensureNamespace(ctx context.Context, tc client.Client, ns string, retention time.Duration, logger *slog.Logger) (changed bool, err error) {
 	err = retry(ctx, func() error {
 		_, err := tc.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: ns})
 		var notFound *serviceerror.NamespaceNotFound
@@ -62,9 +85,12 @@ func SetupTemporal(ctx context.Context, addr, ns string, conn client.Options, re
 		}
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("namespace %s: %w", ns, err)
-	}
+	return changed, err
+}
+
+// ensureSearchAttributes registers the workflows' search attributes missing in ns, and
+// waits until they are all listed; changed says whether this call registered any.
+func ensureSearchAttributes(ctx context.Context, tc client.Client, ns string) (changed bool, err error) {
 	err = retry(ctx, func() error {
 		have, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
 		if err != nil {
@@ -81,20 +107,7 @@ func SetupTemporal(ctx context.Context, addr, ns string, conn client.Options, re
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("search attributes in %s: %w", ns, err)
-	}
-	if changed {
-		// Every service of the server reads namespaces (and with SQL visibility the
-		// attributes' aliases) from a cache refreshed every 2 s by default; the frontend
-		// answering is not proof that history sees them yet.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(namespaceRefreshWait):
-		}
-	}
-	return nil
+	return changed, err
 }
 
 // namespaceRefreshWait outlasts one refresh of the server's namespace cache

@@ -10,6 +10,7 @@ import (
 // TradeState is Alipay's view of a trade, mapped into the domain.
 type TradeState int
 
+// The trade states.
 const (
 	TradeNotExist TradeState = iota // ACQ.TRADE_NOT_EXIST: not created yet; keep waiting, never a failure
 	TradeWaiting                    // WAIT_BUYER_PAY
@@ -71,6 +72,7 @@ type Trade struct {
 // CloseOutcome is the result of alipay.trade.close.
 type CloseOutcome int
 
+// The outcomes of a close.
 const (
 	CloseDone        CloseOutcome = iota // the trade is closed; it can no longer be paid
 	CloseNotExist                        // the trade was never created (page pay not opened)

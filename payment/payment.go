@@ -30,6 +30,7 @@ import (
 // generated column active_order_id depends on StatusPending being 0.
 type Status int8
 
+// The payment statuses; their values are stored.
 const (
 	StatusPending Status = 0 // created, waiting for the buyer
 	StatusPaid    Status = 1 // confirmed paid at Alipay; final
@@ -85,6 +86,7 @@ func (s Status) CanTransitionTo(to Status) bool {
 // Method is how the buyer pays.
 type Method string
 
+// The payment methods.
 const (
 	MethodPage Method = "page" // alipay.trade.page.pay: a cashier URL for the browser
 	MethodQR   Method = "qr"   // alipay.trade.precreate: a QR code to scan

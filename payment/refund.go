@@ -10,6 +10,7 @@ import (
 // RefundStatus is the state of a refund. Its integer values are stored in MySQL.
 type RefundStatus int8
 
+// The refund statuses; their values are stored.
 const (
 	RefundPending   RefundStatus = 0 // reserved locally; Alipay may or may not have moved the money yet
 	RefundSucceeded RefundStatus = 1 // Alipay moved the money; final

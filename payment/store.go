@@ -167,6 +167,7 @@ func cutAtRune(s string, n int) string {
 // IdempotencyState is the state of an Idempotency-Key record.
 type IdempotencyState int8
 
+// The states of an Idempotency-Key record; their values are stored.
 const (
 	IdempotencyInFlight  IdempotencyState = 0
 	IdempotencyCompleted IdempotencyState = 1
@@ -191,6 +192,7 @@ type IdempotencyRecord struct {
 // ReserveOutcome says what a reservation of an Idempotency-Key found.
 type ReserveOutcome int
 
+// The outcomes of a reservation.
 const (
 	ReserveAcquired ReserveOutcome = iota // first request (or lock taken over after expiry): go ahead
 	ReserveInFlight                       // another request with this key is running: 409

@@ -52,11 +52,7 @@ func TestDeploymentPicksTheClient(t *testing.T) {
 // keys in its slots fail fast as errors (the callers' "Redis said nothing": go to MySQL)
 // and those in the other masters' slots keep working.
 func TestClusterMasterDownFailsOnlyItsSlots(t *testing.T) {
-	c, err := testenv.StartRedisCluster(3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := testenv.NewRedisCluster(t, 3)
 	rdb, err := redis.Dial(redis.Deployment{Addr: c.Addr()})
 	if err != nil {
 		t.Fatal(err)

@@ -379,6 +379,8 @@ func (c *recordCap) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// readDetail reads the detail file's lines into fn, their sums into sums, and returns its
+// footer.
 func readDetail(cr *billCSV, sums *lineSums, fn func(payment.BillLine) error) (Footer, error) {
 	var foot Footer
 	var (
@@ -395,17 +397,8 @@ func readDetail(cr *billCSV, sums *lineSums, fn func(payment.BillLine) error) (F
 			return foot, err
 		}
 		if len(rec) > 0 && strings.HasPrefix(rec[0], "#") {
-			comment := strings.Join(rec, ",")
-			if m := footerTrades.FindStringSubmatch(comment); m != nil {
-				foot.Found = true
-				if err := parseFooter(m, &foot.Trades, &foot.TradeFen, &foot.TradeDiscountFen, &foot.discounts); err != nil {
-					return foot, fmt.Errorf("%w: footer %q: %v", ErrMalformedBill, comment, err)
-				}
-			}
-			if m := footerRefunds.FindStringSubmatch(comment); m != nil {
-				if err := parseFooter(m, &foot.Refunds, &foot.RefundFen, &foot.RefundDiscountFen, &foot.discounts); err != nil {
-					return foot, fmt.Errorf("%w: footer %q: %v", ErrMalformedBill, comment, err)
-				}
+			if err := foot.read(strings.Join(rec, ",")); err != nil {
+				return foot, err
 			}
 			continue
 		}
@@ -436,6 +429,22 @@ func readDetail(cr *billCSV, sums *lineSums, fn func(payment.BillLine) error) (F
 		return foot, fmt.Errorf("%w: no header row", ErrMalformedBill)
 	}
 	return foot, nil
+}
+
+// read takes the totals of a footer comment line, if it is one.
+func (foot *Footer) read(comment string) error {
+	if m := footerTrades.FindStringSubmatch(comment); m != nil {
+		foot.Found = true
+		if err := parseFooter(m, &foot.Trades, &foot.TradeFen, &foot.TradeDiscountFen, &foot.discounts); err != nil {
+			return fmt.Errorf("%w: footer %q: %v", ErrMalformedBill, comment, err)
+		}
+	}
+	if m := footerRefunds.FindStringSubmatch(comment); m != nil {
+		if err := parseFooter(m, &foot.Refunds, &foot.RefundFen, &foot.RefundDiscountFen, &foot.discounts); err != nil {
+			return fmt.Errorf("%w: footer %q: %v", ErrMalformedBill, comment, err)
+		}
+	}
+	return nil
 }
 
 // parseFooter reads one footer line's count, 商家实收 and, if declared, 商家优惠.
@@ -496,18 +505,12 @@ func readSummary(cr *billCSV) (summaryTotals, error) {
 		if err != nil {
 			return sum, err
 		}
-		if len(rec) == 0 || strings.HasPrefix(rec[0], "#") || len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
+		if noSummaryRow(rec) {
 			continue
 		}
 		if idx == nil {
-			idx = map[string]int{}
-			for i, h := range rec {
-				idx[strings.TrimSpace(h)] = i
-			}
-			for _, name := range summaryColumns {
-				if _, ok := idx[name]; !ok {
-					return sum, fmt.Errorf("%w: summary: no column %s", ErrMalformedBill, name)
-				}
+			if idx, err = summaryHeader(rec); err != nil {
+				return sum, err
 			}
 			continue
 		}
@@ -521,12 +524,7 @@ func readSummary(cr *billCSV) (summaryTotals, error) {
 			continue
 		}
 		rows++
-		sum.trades += row.trades
-		sum.refunds += row.refunds
-		sum.amount += row.amount
-		sum.received += row.received
-		sum.discount += row.discount
-		sum.fee += row.fee
+		sum.add(row)
 	}
 	switch {
 	case idx == nil:
@@ -539,6 +537,36 @@ func readSummary(cr *billCSV) (summaryTotals, error) {
 		return sum, fmt.Errorf("%w: summary: no rows", ErrMalformedBill)
 	}
 	return sum, nil
+}
+
+// noSummaryRow reports whether a record of the summary is a comment or blank.
+func noSummaryRow(rec []string) bool {
+	return len(rec) == 0 || strings.HasPrefix(rec[0], "#") || len(rec) == 1 && strings.TrimSpace(rec[0]) == ""
+}
+
+// summaryHeader indexes the summary's header row by column name, and refuses one that
+// lacks a column of summaryColumns.
+func summaryHeader(rec []string) (map[string]int, error) {
+	idx := map[string]int{}
+	for i, h := range rec {
+		idx[strings.TrimSpace(h)] = i
+	}
+	for _, name := range summaryColumns {
+		if _, ok := idx[name]; !ok {
+			return nil, fmt.Errorf("%w: summary: no column %s", ErrMalformedBill, name)
+		}
+	}
+	return idx, nil
+}
+
+// add adds a row of the summary to the sum.
+func (t *summaryTotals) add(row summaryTotals) {
+	t.trades += row.trades
+	t.refunds += row.refunds
+	t.amount += row.amount
+	t.received += row.received
+	t.discount += row.discount
+	t.fee += row.fee
 }
 
 // summaryColumns are the summary columns checked against the detail lines.

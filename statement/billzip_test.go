@@ -64,9 +64,9 @@ func simBillEntries(tb testing.TB, rows ...alipaysim.BillRow) []zipEntry {
 	return out
 }
 
-// edit returns entries with old replaced by new in the entry whose name ends in suffix,
+// edit returns entries with old replaced by repl in the entry whose name ends in suffix,
 // failing the test if old is not there.
-func edit(tb testing.TB, entries []zipEntry, suffix, old, new string) []zipEntry {
+func edit(tb testing.TB, entries []zipEntry, suffix, old, repl string) []zipEntry {
 	tb.Helper()
 	out := append([]zipEntry(nil), entries...)
 	for i, e := range out {
@@ -74,7 +74,7 @@ func edit(tb testing.TB, entries []zipEntry, suffix, old, new string) []zipEntry
 			if !strings.Contains(e.text, old) {
 				tb.Fatalf("%s has no %q:\n%s", e.name, old, e.text)
 			}
-			out[i].text = strings.Replace(e.text, old, new, 1)
+			out[i].text = strings.Replace(e.text, old, repl, 1)
 			return out
 		}
 	}

@@ -81,8 +81,8 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
-// DefaultQuietAfter: Alipay publishes a day's bill by the next morning (China time);
-// noon leaves a margin.
+// DefaultQuietAfter is the QuietAfter of a zero Reconciler: Alipay publishes a day's bill
+// by the next morning (China time); noon leaves a margin.
 const DefaultQuietAfter = 12 * time.Hour
 
 // DayRange returns the China-time day billDate as [from, to).
@@ -120,39 +120,17 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 		return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: no app_id")
 	}
 	started := r.now()
-	var bill *Bill
-	var url string
-	if !p.NoBill {
-		if p.App.Bills == nil {
-			return payment.StatementReport{}, payment.Errorf(payment.EINVALID, "statement: app %s cannot download bills", p.App.ID)
-		}
-		url, err = p.App.Bills.BillDownloadURL(ctx, p.BillDate)
-		if errors.Is(err, payment.ErrBillNotAvailable) {
-			quiet, qerr := r.quietDay(ctx, p, from, to)
-			if qerr != nil {
-				return payment.StatementReport{}, qerr
-			}
-			if quiet {
-				p.NoBill, p.quiet = true, true
-			}
-		}
-		if err != nil && !p.quiet {
-			return payment.StatementReport{}, fmt.Errorf("statement: bill url of %s %s: %w", p.App.ID, p.BillDate, err)
-		}
+	url, err := r.billURL(ctx, &p, from, to)
+	if err != nil {
+		return payment.StatementReport{}, err
 	}
+	var bill *Bill
 	if !p.NoBill {
-		beat := everyFewSeconds(func() { p.progress(0) })
-		path, err := r.download(ctx, url, beat)
-		if err != nil {
+		var closeBill func()
+		if bill, closeBill, err = r.openDayBill(ctx, p, url); err != nil {
 			return payment.StatementReport{}, err
 		}
-		defer os.Remove(path)
-		// The whole bill is verified (footer, summary, counts) in a first pass before any
-		// line is staged, matched or recorded: a malformed bill leaves nothing behind.
-		if bill, err = openBill(path, defaultLimits, beat); err != nil {
-			return payment.StatementReport{}, fmt.Errorf("statement: %s %s: %w", p.App.ID, p.BillDate, err)
-		}
-		defer bill.Close()
+		defer closeBill()
 	}
 	if r.Store == nil || r.Anomalies == nil {
 		return payment.StatementReport{}, errors.New("statement: the Reconciler needs a Store and Anomalies")
@@ -173,18 +151,8 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	if err := r.Store.ClearBillLines(ctx, p.App.ID, p.BillDate); err != nil {
 		return payment.StatementReport{}, err
 	}
-	if p.quiet {
-		run.rep.Status = payment.StatementQuiet
-	} else if p.NoBill {
-		run.rep.Status = payment.StatementNoBill
-	} else {
-		err := bill.Lines(run.add)
-		if err == nil {
-			err = run.flush()
-		}
-		if err != nil {
-			return payment.StatementReport{}, fmt.Errorf("statement: %s %s: %w", p.App.ID, p.BillDate, err)
-		}
+	if err := run.stage(bill); err != nil {
+		return payment.StatementReport{}, err
 	}
 	sc := payment.StatementScope{AppID: p.App.ID, BillDate: p.BillDate, DefaultApp: p.App.Default, From: from, To: to}
 	if err := run.localSide(sc); err != nil {
@@ -198,6 +166,70 @@ func (r *Reconciler) Run(ctx context.Context, p Params) (payment.StatementReport
 	}
 	r.purgeLines(ctx, p, run.beat)
 	return saved, nil
+}
+
+// billURL asks Alipay where the day's bill is, unless p.NoBill. A day Alipay has no bill
+// for that is quiet (quietDay) is reconciled without one: p becomes NoBill and quiet.
+func (r *Reconciler) billURL(ctx context.Context, p *Params, from, to time.Time) (string, error) {
+	if p.NoBill {
+		return "", nil
+	}
+	if p.App.Bills == nil {
+		return "", payment.Errorf(payment.EINVALID, "statement: app %s cannot download bills", p.App.ID)
+	}
+	url, err := p.App.Bills.BillDownloadURL(ctx, p.BillDate)
+	if errors.Is(err, payment.ErrBillNotAvailable) {
+		quiet, qerr := r.quietDay(ctx, *p, from, to)
+		if qerr != nil {
+			return "", qerr
+		}
+		if quiet {
+			p.NoBill, p.quiet = true, true
+		}
+	}
+	if err != nil && !p.quiet {
+		return "", fmt.Errorf("statement: bill url of %s %s: %w", p.App.ID, p.BillDate, err)
+	}
+	return url, nil
+}
+
+// openDayBill downloads the bill at url and verifies it whole (footer, summary, counts)
+// in a first pass before any line is staged, matched or recorded: a malformed bill leaves
+// nothing behind. The function returned closes and deletes it.
+func (r *Reconciler) openDayBill(ctx context.Context, p Params, url string) (*Bill, func(), error) {
+	beat := everyFewSeconds(func() { p.progress(0) })
+	path, err := r.download(ctx, url, beat)
+	if err != nil {
+		return nil, nil, err
+	}
+	bill, err := openBill(path, defaultLimits, beat)
+	if err != nil {
+		os.Remove(path)
+		return nil, nil, fmt.Errorf("statement: %s %s: %w", p.App.ID, p.BillDate, err)
+	}
+	return bill, func() {
+		bill.Close()
+		os.Remove(path)
+	}, nil
+}
+
+// stage sets the run's status and stages the bill's lines, if it has a bill.
+func (x *run) stage(bill *Bill) error {
+	switch {
+	case x.p.quiet:
+		x.rep.Status = payment.StatementQuiet
+	case x.p.NoBill:
+		x.rep.Status = payment.StatementNoBill
+	default:
+		err := bill.Lines(x.add)
+		if err == nil {
+			err = x.flush()
+		}
+		if err != nil {
+			return fmt.Errorf("statement: %s %s: %w", x.p.App.ID, x.p.BillDate, err)
+		}
+	}
+	return nil
 }
 
 // quietDay reports whether a day Alipay has no bill for is a quiet one: over for at

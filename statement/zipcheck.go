@@ -22,10 +22,10 @@ const (
 	dirHeaderLen = 46
 )
 
-// checkZipEntries refuses a zip whose central directory has more than max entries,
-// reading no more of it than max headers. A zip whose directory it cannot find is left
+// checkZipEntries refuses a zip whose central directory has more than limit entries,
+// reading no more of it than limit headers. A zip whose directory it cannot find is left
 // to archive/zip to refuse.
-func checkZipEntries(f *os.File, max int) error {
+func checkZipEntries(f *os.File, limit int) error {
 	st, err := f.Stat()
 	if err != nil {
 		return err
@@ -47,8 +47,8 @@ func checkZipEntries(f *os.File, max int) error {
 		if binary.LittleEndian.Uint32(h[:4]) != sigDirHeader {
 			return nil
 		}
-		if n == max {
-			return fmt.Errorf("%w: the zip holds more than %d files", ErrMalformedBill, max)
+		if n == limit {
+			return fmt.Errorf("%w: the zip holds more than %d files", ErrMalformedBill, limit)
 		}
 		if _, err := f.ReadAt(h[:], off); err != nil {
 			return nil

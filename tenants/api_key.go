@@ -14,7 +14,7 @@ import (
 // DefaultAPIKeyOverlap is how long a rotated-out API key keeps authenticating.
 const DefaultAPIKeyOverlap = 24 * time.Hour
 
-// RevokeOldKeys, given to -revoke-api-key, revokes every key of the tenant but its newest.
+// RevokeOldKeys is the -revoke-api-key value that revokes every key of the tenant but its newest.
 const RevokeOldKeys = "old"
 
 // minHashPrefix is the shortest hash prefix -revoke-api-key takes.

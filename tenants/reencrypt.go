@@ -22,14 +22,21 @@ type Resealer interface {
 // idempotent: a value already sealed by that key is left alone, and a value changed
 // meanwhile (new keys set) is not overwritten.
 func Reencrypt(ctx context.Context, store Resealer, kr *secrets.Keyring) (changed, total int, err error) {
+	changed, total, err = reencryptCurrent(ctx, store, kr)
+	if err != nil {
+		return changed, total, err
+	}
+	c, t, err := reencryptKept(ctx, store, kr)
+	return changed + c, total + t, err
+}
+
+// reencryptCurrent reseals the credentials of every tenant's current app.
+func reencryptCurrent(ctx context.Context, store Resealer, kr *secrets.Keyring) (changed, total int, err error) {
 	after := ""
 	for {
 		ts, err := store.TenantsWithAlipayCredentials(ctx, after)
-		if err != nil {
+		if err != nil || len(ts) == 0 {
 			return changed, total, err
-		}
-		if len(ts) == 0 {
-			break
 		}
 		for _, t := range ts {
 			total++
@@ -50,14 +57,15 @@ func Reencrypt(ctx context.Context, store Resealer, kr *secrets.Keyring) (change
 			}
 		}
 	}
+}
+
+// reencryptKept reseals the credentials tenants keep of the apps they have left.
+func reencryptKept(ctx context.Context, store Resealer, kr *secrets.Keyring) (changed, total int, err error) {
 	afterTenant, afterApp := "", ""
 	for {
 		ks, err := store.KeptAlipayApps(ctx, afterTenant, afterApp)
-		if err != nil {
+		if err != nil || len(ks) == 0 {
 			return changed, total, err
-		}
-		if len(ks) == 0 {
-			return changed, total, nil
 		}
 		for _, k := range ks {
 			total++

@@ -170,73 +170,19 @@ func (a Admin) set(ctx context.Context, c Change, creds payment.AlipayCredential
 	if err != nil && !errors.Is(err, payment.ErrNotFound) {
 		return err
 	}
-	keyHash := stored.APIKeyHash
-	switch {
-	case exists:
-		c = c.over(stored)
-	case c.APIKey == "":
-		if c.APIKey, err = NewAPIKey(); err != nil {
-			return err
-		}
-		issued.APIKey = c.APIKey
+	c, keyHash, err := identity(c, stored, exists, issued)
+	if err != nil {
+		return err
 	}
-	if c.APIKey != "" {
-		keyHash = api.HashAPIKey(c.APIKey)
+	sealed, err := a.appKeys(ctx, c, creds, setKeys)
+	if err != nil {
+		return err
 	}
-	if c.Name == "" {
-		c.Name = c.ID
+	if err := a.clearKeys(ctx, c); err != nil {
+		return err
 	}
-	sealed := ""
-	if setKeys && c.AppID == a.DefaultApp {
-		return fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", c.AppID)
-	}
-	if setKeys {
-		if err := a.checkSharedApp(ctx, c, creds); err != nil {
-			return err
-		}
-		if _, err := a.Build(c.AppID, c.Seller, creds); err != nil {
-			if creds.CertMode() {
-				return errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
-			}
-			return errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
-		}
-		kr, err := a.keyring()
-		if err != nil {
-			return err
-		}
-		plain, err := creds.EncodeForSealing()
-		if err != nil {
-			return err
-		}
-		if sealed, err = kr.Seal(plain, payment.AlipayCredentialsAAD(c.ID)); err != nil {
-			return err
-		}
-	} else if !c.ClearKeys {
-		old, err := a.Store.GetTenant(ctx, c.ID)
-		if err != nil && !errors.Is(err, payment.ErrNotFound) {
-			return err
-		}
-		switch {
-		case old.AlipayCredentialsSealed == "" && c.AppID != a.DefaultApp:
-			return fmt.Errorf("tenant: app %s is not the default app (ALIPAY_APP_ID=%s): give its keys with -alipay-app-private-key-file and -alipay-public-key-file", c.AppID, a.DefaultApp)
-		case old.AlipayCredentialsSealed != "" && (c.AppID != old.AlipayAppID || c.Seller != old.AlipaySeller):
-			return fmt.Errorf("tenant: its stored keys belong to app %s (seller %s): give -alipay-app-id and -alipay-seller-id as they are, new key files, or -clear-alipay-keys", old.AlipayAppID, old.AlipaySeller)
-		}
-	}
-	if c.ClearKeys && c.AppID != a.DefaultApp {
-		return fmt.Errorf("tenant: without keys of its own the tenant uses the default app; set -alipay-app-id %s", a.DefaultApp)
-	}
-	if c.ClearKeys {
-		// Cleared first: a crash before the upsert leaves a tenant naming its own app
-		// without keys, which is refused, never paid through the default app.
-		if err := a.Store.SetTenantAlipayCredentials(ctx, c.ID, ""); err != nil && !errors.Is(err, payment.ErrNotFound) {
-			return err
-		}
-	}
-	if c.NotifyURL != "" {
-		if err := a.Webhooks.CheckURL(c.NotifyURL); err != nil {
-			return fmt.Errorf("tenant: -notify-url %q: %w (PAYKIT_WEBHOOK_ALLOW_HTTP and PAYKIT_WEBHOOK_ALLOW_PRIVATE allow http and internal hosts, for development)", c.NotifyURL, err)
-		}
+	if err := a.checkNotifyURL(c); err != nil {
+		return err
 	}
 	plainSecret, sealedSecret, newSecret, err := a.webhookSecret(c, stored)
 	if err != nil {
@@ -249,6 +195,106 @@ func (a Admin) set(ctx context.Context, c Change, creds payment.AlipayCredential
 		WebhookSecret: plainSecret, WebhookSecretSealed: sealedSecret,
 		AlipayAppID: c.AppID, AlipaySeller: c.Seller, AutoRefundPaidAfterClose: c.AutoRefund, AlipayCredentialsSealed: sealed,
 	})
+}
+
+// identity completes the change of a tenant stored or new: the stored fields a re-run
+// leaves out, a new tenant's API key (issued), the hash of the API key and the name.
+func identity(c Change, stored payment.Tenant, exists bool, issued *Issued) (Change, string, error) {
+	keyHash := stored.APIKeyHash
+	switch {
+	case exists:
+		c = c.over(stored)
+	case c.APIKey == "":
+		key, err := NewAPIKey()
+		if err != nil {
+			return c, "", err
+		}
+		c.APIKey = key
+		issued.APIKey = key
+	}
+	if c.APIKey != "" {
+		keyHash = api.HashAPIKey(c.APIKey)
+	}
+	if c.Name == "" {
+		c.Name = c.ID
+	}
+	return c, keyHash, nil
+}
+
+// appKeys returns the tenant's own app keys sealed when setKeys, after checking they
+// load; otherwise it checks that the app the tenant names goes with the keys it keeps.
+func (a Admin) appKeys(ctx context.Context, c Change, creds payment.AlipayCredentials, setKeys bool) (string, error) {
+	if !setKeys {
+		return "", a.checkKeptKeys(ctx, c)
+	}
+	if c.AppID == a.DefaultApp {
+		return "", fmt.Errorf("tenant: app %s is the default app, whose keys are the deployment's (ALIPAY_*); give -alipay-app-id and -alipay-seller-id of the tenant's own app with its key files", c.AppID)
+	}
+	if err := a.checkSharedApp(ctx, c, creds); err != nil {
+		return "", err
+	}
+	if _, err := a.Build(c.AppID, c.Seller, creds); err != nil {
+		if creds.CertMode() {
+			return "", errors.New("tenant: the app private key or the certificates do not load (app certificate, Alipay certificate and Alipay root bundle, PEM)")
+		}
+		return "", errors.New("tenant: the app private key or the Alipay public key does not load (PKCS#1 or PKCS#8 PEM, PKIX public key)")
+	}
+	kr, err := a.keyring()
+	if err != nil {
+		return "", err
+	}
+	plain, err := creds.EncodeForSealing()
+	if err != nil {
+		return "", err
+	}
+	return kr.Seal(plain, payment.AlipayCredentialsAAD(c.ID))
+}
+
+// checkKeptKeys refuses a change that keeps the tenant's stored keys (or its lack of
+// them) under an app they do not belong to.
+func (a Admin) checkKeptKeys(ctx context.Context, c Change) error {
+	if c.ClearKeys {
+		return nil
+	}
+	old, err := a.Store.GetTenant(ctx, c.ID)
+	if err != nil && !errors.Is(err, payment.ErrNotFound) {
+		return err
+	}
+	switch {
+	case old.AlipayCredentialsSealed == "" && c.AppID != a.DefaultApp:
+		return fmt.Errorf("tenant: app %s is not the default app (ALIPAY_APP_ID=%s): give its keys with -alipay-app-private-key-file and -alipay-public-key-file", c.AppID, a.DefaultApp)
+	case old.AlipayCredentialsSealed != "" && (c.AppID != old.AlipayAppID || c.Seller != old.AlipaySeller):
+		return fmt.Errorf("tenant: its stored keys belong to app %s (seller %s): give -alipay-app-id and -alipay-seller-id as they are, new key files, or -clear-alipay-keys", old.AlipayAppID, old.AlipaySeller)
+	}
+	return nil
+}
+
+// clearKeys removes the tenant's own app keys when the change asks, which returns it to
+// the default app.
+func (a Admin) clearKeys(ctx context.Context, c Change) error {
+	if !c.ClearKeys {
+		return nil
+	}
+	if c.AppID != a.DefaultApp {
+		return fmt.Errorf("tenant: without keys of its own the tenant uses the default app; set -alipay-app-id %s", a.DefaultApp)
+	}
+	// Cleared first: a crash before the upsert leaves a tenant naming its own app
+	// without keys, which is refused, never paid through the default app.
+	if err := a.Store.SetTenantAlipayCredentials(ctx, c.ID, ""); err != nil && !errors.Is(err, payment.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// checkNotifyURL checks the tenant's webhook URL, if it has one.
+func (a Admin) checkNotifyURL(c Change) error {
+	if c.NotifyURL == "" {
+		return nil
+	}
+	if err := a.Webhooks.CheckURL(c.NotifyURL); err != nil {
+		return fmt.Errorf("tenant: -notify-url %q: %w (PAYKIT_WEBHOOK_ALLOW_HTTP and PAYKIT_WEBHOOK_ALLOW_PRIVATE allow http and internal hosts, for development)", c.NotifyURL, err)
+	}
+	return nil
 }
 
 // checkSharedApp refuses keys for an app_id that another tenant holds with other keys or

@@ -177,6 +177,12 @@ func RotateSecret(ctx context.Context, st SecretRotator, kr *secrets.Keyring, te
 	if kr == nil {
 		return "", ErrNoSecretsKey
 	}
+	return rotate(ctx, st, kr, tenantID, r.NewSecret, now.Add(r.Window))
+}
+
+// rotate makes secret the tenant's webhook secret, and its current one the previous
+// until until, in one compare-and-set; the same secret again changes nothing.
+func rotate(ctx context.Context, st SecretRotator, kr *secrets.Keyring, tenantID, secret string, until time.Time) (string, error) {
 	old, err := st.GetTenant(ctx, tenantID)
 	if err != nil {
 		return "", err
@@ -185,16 +191,13 @@ func RotateSecret(ctx context.Context, st SecretRotator, kr *secrets.Keyring, te
 	if err != nil {
 		return "", err
 	}
-	until := now.Add(r.Window)
-	done := fmt.Sprintf("tenant %s: webhooks are signed with the new secret, and with the previous one until %s",
-		tenantID, until.UTC().Format(time.RFC3339))
-	if current == r.NewSecret {
+	if current == secret {
 		// A repeated command keeps the rotation it made, old secret and window included.
 		return fmt.Sprintf("tenant %s: the webhook secret is already this one; nothing changed", tenantID), nil
 	}
 	next := old
 	next.WebhookSecret, next.PreviousWebhookSecret, next.PreviousSecretExpiresAt = "", "", until
-	if next.WebhookSecretSealed, err = kr.Seal([]byte(r.NewSecret), payment.WebhookSecretAAD(tenantID)); err != nil {
+	if next.WebhookSecretSealed, err = kr.Seal([]byte(secret), payment.WebhookSecretAAD(tenantID)); err != nil {
 		return "", err
 	}
 	// The seal is bound to the tenant, not to the column: the current ciphertext moves
@@ -212,5 +215,6 @@ func RotateSecret(ctx context.Context, st SecretRotator, kr *secrets.Keyring, te
 	if !swapped {
 		return "", fmt.Errorf("tenant %s: its webhook secret changed meanwhile; run the rotation again", tenantID)
 	}
-	return done, nil
+	return fmt.Sprintf("tenant %s: webhooks are signed with the new secret, and with the previous one until %s",
+		tenantID, until.UTC().Format(time.RFC3339)), nil
 }

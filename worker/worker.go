@@ -19,9 +19,10 @@ import (
 	"github.com/paykit/paykit/workflows"
 )
 
-// SweeperScheduleID, PurgeScheduleID and AuditScheduleID name the schedules of a task
-// queue, as shown in the Temporal UI under Schedules. Each task queue (deployment) owns
-// its own set, so a schedule never points at a queue that no worker polls.
+// SweeperScheduleID names the sweeper's schedule of a task queue, as shown in the
+// Temporal UI under Schedules. Each task queue (deployment) owns its own set of schedules
+// (this one, PurgeScheduleID and AuditScheduleID), so a schedule never points at a queue
+// that no worker polls.
 func SweeperScheduleID(taskQueue string) string { return "paykit-sweeper-" + taskQueue }
 
 // PurgeScheduleID names the idempotency-key purge schedule of a task queue.

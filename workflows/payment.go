@@ -384,6 +384,7 @@ func channelOptions(ctx workflow.Context, attempts int32, summary string) workfl
 	})
 }
 
+//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func (r *paymentRun) initialize(ctx workflow.Context) error {
 	if o := r.in.Opened; o != nil && r.in.PaymentNo != "" {
 		// The API committed the pending payment and its pay link before starting this run
@@ -523,81 +524,22 @@ func (r *paymentRun) details() string {
 // the context the rest of the run must use.
 func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, error) {
 	signals := workflow.GetSignalChannel(ctx, NotificationSignal)
-	var expiry workflow.Future
-	if r.st.Status == payment.StatusPending && !r.st.CancelRequested {
-		d := r.st.ExpireAt.Sub(workflow.Now(ctx))
-		if d < 0 {
-			d = 0
-		}
-		expiry = workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "payment expiry"})
-	}
+	w := &outcomeWait{r: r, signals: signals, expiry: r.expiryTimer(ctx)}
 	if r.st.CancelRequested {
 		// Carried over continue-as-new: the cancel still holds.
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
 	}
-	backoff := !r.legacy && r.st.Status == payment.StatusPending &&
+	w.backoff = !r.legacy && r.st.Status == payment.StatusPending &&
 		(r.current || workflow.GetVersion(ctx, reconcileBackoff, workflow.DefaultVersion, 1) == 1)
-	closeRetry := func() {
-		if backoff {
-			r.retryCloseLater(ctx)
-		}
-	}
 	for r.st.Status == payment.StatusPending {
 		if ctx.Err() != nil && r.legacy {
 			return r.legacyCancelled(ctx)
 		}
 		if ctx.Err() != nil {
-			ctx, _ = workflow.NewDisconnectedContext(ctx)
-			r.st.CancelRequested, expiry = true, nil
-			r.logger.Info("cancel requested; closing the payment", "payment_no", r.st.PaymentNo)
-			r.closePath(ctx, "cancelled")
-			closeRetry()
-			workflow.SetCurrentDetails(ctx, r.details())
+			ctx = w.cancel(ctx)
 			continue
 		}
-		reconcileCtx, cancelReconcile := workflow.WithCancel(ctx)
-		var reconcile workflow.Future
-		if backoff {
-			if r.st.NextReconcileAt.IsZero() {
-				r.scheduleReconcile(workflow.Now(ctx), r.st.Queries)
-			}
-			if !r.st.NextReconcileAt.IsZero() {
-				reconcile = workflow.NewTimerWithOptions(reconcileCtx, max(r.st.NextReconcileAt.Sub(workflow.Now(ctx)), 0),
-					workflow.TimerOptions{Summary: "reconcile with alipay"})
-			}
-		} else {
-			reconcile = workflow.NewTimerWithOptions(reconcileCtx, r.timing.ReconcileInterval, workflow.TimerOptions{Summary: "reconcile with alipay"})
-		}
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
-			r.takeSignal(ctx, c, true)
-		})
-		if reconcile != nil {
-			sel.AddFuture(reconcile, func(f workflow.Future) {
-				switch {
-				case backoff && f.Get(ctx, nil) == nil:
-					r.backoffReconcile(ctx)
-				case backoff:
-				case f.Get(ctx, nil) == nil || r.legacy:
-					r.reconcile(ctx)
-				}
-			})
-		}
-		if expiry != nil {
-			sel.AddFuture(expiry, func(f workflow.Future) {
-				expiry = nil
-				switch {
-				case r.legacy:
-					r.legacyClosePath(ctx, "expired")
-				case f.Get(ctx, nil) == nil:
-					r.closePath(ctx, "expired")
-					closeRetry()
-					workflow.SetCurrentDetails(ctx, r.details())
-				}
-			})
-		}
-		sel.Select(ctx)
-		cancelReconcile()
+		w.selectOnce(ctx)
 		if r.st.Status == payment.StatusPending && ctx.Err() == nil && workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			return ctx, r.continueAsNew(ctx, signals)
 		}
@@ -606,6 +548,106 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 	for r.takeSignal(ctx, signals, false) {
 	}
 	return ctx, nil
+}
+
+// outcomeWait is the state of waitForOutcome's loop: the signal channel, the expiry
+// timer (nil once it fired or the payment is being cancelled) and whether reconciliation
+// follows the backoff schedule.
+type outcomeWait struct {
+	r       *paymentRun
+	signals workflow.ReceiveChannel
+	expiry  workflow.Future
+	backoff bool
+}
+
+// expiryTimer starts the payment's expiry timer, unless it is no longer pending or is
+// being cancelled.
+func (r *paymentRun) expiryTimer(ctx workflow.Context) workflow.Future {
+	if r.st.Status != payment.StatusPending || r.st.CancelRequested {
+		return nil
+	}
+	d := max(r.st.ExpireAt.Sub(workflow.Now(ctx)), 0)
+	return workflow.NewTimerWithOptions(ctx, d, workflow.TimerOptions{Summary: "payment expiry"})
+}
+
+// cancel turns the loop into the close path on a context the cancel no longer reaches,
+// which it returns.
+func (w *outcomeWait) cancel(ctx workflow.Context) workflow.Context {
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	w.r.st.CancelRequested, w.expiry = true, nil
+	w.r.logger.Info("cancel requested; closing the payment", "payment_no", w.r.st.PaymentNo)
+	w.r.closePath(ctx, "cancelled")
+	w.closeRetry(ctx)
+	workflow.SetCurrentDetails(ctx, w.r.details())
+	return ctx
+}
+
+// closeRetry schedules the next attempt of a close Alipay has not confirmed.
+func (w *outcomeWait) closeRetry(ctx workflow.Context) {
+	if w.backoff {
+		w.r.retryCloseLater(ctx)
+	}
+}
+
+// selectOnce waits for the first of a signal, the reconciliation timer and expiry, and
+// handles it.
+func (w *outcomeWait) selectOnce(ctx workflow.Context) {
+	reconcileCtx, cancelReconcile := workflow.WithCancel(ctx)
+	reconcile := w.reconcileTimer(ctx, reconcileCtx)
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(w.signals, func(c workflow.ReceiveChannel, _ bool) {
+		w.r.takeSignal(ctx, c, true)
+	})
+	if reconcile != nil {
+		sel.AddFuture(reconcile, func(f workflow.Future) { w.reconciled(ctx, f) })
+	}
+	if w.expiry != nil {
+		sel.AddFuture(w.expiry, func(f workflow.Future) { w.expired(ctx, f) })
+	}
+	sel.Select(ctx)
+	cancelReconcile()
+}
+
+// reconcileTimer starts the timer of the next query at Alipay on reconcileCtx: at the
+// backoff schedule's next time, or after the fixed interval of runs before it.
+func (w *outcomeWait) reconcileTimer(ctx, reconcileCtx workflow.Context) workflow.Future {
+	r := w.r
+	if !w.backoff {
+		return workflow.NewTimerWithOptions(reconcileCtx, r.timing.ReconcileInterval, workflow.TimerOptions{Summary: "reconcile with alipay"})
+	}
+	if r.st.NextReconcileAt.IsZero() {
+		r.scheduleReconcile(workflow.Now(ctx), r.st.Queries)
+	}
+	if r.st.NextReconcileAt.IsZero() {
+		return nil
+	}
+	return workflow.NewTimerWithOptions(reconcileCtx, max(r.st.NextReconcileAt.Sub(workflow.Now(ctx)), 0),
+		workflow.TimerOptions{Summary: "reconcile with alipay"})
+}
+
+// reconciled queries Alipay when the reconciliation timer fired (a legacy run also when
+// it was cancelled).
+func (w *outcomeWait) reconciled(ctx workflow.Context, f workflow.Future) {
+	switch {
+	case w.backoff && f.Get(ctx, nil) == nil:
+		w.r.backoffReconcile(ctx)
+	case w.backoff:
+	case f.Get(ctx, nil) == nil || w.r.legacy:
+		w.r.reconcile(ctx)
+	}
+}
+
+// expired closes the payment when its expiry timer fired.
+func (w *outcomeWait) expired(ctx workflow.Context, f workflow.Future) {
+	w.expiry = nil
+	switch {
+	case w.r.legacy:
+		w.r.legacyClosePath(ctx, "expired")
+	case f.Get(ctx, nil) == nil:
+		w.r.closePath(ctx, "expired")
+		w.closeRetry(ctx)
+		workflow.SetCurrentDetails(ctx, w.r.details())
+	}
 }
 
 func (r *paymentRun) continueAsNew(ctx workflow.Context, signals workflow.ReceiveChannel) error {
@@ -631,16 +673,28 @@ func (r *paymentRun) seen(notifyID string) bool {
 	return false
 }
 
-func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload) {
-	if n.NotifyID != "" && r.seen(n.NotifyID) {
-		r.logger.Info("duplicate notification ignored", "notify_id", n.NotifyID, "payment_no", r.st.PaymentNo)
-		return
+// firstSight records the notification's notify_id among those the run has seen (the
+// last maxSeenNotifyIDs); false if it was seen already, a duplicate to ignore.
+func (r *paymentRun) firstSight(n NotificationPayload) bool {
+	if n.NotifyID == "" {
+		return true
 	}
-	if n.NotifyID != "" {
-		r.st.SeenNotifyIDs = append(r.st.SeenNotifyIDs, n.NotifyID)
-		if len(r.st.SeenNotifyIDs) > maxSeenNotifyIDs {
-			r.st.SeenNotifyIDs = r.st.SeenNotifyIDs[len(r.st.SeenNotifyIDs)-maxSeenNotifyIDs:]
-		}
+	if r.seen(n.NotifyID) {
+		r.logger.Info("duplicate notification ignored", "notify_id", n.NotifyID, "payment_no", r.st.PaymentNo)
+		return false
+	}
+	r.st.SeenNotifyIDs = append(r.st.SeenNotifyIDs, n.NotifyID)
+	if len(r.st.SeenNotifyIDs) > maxSeenNotifyIDs {
+		r.st.SeenNotifyIDs = r.st.SeenNotifyIDs[len(r.st.SeenNotifyIDs)-maxSeenNotifyIDs:]
+	}
+	return true
+}
+
+// onNotification applies one of Alipay's notifications handed over by the inbox: a paid
+// one for the right amount advances the payment, once per notify_id.
+func (r *paymentRun) onNotification(ctx workflow.Context, n NotificationPayload) {
+	if !r.firstSight(n) {
+		return
 	}
 	if n.PaymentNo != "" && n.PaymentNo != r.st.PaymentNo {
 		if r.legacy || n.State != payment.TradePaid {

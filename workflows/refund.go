@@ -203,93 +203,119 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) error {
 			a.RefundAtChannel, activities.RefundChannelInput{
 				PaymentNo: ref.PaymentNo, OutRequestNo: ref.OutRequestNo, Amount: ref.Amount, Reason: ref.Reason,
 			}).Get(ctx, &res)
-		if err == nil {
-			if res.FundChange || !r.confirmN.on(ctx, refundConfirmN) {
-				r.st.FundChange, r.st.ConfirmedBy = res.FundChange, "refund"
-				// Alipay's time of the refund when it gave one (zero in runs recorded
-				// before the field existed: the database then takes its own clock).
-				r.succeed(ctx, res.TradeNo, res.RefundedAt)
-				return nil
-			}
-			// fund_change "N": no money moved in this call. A replay of a refund that
-			// moved it, or a refund Alipay knows and is still processing: the query tells,
-			// once Alipay has had time to settle it. Not found yet, the request is sent
-			// again (same out_request_no, so never a second refund), a round apart. Since
-			// Alipay holds the request, the refund is never failed here (money could still
-			// move after a FAILED); after MaxRounds such rounds an operator is told once,
-			// and the run goes on (continuing as new keeps its history short).
-			r.st.FundChange, r.st.LastError = false, "alipay answered fund_change N: waiting for its refund query to confirm"
-			workflow.SetCurrentDetails(ctx, r.details())
-			wait := r.timing.ConfirmDelay
-			if r.st.UnconfirmedRounds > 0 {
-				wait = r.timing.RoundInterval
-			}
-			_ = workflow.Sleep(ctx, wait)
-			if found, _ := r.query(ctx, ref); found {
-				return nil
-			}
-			r.st.UnconfirmedRounds++
-			if r.st.UnconfirmedRounds == r.timing.MaxRounds {
-				r.recordAnomaly(ctx, "refund_unconfirmed", "", fmt.Sprintf(
-					"refund %s (out_request_no %s, %d fen): alipay answered fund_change N %d rounds running and its refund query has not confirmed it; still asking",
-					r.st.RefundNo, r.st.OutRequestNo, r.st.Amount, r.st.UnconfirmedRounds))
-			}
-			continue
-		}
 		var appErr *temporal.ApplicationError
-		refused := errors.As(err, &appErr) && appErr.NonRetryable()
-		if !refused {
-			// The outcome is unknown: money may have moved, and Alipay may still be
-			// processing the request. Wait before asking (Alipay answers a refund query
-			// reliably only some seconds after the refund request), and give up only after
-			// several such rounds whose query found no refund.
-			r.st.LastError = err.Error()
-			_ = workflow.Sleep(ctx, r.timing.RoundInterval)
-			found, known := r.query(ctx, ref)
-			switch {
-			case found:
-				return nil
-			case known:
-				r.st.NotFoundRounds++
-				if r.st.NotFoundRounds >= r.timing.MaxRounds {
-					r.fail(ctx, fmt.Sprintf("no answer from alipay after %d rounds and alipay has no such refund: %s", r.st.NotFoundRounds, r.st.LastError))
-					return nil
-				}
-			}
-			continue
-		}
-		if appErr.Type() == activities.ErrTypeBalanceShortfall {
-			now := workflow.Now(ctx)
-			if r.st.ShortfallSince.IsZero() {
-				r.st.ShortfallSince = now
-			}
-			if now.Sub(r.st.ShortfallSince) < r.timing.BalanceRetryFor {
-				r.st.LastError = appErr.Message()
-				r.logger.Warn("alipay refused the refund for want of balance; retrying later",
-					"refund_no", ref.RefundNo, "payment_no", ref.PaymentNo, "retry_in", r.timing.BalanceRetryInterval)
-				workflow.SetCurrentDetails(ctx, r.details())
-				_ = workflow.Sleep(ctx, r.timing.BalanceRetryInterval)
-				continue
-			}
-		}
-		// A refusal. An earlier attempt whose answer was lost may have moved the money
-		// all the same, so Alipay's refund query has the last word, asked once Alipay has
-		// had time to settle that attempt.
-		if r.st.Rounds > 1 || r.st.Queries > 0 {
-			_ = workflow.Sleep(ctx, r.timing.RoundInterval)
-		} else if r.confirmN.on(ctx, refundConfirmN) {
-			_ = workflow.Sleep(ctx, r.timing.ConfirmDelay)
-		}
-		found, known := r.query(ctx, ref)
+		var done bool
 		switch {
-		case found:
-			return nil
-		case known:
-			r.fail(ctx, appErr.Message())
+		case err == nil:
+			done = r.answered(ctx, ref, res)
+		case !errors.As(err, &appErr) || !appErr.NonRetryable():
+			done = r.unanswered(ctx, ref, err)
+		default:
+			done = r.refused(ctx, ref, appErr)
+		}
+		if done {
 			return nil
 		}
-		_ = workflow.Sleep(ctx, r.timing.RoundInterval)
 	}
+}
+
+// answered handles Alipay's answer to the refund request; done is false when the run
+// asks again.
+func (r *refundRun) answered(ctx workflow.Context, ref payment.Refund, res payment.RefundResult) (done bool) {
+	if res.FundChange || !r.confirmN.on(ctx, refundConfirmN) {
+		r.st.FundChange, r.st.ConfirmedBy = res.FundChange, "refund"
+		// Alipay's time of the refund when it gave one (zero in runs recorded
+		// before the field existed: the database then takes its own clock).
+		r.succeed(ctx, res.TradeNo, res.RefundedAt)
+		return true
+	}
+	// fund_change "N": no money moved in this call. A replay of a refund that
+	// moved it, or a refund Alipay knows and is still processing: the query tells,
+	// once Alipay has had time to settle it. Not found yet, the request is sent
+	// again (same out_request_no, so never a second refund), a round apart. Since
+	// Alipay holds the request, the refund is never failed here (money could still
+	// move after a FAILED); after MaxRounds such rounds an operator is told once,
+	// and the run goes on (continuing as new keeps its history short).
+	r.st.FundChange, r.st.LastError = false, "alipay answered fund_change N: waiting for its refund query to confirm"
+	workflow.SetCurrentDetails(ctx, r.details())
+	wait := r.timing.ConfirmDelay
+	if r.st.UnconfirmedRounds > 0 {
+		wait = r.timing.RoundInterval
+	}
+	_ = workflow.Sleep(ctx, wait)
+	if found, _ := r.query(ctx, ref); found {
+		return true
+	}
+	r.st.UnconfirmedRounds++
+	if r.st.UnconfirmedRounds == r.timing.MaxRounds {
+		r.recordAnomaly(ctx, "refund_unconfirmed", "", fmt.Sprintf(
+			"refund %s (out_request_no %s, %d fen): alipay answered fund_change N %d rounds running and its refund query has not confirmed it; still asking",
+			r.st.RefundNo, r.st.OutRequestNo, r.st.Amount, r.st.UnconfirmedRounds))
+	}
+	return false
+}
+
+// unanswered handles a request whose outcome is unknown: money may have moved, and
+// Alipay may still be processing the request. It waits before asking (Alipay answers a
+// refund query reliably only some seconds after the refund request), and gives up only
+// after several such rounds whose query found no refund.
+func (r *refundRun) unanswered(ctx workflow.Context, ref payment.Refund, err error) (done bool) {
+	r.st.LastError = err.Error()
+	_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+	found, known := r.query(ctx, ref)
+	switch {
+	case found:
+		return true
+	case known:
+		r.st.NotFoundRounds++
+		if r.st.NotFoundRounds >= r.timing.MaxRounds {
+			r.fail(ctx, fmt.Sprintf("no answer from alipay after %d rounds and alipay has no such refund: %s", r.st.NotFoundRounds, r.st.LastError))
+			return true
+		}
+	}
+	return false
+}
+
+// refused handles Alipay's refusal of the refund. An earlier attempt whose answer was
+// lost may have moved the money all the same, so Alipay's refund query has the last word,
+// asked once Alipay has had time to settle that attempt.
+func (r *refundRun) refused(ctx workflow.Context, ref payment.Refund, appErr *temporal.ApplicationError) (done bool) {
+	if appErr.Type() == activities.ErrTypeBalanceShortfall && r.waitForBalance(ctx, ref, appErr) {
+		return false
+	}
+	if r.st.Rounds > 1 || r.st.Queries > 0 {
+		_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+	} else if r.confirmN.on(ctx, refundConfirmN) {
+		_ = workflow.Sleep(ctx, r.timing.ConfirmDelay)
+	}
+	found, known := r.query(ctx, ref)
+	switch {
+	case found:
+		return true
+	case known:
+		r.fail(ctx, appErr.Message())
+		return true
+	}
+	_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+	return false
+}
+
+// waitForBalance waits a retry interval after a refusal for want of balance, for as long
+// as BalanceRetryFor since the first; false once that has passed.
+func (r *refundRun) waitForBalance(ctx workflow.Context, ref payment.Refund, appErr *temporal.ApplicationError) bool {
+	now := workflow.Now(ctx)
+	if r.st.ShortfallSince.IsZero() {
+		r.st.ShortfallSince = now
+	}
+	if now.Sub(r.st.ShortfallSince) >= r.timing.BalanceRetryFor {
+		return false
+	}
+	r.st.LastError = appErr.Message()
+	r.logger.Warn("alipay refused the refund for want of balance; retrying later",
+		"refund_no", ref.RefundNo, "payment_no", ref.PaymentNo, "retry_in", r.timing.BalanceRetryInterval)
+	workflow.SetCurrentDetails(ctx, r.details())
+	_ = workflow.Sleep(ctx, r.timing.BalanceRetryInterval)
+	return true
 }
 
 // historyLong reports whether the run should continue as new.

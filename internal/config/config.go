@@ -12,7 +12,6 @@ import (
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/internal/temporalconn"
-	"github.com/paykit/paykit/migrations"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/secrets"
@@ -133,82 +132,95 @@ type Config struct {
 	TraceFileMaxBytes int64
 }
 
+// env reads the variables of Vars, each with its default from there. A name missing from
+// Vars is an error of the program (TestEveryVariableReadIsInVars).
 type env struct {
-	lookup func(string) (string, bool)
-	errs   []string
+	lookup   func(string) (string, bool)
+	defaults map[string]string
+	errs     []string
 }
 
-func (e *env) str(key, def string) string {
-	if v, ok := e.lookup(key); ok && v != "" {
-		return v
+func newEnv(lookup func(string) (string, bool)) *env {
+	e := &env{lookup: lookup, defaults: map[string]string{}}
+	for _, v := range Vars() {
+		e.defaults[v.Name] = v.Default
 	}
-	return def
+	return e
 }
 
-func (e *env) dur(key string, def time.Duration) time.Duration {
-	v, ok := e.lookup(key)
-	if !ok || v == "" {
-		return def
+// get returns the variable's value, or its default from Vars when it is unset or empty.
+func (e *env) get(key string) (v string, set bool) {
+	def, known := e.defaults[key]
+	if !known {
+		e.errs = append(e.errs, fmt.Sprintf("%s is read but not declared in config.Vars", key))
+	}
+	if v, ok := e.lookup(key); ok && v != "" {
+		return v, true
+	}
+	return def, false
+}
+
+func (e *env) str(key string) string {
+	v, _ := e.get(key)
+	return v
+}
+
+func (e *env) dur(key string) time.Duration {
+	v, _ := e.get(key)
+	if v == "" {
+		return 0
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
 		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a positive duration like 30s or 15m", key, v))
-		return def
+		return 0
 	}
 	return d
 }
 
-func (e *env) bool(key string, def bool) bool {
-	v, ok := e.lookup(key)
-	if !ok || v == "" {
-		return def
+func (e *env) bool(key string) bool {
+	v, _ := e.get(key)
+	if v == "" {
+		return false
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
 		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not true or false", key, v))
-		return def
+		return false
 	}
 	return b
 }
 
-// oneOf is a setting with a fixed set of values; the first is the default.
+// oneOf is a setting with a fixed set of values, its default among them.
 func (e *env) oneOf(key string, values ...string) string {
-	v, ok := e.lookup(key)
-	if !ok || v == "" {
-		return values[0]
-	}
+	v, _ := e.get(key)
 	for _, w := range values {
 		if v == w {
 			return v
 		}
 	}
 	e.errs = append(e.errs, fmt.Sprintf("%s=%q is not one of %s", key, v, strings.Join(values, ", ")))
-	return values[0]
+	return ""
 }
 
 // count is a non-negative integer setting.
-func (e *env) count(key string, def int) int {
-	v, ok := e.lookup(key)
-	if !ok || v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a non-negative integer", key, v))
-		return def
-	}
-	return n
+func (e *env) count(key string) int {
+	return e.integer(key, 0, "a non-negative integer")
 }
 
-func (e *env) int(key string, def int) int {
-	v, ok := e.lookup(key)
-	if !ok || v == "" {
-		return def
+func (e *env) int(key string) int {
+	return e.integer(key, 1, "a positive integer")
+}
+
+func (e *env) integer(key string, lowest int, what string) int {
+	v, _ := e.get(key)
+	if v == "" {
+		return 0
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not a positive integer", key, v))
-		return def
+	if err != nil || n < lowest {
+		e.errs = append(e.errs, fmt.Sprintf("%s=%q is not %s", key, v, what))
+		return 0
 	}
 	return n
 }
@@ -228,104 +240,116 @@ const minAnomalyRetention = 30 * 24 * time.Hour
 
 // Load reads the configuration from the environment through lookup (os.LookupEnv).
 func Load(lookup func(string) (string, bool)) (Config, error) {
-	e := &env{lookup: lookup}
-	d := workflows.DefaultTiming()
-	dr := payment.DefaultEventRetry()
+	e := newEnv(lookup)
 	c := Config{
-		MySQLDSN:          e.str("PAYKIT_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/paykit"),
-		RedisAddr:         e.str("PAYKIT_REDIS_ADDR", "127.0.0.1:6379"),
-		TemporalAddr:      e.str("PAYKIT_TEMPORAL_ADDR", "127.0.0.1:7233"),
-		TemporalNamespace: e.str("PAYKIT_TEMPORAL_NAMESPACE", "default"),
+		MySQLDSN:          e.str("PAYKIT_MYSQL_DSN"),
+		RedisAddr:         e.str("PAYKIT_REDIS_ADDR"),
+		TemporalAddr:      e.str("PAYKIT_TEMPORAL_ADDR"),
+		TemporalNamespace: e.str("PAYKIT_TEMPORAL_NAMESPACE"),
 		TemporalConn: temporalconn.Settings{
-			TLS:        e.bool("PAYKIT_TEMPORAL_TLS", false),
-			CAFile:     e.str("PAYKIT_TEMPORAL_TLS_CA_FILE", ""),
-			ServerName: e.str("PAYKIT_TEMPORAL_TLS_SERVER_NAME", ""),
-			CertFile:   e.str("PAYKIT_TEMPORAL_TLS_CERT_FILE", ""),
-			KeyFile:    e.str("PAYKIT_TEMPORAL_TLS_KEY_FILE", ""),
-			APIKey:     e.str("PAYKIT_TEMPORAL_API_KEY", ""),
-			APIKeyFile: e.str("PAYKIT_TEMPORAL_API_KEY_FILE", ""),
+			TLS:        e.bool("PAYKIT_TEMPORAL_TLS"),
+			CAFile:     e.str("PAYKIT_TEMPORAL_TLS_CA_FILE"),
+			ServerName: e.str("PAYKIT_TEMPORAL_TLS_SERVER_NAME"),
+			CertFile:   e.str("PAYKIT_TEMPORAL_TLS_CERT_FILE"),
+			KeyFile:    e.str("PAYKIT_TEMPORAL_TLS_KEY_FILE"),
+			APIKey:     e.str("PAYKIT_TEMPORAL_API_KEY"),
+			APIKeyFile: e.str("PAYKIT_TEMPORAL_API_KEY_FILE"),
 		},
-		TaskQueue:       e.str("PAYKIT_TASK_QUEUE", "payments"),
-		HTTPAddr:        e.str("PAYKIT_HTTP_ADDR", "127.0.0.1:8080"),
-		APIAdminAddr:    e.str("PAYKIT_API_ADMIN_ADDR", "127.0.0.1:8084"),
-		WorkerAdminAddr: e.str("PAYKIT_WORKER_ADMIN_ADDR", "127.0.0.1:8082"),
-		PublicURL:       strings.TrimRight(e.str("PAYKIT_PUBLIC_URL", "http://127.0.0.1:8080"), "/"),
+		TaskQueue:       e.str("PAYKIT_TASK_QUEUE"),
+		HTTPAddr:        e.str("PAYKIT_HTTP_ADDR"),
+		APIAdminAddr:    e.str("PAYKIT_API_ADMIN_ADDR"),
+		WorkerAdminAddr: e.str("PAYKIT_WORKER_ADMIN_ADDR"),
+		PublicURL:       strings.TrimRight(e.str("PAYKIT_PUBLIC_URL"), "/"),
 
-		AlipayAppID:             e.str("ALIPAY_APP_ID", "2021000000000001"),
-		AlipaySellerID:          e.str("ALIPAY_SELLER_ID", "2088000000000001"),
-		AlipayGatewayURL:        e.str("ALIPAY_GATEWAY_URL", "http://127.0.0.1:8090/gateway.do"),
-		AlipayCashierBaseURL:    e.str("ALIPAY_CASHIER_BASE_URL", ""),
-		AlipayAppPrivateKey:     e.str("ALIPAY_APP_PRIVATE_KEY", ""),
-		AlipayPublicKey:         e.str("ALIPAY_PUBLIC_KEY", ""),
-		AlipayAppPrivateKeyFile: e.str("ALIPAY_APP_PRIVATE_KEY_FILE", ".dev/keys/app_private_key.pem"),
-		AlipayPublicKeyFile:     e.str("ALIPAY_PUBLIC_KEY_FILE", ".dev/keys/alipay_public_key.pem"),
+		AlipayAppID:             e.str("ALIPAY_APP_ID"),
+		AlipaySellerID:          e.str("ALIPAY_SELLER_ID"),
+		AlipayGatewayURL:        e.str("ALIPAY_GATEWAY_URL"),
+		AlipayCashierBaseURL:    e.str("ALIPAY_CASHIER_BASE_URL"),
+		AlipayAppPrivateKey:     e.str("ALIPAY_APP_PRIVATE_KEY"),
+		AlipayPublicKey:         e.str("ALIPAY_PUBLIC_KEY"),
+		AlipayAppPrivateKeyFile: e.str("ALIPAY_APP_PRIVATE_KEY_FILE"),
+		AlipayPublicKeyFile:     e.str("ALIPAY_PUBLIC_KEY_FILE"),
 		AlipayCerts: AlipayCerts{
-			App: e.str("ALIPAY_APP_CERT", ""), AppFile: e.str("ALIPAY_APP_CERT_FILE", ""),
-			Public: e.str("ALIPAY_PUBLIC_CERT", ""), PublicFile: e.str("ALIPAY_PUBLIC_CERT_FILE", ""),
-			Root: e.str("ALIPAY_ROOT_CERT", ""), RootFile: e.str("ALIPAY_ROOT_CERT_FILE", ""),
+			App: e.str("ALIPAY_APP_CERT"), AppFile: e.str("ALIPAY_APP_CERT_FILE"),
+			Public: e.str("ALIPAY_PUBLIC_CERT"), PublicFile: e.str("ALIPAY_PUBLIC_CERT_FILE"),
+			Root: e.str("ALIPAY_ROOT_CERT"), RootFile: e.str("ALIPAY_ROOT_CERT_FILE"),
 		},
-		SecretsKeys: e.str("PAYKIT_SECRETS_KEYS", ""),
+		SecretsKeys: e.str("PAYKIT_SECRETS_KEYS"),
 
 		Timing: workflows.Timing{
-			PaymentTTL:             e.dur("PAYKIT_PAYMENT_TTL", d.PaymentTTL),
-			ReconcileInterval:      e.dur("PAYKIT_RECONCILE_INTERVAL", d.ReconcileInterval),
-			WebhookInitialInterval: e.dur("PAYKIT_WEBHOOK_INITIAL_INTERVAL", d.WebhookInitialInterval),
-			WebhookMaxInterval:     e.dur("PAYKIT_WEBHOOK_MAX_INTERVAL", d.WebhookMaxInterval),
-			WebhookMaxAttempts:     int32(e.int("PAYKIT_WEBHOOK_MAX_ATTEMPTS", int(d.WebhookMaxAttempts))),
+			PaymentTTL:             e.dur("PAYKIT_PAYMENT_TTL"),
+			ReconcileInterval:      e.dur("PAYKIT_RECONCILE_INTERVAL"),
+			WebhookInitialInterval: e.dur("PAYKIT_WEBHOOK_INITIAL_INTERVAL"),
+			WebhookMaxInterval:     e.dur("PAYKIT_WEBHOOK_MAX_INTERVAL"),
+			WebhookMaxAttempts:     int32(e.int("PAYKIT_WEBHOOK_MAX_ATTEMPTS")),
 		},
 		EventRetry: payment.EventRetry{
-			Base:        e.dur("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL", dr.Base),
-			Max:         e.dur("PAYKIT_WEBHOOK_SWEEP_MAX_INTERVAL", dr.Max),
-			MaxAttempts: e.int("PAYKIT_WEBHOOK_SWEEP_MAX_ATTEMPTS", dr.MaxAttempts),
+			Base:        e.dur("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL"),
+			Max:         e.dur("PAYKIT_WEBHOOK_SWEEP_MAX_INTERVAL"),
+			MaxAttempts: e.int("PAYKIT_WEBHOOK_SWEEP_MAX_ATTEMPTS"),
 		},
-		EventRetention:        e.dur("PAYKIT_EVENT_RETENTION", payment.DefaultEventRetention),
-		AlipayCallRate:        float64(e.count("PAYKIT_ALIPAY_CALL_RATE", 100)),
-		AlipayCallBurst:       e.int("PAYKIT_ALIPAY_CALL_BURST", 50),
-		AlipayCallHold:        e.dur("PAYKIT_ALIPAY_CALL_HOLD", time.Second),
-		AnomalyRetention:      e.dur("PAYKIT_ANOMALY_RETENTION", payment.DefaultAnomalyRetention),
-		IdempotencyTTL:        e.dur("PAYKIT_IDEMPOTENCY_TTL", 24*time.Hour),
-		IdempotencyLock:       e.dur("PAYKIT_IDEMPOTENCY_LOCK", api.DefaultIdempotencyLock),
-		CheckoutTokenTTL:      e.dur("PAYKIT_CHECKOUT_TOKEN_TTL", 30*time.Minute),
-		InboxSettleBound:      e.dur("PAYKIT_INBOX_SETTLE_BOUND", api.DefaultInboxSettleBound),
-		InboxSweepInterval:    e.dur("PAYKIT_INBOX_SWEEP_INTERVAL", api.DefaultInboxSweepInterval),
-		NotificationRetention: e.dur("PAYKIT_NOTIFICATION_RETENTION", api.DefaultNotificationRetention),
-		DirectCheckout:        e.bool("PAYKIT_CHECKOUT_DIRECT", true),
-		SweepEvery:            e.dur("PAYKIT_SWEEP_EVERY", time.Minute),
-		SweepStaleAfter:       e.dur("PAYKIT_SWEEP_STALE_AFTER", 0),
-		SweepGrantGrace:       e.dur("PAYKIT_SWEEP_GRANT_GRACE", activities.DefaultGrantGrace),
-		PurgeEvery:            e.dur("PAYKIT_PURGE_EVERY", time.Hour),
-		AuditEvery:            e.dur("PAYKIT_AUDIT_EVERY", 24*time.Hour),
-		Benefit:               e.str("PAYKIT_BENEFIT", "order_fulfilment"),
+		EventRetention:        e.dur("PAYKIT_EVENT_RETENTION"),
+		AlipayCallRate:        float64(e.count("PAYKIT_ALIPAY_CALL_RATE")),
+		AlipayCallBurst:       e.int("PAYKIT_ALIPAY_CALL_BURST"),
+		AlipayCallHold:        e.dur("PAYKIT_ALIPAY_CALL_HOLD"),
+		AnomalyRetention:      e.dur("PAYKIT_ANOMALY_RETENTION"),
+		IdempotencyTTL:        e.dur("PAYKIT_IDEMPOTENCY_TTL"),
+		IdempotencyLock:       e.dur("PAYKIT_IDEMPOTENCY_LOCK"),
+		CheckoutTokenTTL:      e.dur("PAYKIT_CHECKOUT_TOKEN_TTL"),
+		InboxSettleBound:      e.dur("PAYKIT_INBOX_SETTLE_BOUND"),
+		InboxSweepInterval:    e.dur("PAYKIT_INBOX_SWEEP_INTERVAL"),
+		NotificationRetention: e.dur("PAYKIT_NOTIFICATION_RETENTION"),
+		DirectCheckout:        e.bool("PAYKIT_CHECKOUT_DIRECT"),
+		SweepEvery:            e.dur("PAYKIT_SWEEP_EVERY"),
+		SweepStaleAfter:       e.dur("PAYKIT_SWEEP_STALE_AFTER"),
+		SweepGrantGrace:       e.dur("PAYKIT_SWEEP_GRANT_GRACE"),
+		PurgeEvery:            e.dur("PAYKIT_PURGE_EVERY"),
+		AuditEvery:            e.dur("PAYKIT_AUDIT_EVERY"),
+		Benefit:               e.str("PAYKIT_BENEFIT"),
 		Statement:             loadStatement(e),
-		WorkflowTaskPollers:   e.int("PAYKIT_WORKFLOW_TASK_POLLERS", 16),
-		WorkflowCacheSize:     e.count("PAYKIT_WORKFLOW_CACHE_SIZE", 0),
+		WorkflowTaskPollers:   e.int("PAYKIT_WORKFLOW_TASK_POLLERS"),
+		WorkflowCacheSize:     e.count("PAYKIT_WORKFLOW_CACHE_SIZE"),
 		EachPaymentChange:     e.oneOf("PAYKIT_PAYMENT_VERSION_MARKERS", "one", "each") == "each",
-		ActivityTaskPollers:   e.int("PAYKIT_ACTIVITY_TASK_POLLERS", 8),
-		LogLevel:              e.str("PAYKIT_LOG_LEVEL", "info"),
-		LogFormat:             e.str("PAYKIT_LOG_FORMAT", "json"),
-		TraceOTLP:             e.str("OTEL_EXPORTER_OTLP_ENDPOINT", "") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "") != "",
-		TraceFile:             e.str("PAYKIT_TRACE_FILE", ""),
-		TraceFileMaxBytes:     int64(e.count("PAYKIT_TRACE_FILE_MAX_MB", 256)) << 20,
-		MigrateLockWait:       e.dur("PAYKIT_MIGRATE_LOCK_WAIT", migrations.DefaultLockWait),
+		ActivityTaskPollers:   e.int("PAYKIT_ACTIVITY_TASK_POLLERS"),
+		LogLevel:              e.str("PAYKIT_LOG_LEVEL"),
+		LogFormat:             e.str("PAYKIT_LOG_FORMAT"),
+		TraceOTLP:             e.str("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || e.str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "",
+		TraceFile:             e.str("PAYKIT_TRACE_FILE"),
+		TraceFileMaxBytes:     int64(e.count("PAYKIT_TRACE_FILE_MAX_MB")) << 20,
+		MigrateLockWait:       e.dur("PAYKIT_MIGRATE_LOCK_WAIT"),
 		Limits: api.Limits{
-			CheckoutTokens:        float64(e.count("PAYKIT_RATE_CHECKOUT_TOKENS", api.DefaultCheckoutTokenRate)),
-			Checkouts:             float64(e.count("PAYKIT_RATE_CHECKOUTS", api.DefaultCheckoutRate)),
-			Refunds:               float64(e.count("PAYKIT_RATE_REFUNDS", api.DefaultRefundRate)),
-			Redeliveries:          float64(e.count("PAYKIT_RATE_REDELIVERIES", api.DefaultRedeliveryRate)),
-			Burst:                 e.dur("PAYKIT_RATE_BURST", api.DefaultRateBurst),
-			MaxOpenCheckoutTokens: e.count("PAYKIT_MAX_OPEN_CHECKOUT_TOKENS", api.DefaultMaxOpenCheckoutTokens),
+			CheckoutTokens:        float64(e.count("PAYKIT_RATE_CHECKOUT_TOKENS")),
+			Checkouts:             float64(e.count("PAYKIT_RATE_CHECKOUTS")),
+			Refunds:               float64(e.count("PAYKIT_RATE_REFUNDS")),
+			Redeliveries:          float64(e.count("PAYKIT_RATE_REDELIVERIES")),
+			Burst:                 e.dur("PAYKIT_RATE_BURST"),
+			MaxOpenCheckoutTokens: e.count("PAYKIT_MAX_OPEN_CHECKOUT_TOKENS"),
 		},
-		AuthFailuresPerMinute: e.count("PAYKIT_AUTH_FAILURES_PER_MINUTE", api.DefaultAuthFailuresPerMinute),
+		AuthFailuresPerMinute: e.count("PAYKIT_AUTH_FAILURES_PER_MINUTE"),
 		WebhookPolicy: activities.WebhookPolicy{
-			RequireHTTPS:  !e.bool("PAYKIT_WEBHOOK_ALLOW_HTTP", false),
-			RefusePrivate: !e.bool("PAYKIT_WEBHOOK_ALLOW_PRIVATE", false),
+			RequireHTTPS:  !e.bool("PAYKIT_WEBHOOK_ALLOW_HTTP"),
+			RefusePrivate: !e.bool("PAYKIT_WEBHOOK_ALLOW_PRIVATE"),
 		},
 	}
+	c.loadRedis(e, lookup)
+	if c.SweepStaleAfter == 0 {
+		// A pending payment is only suspicious once it should have been closed.
+		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
+	}
+	e.errs = append(e.errs, c.check()...)
+	if len(e.errs) > 0 {
+		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))
+	}
+	return c, nil
+}
+
+// loadRedis reads the Redis deployment: off, one server, a cluster or Sentinels.
+func (c *Config) loadRedis(e *env, lookup func(string) (string, bool)) {
 	if v, ok := lookup("PAYKIT_REDIS_ADDR"); ok && (v == "" || v == "off") {
 		c.RedisAddr = ""
 	}
-	c.RedisCluster = e.bool("PAYKIT_REDIS_CLUSTER", false)
-	c.RedisMasterName = e.str("PAYKIT_REDIS_MASTER_NAME", "")
+	c.RedisCluster = e.bool("PAYKIT_REDIS_CLUSTER")
+	c.RedisMasterName = e.str("PAYKIT_REDIS_MASTER_NAME")
 	if c.RedisCluster && c.RedisMasterName != "" {
 		e.errs = append(e.errs, "PAYKIT_REDIS_CLUSTER and PAYKIT_REDIS_MASTER_NAME exclude each other: a Redis Cluster has no Sentinel master")
 	}
@@ -334,42 +358,40 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			e.errs = append(e.errs, fmt.Sprintf("PAYKIT_REDIS_ADDR: %v (off disables Redis)", err))
 		}
 	}
-	if c.SweepStaleAfter == 0 {
-		// A pending payment is only suspicious once it should have been closed.
-		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
-	}
+}
+
+// check returns what is wrong with settings that must agree with each other.
+func (c Config) check() []string {
+	var errs []string
 	// The sweeper must not find an event due while its workflow is still retrying it.
 	if c.EventRetry.Base < c.Timing.WebhookInitialInterval || c.EventRetry.Max < c.Timing.WebhookMaxInterval {
-		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v) must be at least "+
+		errs = append(errs, fmt.Sprintf("PAYKIT_WEBHOOK_SWEEP_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v) must be at least "+
 			"PAYKIT_WEBHOOK_INITIAL_INTERVAL (%v) and _MAX_INTERVAL (%v), or the sweeper redelivers events the workflow is still retrying",
 			c.EventRetry.Base, c.EventRetry.Max, c.Timing.WebhookInitialInterval, c.Timing.WebhookMaxInterval))
 	}
 	// A notification is deduped by its row: it must outlive Alipay's 25 h of redeliveries.
 	if c.NotificationRetention < minNotificationRetention {
-		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_NOTIFICATION_RETENTION (%v) must be at least %v: Alipay redelivers a notification for 25 h, and its row is what dedupes it",
+		errs = append(errs, fmt.Sprintf("PAYKIT_NOTIFICATION_RETENTION (%v) must be at least %v: Alipay redelivers a notification for 25 h, and its row is what dedupes it",
 			c.NotificationRetention, minNotificationRetention))
 	}
 	if c.EventRetention < minEventRetention {
-		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_EVENT_RETENTION (%v) must be at least %v: the audit and the events feed read delivered events for that long",
+		errs = append(errs, fmt.Sprintf("PAYKIT_EVENT_RETENTION (%v) must be at least %v: the audit and the events feed read delivered events for that long",
 			c.EventRetention, minEventRetention))
 	}
 	if c.AnomalyRetention < minAnomalyRetention {
-		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_ANOMALY_RETENTION (%v) must be at least %v after an anomaly's resolution",
+		errs = append(errs, fmt.Sprintf("PAYKIT_ANOMALY_RETENTION (%v) must be at least %v after an anomaly's resolution",
 			c.AnomalyRetention, minAnomalyRetention))
 	}
 	if c.InboxSettleBound <= 0 || c.InboxSweepInterval <= 0 {
-		e.errs = append(e.errs, "PAYKIT_INBOX_SETTLE_BOUND and PAYKIT_INBOX_SWEEP_INTERVAL must be positive")
+		errs = append(errs, "PAYKIT_INBOX_SETTLE_BOUND and PAYKIT_INBOX_SWEEP_INTERVAL must be positive")
 	}
 	if err := c.AlipayCerts.check(); err != nil {
-		e.errs = append(e.errs, err.Error())
+		errs = append(errs, err.Error())
 	}
 	if c.APIAdminAddr == c.HTTPAddr {
-		e.errs = append(e.errs, "PAYKIT_API_ADMIN_ADDR must differ from PAYKIT_HTTP_ADDR: readiness, metrics and profiles stay off the public listener")
+		errs = append(errs, "PAYKIT_API_ADMIN_ADDR must differ from PAYKIT_HTTP_ADDR: readiness, metrics and profiles stay off the public listener")
 	}
-	if len(e.errs) > 0 {
-		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))
-	}
-	return c, nil
+	return errs
 }
 
 // DefaultAppCredentials returns the keys of the default app (ALIPAY_*): the app private
@@ -431,11 +453,11 @@ type Statement struct {
 
 func loadStatement(e *env) Statement {
 	c := Statement{
-		RetryEvery:  e.dur("PAYKIT_STATEMENT_RETRY_EVERY", workflows.DefaultStatementRetryEvery),
-		GiveUpAfter: e.dur("PAYKIT_STATEMENT_GIVE_UP_AFTER", workflows.DefaultStatementGiveUp),
-		TempDir:     e.str("PAYKIT_STATEMENT_DIR", ""),
+		RetryEvery:  e.dur("PAYKIT_STATEMENT_RETRY_EVERY"),
+		GiveUpAfter: e.dur("PAYKIT_STATEMENT_GIVE_UP_AFTER"),
+		TempDir:     e.str("PAYKIT_STATEMENT_DIR"),
 	}
-	at := e.str("PAYKIT_STATEMENT_AT", "09:30")
+	at := e.str("PAYKIT_STATEMENT_AT")
 	t, err := time.Parse("15:04", at)
 	if err != nil {
 		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_STATEMENT_AT=%q is not a China time of day like 09:30", at))

@@ -192,9 +192,23 @@ func StopSharedRedis() {
 // RedisAddr is SharedRedisAddr for one test, which it fails if the cluster cannot start.
 func RedisAddr(tb testing.TB) string {
 	tb.Helper()
+	SkipIfShort(tb, "Redis")
 	addr, err := SharedRedisAddr()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return addr
+}
+
+// NewRedisCluster is StartRedisCluster for one test, which it skips under -short, fails
+// if the cluster cannot start, and stops the cluster when it ends.
+func NewRedisCluster(tb testing.TB, n int) *RedisCluster {
+	tb.Helper()
+	SkipIfShort(tb, "redis-server")
+	c, err := StartRedisCluster(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(c.Stop)
+	return c
 }

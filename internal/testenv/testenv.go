@@ -1,6 +1,7 @@
 // Package testenv gives tests a private MySQL database and a private Redis key space on
-// the services running on the machine. Nothing is skipped: if a service is down the test
-// fails and says how to start it.
+// the services running on the machine. Under go test -short (the fast tier) a test that
+// asks for a service is skipped; otherwise nothing is skipped: if a service is down the
+// test fails and says how to start it.
 package testenv
 
 import (
@@ -56,6 +57,12 @@ const setupTimeout = 60 * time.Second
 // one goose builds.
 func MySQL(tb testing.TB) (*sql.DB, string) {
 	tb.Helper()
+	SkipIfShort(tb, "MariaDB")
+	return migratedDatabase(tb)
+}
+
+func migratedDatabase(tb testing.TB) (*sql.DB, string) {
+	tb.Helper()
 	db, dsn := newDatabase(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -78,6 +85,7 @@ func MySQL(tb testing.TB) (*sql.DB, string) {
 // EmptyMySQL is MySQL without the migrations, for tests of the migrations themselves.
 func EmptyMySQL(tb testing.TB) (*sql.DB, string) {
 	tb.Helper()
+	SkipIfShort(tb, "MariaDB")
 	return newDatabase(tb)
 }
 
@@ -129,9 +137,18 @@ func newDatabase(tb testing.TB) (*sql.DB, string) {
 // deleted when the test ends, on every master of a cluster.
 func Redis(tb testing.TB) (goredis.UniversalClient, string) {
 	tb.Helper()
+	SkipIfShort(tb, "Redis")
+	return redisKeySpace(tb)
+}
+
+func redisKeySpace(tb testing.TB) (goredis.UniversalClient, string) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	addr := RedisAddr(tb)
+	addr, err := SharedRedisAddr()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	rdb, err := redis.Open(ctx, addr)
 	if err != nil {
 		tb.Fatalf("testenv: Redis at %s is unreachable (%v); start it with:\n\t%s\nor point %s at a server (or at a cluster started with %s)",
@@ -183,6 +200,16 @@ func unlinkPrefix(ctx context.Context, node *goredis.Client, prefix string) erro
 		}
 	}
 	return nil
+}
+
+// SkipIfShort skips a test that needs service (MariaDB, Redis, PostgreSQL, Temporal)
+// under go test -short, the fast tier that runs with no service at all. Without -short it
+// does nothing, and the helper that reaches the service fails loudly if it is down.
+func SkipIfShort(tb testing.TB, service string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skipf("needs %s; skipped under -short", service)
+	}
 }
 
 func env(name, def string) string {

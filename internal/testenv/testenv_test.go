@@ -71,10 +71,11 @@ func TestRedis_PrefixCleanedAfterTest(t *testing.T) {
 	}
 }
 
-// fatalTB records Fatalf instead of failing the real test.
+// fatalTB records Fatalf and Skipf instead of failing or skipping the real test.
 type fatalTB struct {
 	testing.TB
-	msg string
+	msg     string
+	skipped bool
 }
 
 func (f *fatalTB) Helper() {}
@@ -84,29 +85,64 @@ func (f *fatalTB) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
+func (f *fatalTB) Skipf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	f.skipped = true
+	runtime.Goexit()
+}
+
+// call runs fn on a fatalTB of t, which it returns once fn has ended.
+func call(t *testing.T, fn func(testing.TB)) *fatalTB {
+	tb := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn(tb)
+	}()
+	<-done
+	return tb
+}
+
 func TestUnreachableServicesFailWithTheStartCommand(t *testing.T) {
 	tests := []struct {
 		name, env, value, want string
 		call                   func(tb testing.TB)
 	}{
 		{"mysql", testenv.MySQLDSNEnv, "root@tcp(127.0.0.1:1)/", "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd",
-			func(tb testing.TB) { testenv.MySQL(tb) }},
+			func(tb testing.TB) { testenv.MigratedDatabase(tb) }},
 		{"redis", testenv.RedisAddrEnv, "127.0.0.1:1", "redis-server --daemonize yes",
-			func(tb testing.TB) { testenv.Redis(tb) }},
+			func(tb testing.TB) { testenv.RedisKeySpace(tb) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(tt.env, tt.value)
-			tb := &fatalTB{TB: t}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				tt.call(tb)
-			}()
-			<-done
+			tb := call(t, tt.call)
 			t.Logf("message: %s", tb.msg)
-			if !strings.Contains(tb.msg, tt.want) {
+			if tb.skipped || !strings.Contains(tb.msg, tt.want) {
 				t.Fatalf("Fatalf message %q does not say how to start the service", tb.msg)
+			}
+		})
+	}
+}
+
+// TestServicesSkipUnderShort: under go test -short every helper that reaches a service
+// skips its test, and without -short none does.
+func TestServicesSkipUnderShort(t *testing.T) {
+	t.Setenv(testenv.MySQLDSNEnv, "root@tcp(127.0.0.1:1)/")
+	t.Setenv(testenv.RedisAddrEnv, "127.0.0.1:1")
+	for name, fn := range map[string]func(testing.TB){
+		"MySQL":      func(tb testing.TB) { testenv.MySQL(tb) },
+		"EmptyMySQL": func(tb testing.TB) { testenv.EmptyMySQL(tb) },
+		"Redis":      func(tb testing.TB) { testenv.Redis(tb) },
+		"RedisAddr":  func(tb testing.TB) { testenv.RedisAddr(tb) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			tb := call(t, fn)
+			if name == "RedisAddr" && !testing.Short() {
+				return // an address, not a connection: nothing to fail
+			}
+			if tb.skipped != testing.Short() {
+				t.Fatalf("skipped %v under -short %v (%q)", tb.skipped, testing.Short(), tb.msg)
 			}
 		})
 	}
