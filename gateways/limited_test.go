@@ -15,14 +15,18 @@ type answering struct {
 	err error
 }
 
-func (g answering) Query(context.Context, string) (payment.Trade, error) { return payment.Trade{}, g.err }
+func (g answering) Query(context.Context, string) (payment.Trade, error) {
+	return payment.Trade{}, g.err
+}
 func (g answering) Close(context.Context, string) (payment.CloseOutcome, error) {
 	return payment.CloseNotExist, g.err
 }
 func (g answering) QueryRefund(context.Context, string, string) (payment.RefundStatusAtChannel, error) {
 	return payment.RefundStatusAtChannel{}, g.err
 }
-func (g answering) Precreate(context.Context, payment.TradeRequest) (string, error) { return "qr", g.err }
+func (g answering) Precreate(context.Context, payment.TradeRequest) (string, error) {
+	return "qr", g.err
+}
 func (g answering) Refund(context.Context, payment.RefundRequest) (payment.RefundResult, error) {
 	return payment.RefundResult{}, g.err
 }

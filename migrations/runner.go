@@ -113,6 +113,54 @@ func (r keyRange) next() string {
 		r.table, r.column, r.size)
 }
 
+// sections reports whether trimmed opens the Up or Down section of f, and which.
+func sections(f *file, trimmed string) (*[]string, bool) {
+	switch trimmed {
+	case "-- +goose Up":
+		return &f.up, true
+	case "-- +goose Down":
+		return &f.down, true
+	}
+	return nil, false
+}
+
+// annotation takes a comment line: a paykit annotation is recorded in f; skip is true for
+// every comment or blank line, and an unsupported goose annotation is an error.
+func (f *file) annotation(trimmed string) (skip bool, err error) {
+	switch {
+	case strings.HasPrefix(trimmed, guardPrefix):
+		f.guards = append(f.guards, strings.TrimSpace(strings.TrimPrefix(trimmed, guardPrefix)))
+	case trimmed == batchedMarker:
+		f.batched = true
+	case strings.HasPrefix(trimmed, rangedPrefix):
+		r, err := parseRange(strings.TrimPrefix(trimmed, rangedPrefix))
+		if err != nil {
+			return true, fmt.Errorf("%s %w", rangedPrefix, err)
+		}
+		f.ranged = r
+	case strings.HasPrefix(trimmed, "-- +goose"):
+		return true, fmt.Errorf("annotation %q is not supported", trimmed)
+	case strings.HasPrefix(trimmed, "--"), trimmed == "":
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// checkRanged checks that each Up statement of a file batched by a key range takes the
+// range's low and high keys.
+func (f file) checkRanged() error {
+	if f.ranged == nil {
+		return nil
+	}
+	for _, stmt := range f.up {
+		if strings.Count(stmt, "?") != 2 {
+			return fmt.Errorf("migrations: %s: a statement batched by a key range takes its low and high keys as two ?", f.name)
+		}
+	}
+	return nil
+}
+
 // parseFile splits a goose-format file into its Up and Down statements. A statement
 // ends with a semicolon at the end of a line; comment lines are dropped. The files hold
 // no procedures or string literals spanning lines, which TestEveryFileParses keeps true.
@@ -129,29 +177,14 @@ func parseFile(name, text string) (file, error) {
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), " \t\r")
 		trimmed := strings.TrimSpace(line)
-		switch {
-		case trimmed == "-- +goose Up":
-			section = &f.up
+		if sec, ok := sections(&f, trimmed); ok {
+			section = sec
 			continue
-		case trimmed == "-- +goose Down":
-			section = &f.down
-			continue
-		case strings.HasPrefix(trimmed, guardPrefix):
-			f.guards = append(f.guards, strings.TrimSpace(strings.TrimPrefix(trimmed, guardPrefix)))
-			continue
-		case trimmed == batchedMarker:
-			f.batched = true
-			continue
-		case strings.HasPrefix(trimmed, rangedPrefix):
-			r, err := parseRange(strings.TrimPrefix(trimmed, rangedPrefix))
+		}
+		if skip, err := f.annotation(trimmed); err != nil || skip {
 			if err != nil {
-				return f, fmt.Errorf("migrations: %s: %s %w", name, rangedPrefix, err)
+				return f, fmt.Errorf("migrations: %s: %w", name, err)
 			}
-			f.ranged = r
-			continue
-		case strings.HasPrefix(trimmed, "-- +goose"):
-			return f, fmt.Errorf("migrations: %s: annotation %q is not supported", name, trimmed)
-		case strings.HasPrefix(trimmed, "--"), trimmed == "":
 			continue
 		}
 		if section == nil {
@@ -170,12 +203,8 @@ func parseFile(name, text string) (file, error) {
 	if len(f.up) == 0 {
 		return f, fmt.Errorf("migrations: %s: no Up statement", name)
 	}
-	if f.ranged != nil {
-		for _, stmt := range f.up {
-			if strings.Count(stmt, "?") != 2 {
-				return f, fmt.Errorf("migrations: %s: a statement batched by a key range takes its low and high keys as two ?", name)
-			}
-		}
+	if err := f.checkRanged(); err != nil {
+		return f, err
 	}
 	return f, nil
 }

@@ -101,7 +101,7 @@ func TestCreatePaymentRetriesWithTheSameKey(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var last http.HandlerFunc = jsonAnswer(201, checkout)
+			last := http.HandlerFunc(jsonAnswer(201, checkout))
 			if tc.replay {
 				last = jsonAnswer(201, checkout, "Idempotent-Replayed", "true")
 			}
