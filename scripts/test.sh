@@ -57,7 +57,7 @@ PAYKIT_SOAK_STALL_DIR="$PWD/.artifacts/soak" go test -race -count=1 -timeout 10m
 # The notification boundary, fuzzed from genuine signed bodies for a bounded time.
 go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
 # TestTemporalNodeKilledMidStorm starts a second server node on the same databases and
-# SIGKILLs it while buyers pay.
+# SIGKILLs it while merchants check out and refund and buyers pay.
 PAYKIT_E2E_TEMPORAL=postgres go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestTemporalNodeKilledMidStorm)$' ./e2e
 # The same server with mutual TLS on its frontend and internode traffic, on certificates
