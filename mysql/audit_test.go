@@ -364,6 +364,17 @@ func TestPurgeDeliveredEventsAndTheAuditsView(t *testing.T) {
 		t.Fatalf("horizon %v, want %v: it moved back", horizon, before)
 	}
 
+	// A worker whose clock runs 100 days ahead purges nothing recent and cannot move the
+	// horizon past a week before the database's clock.
+	if n, err := st.PurgeDeliveredEvents(ctx, time.Now().Add(100*24*time.Hour), 10); err != nil || n != 0 {
+		t.Fatalf("a purge from a clock 100 days ahead: %d, %v; want nothing purged (P_NEW is recent)", n, err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT horizon FROM purge_horizons WHERE name = 'payment_events'").Scan(&horizon); err != nil {
+		t.Fatal(err)
+	}
+	if horizon.After(time.Now().Add(-mysql.MinEventRetention + time.Minute)) {
+		t.Fatalf("horizon %v after a fast clock's purge: later than a week ago", horizon)
+	}
 	recs, err = st.AuditRecords(ctx, []string{"P_OLD1", "P_OWED", "P_DEAD", "P_NEW", "P_NEVER", "P_GONE"})
 	if err != nil {
 		t.Fatal(err)

@@ -213,6 +213,13 @@ func scanEvent(s scanner, pre ...any) (payment.Event, error) {
 	return ev, nil
 }
 
+// qUTCNow is the database's clock, in UTC as DATETIME(6) columns are written.
+const qUTCNow = `SELECT UTC_TIMESTAMP(6)`
+
+// MinEventRetention is the least time a delivered event is kept, whatever the caller's
+// clock says: the purge's horizon is never later than this before the database's clock.
+const MinEventRetention = 7 * 24 * time.Hour
+
 // The purge of delivered events: the horizon moves first (never back), then one batch,
 // oldest first, is a range of idx_payment_events_undelivered (delivered, created_at).
 const (
@@ -228,6 +235,15 @@ WHERE delivered = 1 AND created_at < ? ORDER BY created_at LIMIT ?`
 func (st *Store) PurgeDeliveredEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
 	if limit <= 0 || limit > maxListLimit {
 		limit = maxListLimit
+	}
+	// A worker whose clock runs ahead must not move the horizon (which never moves back)
+	// into the recent past: it is held to a week before the database's clock.
+	var dbNow time.Time
+	if err := st.queryRow(ctx, nil, qUTCNow, nil, func(row *sql.Row) error { return row.Scan(&dbNow) }); err != nil {
+		return 0, fmt.Errorf("mysql: purge delivered events: read the clock: %w", err)
+	}
+	if latest := dbNow.Add(-MinEventRetention); before.After(latest) {
+		before = latest
 	}
 	if _, err := st.exec(ctx, nil, qMoveEventHorizon, dbTime(before), st.clock()); err != nil {
 		return 0, fmt.Errorf("mysql: purge delivered events: move the horizon: %w", err)

@@ -81,7 +81,11 @@ func (st *Store) LockStatement(ctx context.Context, appID, billDate string) (con
 		if release == "" {
 			release = qReleaseStatementLock
 		}
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), release, name); err != nil {
+		// Bounded: a dead link must not hold the run past its activity's timeout; the
+		// driver then closes the connection, which frees the lock on the server.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(rctx, release, name); err != nil {
 			// The connection may still hold the lock: it must not go back to the pool,
 			// where it would keep the day held for as long as it idles there.
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })

@@ -36,13 +36,21 @@ type CallLimiter struct {
 	Hold   time.Duration
 	Logger *slog.Logger
 
-	mu    sync.Mutex
-	local map[string]*xrate.Limiter
+	mu       sync.Mutex
+	local    map[string]*xrate.Limiter
+	warnedAt time.Time // the last "redis did not answer" warning: one every warnEvery
 }
 
+// callBudget is the time a call needs after its turn: a turn later than its deadline
+// less this is not waited for, since the call would then time out after it was sent.
+const callBudget = 2 * time.Second
+
+// warnEvery spaces the warnings of a limit that Redis does not answer.
+const warnEvery = 10 * time.Second
+
 // Take waits until a call to appID may be made. It returns an error, without waiting,
-// when the wait would outlast ctx: the caller's call is then not made, and its retry
-// comes later.
+// when the turn would come later than ctx's deadline less callBudget: the caller's call
+// is then not made, and its retry comes later.
 func (l *CallLimiter) Take(ctx context.Context, appID string) error {
 	if l == nil || l.Rate <= 0 {
 		return nil
@@ -54,13 +62,13 @@ func (l *CallLimiter) Take(ctx context.Context, appID string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			l.log().Warn("alipay call limit: redis did not answer; limiting this process alone", "app_id", appID, "err", err)
+			l.warnRedis("alipay call limit: redis did not answer; limiting this process alone", appID, err)
 			return l.localLimiter(appID).Wait(ctx)
 		}
 		if ok {
 			return nil
 		}
-		if d, has := ctx.Deadline(); has && time.Until(d) < wait {
+		if d, has := ctx.Deadline(); has && time.Until(d) < wait+callBudget {
 			return fmt.Errorf("alipay app %s is over its call rate (%.1f a second): the next call is in %s, after this one's deadline", appID, l.Rate, wait.Round(time.Millisecond))
 		}
 		t := time.NewTimer(wait)
@@ -85,12 +93,29 @@ func (l *CallLimiter) Throttled(ctx context.Context, appID string) {
 	}
 	l.log().Warn("alipay answered that the app is over its call frequency; holding its calls", "app_id", appID, "hold", hold.String())
 	interval := math.Max(1, math.Round(1e6/l.Rate))
+	// The answer may come at the caller's deadline: the hold must still reach Redis.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
 	if err := l.Client.hold.Run(ctx, l.Client.rdb, []string{l.Client.key("limit", "alipay-calls", appID)},
 		hold.Microseconds(), interval*float64(max(l.Burst, 1))).Err(); err != nil {
 		// The process's own limiter is drained instead: its next calls come at Rate.
-		l.log().Warn("alipay call limit: redis did not take the hold; slowing this process alone", "app_id", appID, "err", err)
+		l.warnRedis("alipay call limit: redis did not take the hold; slowing this process alone", appID, err)
 		lim := l.localLimiter(appID)
 		_ = lim.ReserveN(time.Now(), lim.Burst())
+	}
+}
+
+// warnRedis logs that Redis did not answer, at most once every warnEvery.
+func (l *CallLimiter) warnRedis(msg, appID string, err error) {
+	l.mu.Lock()
+	now := time.Now()
+	quiet := now.Sub(l.warnedAt) < warnEvery
+	if !quiet {
+		l.warnedAt = now
+	}
+	l.mu.Unlock()
+	if !quiet {
+		l.log().Warn(msg, "app_id", appID, "err", err)
 	}
 }
 

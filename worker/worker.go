@@ -155,10 +155,11 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 		},
 		{
 			id: PurgeScheduleID(cfg.TaskQueue), every: cfg.PurgeEvery,
-			note: "Deletes expired Idempotency-Key records.",
+			note: "Deletes expired Idempotency-Key records, then delivered merchant events and resolved anomalies past their retention.",
 			action: &client.ScheduleWorkflowAction{
 				ID: "paykit-purge-" + cfg.TaskQueue, Workflow: workflows.PurgeWorkflowName, TaskQueue: cfg.TaskQueue,
-				WorkflowRunTimeout: 10 * time.Minute,
+				// Three purges of up to 5 minutes each, with their retries.
+				WorkflowRunTimeout: 30 * time.Minute,
 			},
 		},
 		{

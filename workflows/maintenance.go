@@ -56,10 +56,14 @@ func PurgeIdempotencyKeysWorkflow(ctx workflow.Context) (int64, error) {
 	}
 	// Each purge heartbeats after each batch: a worker that died mid-purge is noticed in
 	// a minute, and the batches it finished stay done.
+	// One purge failing does not keep the other from running; the run reports the first
+	// failure, and the next scheduled run tries both again.
 	actx := workflow.WithHeartbeatTimeout(maintenanceOptions(ctx, "purge delivered events past their retention"), time.Minute)
-	if err := workflow.ExecuteActivity(actx, a.PurgeDeliveredEvents).Get(ctx, nil); err != nil {
-		return n, err
-	}
+	eventsErr := workflow.ExecuteActivity(actx, a.PurgeDeliveredEvents).Get(ctx, nil)
 	actx = workflow.WithHeartbeatTimeout(maintenanceOptions(ctx, "purge anomalies resolved past their retention"), time.Minute)
-	return n, workflow.ExecuteActivity(actx, a.PurgeResolvedAnomalies).Get(ctx, nil)
+	anomaliesErr := workflow.ExecuteActivity(actx, a.PurgeResolvedAnomalies).Get(ctx, nil)
+	if eventsErr != nil {
+		return n, eventsErr
+	}
+	return n, anomaliesErr
 }

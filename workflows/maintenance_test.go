@@ -14,15 +14,18 @@ import (
 )
 
 // The scheduled purge deletes expired Idempotency-Keys, then delivered events past their
-// retention, then resolved anomalies past theirs; a failing key purge ends the run before the events are touched, and the run
-// answers with the keys it deleted.
+// retention, then resolved anomalies past theirs (whether or not the events' purge
+// failed); a failing key purge ends the run before the others, and the run answers with
+// the keys it deleted.
 func TestPurgeWorkflow_KeysThenDeliveredEvents(t *testing.T) {
 	tests := []struct {
 		name       string
 		keysErr    error
+		eventsErr  bool
 		wantEvents bool
 	}{
 		{name: "both purged", wantEvents: true},
+		{name: "the events' purge fails, the anomalies' runs", eventsErr: true, wantEvents: true},
 		{name: "the key purge fails", keysErr: temporal.NewNonRetryableApplicationError("down", "test", errors.New("down"))},
 	}
 	for _, tc := range tests {
@@ -35,6 +38,9 @@ func TestPurgeWorkflow_KeysThenDeliveredEvents(t *testing.T) {
 			events, anomalies := 0, 0
 			env.OnActivity(a.PurgeDeliveredEvents, mock.Anything).Return(func(context.Context) (int64, error) {
 				events++
+				if tc.eventsErr {
+					return 0, temporal.NewNonRetryableApplicationError("db", "test", errors.New("db"))
+				}
 				return 1000, nil
 			}).Maybe()
 			env.OnActivity(a.PurgeResolvedAnomalies, mock.Anything).Return(func(context.Context) (int64, error) {
@@ -42,13 +48,14 @@ func TestPurgeWorkflow_KeysThenDeliveredEvents(t *testing.T) {
 				return 3, nil
 			}).Maybe()
 			env.ExecuteWorkflow(workflows.PurgeWorkflowName)
-			if err := env.GetWorkflowError(); (err != nil) != (tc.keysErr != nil) {
-				t.Fatalf("workflow error %v, want one: %v", err, tc.keysErr != nil)
+			failed := tc.keysErr != nil || tc.eventsErr
+			if err := env.GetWorkflowError(); (err != nil) != failed {
+				t.Fatalf("workflow error %v, want one: %v", err, failed)
 			}
 			if want := map[bool]int{true: 1, false: 0}[tc.wantEvents]; events != want || anomalies != want {
 				t.Fatalf("delivered events purged %d times and resolved anomalies %d times, want %d each", events, anomalies, want)
 			}
-			if tc.keysErr == nil {
+			if !failed {
 				var n int64
 				if err := env.GetWorkflowResult(&n); err != nil || n != 7 {
 					t.Fatalf("result %d, %v; want the 7 keys", n, err)

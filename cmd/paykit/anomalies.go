@@ -29,6 +29,9 @@ func runAnomalies(ctx context.Context, cfg config.Config, args []string, out io.
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *resolveRefund != "" && *resolve != "" {
+		return fmt.Errorf("anomalies: -resolve-refund and -resolve are two commands; run one at a time")
+	}
 	if *resolveRefund != "" {
 		return resolveByRefund(ctx, cfg, *resolveRefund, out)
 	}

@@ -26,16 +26,30 @@ func OpenAuditor(ctx context.Context, cfg config.Config, logger *slog.Logger) (a
 	if err != nil {
 		return nil, nil, err
 	}
-	gws, err := NewGateways(cfg, store, nil)
+	// The audit's queries share the apps' call limit with the workers (Redis), so that an
+	// operator's audit cannot use up an app's quota and throttle its buyers' checkouts.
+	rc, err := openRedis(cfg, logger, nil)
 	if err != nil {
+		CloseStore(store)
+		return nil, nil, err
+	}
+	closeRedis := func() {
+		if rc != nil {
+			_ = rc.Redis().Close()
+		}
+	}
+	gws, err := NewGateways(cfg, store, callLimiter(cfg, rc, logger))
+	if err != nil {
+		closeRedis()
 		CloseStore(store)
 		return nil, nil, err
 	}
 	orch, closeTemporal, err := DialOrchestrator(ctx, cfg, logger)
 	if err != nil {
+		closeRedis()
 		CloseStore(store)
 		return nil, nil, err
 	}
 	aud = &audit.Auditor{Store: store, Gateways: gws, Workflows: orch}
-	return aud, func() { closeTemporal(); CloseStore(store) }, nil
+	return aud, func() { closeTemporal(); closeRedis(); CloseStore(store) }, nil
 }
