@@ -39,6 +39,9 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 			if !a.ResolvedAt.IsZero() {
 				obj["resolved_at"], obj["resolution"] = a.ResolvedAt.UTC(), a.Resolution
 			}
+			if !a.LastSeenAt.IsZero() {
+				obj["last_seen_at"] = a.LastSeenAt.UTC()
+			}
 			if err := enc.Encode(obj); err != nil {
 				return err
 			}
@@ -63,6 +66,9 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 		state := "open"
 		if !a.ResolvedAt.IsZero() {
 			state = "resolved " + a.ResolvedAt.UTC().Format("2006-01-02")
+			if a.LastSeenAt.After(a.ResolvedAt) {
+				state += ", seen again " + a.LastSeenAt.UTC().Format("2006-01-02 15:04")
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.CreatedAt.UTC().Format("2006-01-02 15:04:05"),
 			a.Kind, a.TenantID, a.PaymentNo, subject, a.TradeNo, a.Amount.Yuan(), state, detail)

@@ -12,10 +12,11 @@ import (
 
 // qInsertAnomaly keeps the first record of a (kind, payment_no, subject), so the code that
 // detects an anomaly may record it on every retry, and another subject of the same kind
-// on the payment (a second refund, another notification) is an anomaly of its own.
-const qInsertAnomaly = `INSERT INTO payment_anomalies (kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE id = id`
+// on the payment (a second refund, another notification) is an anomaly of its own. Only
+// last_seen_at moves: a resolved anomaly seen again shows it.
+const qInsertAnomaly = `INSERT INTO payment_anomalies (kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at, last_seen_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE last_seen_at = VALUES(last_seen_at)`
 
 // maxSubject is the length of payment_anomalies.subject (migration 0042).
 const maxSubject = 128
@@ -37,7 +38,7 @@ func (st *Store) RecordAnomaly(ctx context.Context, a payment.Anomaly) error {
 	}
 	if _, err := st.exec(ctx, nil, qInsertAnomaly, truncate(a.Kind, 64), truncate(a.TenantID, maxRef),
 		truncate(a.PaymentNo, maxRef), truncate(a.Subject, maxSubject), truncate(a.TradeNo, maxRef), int64(a.Amount),
-		truncate(a.Detail, maxDetail), at); err != nil {
+		truncate(a.Detail, maxDetail), at, st.clock()); err != nil {
 		return fmt.Errorf("mysql: record anomaly %s %s %q: %w", a.Kind, a.PaymentNo, a.Subject, err)
 	}
 	return nil
@@ -85,7 +86,7 @@ func (st *Store) GetAnomaly(ctx context.Context, kind, paymentNo string) (paymen
 }
 
 // anomalyColumns are the columns scanAnomaly reads, in its order.
-const anomalyColumns = `kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at, resolved_at, resolution`
+const anomalyColumns = `kind, tenant_id, payment_no, subject, trade_no, amount_fen, detail, created_at, resolved_at, resolution, last_seen_at`
 
 // scanAnomaly reads anomalyColumns with scan.
 func scanAnomaly(scan func(dest ...any) error) (payment.Anomaly, error) {
@@ -93,10 +94,11 @@ func scanAnomaly(scan func(dest ...any) error) (payment.Anomaly, error) {
 		a        payment.Anomaly
 		amount   int64
 		resolved sql.NullTime
+		seen     sql.NullTime
 	)
-	err := scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.Subject, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt, &resolved, &a.Resolution)
+	err := scan(&a.Kind, &a.TenantID, &a.PaymentNo, &a.Subject, &a.TradeNo, &amount, &a.Detail, &a.CreatedAt, &resolved, &a.Resolution, &seen)
 	a.Amount = payment.Amount(amount)
-	a.ResolvedAt = resolved.Time
+	a.ResolvedAt, a.LastSeenAt = resolved.Time, seen.Time
 	return a, err
 }
 
@@ -108,7 +110,7 @@ WHERE kind = ? AND payment_no = ? AND subject = ? AND resolved_at IS NULL`
 	// A single-table DELETE takes no index hint in MySQL's syntax; TiDB reads the
 	// optimizer hint, which MySQL and MariaDB ignore.
 	qPurgeResolvedAnomalies = `DELETE /*+ USE_INDEX(payment_anomalies, idx_payment_anomalies_resolved) */ FROM payment_anomalies
-WHERE resolved_at < ? ORDER BY resolved_at LIMIT ?`
+WHERE resolved_at < ? AND (last_seen_at IS NULL OR last_seen_at < ?) ORDER BY resolved_at LIMIT ?`
 )
 
 // maxResolution is the length of payment_anomalies.resolution (migration 0047).
@@ -138,5 +140,5 @@ func (st *Store) ResolveAnomaly(ctx context.Context, kind, paymentNo, subject, n
 
 // PurgeResolvedAnomalies implements payment.AnomalyRetention.
 func (st *Store) PurgeResolvedAnomalies(ctx context.Context, before time.Time, limit int) (int64, error) {
-	return st.execCount(ctx, "purge resolved anomalies", qPurgeResolvedAnomalies, dbTime(before), clampLimit(limit))
+	return st.execCount(ctx, "purge resolved anomalies", qPurgeResolvedAnomalies, dbTime(before), dbTime(before), clampLimit(limit))
 }

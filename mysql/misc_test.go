@@ -681,7 +681,6 @@ func TestResolveAndPurgeAnomalies(t *testing.T) {
 	if err != nil || resolved || !again.ResolvedAt.Equal(a.ResolvedAt) || again.Resolution != a.Resolution {
 		t.Fatalf("resolve p1/r1 again: %+v, %v, %v; want the first resolution to stand", again, resolved, err)
 	}
-	record("p1", "r1") // recorded again: it stays resolved
 	all, err := st.ListAnomalies(ctx, time.Time{}, 0)
 	if err != nil || len(all) != 3 {
 		t.Fatalf("list: %+v, %v", all, err)
@@ -695,6 +694,17 @@ func TestResolveAndPurgeAnomalies(t *testing.T) {
 	if n, err := st.PurgeResolvedAnomalies(ctx, a.ResolvedAt, 10); err != nil || n != 0 {
 		t.Fatalf("purge before its resolution: %d, %v; want none", n, err)
 	}
+	// Recorded again after its resolution (the problem came back): it stays resolved with
+	// its note, shows when it was seen again, and is not purged while it keeps being seen.
+	time.Sleep(5 * time.Millisecond)
+	record("p1", "r1")
+	again, _, err = st.ResolveAnomaly(ctx, "refund_succeeded_after_fail", "p1", "r1", "x")
+	if err != nil || !again.LastSeenAt.After(again.ResolvedAt) || again.Resolution != a.Resolution {
+		t.Fatalf("recorded again after its resolution: %+v, %v; want it resolved, seen again after", again, err)
+	}
+	if n, err := st.PurgeResolvedAnomalies(ctx, again.LastSeenAt, 10); err != nil || n != 0 {
+		t.Fatalf("purge before it was last seen: %d, %v; want none", n, err)
+	}
 	if _, err := db.ExecContext(ctx, "UPDATE payment_anomalies SET created_at = ? WHERE payment_no = 'p2'", time.Now().Add(-5*365*24*time.Hour).UTC()); err != nil {
 		t.Fatal(err)
 	}
@@ -704,7 +714,7 @@ func TestResolveAndPurgeAnomalies(t *testing.T) {
 	if n := count(t, db, "SELECT COUNT(*) FROM payment_anomalies WHERE resolved_at IS NULL"); n != 2 {
 		t.Fatalf("%d open anomalies left, want 2 (an open one is kept whatever its age)", n)
 	}
-	if key := explainKeys(t, db, mysql.QPurgeResolvedAnomalies, time.Now(), 1000)["payment_anomalies"]; key != "idx_payment_anomalies_resolved" {
+	if key := explainKeys(t, db, mysql.QPurgeResolvedAnomalies, time.Now(), time.Now(), 1000)["payment_anomalies"]; key != "idx_payment_anomalies_resolved" {
 		t.Fatalf("the purge of resolved anomalies reads %q, want idx_payment_anomalies_resolved", key)
 	}
 }

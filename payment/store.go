@@ -220,6 +220,9 @@ type Anomaly struct {
 	// the operator's note of how.
 	ResolvedAt time.Time
 	Resolution string
+	// LastSeenAt is when it was last recorded (zero if recorded before migration 0049
+	// and not since): later than ResolvedAt, it came back after its resolution.
+	LastSeenAt time.Time
 }
 
 // DefaultAnomalyRetention is how long a resolved anomaly is kept after its resolution;
@@ -228,8 +231,8 @@ const DefaultAnomalyRetention = 400 * 24 * time.Hour
 
 // AnomalyRetention deletes the anomalies that were resolved long ago.
 type AnomalyRetention interface {
-	// PurgeResolvedAnomalies deletes up to limit anomalies resolved before before, and
-	// returns how many it deleted.
+	// PurgeResolvedAnomalies deletes up to limit anomalies resolved, and last seen,
+	// before before, and returns how many it deleted.
 	PurgeResolvedAnomalies(ctx context.Context, before time.Time, limit int) (int64, error)
 }
 
