@@ -36,6 +36,10 @@ scripts/lint.sh
 scripts/test-fast.sh
 # The Prometheus scrape config, the alert rules and their unit tests (promtool).
 scripts/promtool.sh
+# The Helm chart: helm lint and helm template with its three values files, every rendered
+# object decoded strictly into the Kubernetes API types, the PrometheusRule against
+# deploy/prometheus/alerts.yml (Helm and the checker pinned in tools/helmcheck).
+scripts/helm-check.sh
 # Lint the OpenAPI contract first (valid 3.1, every route and problem code in it, drift caught).
 go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
 # The Go and TypeScript clients regenerated from the contract must be what is committed
