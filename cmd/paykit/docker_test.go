@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/paykit/paykit/internal/config"
 )
 
 // The image Docker Compose and the Helm chart run (the Dockerfile's last stage, its default
@@ -86,5 +89,36 @@ func TestDockerImageIsTheBinaryOnlyAndNonRoot(t *testing.T) {
 		default:
 			t.Errorf("%s: build %v", name, b)
 		}
+	}
+}
+
+// Every variable the Helm chart sets (its templates and its ci/ values files' env) is one
+// paykit reads, as TestDockerCompose checks for docker-compose.yml.
+func TestChartSetsOnlyVariablesPaykitReads(t *testing.T) {
+	read := map[string]bool{}
+	if _, err := config.Load(func(k string) (string, bool) { read[k] = true; return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`(?m)^\s*(?:- name: |)((?:PAYKIT|ALIPAY)_[A-Z0-9_]+)\b`)
+	files, err := filepath.Glob("../../deploy/helm/paykit/templates/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, _ := filepath.Glob("../../deploy/helm/paykit/ci/*.yaml")
+	n := 0
+	for _, f := range append(files, values...) {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range names.FindAllStringSubmatch(string(raw), -1) {
+			n++
+			if !read[m[1]] {
+				t.Errorf("%s sets %s, which paykit does not read", filepath.Base(f), m[1])
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found %d variables in the chart", n)
 	}
 }
