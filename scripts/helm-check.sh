@@ -6,9 +6,10 @@
 # (probes, PodDisruptionBudgets, non-root, read-only root filesystem, termination grace,
 # the hook Jobs) and that the PrometheusRule's groups are deploy/prometheus/alerts.yml's.
 # Helm (helm.sh/helm/v4) and the checker are pinned in tools/helmcheck/go.mod and built into
-# .bin/; the first build takes 5 to 6 minutes of CPU on 2 cores, later runs are cached (about
-# 6 s). --build-only builds and stops (scripts/test.sh starts it early, in the background);
-# PAYKIT_BUILD_NICE=1 builds at the lowest CPU priority.
+# .bin/. The first build takes about 11 minutes of CPU (9.5 minutes of wall time on the
+# shared 2-core development machine); later runs are cached (about 7 s). --build-only builds
+# and stops (scripts/test.sh starts it early, in the background); PAYKIT_BUILD_NICE=1 builds
+# at the lowest CPU priority.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .bin .artifacts/helm

@@ -15,7 +15,7 @@ scripts/build-temporal.sh
 mkdir -p .artifacts
 PAYKIT_BUILD_NICE=1 scripts/build-tidb.sh >.artifacts/build-tidb.log 2>&1 &
 tidb_build=$!
-# Helm and the chart checker, for scripts/helm-check.sh below (5 to 6 minutes of CPU cold).
+# Helm and the chart checker, for scripts/helm-check.sh below (about 11 minutes of CPU cold).
 PAYKIT_BUILD_NICE=1 scripts/helm-check.sh --build-only >.artifacts/build-helm.log 2>&1 &
 helm_build=$!
 trap 'kill "$tidb_build" "$helm_build" 2>/dev/null || true' EXIT
