@@ -1,14 +1,26 @@
-# Builds the paykit and alipaysim binaries into one small image.
+# Two images from one build:
+#   the default target: paykit, the static binary and the CA roots only, as user 65532 (no
+#     shell, no package manager); the Helm chart and Docker Compose run it;
+#   alipaysim: the Alipay simulator and its key generator, for Docker Compose only (the
+#     same user, which reads the keys keygen writes).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -o /out/paykit ./cmd/paykit && \
-    CGO_ENABLED=0 go build -trimpath -o /out/alipaysim ./cmd/alipaysim
+RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/paykit ./cmd/paykit && \
+    CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/alipaysim ./cmd/alipaysim && \
+    mkdir -m 1777 /out/tmp
 
-FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates curl && rm -rf /var/lib/apt/lists/*
-COPY --from=build /out/paykit /out/alipaysim /usr/local/bin/
-USER nobody
-ENTRYPOINT ["/usr/local/bin/paykit"]
+FROM debian:bookworm-slim AS alipaysim
+COPY --from=build /out/alipaysim /usr/local/bin/
+USER 65532:65532
+ENTRYPOINT ["/usr/local/bin/alipaysim"]
+
+FROM scratch AS paykit
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+# The statement downloads' temporary files (the chart mounts an emptyDir here instead).
+COPY --from=build /out/tmp /tmp
+COPY --from=build /out/paykit /paykit
+USER 65532:65532
+ENTRYPOINT ["/paykit"]

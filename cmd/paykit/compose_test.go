@@ -19,8 +19,9 @@ import (
 
 type composeService struct {
 	Image       string            `yaml:"image"`
-	Build       string            `yaml:"build"`
+	Build       any               `yaml:"build"` // "." (the paykit image) or {context, target}
 	Profiles    []string          `yaml:"profiles"`
+	Entrypoint  []string          `yaml:"entrypoint"`
 	Command     []string          `yaml:"command"`
 	Environment map[string]string `yaml:"environment"`
 	DependsOn   map[string]any    `yaml:"depends_on"`

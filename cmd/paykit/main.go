@@ -45,6 +45,8 @@ commands:
             exits 1 on findings, 2 if it cannot audit (see: paykit audit -h)
   statement show (with -run: reconcile) a day's Alipay bill against the local records;
             exits 1 on discrepancies, 2 if there is no report (see: paykit statement -h)
+  probe     GET a URL (probe http://127.0.0.1:8084/readyz) and exit 1 unless it answers
+            2xx within 3 s: the health check of an image without curl
   version   print the build: version, commit and Go version (also the paykit_build_info metric)
   trace     print a payment's spans as a tree from a PAYKIT_TRACE_FILE (see: paykit trace -h)
 
@@ -59,6 +61,18 @@ func main() {
 	if v := os.Args[1]; v == "version" || v == "-version" || v == "--version" {
 		// Before the configuration: the build is what to know when the configuration fails.
 		fmt.Println(buildinfo.Read())
+		return
+	}
+	if os.Args[1] == "probe" {
+		// Before the configuration too: a health check needs none.
+		if len(os.Args) != 3 {
+			fmt.Fprintln(os.Stderr, "usage: paykit probe <url>")
+			os.Exit(2)
+		}
+		if err := runProbe(context.Background(), os.Args[2], 3*time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "paykit probe:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -1,0 +1,215 @@
+{{- define "paykit.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "paykit.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "paykit.labels" -}}
+{{ include "paykit.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "paykit.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "paykit.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{ default (include "paykit.fullname" .) .Values.serviceAccount.name }}
+{{- else -}}
+{{ default "default" .Values.serviceAccount.name }}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the chart makes for what is given inline. */}}
+{{- define "paykit.secretName" -}}
+{{ include "paykit.fullname" . }}
+{{- end -}}
+
+{{- define "paykit.alipaySecret" -}}
+{{ .Values.alipay.existingSecret | default (include "paykit.secretName" .) }}
+{{- end -}}
+
+{{- define "paykit.temporalTLS" -}}
+{{- if or .Values.temporal.tls.enabled .Values.temporal.tls.existingSecret .Values.temporal.apiKey.existingSecret -}}true{{- end -}}
+{{- end -}}
+
+{{/* The environment of every paykit container. */}}
+{{- define "paykit.env" -}}
+- name: PAYKIT_MYSQL_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.mysql.existingSecret | default (include "paykit.secretName" .) }}
+      key: {{ .Values.mysql.key }}
+{{- if or .Values.redis.addr .Values.redis.existingSecret }}
+- name: PAYKIT_REDIS_ADDR
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.redis.existingSecret | default (include "paykit.secretName" .) }}
+      key: {{ .Values.redis.key }}
+{{- end }}
+{{- if .Values.redis.cluster }}
+- name: PAYKIT_REDIS_CLUSTER
+  value: "true"
+{{- end }}
+{{- with .Values.redis.masterName }}
+- name: PAYKIT_REDIS_MASTER_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- if or .Values.keyring.keys .Values.keyring.existingSecret }}
+- name: PAYKIT_SECRETS_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.keyring.existingSecret | default (include "paykit.secretName" .) }}
+      key: {{ .Values.keyring.key }}
+{{- end }}
+- name: PAYKIT_TEMPORAL_ADDR
+  value: {{ .Values.temporal.address | quote }}
+- name: PAYKIT_TEMPORAL_NAMESPACE
+  value: {{ .Values.temporal.namespace | quote }}
+- name: PAYKIT_TASK_QUEUE
+  value: {{ .Values.temporal.taskQueue | quote }}
+{{- if include "paykit.temporalTLS" . }}
+- name: PAYKIT_TEMPORAL_TLS
+  value: "true"
+{{- end }}
+{{- with .Values.temporal.tls.serverName }}
+- name: PAYKIT_TEMPORAL_TLS_SERVER_NAME
+  value: {{ . | quote }}
+{{- end }}
+{{- if .Values.temporal.tls.existingSecret }}
+{{- if .Values.temporal.tls.hasCA }}
+- name: PAYKIT_TEMPORAL_TLS_CA_FILE
+  value: /etc/paykit/temporal-tls/ca.crt
+{{- end }}
+{{- if .Values.temporal.tls.clientCertificate }}
+- name: PAYKIT_TEMPORAL_TLS_CERT_FILE
+  value: /etc/paykit/temporal-tls/tls.crt
+- name: PAYKIT_TEMPORAL_TLS_KEY_FILE
+  value: /etc/paykit/temporal-tls/tls.key
+{{- end }}
+{{- end }}
+{{- if .Values.temporal.apiKey.existingSecret }}
+- name: PAYKIT_TEMPORAL_API_KEY_FILE
+  value: /etc/paykit/temporal-api-key/{{ .Values.temporal.apiKey.key }}
+{{- end }}
+- name: PAYKIT_HTTP_ADDR
+  value: {{ printf "0.0.0.0:%v" .Values.api.port | quote }}
+- name: PAYKIT_API_ADMIN_ADDR
+  value: {{ printf "0.0.0.0:%v" .Values.api.adminPort | quote }}
+- name: PAYKIT_WORKER_ADMIN_ADDR
+  value: {{ printf "0.0.0.0:%v" .Values.worker.adminPort | quote }}
+{{- with .Values.publicUrl }}
+- name: PAYKIT_PUBLIC_URL
+  value: {{ . | quote }}
+{{- end }}
+- name: PAYKIT_LOG_FORMAT
+  value: json
+- name: PAYKIT_LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+{{- with .Values.alipay.appId }}
+- name: ALIPAY_APP_ID
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.alipay.sellerId }}
+- name: ALIPAY_SELLER_ID
+  value: {{ . | quote }}
+{{- end }}
+- name: ALIPAY_GATEWAY_URL
+  value: {{ .Values.alipay.gatewayUrl | quote }}
+- name: ALIPAY_APP_PRIVATE_KEY_FILE
+  value: /etc/paykit/alipay/app_private_key.pem
+- name: ALIPAY_PUBLIC_KEY_FILE
+  value: /etc/paykit/alipay/alipay_public_key.pem
+{{- range $k, $v := .Values.env }}
+- name: {{ $k }}
+  value: {{ $v | quote }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "paykit.volumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+- name: alipay
+  mountPath: /etc/paykit/alipay
+  readOnly: true
+{{- if .Values.temporal.tls.existingSecret }}
+- name: temporal-tls
+  mountPath: /etc/paykit/temporal-tls
+  readOnly: true
+{{- end }}
+{{- if .Values.temporal.apiKey.existingSecret }}
+- name: temporal-api-key
+  mountPath: /etc/paykit/temporal-api-key
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "paykit.volumes" -}}
+- name: tmp
+  emptyDir: {}
+- name: alipay
+  secret:
+    secretName: {{ include "paykit.alipaySecret" . }}
+    defaultMode: 0440
+    items:
+      - key: app_private_key.pem
+        path: app_private_key.pem
+      - key: alipay_public_key.pem
+        path: alipay_public_key.pem
+{{- if .Values.temporal.tls.existingSecret }}
+- name: temporal-tls
+  secret:
+    secretName: {{ .Values.temporal.tls.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- if .Values.temporal.apiKey.existingSecret }}
+- name: temporal-api-key
+  secret:
+    secretName: {{ .Values.temporal.apiKey.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{/* The pod spec of a paykit Job run as a hook: $ is the root context, .args the command. */}}
+{{- define "paykit.jobPod" -}}
+{{- $ := .root -}}
+{{- if and (not $.Values.serviceAccount.create) $.Values.serviceAccount.name }}
+serviceAccountName: {{ $.Values.serviceAccount.name }}
+{{- end }}
+automountServiceAccountToken: false
+restartPolicy: Never
+{{- with $.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $.Values.podSecurityContext | nindent 2 }}
+containers:
+  - name: {{ .name }}
+    image: {{ include "paykit.image" $ }}
+    imagePullPolicy: {{ $.Values.image.pullPolicy }}
+    args: [{{ .name | quote }}]
+    env:
+      {{- include "paykit.env" $ | nindent 6 }}
+    volumeMounts:
+      {{- include "paykit.volumeMounts" $ | nindent 6 }}
+    resources:
+      {{- toYaml .resources | nindent 6 }}
+    securityContext:
+      {{- toYaml $.Values.securityContext | nindent 6 }}
+volumes:
+  {{- include "paykit.volumes" $ | nindent 2 }}
+{{- end -}}

@@ -1,0 +1,322 @@
+// Command helmcheck decodes every object `helm template` rendered from the paykit chart
+// strictly into its Kubernetes API type (k8s.io/api, and prometheus-operator's
+// monitoring/v1 for the ServiceMonitor and the PrometheusRule), failing on an unknown
+// field or kind, and checks what the chart promises: probes on the admin port, resources,
+// a PodDisruptionBudget, non-root, a read-only root filesystem and a termination grace
+// longer than the shutdown of each Deployment, the migration and temporal-setup hooks, and
+// a PrometheusRule whose groups are deploy/prometheus/alerts.yml's.
+//
+//	helmcheck -alerts deploy/prometheus/alerts.yml rendered.yaml...
+//
+// It is its own module (tools/helmcheck) so that neither the Kubernetes API types nor Helm
+// enter paykit's go.mod; scripts/helm-check.sh runs it.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+
+	monv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+)
+
+// shutdownGrace is the longest paykit api or worker takes to stop after SIGTERM: the API's
+// 20 s (cmd/paykit/main.go, runAPI) and the worker's 20 s (internal/system, ShutdownGrace).
+const shutdownGrace = 20
+
+func main() {
+	alerts := flag.String("alerts", "deploy/prometheus/alerts.yml", "the alert rules the PrometheusRule must carry")
+	flag.Parse()
+	if flag.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: helmcheck -alerts alerts.yml rendered.yaml...")
+		os.Exit(2)
+	}
+	want, err := readAlerts(*alerts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	failed := false
+	for _, name := range flag.Args() {
+		raw, err := os.ReadFile(name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		r, errs := check(raw, want)
+		for _, e := range errs {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, e)
+			failed = true
+		}
+		fmt.Printf("%s: %d objects decoded strictly (%s)\n", name, len(r.objects), strings.Join(r.kinds(), ", "))
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+// readAlerts decodes a Prometheus rules file strictly into the PrometheusRule's groups.
+func readAlerts(name string) ([]monv1.RuleGroup, error) {
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		Groups []monv1.RuleGroup `json:"groups"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(f.Groups) == 0 {
+		return nil, fmt.Errorf("%s: no rule groups", name)
+	}
+	return f.Groups, nil
+}
+
+type object struct {
+	kind, name string
+	v          any
+}
+
+type rendered struct{ objects []object }
+
+func (r rendered) kinds() []string {
+	var ks []string
+	for _, o := range r.objects {
+		ks = append(ks, o.kind+"/"+o.name)
+	}
+	return ks
+}
+
+func newObject(apiVersion, kind string) (any, error) {
+	switch apiVersion + " " + kind {
+	case "apps/v1 Deployment":
+		return &appsv1.Deployment{}, nil
+	case "v1 Service":
+		return &corev1.Service{}, nil
+	case "v1 Secret":
+		return &corev1.Secret{}, nil
+	case "v1 ConfigMap":
+		return &corev1.ConfigMap{}, nil
+	case "v1 ServiceAccount":
+		return &corev1.ServiceAccount{}, nil
+	case "batch/v1 Job":
+		return &batchv1.Job{}, nil
+	case "policy/v1 PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}, nil
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		return &monv1.ServiceMonitor{}, nil
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		return &monv1.PrometheusRule{}, nil
+	}
+	return nil, fmt.Errorf("unexpected kind %q of apiVersion %q", kind, apiVersion)
+}
+
+// splitDocuments splits a multi-document YAML stream at its "---" lines.
+func splitDocuments(raw []byte) [][]byte {
+	var docs [][]byte
+	var cur bytes.Buffer
+	flush := func() {
+		if len(bytes.TrimSpace(stripComments(cur.Bytes()))) > 0 {
+			docs = append(docs, slices.Clone(cur.Bytes()))
+		}
+		cur.Reset()
+	}
+	for line := range bytes.Lines(raw) {
+		if t := bytes.TrimRight(line, " \r\n"); bytes.Equal(t, []byte("---")) || bytes.HasPrefix(t, []byte("--- ")) {
+			flush()
+			continue
+		}
+		cur.Write(line)
+	}
+	flush()
+	return docs
+}
+
+func stripComments(b []byte) []byte {
+	var out bytes.Buffer
+	for line := range bytes.Lines(b) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			out.Write(line)
+		}
+	}
+	return out.Bytes()
+}
+
+// check decodes every document of one `helm template` output strictly and checks the
+// chart's promises on it.
+func check(raw []byte, alerts []monv1.RuleGroup) (rendered, []error) {
+	var r rendered
+	var errs []error
+	for i, doc := range splitDocuments(raw) {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			errs = append(errs, fmt.Errorf("document %d: %w", i+1, err))
+			continue
+		}
+		v, err := newObject(tm.APIVersion, tm.Kind)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("document %d: %w", i+1, err))
+			continue
+		}
+		if err := yaml.UnmarshalStrict(doc, v); err != nil {
+			errs = append(errs, fmt.Errorf("document %d (%s): %w", i+1, tm.Kind, err))
+			continue
+		}
+		name := reflect.ValueOf(v).Elem().FieldByName("ObjectMeta").Interface().(metav1.ObjectMeta).Name
+		if name == "" {
+			errs = append(errs, fmt.Errorf("document %d (%s): no metadata.name", i+1, tm.Kind))
+		}
+		r.objects = append(r.objects, object{kind: tm.Kind, name: name, v: v})
+	}
+	return r, append(errs, r.promises(alerts)...)
+}
+
+func (r rendered) promises(alerts []monv1.RuleGroup) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var pdbs []*policyv1.PodDisruptionBudget
+	jobs := map[string]*batchv1.Job{}
+	deployments := map[string]bool{}
+	for _, o := range r.objects {
+		switch v := o.v.(type) {
+		case *policyv1.PodDisruptionBudget:
+			pdbs = append(pdbs, v)
+		case *batchv1.Job:
+			if c := v.Spec.Template.Spec.Containers; len(c) == 1 && len(c[0].Args) == 1 {
+				jobs[c[0].Args[0]] = v
+			}
+		}
+	}
+	for _, o := range r.objects {
+		switch v := o.v.(type) {
+		case *appsv1.Deployment:
+			pod := v.Spec.Template.Spec
+			if len(pod.Containers) != 1 || len(pod.Containers[0].Args) != 1 {
+				fail("Deployment %s: want one container running one paykit command", o.name)
+				continue
+			}
+			deployments[pod.Containers[0].Args[0]] = true
+			for _, e := range podErrors(pod) {
+				fail("Deployment %s: %v", o.name, e)
+			}
+			c := pod.Containers[0]
+			if g := pod.TerminationGracePeriodSeconds; g == nil || *g <= shutdownGrace+preStop(c) {
+				fail("Deployment %s: terminationGracePeriodSeconds %v, want more than the %d s shutdown plus the preStop pause", o.name, deref(g), shutdownGrace)
+			}
+			for probe, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+				if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != "admin" {
+					fail("Deployment %s: the %s probe is not an HTTP GET on the admin port", o.name, probe)
+				}
+			}
+			if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "admin" }) {
+				fail("Deployment %s: no port named admin", o.name)
+			}
+			if !slices.ContainsFunc(pdbs, func(p *policyv1.PodDisruptionBudget) bool {
+				s, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+				return err == nil && !s.Empty() && s.Matches(labels.Set(v.Spec.Template.Labels))
+			}) {
+				fail("Deployment %s: no PodDisruptionBudget selects its pods", o.name)
+			}
+		case *batchv1.Job:
+			for _, e := range podErrors(v.Spec.Template.Spec) {
+				fail("Job %s: %v", o.name, e)
+			}
+		case *monv1.PrometheusRule:
+			if !reflect.DeepEqual(v.Spec.Groups, alerts) {
+				fail("PrometheusRule %s: its groups differ from the alert rules file's (%s)", o.name, firstDifference(v.Spec.Groups, alerts))
+			}
+		}
+	}
+	for _, cmd := range []string{"api", "worker"} {
+		if !deployments[cmd] {
+			fail("no Deployment runs paykit %s", cmd)
+		}
+	}
+	for i, cmd := range []string{"migrate", "temporal-setup"} {
+		j, ok := jobs[cmd]
+		if !ok {
+			fail("no Job runs paykit %s", cmd)
+			continue
+		}
+		if h := j.Annotations["helm.sh/hook"]; h != "pre-install,pre-upgrade" {
+			fail("Job %s: helm.sh/hook %q, want pre-install,pre-upgrade", j.Name, h)
+		}
+		if w := j.Annotations["helm.sh/hook-weight"]; w != fmt.Sprint(i) {
+			fail("Job %s: helm.sh/hook-weight %q, want %d (migrate first)", j.Name, w, i)
+		}
+	}
+	return errs
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "unset"
+	}
+	return *p
+}
+
+func preStop(c corev1.Container) int64 {
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+		return c.Lifecycle.PreStop.Sleep.Seconds
+	}
+	return 0
+}
+
+// podErrors checks that every container runs as non-root on a read-only root filesystem,
+// with resources requested and a memory limit.
+func podErrors(pod corev1.PodSpec) []error {
+	var errs []error
+	for _, c := range pod.Containers {
+		nonRoot := pod.SecurityContext != nil && pod.SecurityContext.RunAsNonRoot != nil && *pod.SecurityContext.RunAsNonRoot
+		sc := c.SecurityContext
+		if sc != nil && sc.RunAsNonRoot != nil {
+			nonRoot = *sc.RunAsNonRoot
+		}
+		if !nonRoot {
+			errs = append(errs, fmt.Errorf("container %s: not runAsNonRoot", c.Name))
+		}
+		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			errs = append(errs, fmt.Errorf("container %s: root filesystem not read-only", c.Name))
+		}
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			errs = append(errs, fmt.Errorf("container %s: privilege escalation allowed", c.Name))
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			errs = append(errs, fmt.Errorf("container %s: want cpu and memory requests and a memory limit", c.Name))
+		}
+	}
+	return errs
+}
+
+func firstDifference(got, want []monv1.RuleGroup) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d groups, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if reflect.DeepEqual(got[i], want[i]) {
+			continue
+		}
+		if len(got[i].Rules) != len(want[i].Rules) {
+			return fmt.Sprintf("group %s: %d rules, want %d", want[i].Name, len(got[i].Rules), len(want[i].Rules))
+		}
+		for j := range got[i].Rules {
+			if !reflect.DeepEqual(got[i].Rules[j], want[i].Rules[j]) {
+				return fmt.Sprintf("group %s: rule %s%s differs", want[i].Name, want[i].Rules[j].Alert, want[i].Rules[j].Record)
+			}
+		}
+		return "group " + want[i].Name + " differs"
+	}
+	return "no difference"
+}
