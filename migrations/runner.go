@@ -258,28 +258,16 @@ func isLockWait(err error) bool {
 // applied it ahead), is skipped as far as settle verifies it, and what is missing is
 // run. So a migration stopped at any point completes when run again. With batched, each
 // statement is run again until it changes no row.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched, ranged bool, o Options) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	// The connection goes back to db's pool: leave it as it was found, or, if that
-	// fails, do not give it back with a short lock wait.
-	var before int64
-	if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.lock_wait_timeout").Scan(&before); err != nil {
-		return fmt.Errorf("%s: read lock_wait_timeout: %w", f.name, err)
-	}
-	defer func() {
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = "+strconv.FormatInt(before, 10)); err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-	}()
-	secs := int(math.Ceil(o.LockWait.Seconds()))
-	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
-		return fmt.Errorf("%s: set lock_wait_timeout: %w", f.name, err)
+	restore, err := f.setLockWait(ctx, conn, o.LockWait)
+	defer restore()
+	if err != nil {
+		return err
 	}
 	if ranged && f.ranged != nil {
 		for i, stmt := range stmts {
@@ -289,56 +277,97 @@ func (f file) run(ctx context.Context, db *sql.DB, stmts []string, batched, rang
 		}
 		return nil
 	}
-	tidb, err := IsTiDB(ctx, conn)
+	stmts, err = f.forServer(ctx, conn, stmts)
 	if err != nil {
-		return fmt.Errorf("%s: read the server's version: %w", f.name, err)
-	}
-	if tidb {
-		var split []string
-		for _, stmt := range stmts {
-			split = append(split, clausesOf(stmt)...)
-		}
-		stmts = split
+		return err
 	}
 	for i, stmt := range stmts {
-		deadline := time.Now().Add(o.RetryFor)
-		backoff := 100 * time.Millisecond
-		for attempt := 1; ; attempt++ {
-			res, err := conn.ExecContext(ctx, stmt)
-			if err == nil {
-				if n, _ := res.RowsAffected(); batched && n > 0 {
-					attempt, backoff = 0, 100*time.Millisecond
-					continue
-				}
-				break
-			}
-			if foundApplied(err) {
-				// Part of the statement's effect is there: what is there is verified, and
-				// what is not is run (settle).
-				rest, err := f.settle(ctx, conn, stmt, err, o.Logger, i+1)
-				if err != nil {
-					return err
-				}
-				if rest == "" {
-					break
-				}
-				stmt = rest
-				continue
-			}
-			if !isLockWait(err) || time.Now().After(deadline) {
-				return fmt.Errorf("%s: statement %d: %w", f.name, i+1, err)
-			}
-			o.Logger.Warn("migration waited too long for a table lock; retrying", "file", f.name, "statement", i+1,
-				"attempt", attempt, "lock_wait", o.LockWait, "backoff", backoff)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
+		if err := f.runStatement(ctx, conn, i, stmt, batched, o); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// setLockWait sets conn's lock_wait_timeout to wait, rounded up to whole seconds, and
+// returns the function that sets it back: the connection goes back to db's pool, so it is
+// left as it was found, or, if that fails, it is not given back with a short lock wait.
+// Once the old value is read, restore is returned even with an error, and must be called.
+func (f file) setLockWait(ctx context.Context, conn *sql.Conn, wait time.Duration) (restore func(), err error) {
+	var before int64
+	if err := conn.QueryRowContext(ctx, "SELECT @@SESSION.lock_wait_timeout").Scan(&before); err != nil {
+		return func() {}, fmt.Errorf("%s: read lock_wait_timeout: %w", f.name, err)
+	}
+	restore = func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = "+strconv.FormatInt(before, 10)); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	secs := int(math.Ceil(wait.Seconds()))
+	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
+		return restore, fmt.Errorf("%s: set lock_wait_timeout: %w", f.name, err)
+	}
+	return restore, nil
+}
+
+// forServer returns stmts as the server on conn is to run them: on TiDB, which refuses an
+// ALTER whose clauses depend on each other, each clause of an ALTER is a statement of its
+// own (tidb.go).
+func (f file) forServer(ctx context.Context, conn *sql.Conn, stmts []string) ([]string, error) {
+	tidb, err := IsTiDB(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the server's version: %w", f.name, err)
+	}
+	if !tidb {
+		return stmts, nil
+	}
+	var split []string
+	for _, stmt := range stmts {
+		split = append(split, clausesOf(stmt)...)
+	}
+	return split, nil
+}
+
+// runStatement runs stmt (statement i+1) until it is done: again while batched and it
+// changes rows, without what settle finds applied, and again with backoff while its lock
+// wait times out, for as long as o.RetryFor.
+func (f file) runStatement(ctx context.Context, conn *sql.Conn, i int, stmt string, batched bool, o Options) error {
+	deadline := time.Now().Add(o.RetryFor)
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		res, err := conn.ExecContext(ctx, stmt)
+		if err == nil {
+			if n, _ := res.RowsAffected(); batched && n > 0 {
+				attempt, backoff = 0, 100*time.Millisecond
+				continue
+			}
+			return nil
+		}
+		if foundApplied(err) {
+			// Part of the statement's effect is there: what is there is verified, and
+			// what is not is run (settle).
+			rest, err := f.settle(ctx, conn, stmt, err, o.Logger, i+1)
+			if err != nil {
+				return err
+			}
+			if rest == "" {
+				return nil
+			}
+			stmt = rest
+			continue
+		}
+		if !isLockWait(err) || time.Now().After(deadline) {
+			return fmt.Errorf("%s: statement %d: %w", f.name, i+1, err)
+		}
+		o.Logger.Warn("migration waited too long for a table lock; retrying", "file", f.name, "statement", i+1,
+			"attempt", attempt, "lock_wait", o.LockWait, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // runRanged runs stmt (statement i+1) over f.ranged's key one range at a time, from the

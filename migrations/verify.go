@@ -181,16 +181,41 @@ var keyWords = map[string]bool{"PRIMARY": true, "UNIQUE": true, "KEY": true, "IN
 // parseKey reads a key definition as a CREATE TABLE or ADD writes it, without the ADD:
 // "PRIMARY KEY (a)", "UNIQUE KEY name (a, b)", "KEY name (a, b(8))", "INDEX name (a)". A
 // key without a name is named after its first column, as the server names it.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func parseKey(def string) (keyDef, error) {
-	var k keyDef
 	rest := strings.TrimSpace(def)
 	open := strings.IndexByte(rest, '(')
 	if open < 0 {
+		return keyDef{}, fmt.Errorf("cannot read the key definition %q", def)
+	}
+	k, ok := keyHead(strings.Fields(rest[:open]))
+	if !ok {
 		return k, fmt.Errorf("cannot read the key definition %q", def)
 	}
-	words := strings.Fields(rest[:open])
+	closing := matchingParen(rest, open)
+	if closing < 0 {
+		return k, fmt.Errorf("cannot read the key definition %q", def)
+	}
+	for _, p := range splitTopLevel(rest[open+1 : closing]) {
+		part, err := parseKeyPart(p, def)
+		if err != nil {
+			return k, err
+		}
+		k.parts = append(k.parts, part)
+	}
+	if len(k.parts) == 0 {
+		return k, fmt.Errorf("cannot read the key definition %q", def)
+	}
+	if k.name == "" {
+		k.name = k.parts[0].col
+	}
+	return k, nil
+}
+
+// keyHead reads the words of a key definition before its columns: what kind of key it is
+// and its name, if it has one. It reports false when a primary key is given a name, or
+// when more than a name stands before USING.
+func keyHead(words []string) (keyDef, bool) {
+	var k keyDef
 	for len(words) > 0 && keyWords[strings.ToUpper(words[0])] {
 		switch strings.ToUpper(words[0]) {
 		case "PRIMARY":
@@ -204,36 +229,29 @@ func parseKey(def string) (keyDef, error) {
 	}
 	if len(words) > 0 && !strings.EqualFold(words[0], "USING") {
 		if k.primary || len(words) > 1 && !strings.EqualFold(words[1], "USING") {
-			return k, fmt.Errorf("cannot read the key definition %q", def)
+			return k, false
 		}
 		k.name = unquote(words[0])
 	}
-	closing := matchingParen(rest, open)
-	if closing < 0 {
-		return k, fmt.Errorf("cannot read the key definition %q", def)
-	}
-	for _, p := range splitTopLevel(rest[open+1 : closing]) {
-		col, _ := firstWord(p)
-		part := keyPart{col: unquote(col)}
-		if i := strings.IndexByte(col, '('); i >= 0 {
-			n, err := strconv.Atoi(strings.TrimSuffix(col[i+1:], ")"))
-			if err != nil || i == 0 {
-				return k, fmt.Errorf("cannot read the key part %q of %q", p, def)
-			}
-			part = keyPart{col: unquote(col[:i]), sub: n}
+	return k, true
+}
+
+// parseKeyPart reads p, one column of the key definition def: "a", "a(8)", "a DESC". An
+// expression is an error: the runner compares keys by their columns.
+func parseKeyPart(p, def string) (keyPart, error) {
+	col, _ := firstWord(p)
+	part := keyPart{col: unquote(col)}
+	if i := strings.IndexByte(col, '('); i >= 0 {
+		n, err := strconv.Atoi(strings.TrimSuffix(col[i+1:], ")"))
+		if err != nil || i == 0 {
+			return part, fmt.Errorf("cannot read the key part %q of %q", p, def)
 		}
-		if part.col == "" || strings.HasPrefix(part.col, "(") {
-			return k, fmt.Errorf("cannot read the key part %q of %q", p, def)
-		}
-		k.parts = append(k.parts, part)
+		part = keyPart{col: unquote(col[:i]), sub: n}
 	}
-	if len(k.parts) == 0 {
-		return k, fmt.Errorf("cannot read the key definition %q", def)
+	if part.col == "" || strings.HasPrefix(part.col, "(") {
+		return part, fmt.Errorf("cannot read the key part %q of %q", p, def)
 	}
-	if k.name == "" {
-		k.name = k.parts[0].col
-	}
-	return k, nil
+	return part, nil
 }
 
 // firstWord splits s at its first space outside parentheses and quotes: "a(8) DESC" is
@@ -306,51 +324,66 @@ type clause struct {
 
 // parseClause reads one clause of an ALTER TABLE. An ADD the runner cannot read is an
 // error: it is not skipped unverified.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func parseClause(text string) (clause, error) {
-	c := clause{text: text}
 	w := strings.Fields(strings.ToUpper(text))
 	switch {
 	case len(w) < 2:
 	case w[0] == "ADD":
-		rest := strings.TrimSpace(text[len("ADD"):])
-		switch {
-		case keyWords[w[1]]:
-			k, err := parseKey(rest)
-			if err != nil {
-				return c, err
-			}
-			c.kind, c.name, c.key = addKey, k.name, k
-		case w[1] == "CONSTRAINT", w[1] == "FOREIGN", w[1] == "CHECK", w[1] == "PARTITION", w[1] == "PERIOD", w[1] == "SYSTEM",
-			w[1] == "IF", len(w) > 2 && w[1] == "COLUMN" && (w[2] == "IF" || strings.HasPrefix(w[2], "(")):
-			return c, fmt.Errorf("cannot check the clause %q", text)
-		default:
-			if w[1] == "COLUMN" {
-				rest = strings.TrimSpace(rest[len("COLUMN"):])
-			}
-			name, col, err := parseColumn(rest)
-			if err != nil {
-				return c, err
-			}
-			c.kind, c.name, c.col = addColumn, name, col
-		}
+		return parseAdd(text, w)
 	case w[0] == "DROP":
-		f := strings.Fields(text)
-		switch {
-		case (w[1] == "KEY" || w[1] == "INDEX") && len(w) > 2 && w[2] != "IF":
-			c.kind, c.name = dropKey, unquote(f[2])
-		case w[1] == "PRIMARY":
-			c.kind, c.name = dropKey, "PRIMARY"
-		case w[1] == "COLUMN" && len(w) > 2 && w[2] != "IF":
-			c.kind, c.name = dropColumn, unquote(f[2])
-		case w[1] == "FOREIGN", w[1] == "CONSTRAINT", w[1] == "CHECK", w[1] == "PARTITION", w[1] == "IF", w[1] == "COLUMN",
-			w[1] == "KEY", w[1] == "INDEX", w[1] == "SYSTEM", w[1] == "PERIOD":
-		default:
-			c.kind, c.name = dropColumn, unquote(f[1])
+		return parseDrop(text, w), nil
+	}
+	return clause{text: text}, nil
+}
+
+// parseAdd reads an ADD clause (text, w its words in upper case) as the key or column it
+// adds. One that adds anything else (a constraint, a partition, a column IF NOT EXISTS) is
+// an error: the runner cannot check it.
+func parseAdd(text string, w []string) (clause, error) {
+	c := clause{text: text}
+	rest := strings.TrimSpace(text[len("ADD"):])
+	switch {
+	case keyWords[w[1]]:
+		k, err := parseKey(rest)
+		if err != nil {
+			return c, err
 		}
+		c.kind, c.name, c.key = addKey, k.name, k
+	case w[1] == "CONSTRAINT", w[1] == "FOREIGN", w[1] == "CHECK", w[1] == "PARTITION", w[1] == "PERIOD", w[1] == "SYSTEM",
+		w[1] == "IF", len(w) > 2 && w[1] == "COLUMN" && (w[2] == "IF" || strings.HasPrefix(w[2], "(")):
+		return c, fmt.Errorf("cannot check the clause %q", text)
+	default:
+		if w[1] == "COLUMN" {
+			rest = strings.TrimSpace(rest[len("COLUMN"):])
+		}
+		name, col, err := parseColumn(rest)
+		if err != nil {
+			return c, err
+		}
+		c.kind, c.name, c.col = addColumn, name, col
 	}
 	return c, nil
+}
+
+// parseDrop reads a DROP clause (text, w its words in upper case) as the key or column it
+// drops. One that drops anything else, or IF EXISTS, is run again as it is
+// (otherClause).
+func parseDrop(text string, w []string) clause {
+	c := clause{text: text}
+	f := strings.Fields(text)
+	switch {
+	case (w[1] == "KEY" || w[1] == "INDEX") && len(w) > 2 && w[2] != "IF":
+		c.kind, c.name = dropKey, unquote(f[2])
+	case w[1] == "PRIMARY":
+		c.kind, c.name = dropKey, "PRIMARY"
+	case w[1] == "COLUMN" && len(w) > 2 && w[2] != "IF":
+		c.kind, c.name = dropColumn, unquote(f[2])
+	case w[1] == "FOREIGN", w[1] == "CONSTRAINT", w[1] == "CHECK", w[1] == "PARTITION", w[1] == "IF", w[1] == "COLUMN",
+		w[1] == "KEY", w[1] == "INDEX", w[1] == "SYSTEM", w[1] == "PERIOD":
+	default:
+		c.kind, c.name = dropColumn, unquote(f[1])
+	}
+	return c
 }
 
 // queryer is what the definitions are read through: the migration's connection.
@@ -447,8 +480,6 @@ func foundApplied(err error) bool {
 // left to run: "" when all of it is there, the ALTER of the clauses not found applied, or
 // an error: a definition found that is not the migration's, or err itself when the runner
 // cannot tell.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func (f file) settle(ctx context.Context, q queryer, stmt string, err error, log *slog.Logger, n int) (string, error) {
 	var me *gomysql.MySQLError
 	errors.As(err, &me)
@@ -468,32 +499,21 @@ func (f file) settle(ctx context.Context, q queryer, stmt string, err error, log
 	case !strings.HasPrefix(upper, "ALTER TABLE"):
 		return "", failed
 	}
+	return f.settleAlter(ctx, q, stmt, failed, log, n)
+}
+
+// settleAlter settles stmt, an ALTER TABLE (statement n) found partly applied: it returns
+// the ALTER of the clauses not found applied, "" when all of them are, failed when none is
+// or when the runner cannot tell which are, or an error naming a definition found that is
+// not the migration's.
+func (f file) settleAlter(ctx context.Context, q queryer, stmt string, failed error, log *slog.Logger, n int) (string, error) {
 	a, ok := parseAlter(stmt)
 	if !ok {
 		return "", failed
 	}
-	clauses := make([]clause, 0, len(a.clauses))
-	added, dropped := map[string]bool{}, map[string]bool{}
-	for _, text := range a.clauses {
-		c, perr := parseClause(text)
-		if perr != nil {
-			return "", fmt.Errorf("%w (the runner does not skip what it cannot check: %v)", failed, perr)
-		}
-		id := "key " + strings.ToLower(c.name) // a column and a key may share a name
-		if c.kind == addColumn || c.kind == dropColumn {
-			id = "column " + strings.ToLower(c.name)
-		}
-		switch c.kind {
-		case addColumn, addKey:
-			added[id] = true
-		case dropColumn, dropKey:
-			dropped[id] = true
-		}
-		if added[id] && dropped[id] {
-			// A clause drops what another adds: which one is found applied cannot be told.
-			return "", failed
-		}
-		clauses = append(clauses, c)
+	clauses, err := parseClauses(a.clauses, failed)
+	if err != nil {
+		return "", err
 	}
 	table := unquote(a.table)
 	cols, err := columnsOf(ctx, q, table)
@@ -506,36 +526,11 @@ func (f file) settle(ctx context.Context, q queryer, stmt string, err error, log
 	}
 	var left []string
 	for _, c := range clauses {
-		switch c.kind {
-		case addColumn:
-			have, ok := cols[strings.ToLower(c.name)]
-			if !ok {
-				left = append(left, c.text)
-				continue
-			}
-			if !have.same(c.col) {
-				return "", f.schemaMismatch("column %s on %s exists as %s but the migration adds %s", c.name, table, have, c.col)
-			}
-		case addKey:
-			have, ok := keys[strings.ToLower(c.name)]
-			if !ok {
-				left = append(left, c.text)
-				continue
-			}
-			if !have.same(c.key) {
-				return "", f.schemaMismatch("key %s on %s exists as %s but the migration adds %s", c.name, table, have, c.key)
-			}
-		case dropColumn:
-			if _, ok := cols[strings.ToLower(c.name)]; ok {
-				left = append(left, c.text)
-				continue
-			}
-		case dropKey:
-			if _, ok := keys[strings.ToLower(c.name)]; ok {
-				left = append(left, c.text)
-				continue
-			}
-		default:
+		applied, err := f.clauseApplied(c, table, cols, keys)
+		if err != nil {
+			return "", err
+		}
+		if !applied {
 			left = append(left, c.text)
 			continue
 		}
@@ -551,6 +546,63 @@ func (f file) settle(ctx context.Context, q queryer, stmt string, err error, log
 	return a.statement(left), nil
 }
 
+// parseClauses reads the clauses of an ALTER TABLE. It returns failed, wrapped with the
+// reason, for a clause it cannot read, and failed for an ALTER that drops what it adds:
+// which of the two clauses is found applied cannot be told.
+func parseClauses(texts []string, failed error) ([]clause, error) {
+	clauses := make([]clause, 0, len(texts))
+	added, dropped := map[string]bool{}, map[string]bool{}
+	for _, text := range texts {
+		c, perr := parseClause(text)
+		if perr != nil {
+			return nil, fmt.Errorf("%w (the runner does not skip what it cannot check: %v)", failed, perr)
+		}
+		id := "key " + strings.ToLower(c.name) // a column and a key may share a name
+		if c.kind == addColumn || c.kind == dropColumn {
+			id = "column " + strings.ToLower(c.name)
+		}
+		switch c.kind {
+		case addColumn, addKey:
+			added[id] = true
+		case dropColumn, dropKey:
+			dropped[id] = true
+		}
+		if added[id] && dropped[id] {
+			return nil, failed
+		}
+		clauses = append(clauses, c)
+	}
+	return clauses, nil
+}
+
+// clauseApplied reports whether the effect of c, a clause of an ALTER of table, is there:
+// the column or key it adds exists, or the one it drops is gone. A column or key found
+// with another definition than c's is an error; a clause of another kind is never found
+// applied.
+func (f file) clauseApplied(c clause, table string, cols map[string]colDef, keys map[string]keyDef) (bool, error) {
+	switch c.kind {
+	case addColumn:
+		have, ok := cols[strings.ToLower(c.name)]
+		if ok && !have.same(c.col) {
+			return false, f.schemaMismatch("column %s on %s exists as %s but the migration adds %s", c.name, table, have, c.col)
+		}
+		return ok, nil
+	case addKey:
+		have, ok := keys[strings.ToLower(c.name)]
+		if ok && !have.same(c.key) {
+			return false, f.schemaMismatch("key %s on %s exists as %s but the migration adds %s", c.name, table, have, c.key)
+		}
+		return ok, nil
+	case dropColumn:
+		_, ok := cols[strings.ToLower(c.name)]
+		return !ok, nil
+	case dropKey:
+		_, ok := keys[strings.ToLower(c.name)]
+		return !ok, nil
+	}
+	return false, nil
+}
+
 // namedCol is a column of a CREATE TABLE.
 type namedCol struct {
 	name string
@@ -559,65 +611,89 @@ type namedCol struct {
 
 // parseCreate reads a CREATE TABLE statement as its table, columns and keys. The columns
 // of the primary key are NOT NULL, as the server makes them.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func parseCreate(stmt string) (string, []namedCol, []keyDef, error) {
+	table, defs, err := createTable(stmt)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cols, keys, err := parseDefinitions(defs)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	for _, k := range keys {
+		if k.primary {
+			primaryNotNull(cols, k)
+		}
+	}
+	return table, cols, keys, nil
+}
+
+// createTable splits a CREATE TABLE statement into its table's name and the text of its
+// definitions, between the parentheses. CREATE TABLE IF NOT EXISTS is an error: the
+// runner does not check it.
+func createTable(stmt string) (table, defs string, err error) {
 	rest := strings.TrimSpace(stmt)
 	if !strings.HasPrefix(strings.ToUpper(rest), "CREATE TABLE") {
-		return "", nil, nil, fmt.Errorf("not a CREATE TABLE")
+		return "", "", fmt.Errorf("not a CREATE TABLE")
 	}
 	name, rest := firstWord(rest[len("CREATE TABLE"):])
 	if strings.EqualFold(name, "IF") {
-		return "", nil, nil, fmt.Errorf("cannot check a CREATE TABLE IF NOT EXISTS")
+		return "", "", fmt.Errorf("cannot check a CREATE TABLE IF NOT EXISTS")
 	}
 	if i := strings.IndexByte(name, '('); i >= 0 {
 		name, rest = name[:i], name[i:]+" "+rest
 	}
-	table := unquote(name)
+	table = unquote(name)
 	open := strings.IndexByte(rest, '(')
 	closing := -1
 	if open >= 0 {
 		closing = matchingParen(rest, open)
 	}
 	if table == "" || closing < 0 {
-		return "", nil, nil, fmt.Errorf("cannot read the definitions of %q", stmt)
+		return "", "", fmt.Errorf("cannot read the definitions of %q", stmt)
 	}
+	return table, rest[open+1 : closing], nil
+}
+
+// parseDefinitions reads the definitions of a CREATE TABLE as its columns and keys. A
+// constraint or a period is an error: the runner cannot check it.
+func parseDefinitions(defs string) ([]namedCol, []keyDef, error) {
 	var cols []namedCol
 	var keys []keyDef
-	for _, e := range splitTopLevel(rest[open+1 : closing]) {
+	for _, e := range splitTopLevel(defs) {
 		e = strings.TrimSpace(e)
 		w, _ := firstWord(e)
 		if keyWords[strings.ToUpper(w)] {
 			k, err := parseKey(e)
 			if err != nil {
-				return "", nil, nil, err
+				return nil, nil, err
 			}
 			keys = append(keys, k)
 			continue
 		}
 		switch strings.ToUpper(w) {
 		case "CONSTRAINT", "FOREIGN", "CHECK", "PERIOD":
-			return "", nil, nil, fmt.Errorf("cannot check %q", e)
+			return nil, nil, fmt.Errorf("cannot check %q", e)
 		}
 		n, c, err := parseColumn(e)
 		if err != nil {
-			return "", nil, nil, err
+			return nil, nil, err
 		}
 		cols = append(cols, namedCol{n, c})
 	}
-	for _, k := range keys {
-		if !k.primary {
-			continue
-		}
-		for _, p := range k.parts {
-			for i := range cols {
-				if strings.EqualFold(cols[i].name, p.col) {
-					cols[i].def.notNull = true
-				}
+	return cols, keys, nil
+}
+
+// primaryNotNull marks the columns of the primary key NOT NULL in cols, as the server
+// makes them.
+func primaryNotNull(cols []namedCol, primary keyDef) {
+	for _, p := range primary.parts {
+		for i := range cols {
+			if strings.EqualFold(cols[i].name, p.col) {
+				cols[i].def.notNull = true
 			}
 		}
 	}
-	return table, cols, keys, nil
 }
 
 // verifyTable checks that the table stmt (a CREATE TABLE) creates exists with every column

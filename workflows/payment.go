@@ -384,20 +384,46 @@ func channelOptions(ctx workflow.Context, attempts int32, summary string) workfl
 	})
 }
 
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
+// initialize gives the run its payment: the one the API opened, or the one it creates (or
+// finds in the database), whose trade it opens at Alipay if the payment is pending.
 func (r *paymentRun) initialize(ctx workflow.Context) error {
 	if o := r.in.Opened; o != nil && r.in.PaymentNo != "" {
-		// The API committed the pending payment and its pay link before starting this run
-		// (and answered the checkout with them): nothing to create or open. Its status
-		// may have moved on since; every transition is a compare-and-set on the row, and a
-		// notification for it reaches this run as a signal.
-		r.st.Status, r.st.ExpireAt, r.st.Method = payment.StatusPending, o.ExpireAt.UTC(), r.in.Method.OrPage()
-		r.st.PayURL, r.st.QRCode, r.st.OrderString = o.PayURL, o.QRCode, o.OrderString
-		r.st.PayLinkIssued = true
-		r.st.Initialized = true
-		workflow.SetCurrentDetails(ctx, r.details())
+		r.adoptOpened(ctx, o)
 		return nil
 	}
+	created, err := r.createPayment(ctx)
+	if err != nil {
+		return err
+	}
+	p := created.Payment
+	r.upsertSearchAttributes(ctx)
+	if p.Status == payment.StatusPending {
+		refused, err := r.openTrade(ctx, p, created.Existed)
+		if err != nil || refused {
+			return err
+		}
+	}
+	r.st.Initialized = true
+	workflow.SetCurrentDetails(ctx, r.details())
+	return nil
+}
+
+// adoptOpened takes o, the pending payment and pay link the API committed before starting
+// this run (and answered the checkout with): nothing to create or open. Its status may
+// have moved on since; every transition is a compare-and-set on the row, and a
+// notification for it reaches this run as a signal.
+func (r *paymentRun) adoptOpened(ctx workflow.Context, o *OpenedPayment) {
+	r.st.Status, r.st.ExpireAt, r.st.Method = payment.StatusPending, o.ExpireAt.UTC(), r.in.Method.OrPage()
+	r.st.PayURL, r.st.QRCode, r.st.OrderString = o.PayURL, o.QRCode, o.OrderString
+	r.st.PayLinkIssued = true
+	r.st.Initialized = true
+	workflow.SetCurrentDetails(ctx, r.details())
+}
+
+// createPayment creates the run's payment (its number and expiry chosen here unless the
+// input carries them) and adopts whatever the database holds: a retry, a re-driven run,
+// or a payment created for this order by an earlier run all converge on one row.
+func (r *paymentRun) createPayment(ctx workflow.Context) (activities.CreatePaymentResult, error) {
 	info := workflow.GetInfo(ctx)
 	if r.st.PaymentNo == "" {
 		r.st.PaymentNo = newPaymentNo(ctx)
@@ -412,10 +438,8 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 		ExpireAt: r.st.ExpireAt, WorkflowID: info.WorkflowExecution.ID,
 	}).Get(ctx, &created)
 	if err != nil {
-		return fmt.Errorf("create payment: %w", err)
+		return created, fmt.Errorf("create payment: %w", err)
 	}
-	// Adopt whatever the database holds: a retry, a re-driven run, or a payment created
-	// for this order by an earlier run all converge on one row.
 	p := created.Payment
 	r.st.PaymentNo, r.st.Amount, r.st.Currency = p.PaymentNo, p.Amount, p.Currency
 	r.st.Status, r.st.ExpireAt, r.st.TradeNo, r.st.PaidAt = p.Status, p.ExpireAt.UTC(), p.TradeNo, p.PaidAt
@@ -423,58 +447,64 @@ func (r *paymentRun) initialize(ctx workflow.Context) error {
 	if p.Method != "" {
 		r.st.Method = p.Method
 	}
-	r.upsertSearchAttributes(ctx)
-	if p.Status == payment.StatusPending {
-		// An adopted payment keeps the kind of trade it was created with.
-		method := r.in.Method
-		if p.Method != "" {
-			method = p.Method
-		}
-		if created.Existed {
-			// An earlier run may have handed this payment's cashier URL or QR code to the
-			// buyer.
-			r.st.Adopted, r.st.PayLinkIssued = true, true
-		}
-		var opened activities.OpenTradeResult
-		err = workflow.ExecuteLocalActivity(localOptions(ctx), a.OpenTrade, activities.OpenTradeInput{
-			PaymentNo: p.PaymentNo, Subject: p.Subject, Amount: p.Amount, ExpireAt: r.st.ExpireAt,
-			Method: method, ReturnURL: r.in.ReturnURL, QuitURL: r.in.QuitURL,
-		}).Get(ctx, &opened)
-		if err != nil {
-			var appErr *temporal.ApplicationError
-			if !errors.As(err, &appErr) || !appErr.NonRetryable() {
-				return fmt.Errorf("open trade: %w", err)
-			}
-			// Alipay (or the adapter) refused to open the trade. For an adopted payment that
-			// may mean it is already paid (precreate answers ACQ.TRADE_HAS_SUCCESS) or past
-			// its expiry, so the payment goes through the close path: it is closed locally
-			// only once Alipay confirms that the trade cannot be paid, and a paid trade takes
-			// the success path.
-			if r.legacy {
-				r.logger.Error("alipay refused the trade; closing the payment", "payment_no", p.PaymentNo, "err", err)
-				r.legacyOpenRefused(ctx)
-				r.st.Initialized = true
-				return nil
-			}
-			r.st.OpenRefused = appErr.Message()
-			r.logger.Error("alipay refused to open the trade; closing the payment once alipay confirms it cannot be paid",
-				"payment_no", p.PaymentNo, "err", err)
-			r.closePath(ctx, "channel_refused")
-			r.st.Initialized = true
-			workflow.SetCurrentDetails(ctx, r.details())
-			return nil
-		}
-		r.st.PayURL, r.st.QRCode, r.st.OrderString = opened.PayURL, opened.QRCode, opened.OrderString
-		// An app order string is a pay link like a cashier URL: the buyer's Alipay app
-		// creates the trade with it until time_expire. No recorded history carries one
-		// (app pay is newer than every run that may replay), so this needs no version.
-		if opened.PayURL != "" || opened.QRCode != "" || opened.OrderString != "" {
-			r.st.PayLinkIssued = true
-		}
+	return created, nil
+}
+
+// openTrade opens the trade of p, a pending payment (existed: adopted from an earlier
+// run), at Alipay and keeps its pay link. refused is true when Alipay refused the trade
+// and openRefused has put the run on its way: initialize has nothing left to do.
+func (r *paymentRun) openTrade(ctx workflow.Context, p payment.Payment, existed bool) (refused bool, err error) {
+	// An adopted payment keeps the kind of trade it was created with.
+	method := r.in.Method
+	if p.Method != "" {
+		method = p.Method
 	}
+	if existed {
+		// An earlier run may have handed this payment's cashier URL or QR code to the
+		// buyer.
+		r.st.Adopted, r.st.PayLinkIssued = true, true
+	}
+	var opened activities.OpenTradeResult
+	err = workflow.ExecuteLocalActivity(localOptions(ctx), a.OpenTrade, activities.OpenTradeInput{
+		PaymentNo: p.PaymentNo, Subject: p.Subject, Amount: p.Amount, ExpireAt: r.st.ExpireAt,
+		Method: method, ReturnURL: r.in.ReturnURL, QuitURL: r.in.QuitURL,
+	}).Get(ctx, &opened)
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || !appErr.NonRetryable() {
+			return false, fmt.Errorf("open trade: %w", err)
+		}
+		r.openRefused(ctx, p.PaymentNo, appErr.Message(), err)
+		return true, nil
+	}
+	r.st.PayURL, r.st.QRCode, r.st.OrderString = opened.PayURL, opened.QRCode, opened.OrderString
+	// An app order string is a pay link like a cashier URL: the buyer's Alipay app
+	// creates the trade with it until time_expire. No recorded history carries one
+	// (app pay is newer than every run that may replay), so this needs no version.
+	if opened.PayURL != "" || opened.QRCode != "" || opened.OrderString != "" {
+		r.st.PayLinkIssued = true
+	}
+	return false, nil
+}
+
+// openRefused takes payment paymentNo through the close path after Alipay (or the adapter)
+// refused to open its trade with refusal (err). For an adopted payment that may mean it
+// is already paid (precreate answers ACQ.TRADE_HAS_SUCCESS) or past its expiry, so it is
+// closed locally only once Alipay confirms that the trade cannot be paid, and a paid trade
+// takes the success path. A legacy run takes its own path (legacyOpenRefused).
+func (r *paymentRun) openRefused(ctx workflow.Context, paymentNo, refusal string, err error) {
+	if r.legacy {
+		r.logger.Error("alipay refused the trade; closing the payment", "payment_no", paymentNo, "err", err)
+		r.legacyOpenRefused(ctx)
+		r.st.Initialized = true
+		return
+	}
+	r.st.OpenRefused = refusal
+	r.logger.Error("alipay refused to open the trade; closing the payment once alipay confirms it cannot be paid",
+		"payment_no", paymentNo, "err", err)
+	r.closePath(ctx, "channel_refused")
 	r.st.Initialized = true
 	workflow.SetCurrentDetails(ctx, r.details())
-	return nil
 }
 
 func (r *paymentRun) upsertSearchAttributes(ctx workflow.Context) {

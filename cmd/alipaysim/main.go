@@ -110,7 +110,7 @@ type config struct {
 	Sim       alipaysim.Config
 }
 
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
+// loadConfig reads serve's configuration from the environment and its flags.
 func loadConfig(args []string, getenv func(string) string) (config, error) {
 	c := config{Addr: getenv("ALIPAYSIM_ADDR"), LogFormat: getenv("ALIPAYSIM_LOG_FORMAT")}
 	if c.Addr == "" {
@@ -129,35 +129,19 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 			return c, fmt.Errorf("ALIPAYSIM_LOG_LEVEL: %w", err)
 		}
 	}
+	sim, err := simConfig(getenv)
+	c.Sim = sim
+	return c, err
+}
 
-	var keys alipaysim.KeySet
-	var certs alipaysim.CertSet
-	if dir := getenv("ALIPAYSIM_KEY_DIR"); dir != "" {
-		ks, err := alipaysim.LoadKeyDir(dir)
-		if err != nil {
-			return c, fmt.Errorf("ALIPAYSIM_KEY_DIR: %w", err)
-		}
-		keys = ks
-		if certs, err = alipaysim.LoadCertDir(dir); err != nil {
-			return c, fmt.Errorf("ALIPAYSIM_KEY_DIR: %w", err)
-		}
-	}
-	appPub, err := keyFromEnv(getenv, "ALIPAYSIM_APP_PUBLIC_KEY", keys.AppPublicKeyPEM)
+// simConfig reads the simulator's own configuration from the environment: its keys, the
+// merchant it plays Alipay for, and how fast and how it notifies.
+func simConfig(getenv func(string) string) (alipaysim.Config, error) {
+	appPub, aliPriv, certs, err := simKeys(getenv)
 	if err != nil {
-		return c, err
+		return alipaysim.Config{}, err
 	}
-	aliPriv, err := keyFromEnv(getenv, "ALIPAYSIM_ALIPAY_PRIVATE_KEY", keys.AlipayPrivateKeyPEM)
-	if err != nil {
-		return c, err
-	}
-	if err := certsFromEnv(getenv, &certs); err != nil {
-		return c, err
-	}
-	if (appPub == "" && certs.AppCertPEM == "") || aliPriv == "" {
-		return c, errors.New("no keys: set ALIPAYSIM_KEY_DIR (see `alipaysim keygen -out DIR`), " +
-			"or ALIPAYSIM_APP_PUBLIC_KEY[_FILE] and ALIPAYSIM_ALIPAY_PRIVATE_KEY[_FILE]")
-	}
-	c.Sim = alipaysim.Config{
+	sim := alipaysim.Config{
 		AppID:                    getenv("ALIPAYSIM_APP_ID"),
 		SellerID:                 getenv("ALIPAYSIM_SELLER_ID"),
 		AppPublicKeyPEM:          appPub,
@@ -168,22 +152,55 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		PublicURL:                getenv("ALIPAYSIM_PUBLIC_URL"),
 		PaymentNotificationsOnly: getenv("ALIPAYSIM_PAYMENT_NOTIFICATIONS_ONLY") == "true",
 	}
-	c.Sim.TimeScale = 1
+	sim.TimeScale = 1
 	if v := getenv("ALIPAYSIM_TIME_SCALE"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
-			return c, fmt.Errorf("ALIPAYSIM_TIME_SCALE %q must be a positive number", v)
+			return sim, fmt.Errorf("ALIPAYSIM_TIME_SCALE %q must be a positive number", v)
 		}
-		c.Sim.TimeScale = f
+		sim.TimeScale = f
 	}
 	if v := getenv("ALIPAYSIM_NOTIFY_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return c, fmt.Errorf("ALIPAYSIM_NOTIFY_TIMEOUT: %w", err)
+			return sim, fmt.Errorf("ALIPAYSIM_NOTIFY_TIMEOUT: %w", err)
 		}
-		c.Sim.NotifyTimeout = d
+		sim.NotifyTimeout = d
 	}
-	return c, nil
+	return sim, nil
+}
+
+// simKeys reads the app's public key (or its certificate, with Alipay's and the root's)
+// and Alipay's private key: from ALIPAYSIM_KEY_DIR, each overridden by its own variable
+// or its _FILE form. The simulator cannot run without them: none is an error.
+func simKeys(getenv func(string) string) (appPub, aliPriv string, certs alipaysim.CertSet, err error) {
+	var keys alipaysim.KeySet
+	if dir := getenv("ALIPAYSIM_KEY_DIR"); dir != "" {
+		ks, err := alipaysim.LoadKeyDir(dir)
+		if err != nil {
+			return "", "", certs, fmt.Errorf("ALIPAYSIM_KEY_DIR: %w", err)
+		}
+		keys = ks
+		if certs, err = alipaysim.LoadCertDir(dir); err != nil {
+			return "", "", certs, fmt.Errorf("ALIPAYSIM_KEY_DIR: %w", err)
+		}
+	}
+	appPub, err = keyFromEnv(getenv, "ALIPAYSIM_APP_PUBLIC_KEY", keys.AppPublicKeyPEM)
+	if err != nil {
+		return "", "", certs, err
+	}
+	aliPriv, err = keyFromEnv(getenv, "ALIPAYSIM_ALIPAY_PRIVATE_KEY", keys.AlipayPrivateKeyPEM)
+	if err != nil {
+		return "", "", certs, err
+	}
+	if err := certsFromEnv(getenv, &certs); err != nil {
+		return "", "", certs, err
+	}
+	if (appPub == "" && certs.AppCertPEM == "") || aliPriv == "" {
+		return "", "", certs, errors.New("no keys: set ALIPAYSIM_KEY_DIR (see `alipaysim keygen -out DIR`), " +
+			"or ALIPAYSIM_APP_PUBLIC_KEY[_FILE] and ALIPAYSIM_ALIPAY_PRIVATE_KEY[_FILE]")
+	}
+	return appPub, aliPriv, certs, nil
 }
 
 // certsFromEnv lets ALIPAYSIM_APP_CERT, ALIPAYSIM_ALIPAY_CERT and

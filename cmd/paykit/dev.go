@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paykit/paykit/activities"
@@ -48,20 +49,9 @@ type devOptions struct {
 // runDev runs the whole system locally: it starts (or reuses) a Temporal dev server with
 // its Web UI, applies the migrations, makes sure Redis answers, and runs the Alipay
 // simulator, a demo merchant webhook receiver, the worker and the API in this process.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func runDev(ctx context.Context, cfg config.Config, args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	var o devOptions
-	fs.StringVar(&o.dir, "dir", ".dev", "directory for keys, the Temporal database and logs")
-	fs.StringVar(&o.simAddr, "sim-addr", "127.0.0.1:8090", "Alipay simulator listen address")
-	fs.StringVar(&o.merchantAdr, "merchant-addr", "127.0.0.1:8081", "demo merchant webhook receiver address")
-	fs.StringVar(&o.shopAddr, "shop-addr", "127.0.0.1:8082", "demo shop (product page, Pay button, result page) address")
-	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, built from tools/go.mod if missing)")
-	fs.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
-	fs.BoolVar(&o.cert, "cert", false, "run the gateway and the simulator in certificate mode (公钥证书模式)")
-	fs.StringVar(&o.traces, "traces", "", "span file, emptied at start, that `paykit trace` reads (default: <dir>/traces.jsonl; \"off\" disables)")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseDevFlags(args)
+	if err != nil {
 		return err
 	}
 	logger := system.NewLogger(config.Config{LogLevel: cfg.LogLevel, LogFormat: "text"})
@@ -69,39 +59,13 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
 	}
-
-	keyDir := filepath.Join(o.dir, "keys")
-	keys, err := devstack.Keys(keyDir, logger)
+	cfg, keys, certs, err := devConfig(cfg, o, logger)
 	if err != nil {
 		return err
 	}
-	cfg.AlipayAppPrivateKey, cfg.AlipayPublicKey = keys.AppPrivateKeyPEM, keys.AlipayPublicKeyPEM
-	// Webhook secrets are sealed: without a keyring of its own, dev makes one in .dev/keys.
-	if cfg.SecretsKeys == "" {
-		if cfg.SecretsKeys, err = devstack.SecretsKeys(keyDir, logger); err != nil {
-			return err
-		}
-	}
-	var certs alipaysim.CertSet
-	if o.cert {
-		if certs, err = devstack.Certs(keyDir, keys, logger); err != nil {
-			return err
-		}
-		cfg.AlipayPublicKey = ""
-		cfg.AlipayCerts = config.AlipayCerts{App: certs.AppCertPEM, Public: certs.AlipayCertPEM, Root: certs.AlipayRootCertPEM}
-	}
-	simURL := "http://" + o.simAddr
-	cfg.AlipayGatewayURL = simURL + alipaysim.GatewayPath
-	// The demo merchant listens on plain http on this machine.
-	cfg.WebhookPolicy = activities.WebhookPolicy{}
-
-	if err := system.EnsureDatabase(ctx, cfg.MySQLDSN); err != nil {
+	if err := prepareDevStorage(ctx, cfg, logger); err != nil {
 		return err
 	}
-	if err := system.Migrate(ctx, cfg, logger); err != nil {
-		return err
-	}
-	devstack.EnsureRedis(ctx, cfg.Redis(), logger)
 
 	stopTemporal, err := devstack.StartTemporal(ctx, devstack.Temporal{Addr: cfg.TemporalAddr, Namespace: cfg.TemporalNamespace,
 		UIPort: o.uiPort, Dir: o.dir, CLI: o.temporalCLI}, logger)
@@ -132,7 +96,76 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := seedDemoTenant(ctx, cfg, sys.Store, "http://"+o.merchantAdr+"/webhooks"); err != nil {
 		return err
 	}
+	return serveDev(ctx, cfg, o, keys, certs, sys, reg, logger)
+}
 
+// parseDevFlags reads `paykit dev`'s flags.
+func parseDevFlags(args []string) (devOptions, error) {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	var o devOptions
+	fs.StringVar(&o.dir, "dir", ".dev", "directory for keys, the Temporal database and logs")
+	fs.StringVar(&o.simAddr, "sim-addr", "127.0.0.1:8090", "Alipay simulator listen address")
+	fs.StringVar(&o.merchantAdr, "merchant-addr", "127.0.0.1:8081", "demo merchant webhook receiver address")
+	fs.StringVar(&o.shopAddr, "shop-addr", "127.0.0.1:8082", "demo shop (product page, Pay button, result page) address")
+	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, built from tools/go.mod if missing)")
+	fs.IntVar(&o.uiPort, "ui-port", 8233, "Temporal Web UI port")
+	fs.BoolVar(&o.cert, "cert", false, "run the gateway and the simulator in certificate mode (公钥证书模式)")
+	fs.StringVar(&o.traces, "traces", "", "span file, emptied at start, that `paykit trace` reads (default: <dir>/traces.jsonl; \"off\" disables)")
+	err := fs.Parse(args)
+	return o, err
+}
+
+// simURL is the base URL of the Alipay simulator.
+func (o devOptions) simURL() string { return "http://" + o.simAddr }
+
+// devConfig points cfg at the simulator, with the app's and the simulator's keys (and,
+// with -cert, certificates) kept in the dev directory, made there on the first run, and
+// returns them too.
+func devConfig(cfg config.Config, o devOptions, logger *slog.Logger) (config.Config, alipaysim.KeySet, alipaysim.CertSet, error) {
+	var certs alipaysim.CertSet
+	keyDir := filepath.Join(o.dir, "keys")
+	keys, err := devstack.Keys(keyDir, logger)
+	if err != nil {
+		return cfg, keys, certs, err
+	}
+	cfg.AlipayAppPrivateKey, cfg.AlipayPublicKey = keys.AppPrivateKeyPEM, keys.AlipayPublicKeyPEM
+	// Webhook secrets are sealed: without a keyring of its own, dev makes one in .dev/keys.
+	if cfg.SecretsKeys == "" {
+		if cfg.SecretsKeys, err = devstack.SecretsKeys(keyDir, logger); err != nil {
+			return cfg, keys, certs, err
+		}
+	}
+	if o.cert {
+		if certs, err = devstack.Certs(keyDir, keys, logger); err != nil {
+			return cfg, keys, certs, err
+		}
+		cfg.AlipayPublicKey = ""
+		cfg.AlipayCerts = config.AlipayCerts{App: certs.AppCertPEM, Public: certs.AlipayCertPEM, Root: certs.AlipayRootCertPEM}
+	}
+	cfg.AlipayGatewayURL = o.simURL() + alipaysim.GatewayPath
+	// The demo merchant listens on plain http on this machine.
+	cfg.WebhookPolicy = activities.WebhookPolicy{}
+	return cfg, keys, certs, nil
+}
+
+// prepareDevStorage creates the database if it is missing, applies the migrations and
+// makes sure Redis answers.
+func prepareDevStorage(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	if err := system.EnsureDatabase(ctx, cfg.MySQLDSN); err != nil {
+		return err
+	}
+	if err := system.Migrate(ctx, cfg, logger); err != nil {
+		return err
+	}
+	devstack.EnsureRedis(ctx, cfg.Redis(), logger)
+	return nil
+}
+
+// serveDev runs the Alipay simulator, the demo merchant and shop, the worker and the API on
+// sys until ctx ends or one of them fails; the end of ctx is not an error.
+func serveDev(ctx context.Context, cfg config.Config, o devOptions, keys alipaysim.KeySet, certs alipaysim.CertSet,
+	sys *system.System, reg *prometheus.Registry, logger *slog.Logger) error {
+	simURL := o.simURL()
 	sim, err := alipaysim.New(alipaysim.Config{
 		AppID: cfg.AlipayAppID, SellerID: cfg.AlipaySellerID, AppPublicKeyPEM: keys.AppPublicKeyPEM,
 		AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM, PublicURL: simURL, Logger: logger,

@@ -52,27 +52,12 @@ commands:
 
 Configuration comes from the environment; see docs/operate/configuration.md.`
 
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
 	}
-	if v := os.Args[1]; v == "version" || v == "-version" || v == "--version" {
-		// Before the configuration: the build is what to know when the configuration fails.
-		fmt.Println(buildinfo.Read())
-		return
-	}
-	if os.Args[1] == "probe" {
-		// Before the configuration too: a health check needs none.
-		if len(os.Args) != 3 {
-			fmt.Fprintln(os.Stderr, "usage: paykit probe <url>")
-			os.Exit(2)
-		}
-		if err := runProbe(context.Background(), os.Args[2], 3*time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, "paykit probe:", err)
-			os.Exit(1)
-		}
+	if runWithoutConfig(os.Args[1], os.Args[2:]) {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -86,42 +71,95 @@ func main() {
 	slog.SetDefault(logger)
 	goredis.SetLogger(redis.SlogLogger{Logger: logger})
 	cmd, args := os.Args[1], os.Args[2:]
-	switch cmd {
-	case "api":
-		err = runAPI(ctx, cfg, logger)
-	case "worker":
-		err = runWorker(ctx, cfg, logger)
-	case "migrate":
-		err = runMigrate(ctx, cfg, args, logger)
-	case "temporal-setup":
-		err = runTemporalSetup(ctx, cfg, args, logger)
-	case "tenant":
-		err = runTenant(ctx, cfg, args)
-	case "anomalies":
-		err = runAnomalies(ctx, cfg, args, os.Stdout)
-	case "apps":
-		err = runApps(ctx, cfg, args, os.Stdout)
-	case "audit":
-		code := runAudit(ctx, cfg, args, os.Stdout, os.Stderr, logger)
+	if run, ok := reportCommands()[cmd]; ok {
+		code := run(ctx, cfg, args, logger)
 		stop()
 		os.Exit(code)
-	case "statement":
-		code := runStatement(ctx, cfg, args, os.Stdout, os.Stderr, logger)
-		stop()
-		os.Exit(code)
-	case "dev":
-		err = runDev(ctx, cfg, args)
-	case "trace":
-		err = runTrace(cfg, args, os.Stdout)
-	case "-h", "--help", "help":
+	}
+	run, ok := commands()[cmd]
+	switch {
+	case ok:
+	case cmd == "-h" || cmd == "--help" || cmd == "help":
 		fmt.Println(usage)
 		return
 	default:
 		fmt.Fprintf(os.Stderr, "paykit: unknown command %q\n\n%s\n", cmd, usage)
 		os.Exit(2)
 	}
-	if code := exitCode(logger, cmd, err); code != 0 {
+	if code := exitCode(logger, cmd, run(ctx, cfg, args, logger)); code != 0 {
 		os.Exit(code)
+	}
+}
+
+// runWithoutConfig runs cmd if it needs no configuration, and reports whether it did:
+// version, the build being what to know when the configuration fails, and probe, a
+// health check.
+func runWithoutConfig(cmd string, args []string) bool {
+	switch cmd {
+	case "version", "-version", "--version":
+		fmt.Println(buildinfo.Read())
+		return true
+	case "probe":
+		if len(args) != 1 {
+			fmt.Fprintln(os.Stderr, "usage: paykit probe <url>")
+			os.Exit(2)
+		}
+		if err := runProbe(context.Background(), args[0], 3*time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "paykit probe:", err)
+			os.Exit(1)
+		}
+		return true
+	}
+	return false
+}
+
+// command runs one subcommand with the configuration and its arguments; exitCode turns
+// its error into the exit code.
+type command func(ctx context.Context, cfg config.Config, args []string, logger *slog.Logger) error
+
+// commands is the table of the subcommands that run with the configuration, by name.
+func commands() map[string]command {
+	return map[string]command{
+		"api": func(ctx context.Context, cfg config.Config, _ []string, logger *slog.Logger) error {
+			return runAPI(ctx, cfg, logger)
+		},
+		"worker": func(ctx context.Context, cfg config.Config, _ []string, logger *slog.Logger) error {
+			return runWorker(ctx, cfg, logger)
+		},
+		"migrate":        runMigrate,
+		"temporal-setup": runTemporalSetup,
+		"tenant": func(ctx context.Context, cfg config.Config, args []string, _ *slog.Logger) error {
+			return runTenant(ctx, cfg, args)
+		},
+		"anomalies": func(ctx context.Context, cfg config.Config, args []string, _ *slog.Logger) error {
+			return runAnomalies(ctx, cfg, args, os.Stdout)
+		},
+		"apps": func(ctx context.Context, cfg config.Config, args []string, _ *slog.Logger) error {
+			return runApps(ctx, cfg, args, os.Stdout)
+		},
+		"dev": func(ctx context.Context, cfg config.Config, args []string, _ *slog.Logger) error {
+			return runDev(ctx, cfg, args)
+		},
+		"trace": func(_ context.Context, cfg config.Config, args []string, _ *slog.Logger) error {
+			return runTrace(cfg, args, os.Stdout)
+		},
+	}
+}
+
+// reportCommand runs one subcommand whose exit code tells what it found: the process
+// exits with the code it returns.
+type reportCommand func(ctx context.Context, cfg config.Config, args []string, logger *slog.Logger) int
+
+// reportCommands is the table of the subcommands with exit codes of their own (audit,
+// statement), by name.
+func reportCommands() map[string]reportCommand {
+	return map[string]reportCommand{
+		"audit": func(ctx context.Context, cfg config.Config, args []string, logger *slog.Logger) int {
+			return runAudit(ctx, cfg, args, os.Stdout, os.Stderr, logger)
+		},
+		"statement": func(ctx context.Context, cfg config.Config, args []string, logger *slog.Logger) int {
+			return runStatement(ctx, cfg, args, os.Stdout, os.Stderr, logger)
+		},
 	}
 }
 

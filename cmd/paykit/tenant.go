@@ -149,73 +149,103 @@ func readSecret(path string, stdin io.Reader) (string, error) {
 	return s, nil
 }
 
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
+// runTenantWith runs `paykit tenant` with its parsed flags: the one action they ask for
+// (print a secret's Standard Webhooks form, change API keys, rotate the webhook secret,
+// print a new secrets key, re-encrypt), or else the tenant's creation or update.
 func runTenantWith(ctx context.Context, cfg config.Config, f tenantFlags, rot tenants.Rotation, stdout io.Writer) error {
-	if f.Given["standard-webhook-secret"] {
+	switch {
+	case f.Given["standard-webhook-secret"]:
 		fmt.Fprintln(stdout, webhook.StandardSecret(f.standardOf))
 		return nil
+	case f.apiKeys.Requested():
+		return changeAPIKeys(ctx, cfg, f.ID, f.apiKeys, stdout)
+	case rot.Requested():
+		return rotateWebhookSecret(ctx, cfg, f.ID, rot, stdout)
+	case f.newKey != "":
+		return printNewSecretsKey(f.newKey, stdout)
+	case f.reencrypt:
+		return reencryptTenants(ctx, cfg, stdout)
 	}
-	if f.apiKeys.Requested() {
-		store, err := system.OpenStore(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer system.CloseStore(store)
-		msg, err := tenants.ChangeKeys(ctx, store, f.ID, f.apiKeys, time.Now())
-		if err == nil {
-			fmt.Fprintln(stdout, msg)
-		}
+	return setTenant(ctx, cfg, f, stdout)
+}
+
+// changeAPIKeys rotates or revokes the API keys of tenant id (-rotate-api-key,
+// -revoke-api-key) and prints what changed.
+func changeAPIKeys(ctx context.Context, cfg config.Config, id string, change tenants.KeyChange, stdout io.Writer) error {
+	store, err := system.OpenStore(ctx, cfg)
+	if err != nil {
 		return err
 	}
-	if rot.Requested() {
-		kr, err := cfg.SecretsKeyring()
-		if err != nil {
-			return err
-		}
-		store, err := system.OpenStore(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer system.CloseStore(store)
-		msg, err := tenants.RotateSecret(ctx, store, kr, f.ID, rot, time.Now())
-		if err == nil {
-			fmt.Fprintln(stdout, msg)
-			if note := tenants.StandardSecretNote(f.ID, rot.NewSecret); note != "" {
-				fmt.Fprintln(stdout, note)
-			}
-		}
+	defer system.CloseStore(store)
+	msg, err := tenants.ChangeKeys(ctx, store, id, change, time.Now())
+	if err == nil {
+		fmt.Fprintln(stdout, msg)
+	}
+	return err
+}
+
+// rotateWebhookSecret rotates the webhook secret of tenant id, or expires the old one
+// (rot), and prints what changed, with the new secret's Standard Webhooks note if it has
+// one.
+func rotateWebhookSecret(ctx context.Context, cfg config.Config, id string, rot tenants.Rotation, stdout io.Writer) error {
+	kr, err := cfg.SecretsKeyring()
+	if err != nil {
 		return err
 	}
-	if f.newKey != "" {
-		k, err := secrets.NewKey(f.newKey)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, k)
-		return nil
-	}
-	if f.reencrypt {
-		kr, err := cfg.SecretsKeyring()
-		if err != nil {
-			return err
-		}
-		if kr == nil {
-			return tenants.ErrNoSecretsKey
-		}
-		store, err := system.OpenStore(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer system.CloseStore(store)
-		n, total, err := tenants.Reencrypt(ctx, store, kr)
-		fmt.Fprintf(stdout, "re-encrypted %d of %d tenants' Alipay keys (current and kept apps) under key %q\n", n, total, kr.PrimaryID())
-		if err != nil {
-			return err
-		}
-		n, total, err = tenants.SealWebhookSecrets(ctx, store, kr)
-		fmt.Fprintf(stdout, "sealed %d of %d tenants' webhook secrets under key %q\n", n, total, kr.PrimaryID())
+	store, err := system.OpenStore(ctx, cfg)
+	if err != nil {
 		return err
 	}
+	defer system.CloseStore(store)
+	msg, err := tenants.RotateSecret(ctx, store, kr, id, rot, time.Now())
+	if err == nil {
+		fmt.Fprintln(stdout, msg)
+		if note := tenants.StandardSecretNote(id, rot.NewSecret); note != "" {
+			fmt.Fprintln(stdout, note)
+		}
+	}
+	return err
+}
+
+// printNewSecretsKey prints a new random key for PAYKIT_SECRETS_KEYS with the given id
+// (-new-secrets-key).
+func printNewSecretsKey(id string, stdout io.Writer) error {
+	k, err := secrets.NewKey(id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, k)
+	return nil
+}
+
+// reencryptTenants seals every tenant's Alipay keys, then its webhook secrets, again under
+// the first key of PAYKIT_SECRETS_KEYS (-reencrypt), printing how many of each.
+func reencryptTenants(ctx context.Context, cfg config.Config, stdout io.Writer) error {
+	kr, err := cfg.SecretsKeyring()
+	if err != nil {
+		return err
+	}
+	if kr == nil {
+		return tenants.ErrNoSecretsKey
+	}
+	store, err := system.OpenStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer system.CloseStore(store)
+	n, total, err := tenants.Reencrypt(ctx, store, kr)
+	fmt.Fprintf(stdout, "re-encrypted %d of %d tenants' Alipay keys (current and kept apps) under key %q\n", n, total, kr.PrimaryID())
+	if err != nil {
+		return err
+	}
+	n, total, err = tenants.SealWebhookSecrets(ctx, store, kr)
+	fmt.Fprintf(stdout, "sealed %d of %d tenants' webhook secrets under key %q\n", n, total, kr.PrimaryID())
+	return err
+}
+
+// setTenant creates or updates the tenant as the flags say and prints what was issued
+// for it, with the webhook secret's Standard Webhooks note if one was given.
+func setTenant(ctx context.Context, cfg config.Config, f tenantFlags, stdout io.Writer) error {
 	creds, setKeys, err := f.Check()
 	if err != nil {
 		return err

@@ -32,83 +32,113 @@ func isNameStart(c byte) bool {
 func isNameChar(c byte) bool { return isNameStart(c) || c >= '0' && c <= '9' }
 
 // Metrics returns the metric names expr reads, sorted and each once.
-//
-//nolint:gocyclo // above the limit of 15, to be split (issue 35)
 func Metrics(expr string) ([]string, error) {
 	var names []string
 	for i := 0; i < len(expr); {
-		c := expr[i]
-		switch {
-		case c == '"' || c == '\'' || c == '`':
-			end, err := skipString(expr, i)
-			if err != nil {
-				return nil, err
-			}
-			i = end
-		case c == '{':
-			// Label matchers: names, operators and quoted values.
-			for i++; i < len(expr) && expr[i] != '}'; i++ {
-				if q := expr[i]; q == '"' || q == '\'' || q == '`' {
-					end, err := skipString(expr, i)
-					if err != nil {
-						return nil, err
-					}
-					i = end - 1
-				}
-			}
-			if i == len(expr) {
-				return nil, fmt.Errorf("promql: unclosed { in %q", expr)
-			}
-			i++
-		case c == '[':
-			// A range or subquery duration.
-			end := strings.IndexByte(expr[i:], ']')
-			if end < 0 {
-				return nil, fmt.Errorf("promql: unclosed [ in %q", expr)
-			}
-			i += end + 1
-		case c == '$':
-			// A Grafana variable ($__rate_interval, ${instance}).
-			for i++; i < len(expr) && (isNameChar(expr[i]) || expr[i] == '{' || expr[i] == '}'); i++ {
-			}
-		case c >= '0' && c <= '9' || c == '.':
-			// A number (1.5, 2e3, 0x1f) or a duration (5m).
-			for i++; i < len(expr) && (isNameChar(expr[i]) || expr[i] == '.'); i++ {
-			}
-		case isNameStart(c):
-			start := i
-			for i < len(expr) && isNameChar(expr[i]) {
-				i++
-			}
-			word := expr[start:i]
-			next := i
-			for next < len(expr) && (expr[next] == ' ' || expr[next] == '\n' || expr[next] == '\t' || expr[next] == '\r') {
-				next++
-			}
-			switch {
-			case labelLists[strings.ToLower(word)]:
-				if next < len(expr) && expr[next] == '(' {
-					end := strings.IndexByte(expr[next:], ')')
-					if end < 0 {
-						return nil, fmt.Errorf("promql: unclosed ( after %s in %q", word, expr)
-					}
-					i = next + end + 1
-				}
-			case keywords[strings.ToLower(word)]:
-			case next < len(expr) && expr[next] == '(':
-				// A function call.
-			default:
-				if !slices.Contains(names, word) {
-					names = append(names, word)
-				}
-			}
-		default:
-			i++
+		next, metric, err := token(expr, i)
+		if err != nil {
+			return nil, err
 		}
+		if metric != "" && !slices.Contains(names, metric) {
+			names = append(names, metric)
+		}
+		i = next
 	}
 	slices.Sort(names)
 	return names, nil
 }
+
+// token reads the token of expr that starts at i, and returns where the next one starts
+// and the token's metric name, if it is one.
+func token(expr string, i int) (next int, metric string, err error) {
+	c := expr[i]
+	switch {
+	case isQuote(c):
+		next, err = skipString(expr, i)
+		return next, "", err
+	case c == '{':
+		next, err = skipMatchers(expr, i)
+		return next, "", err
+	case c == '[':
+		// A range or subquery duration.
+		end := strings.IndexByte(expr[i:], ']')
+		if end < 0 {
+			return 0, "", fmt.Errorf("promql: unclosed [ in %q", expr)
+		}
+		return i + end + 1, "", nil
+	case c == '$':
+		// A Grafana variable ($__rate_interval, ${instance}).
+		return skipWhile(expr, i+1, isVariableChar), "", nil
+	case c >= '0' && c <= '9' || c == '.':
+		// A number (1.5, 2e3, 0x1f) or a duration (5m).
+		return skipWhile(expr, i+1, isNumberChar), "", nil
+	case isNameStart(c):
+		return word(expr, i)
+	}
+	return i + 1, "", nil
+}
+
+// skipMatchers returns where the label matchers that open at i end: their names,
+// operators and quoted values.
+func skipMatchers(expr string, i int) (int, error) {
+	for i++; i < len(expr) && expr[i] != '}'; i++ {
+		if isQuote(expr[i]) {
+			end, err := skipString(expr, i)
+			if err != nil {
+				return 0, err
+			}
+			i = end - 1
+		}
+	}
+	if i == len(expr) {
+		return 0, fmt.Errorf("promql: unclosed { in %q", expr)
+	}
+	return i + 1, nil
+}
+
+// word reads the name that starts at i, and returns where the next token starts and the
+// name if it is a metric's: not a keyword, nor a function's name. After the keywords of a
+// label list (by, on, …) the list is skipped.
+func word(expr string, i int) (next int, metric string, err error) {
+	end := skipWhile(expr, i, isNameChar)
+	w := expr[i:end]
+	after := skipWhile(expr, end, isSpace)
+	switch {
+	case labelLists[strings.ToLower(w)]:
+		if after < len(expr) && expr[after] == '(' {
+			closing := strings.IndexByte(expr[after:], ')')
+			if closing < 0 {
+				return 0, "", fmt.Errorf("promql: unclosed ( after %s in %q", w, expr)
+			}
+			return after + closing + 1, "", nil
+		}
+	case keywords[strings.ToLower(w)]:
+	case after < len(expr) && expr[after] == '(':
+		// A function call.
+	default:
+		return end, w, nil
+	}
+	return end, "", nil
+}
+
+// skipWhile returns the index of the first byte of expr from i on that ok refuses, or
+// len(expr).
+func skipWhile(expr string, i int, ok func(byte) bool) int {
+	for i < len(expr) && ok(expr[i]) {
+		i++
+	}
+	return i
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+
+func isQuote(c byte) bool { return c == '"' || c == '\'' || c == '`' }
+
+// isVariableChar is a byte of a Grafana variable's name after its $, braces included.
+func isVariableChar(c byte) bool { return isNameChar(c) || c == '{' || c == '}' }
+
+// isNumberChar is a byte of a number or a duration after its first.
+func isNumberChar(c byte) bool { return isNameChar(c) || c == '.' }
 
 func skipString(expr string, i int) (int, error) {
 	q := expr[i]
