@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -239,6 +240,7 @@ func (r rendered) promises(alerts []monv1.RuleGroup) []error {
 			}
 		}
 	}
+	errs = append(errs, r.scrapeJobErrors(alerts)...)
 	for _, cmd := range []string{"api", "worker"} {
 		if !deployments[cmd] {
 			fail("no Deployment runs paykit %s", cmd)
@@ -258,6 +260,132 @@ func (r rendered) promises(alerts []monv1.RuleGroup) []error {
 		}
 	}
 	return errs
+}
+
+// jobMatcher finds the job label matchers of an alert's expression: job="x" or job=~"x|y".
+var jobMatcher = regexp.MustCompile(`\bjob\s*(=~|=)\s*"([^"]*)"`)
+
+// scrapeJobErrors checks that the job label a ServiceMonitor gives each Deployment's pods
+// is one the alerts select by, and that every job the alerts select by is some
+// Deployment's: otherwise an alert such as PaykitTargetDown would never fire on
+// Kubernetes. Without a ServiceMonitor there is nothing to check.
+func (r rendered) scrapeJobErrors(alerts []monv1.RuleGroup) []error {
+	var monitors []*monv1.ServiceMonitor
+	var pods []map[string]string
+	for _, o := range r.objects {
+		switch v := o.v.(type) {
+		case *monv1.ServiceMonitor:
+			monitors = append(monitors, v)
+		case *appsv1.Deployment:
+			pods = append(pods, v.Spec.Template.Labels)
+		}
+	}
+	if len(monitors) == 0 {
+		return nil
+	}
+	var matchers []*regexp.Regexp
+	for _, g := range alerts {
+		for _, rule := range g.Rules {
+			for _, m := range jobMatcher.FindAllStringSubmatch(rule.Expr.String(), -1) {
+				// Each alternative of a flat job=~"a|b" is a job some pod must be scraped as.
+				patterns := []string{regexp.QuoteMeta(m[2])}
+				if m[1] == "=~" {
+					patterns = []string{m[2]}
+					if !strings.ContainsAny(m[2], "()") {
+						patterns = strings.Split(m[2], "|")
+					}
+				}
+				for _, pattern := range patterns {
+					re, err := regexp.Compile("^(?:" + pattern + ")$")
+					if err != nil {
+						return []error{fmt.Errorf("alert %s: job matcher %q: %v", rule.Alert, m[2], err)}
+					}
+					matchers = append(matchers, re)
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, sm := range monitors {
+		var jobs []string
+		for _, ep := range sm.Spec.Endpoints {
+			for _, pod := range pods {
+				job, err := relabelJob(ep.RelabelConfigs, pod)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("ServiceMonitor %s: %v", sm.Name, err))
+					continue
+				}
+				if !slices.ContainsFunc(matchers, func(re *regexp.Regexp) bool { return re.MatchString(job) }) {
+					errs = append(errs, fmt.Errorf("ServiceMonitor %s: pods labelled %v are scraped as job %q, which no alert selects by", sm.Name, pod, job))
+				}
+				jobs = append(jobs, job)
+			}
+		}
+		for _, re := range matchers {
+			if !slices.ContainsFunc(jobs, re.MatchString) {
+				errs = append(errs, fmt.Errorf("ServiceMonitor %s: no pod is scraped as a job matching %s, which an alert selects by", sm.Name, re))
+			}
+		}
+	}
+	return errs
+}
+
+// relabelJob is the job label Prometheus gives a pod with these labels through relabelings
+// (replace actions only); without one the job would be the Service's name, which is an
+// error here since the alerts name the processes.
+func relabelJob(relabelings []monv1.RelabelConfig, pod map[string]string) (string, error) {
+	for _, rc := range slices.Backward(relabelings) {
+		if rc.TargetLabel != "job" {
+			continue
+		}
+		if rc.Action != "" && !strings.EqualFold(rc.Action, "replace") {
+			return "", fmt.Errorf("the job relabeling's action %q is not replace", rc.Action)
+		}
+		values := make([]string, len(rc.SourceLabels))
+		for i, l := range rc.SourceLabels {
+			name, ok := strings.CutPrefix(string(l), "__meta_kubernetes_pod_label_")
+			if !ok {
+				return "", fmt.Errorf("the job relabeling reads %s, not a pod label", l)
+			}
+			for k, v := range pod {
+				if sanitized(k) == name {
+					values[i] = v
+				}
+			}
+		}
+		sep, regex, repl := ";", "(.*)", "$1"
+		if rc.Separator != nil {
+			sep = *rc.Separator
+		}
+		if rc.Regex != "" {
+			regex = rc.Regex
+		}
+		if rc.Replacement != nil {
+			repl = *rc.Replacement
+		}
+		re, err := regexp.Compile("^(?:" + regex + ")$")
+		if err != nil {
+			return "", fmt.Errorf("the job relabeling's regex: %v", err)
+		}
+		joined := strings.Join(values, sep)
+		m := re.FindStringSubmatchIndex(joined)
+		if m == nil {
+			return "", fmt.Errorf("the job relabeling's regex does not match %q", joined)
+		}
+		return string(re.ExpandString(nil, repl, joined, m)), nil
+	}
+	return "", fmt.Errorf("no relabeling sets the job label, so it would be the Service's name")
+}
+
+// sanitized is a Kubernetes label name as Prometheus's service discovery spells it in a
+// meta label: every character outside [a-zA-Z0-9_] becomes an underscore.
+func sanitized(label string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '_'
+	}, label)
 }
 
 func deref(p *int64) any {

@@ -84,3 +84,46 @@ func indent(s string) string {
 	}
 	return b.String()
 }
+
+// A ServiceMonitor must give each Deployment's pods a job the alerts select by: without a
+// relabeling the job is the admin Service's name, and PaykitTargetDown
+// (up{job=~"paykit-api|paykit-worker"}) could never fire.
+func TestServiceMonitorJobsAreTheAlertsJobs(t *testing.T) {
+	want, err := readAlerts("../../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := func(component string) string {
+		return strings.NewReplacer("name: x", "name: "+component, "{app: x}", "{app: x, app.kubernetes.io/component: "+component+"}").
+			Replace(strings.Replace(deployment, "%s", "", 1))
+	}
+	monitor := func(relabelings string) string {
+		return "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: paykit}\nspec:\n" +
+			"  selector: {matchLabels: {app: x}}\n  endpoints:\n    - port: admin\n" + relabelings
+	}
+	const relabel = "      relabelings:\n        - sourceLabels: [__meta_kubernetes_pod_label_app_kubernetes_io_component]\n" +
+		"          targetLabel: job\n          replacement: %s\n"
+	for name, tc := range map[string]struct {
+		docs    []string
+		wantErr string
+	}{
+		"relabeled":         {[]string{pods("api"), pods("worker"), monitor(strings.Replace(relabel, "%s", "paykit-$1", 1))}, ""},
+		"no relabeling":     {[]string{pods("api"), pods("worker"), monitor("")}, "the Service's name"},
+		"another job name":  {[]string{pods("api"), pods("worker"), monitor(strings.Replace(relabel, "%s", "pk-$1", 1))}, "which no alert selects by"},
+		"a job with no pod": {[]string{pods("api"), monitor(strings.Replace(relabel, "%s", "paykit-$1", 1))}, "no pod is scraped as a job matching"},
+		"no monitor":        {[]string{pods("api"), pods("worker")}, ""},
+	} {
+		r, _ := check([]byte(strings.Join(tc.docs, "---\n")), want)
+		var got []string
+		for _, e := range r.scrapeJobErrors(want) {
+			got = append(got, e.Error())
+		}
+		joined := strings.Join(got, "; ")
+		switch {
+		case tc.wantErr == "" && len(got) > 0:
+			t.Errorf("%s: %s", name, joined)
+		case tc.wantErr != "" && !strings.Contains(joined, tc.wantErr):
+			t.Errorf("%s: got %q, want an error containing %q", name, joined, tc.wantErr)
+		}
+	}
+}
