@@ -234,6 +234,17 @@ func (r rendered) promises(alerts []monv1.RuleGroup) []error {
 			for _, e := range podErrors(v.Spec.Template.Spec) {
 				fail("Job %s: %v", o.name, e)
 			}
+		case *corev1.Secret:
+			// A Secret the chart writes as a hook (it must exist before the migration Job)
+			// is not part of the release: only a pre-rollback hook writes it back on
+			// helm rollback.
+			if h, ok := v.Annotations["helm.sh/hook"]; ok {
+				for _, want := range []string{"pre-install", "pre-upgrade", "pre-rollback"} {
+					if !slices.Contains(strings.Split(h, ","), want) {
+						fail("Secret %s: helm.sh/hook %q lacks %s", o.name, h, want)
+					}
+				}
+			}
 		case *monv1.PrometheusRule:
 			if !reflect.DeepEqual(v.Spec.Groups, alerts) {
 				fail("PrometheusRule %s: its groups differ from the alert rules file's (%s)", o.name, firstDifference(v.Spec.Groups, alerts))

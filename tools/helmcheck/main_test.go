@@ -127,3 +127,22 @@ func TestServiceMonitorJobsAreTheAlertsJobs(t *testing.T) {
 		}
 	}
 }
+
+// A Secret written as a hook must be written again on helm rollback.
+func TestHookSecretIsWrittenOnRollback(t *testing.T) {
+	secret := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: paykit\n  annotations:\n    helm.sh/hook: %s\nstringData: {k: v}\n"
+	for hook, wantErr := range map[string]bool{
+		"pre-install,pre-upgrade,pre-rollback": false,
+		"pre-install,pre-upgrade":              true,
+	} {
+		r, _ := check([]byte(strings.Replace(secret, "%s", hook, 1)), nil)
+		errs := r.promises(nil)
+		found := false
+		for _, e := range errs {
+			found = found || strings.Contains(e.Error(), "lacks pre-rollback")
+		}
+		if found != wantErr {
+			t.Errorf("hook %s: errors %v, want a pre-rollback error: %v", hook, errs, wantErr)
+		}
+	}
+}
