@@ -30,6 +30,14 @@ for values in "$chart"/ci/*.yaml; do
   .bin/helm template paykit "$chart" -f "$values" --namespace paykit >".artifacts/helm/$name.yaml"
   rendered+=(".artifacts/helm/$name.yaml")
 done
+# What a release must say is refused when missing, naming the value.
+for value in publicUrl alipay.appId alipay.sellerId; do
+  if out=$(.bin/helm template paykit "$chart" -f "$chart/ci/minimal.yaml" --set "$value=" 2>&1); then
+    echo "helm template without $value rendered; want it refused" >&2
+    exit 1
+  fi
+  grep -q "$value" <<<"$out" || { echo "helm template without $value: $out" >&2; exit 1; }
+done
 if [ "${#rendered[@]}" -lt 3 ]; then
   echo "want at least three values files in $chart/ci" >&2
   exit 1

@@ -194,6 +194,9 @@ func (r rendered) promises(alerts []monv1.RuleGroup) []error {
 		switch v := o.v.(type) {
 		case *policyv1.PodDisruptionBudget:
 			pdbs = append(pdbs, v)
+			if (v.Spec.MinAvailable == nil) == (v.Spec.MaxUnavailable == nil) {
+				fail("PodDisruptionBudget %s: want exactly one of minAvailable and maxUnavailable", o.name)
+			}
 		case *batchv1.Job:
 			if c := v.Spec.Template.Spec.Containers; len(c) == 1 && len(c[0].Args) == 1 {
 				jobs[c[0].Args[0]] = v

@@ -56,6 +56,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
     secretKeyRef:
       name: {{ .Values.redis.existingSecret | default (include "paykit.secretName" .) }}
       key: {{ .Values.redis.key }}
+{{- else }}
+{{- /* No Redis given: say so, rather than let paykit try its default 127.0.0.1:6379. */}}
+- name: PAYKIT_REDIS_ADDR
+  value: "off"
 {{- end }}
 {{- if .Values.redis.cluster }}
 - name: PAYKIT_REDIS_CLUSTER
@@ -108,22 +112,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   value: {{ printf "0.0.0.0:%v" .Values.api.adminPort | quote }}
 - name: PAYKIT_WORKER_ADMIN_ADDR
   value: {{ printf "0.0.0.0:%v" .Values.worker.adminPort | quote }}
-{{- with .Values.publicUrl }}
 - name: PAYKIT_PUBLIC_URL
-  value: {{ . | quote }}
-{{- end }}
+  value: {{ required "publicUrl: how Alipay reaches the API (its notify_url is publicUrl/callbacks/alipay)" .Values.publicUrl | quote }}
 - name: PAYKIT_LOG_FORMAT
   value: json
 - name: PAYKIT_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
-{{- with .Values.alipay.appId }}
 - name: ALIPAY_APP_ID
-  value: {{ . | quote }}
-{{- end }}
-{{- with .Values.alipay.sellerId }}
+  value: {{ required "alipay.appId: the deployment's default Alipay app" .Values.alipay.appId | quote }}
 - name: ALIPAY_SELLER_ID
-  value: {{ . | quote }}
-{{- end }}
+  value: {{ required "alipay.sellerId: the seller (2088…) the default app's payments go to" .Values.alipay.sellerId | quote }}
 - name: ALIPAY_GATEWAY_URL
   value: {{ .Values.alipay.gatewayUrl | quote }}
 - name: ALIPAY_APP_PRIVATE_KEY_FILE
