@@ -38,6 +38,11 @@ for value in publicUrl alipay.appId alipay.sellerId; do
   fi
   grep -q "$value" <<<"$out" || { echo "helm template without $value: $out" >&2; exit 1; }
 done
+# The chart asks for Kubernetes 1.30 (preStop's sleep action); an older cluster is refused.
+if .bin/helm template paykit "$chart" -f "$chart/ci/minimal.yaml" --kube-version 1.29.0 >/dev/null 2>&1; then
+  echo "helm template for Kubernetes 1.29 rendered; want it refused (kubeVersion)" >&2
+  exit 1
+fi
 if [ "${#rendered[@]}" -lt 3 ]; then
   echo "want at least three values files in $chart/ci" >&2
   exit 1
