@@ -26,6 +26,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -114,6 +115,8 @@ func newObject(apiVersion, kind string) (any, error) {
 		return &corev1.ServiceAccount{}, nil
 	case "batch/v1 Job":
 		return &batchv1.Job{}, nil
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}, nil
 	case "policy/v1 PodDisruptionBudget":
 		return &policyv1.PodDisruptionBudget{}, nil
 	case "monitoring.coreos.com/v1 ServiceMonitor":
@@ -236,6 +239,10 @@ func (r rendered) promises(alerts []monv1.RuleGroup) []error {
 		case *batchv1.Job:
 			for _, e := range podErrors(v.Spec.Template.Spec) {
 				fail("Job %s: %v", o.name, e)
+			}
+		case *networkingv1.NetworkPolicy:
+			for _, e := range networkPolicyErrors(v) {
+				fail("NetworkPolicy %s: %v", o.name, e)
 			}
 		case *corev1.Secret:
 			// A Secret the chart writes as a hook (it must exist before the migration Job)
@@ -400,6 +407,37 @@ func sanitized(label string) string {
 		}
 		return '_'
 	}, label)
+}
+
+// networkPolicyErrors checks what a NetworkPolicy over paykit's pods promises: the API's
+// port open to every peer (Alipay's callbacks come from outside the cluster), the admin
+// port (/metrics, /readyz, pprof) only to the peers named, and nothing else opened.
+func networkPolicyErrors(np *networkingv1.NetworkPolicy) []error {
+	var errs []error
+	httpOpen, adminOpen, adminRestricted := false, false, false
+	for _, rule := range np.Spec.Ingress {
+		if len(rule.Ports) == 0 {
+			errs = append(errs, fmt.Errorf("an ingress rule opens every port"))
+		}
+		for _, p := range rule.Ports {
+			switch p.Port.String() {
+			case "http":
+				httpOpen = httpOpen || len(rule.From) == 0
+			case "admin":
+				adminOpen = adminOpen || len(rule.From) == 0
+				adminRestricted = adminRestricted || len(rule.From) > 0
+			default:
+				errs = append(errs, fmt.Errorf("an ingress rule opens port %s", p.Port.String()))
+			}
+		}
+	}
+	if !httpOpen {
+		errs = append(errs, fmt.Errorf("the API's http port is not open to every peer"))
+	}
+	if adminOpen || !adminRestricted {
+		errs = append(errs, fmt.Errorf("the admin port is not restricted to named peers"))
+	}
+	return errs
 }
 
 func deref(p *int64) any {

@@ -146,3 +146,38 @@ func TestHookSecretIsWrittenOnRollback(t *testing.T) {
 		}
 	}
 }
+
+// A NetworkPolicy keeps the API's port open and the admin port (pprof) to named peers.
+func TestNetworkPolicyKeepsTheAdminPortToNamedPeers(t *testing.T) {
+	const np = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: paykit}\nspec:\n" +
+		"  podSelector: {matchLabels: {app: x}}\n  policyTypes: [Ingress]\n  ingress:\n%s"
+	const http = "    - ports: [{port: http}]\n"
+	const admin = "    - ports: [{port: admin}]\n      from: [{namespaceSelector: {matchLabels: {name: monitoring}}}]\n"
+	for name, tc := range map[string]struct {
+		rules   string
+		wantErr string
+	}{
+		"as the chart renders it": {http + admin, ""},
+		"admin open to all":       {http + "    - ports: [{port: admin}]\n", "admin port is not restricted"},
+		"no admin rule":           {http, "admin port is not restricted"},
+		"api closed":              {admin, "http port is not open"},
+		"every port":              {http + admin + "    - from: [{podSelector: {}}]\n", "opens every port"},
+	} {
+		r, errs := check([]byte(strings.Replace(np, "%s", tc.rules, 1)), nil)
+		for _, e := range errs {
+			if strings.Contains(e.Error(), "document") {
+				t.Fatalf("%s: %v", name, e)
+			}
+		}
+		var got []string
+		for _, e := range r.promises(nil) {
+			if strings.Contains(e.Error(), "NetworkPolicy") {
+				got = append(got, e.Error())
+			}
+		}
+		joined := strings.Join(got, "; ")
+		if (tc.wantErr == "") != (joined == "") || !strings.Contains(joined, tc.wantErr) {
+			t.Errorf("%s: got %q, want %q", name, joined, tc.wantErr)
+		}
+	}
+}
