@@ -705,6 +705,7 @@ func (f *faultRun) check() {
 	t.Logf("%d refunds, %d fen refunded, each once at Alipay and locally (%d more answered fund_change N and then failed at Alipay)", refunds, refundedFen, failedAtAlipay)
 	if n := count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE tenant_id = ?", f.tn.id); n != 0 {
 		t.Errorf("%d anomalies recorded", n)
+		f.logAnomalies()
 	}
 	grants := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE tenant_id = ?", f.tn.id)
 	if grants != localPaid {
@@ -725,6 +726,30 @@ func (f *faultRun) check() {
 	f.audit()
 	t.Logf("%d orders, %d payments (%d PAID, each once at Alipay and locally, %d grants), %d checkout answers",
 		orderIDs, len(ps), localPaid, grants, f.answered.Load())
+}
+
+// logAnomalies prints each anomaly of the run's tenant, with the history of its payment's
+// status, so that a failing run says what was found without its database, which the stack
+// drops.
+func (f *faultRun) logAnomalies() {
+	rows, err := env.db.Query(`SELECT kind, payment_no, subject, trade_no, detail, created_at FROM payment_anomalies
+		WHERE tenant_id = ? ORDER BY id`, f.tn.id)
+	if err != nil {
+		f.t.Errorf("list anomalies: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, paymentNo, subject, tradeNo, detail, at string
+		if err := rows.Scan(&kind, &paymentNo, &subject, &tradeNo, &detail, &at); err != nil {
+			f.t.Errorf("list anomalies: %v", err)
+			return
+		}
+		var status, orderID string
+		_ = env.db.QueryRow("SELECT status, order_id FROM payments WHERE payment_no = ?", paymentNo).Scan(&status, &orderID)
+		f.t.Logf("anomaly %s: payment %s (order %s, status %s), subject %q, trade %s, at %s: %s",
+			kind, paymentNo, orderID, status, subject, tradeNo, at, detail)
+	}
 }
 
 // audit runs `paykit audit` over the run's window against the same database, Alipay and
