@@ -279,12 +279,12 @@ func (ib *Inbox) Sweep(ctx context.Context, now time.Time) int {
 	handed := 0
 	for _, rec := range due {
 		attempt := rec.DispatchAttempts + 1
-		claimed, err := ib.store.ClaimNotificationDispatch(ctx, rec.ID, rec.DispatchAttempts, now.Add(ib.backoff(attempt)))
+		claimed, err := ib.store.ClaimNotificationDispatch(ctx, rec.ID, rec.DispatchAttempts, now.Add(ib.nextHandOver(rec, attempt)))
 		if err != nil || !claimed {
 			continue // another process has it, or MySQL failed: still due
 		}
 		log := ib.log.With("notify_id", rec.NotifyID, "payment_no", rec.PaymentNo, "trade_no", rec.TradeNo, "attempt", attempt)
-		if attempt == unsettledAnomalyAt {
+		if attempt == unsettledAnomalyAt && !refundRunWorking(rec) {
 			ib.recordUnsettled(ctx, log, rec, now)
 		}
 		n, err := ib.redecode(ctx, rec)
@@ -300,6 +300,25 @@ func (ib *Inbox) Sweep(ctx context.Context, now time.Time) int {
 		}
 	}
 	return handed
+}
+
+// refundRunWorking reports whether rec is a refund notification whose last hand-over
+// found its refund pending and its run working on it (started, or joined): the refund's
+// run confirms it with Alipay, and the notification waits for that, not for a fault.
+func refundRunWorking(rec payment.ChannelNotification) bool {
+	return rec.Refund && rec.Outcome == outcomeRefundStarted
+}
+
+// nextHandOver is the wait before the hand-over after attempt: the doubling backoff, but
+// at most two SettleBounds while a refund's run works on the notification's refund, so
+// that the notification settles soon after the refund is final (only a hand-over that
+// finds it final settles it) instead of up to maxDispatchBackoff later.
+func (ib *Inbox) nextHandOver(rec payment.ChannelNotification, attempt int) time.Duration {
+	d := ib.backoff(attempt)
+	if refundRunWorking(rec) {
+		d = min(d, 2*ib.cfg.SettleBound)
+	}
+	return d
 }
 
 // redecode reads a recorded notification again from its raw body, verifying it with the

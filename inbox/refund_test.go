@@ -65,6 +65,77 @@ func TestARefundNotificationWhoseHandOverWasLostRecordsItsAnomaly(t *testing.T) 
 	}
 }
 
+// A refund notification whose refund Alipay is still confirming is handed over again at
+// most every two SettleBounds while its refund's run works (each hand-over finds the run
+// and joins it), never at the payment notifications' doubling backoff, and it is no
+// notification_unsettled anomaly: so the hand-over after its refund becomes final, which
+// settles it, comes within two bounds. Before, the eighth hand-over came more than three
+// minutes after the seventh with the e2e's 3 s bound (about an hour in production), the
+// refund long final, and recorded an anomaly on the way.
+func TestARefundNotificationSettlesSoonAfterItsRefundIsFinal(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	if _, _, err := st.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: "PS1", TenantID: "t1", OrderID: "o1", Amount: 990,
+		Currency: "CNY", Subject: "refund test", ExpireAt: now.Add(15 * time.Minute), WorkflowID: payment.WorkflowID("t1", "o1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkPaid(ctx, "PS1", "T1", now); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := st.CreateRefund(ctx, payment.NewRefund{RefundNo: "r1", TenantID: "t1", PaymentNo: "PS1", Amount: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bound = 3 * time.Second
+	form := url.Values{"notify_id": {"ns1"}, "out_trade_no": {"PS1"}, "total_amount": {"9.90"},
+		"out_biz_no": {r.OutRequestNo}, "refund_fee": {"6.00"}, "sign": {"good"}}
+	n := payment.ChannelNotification{Channel: "alipay", NotifyID: "ns1", PaymentNo: "PS1", TradeNo: "T1", Verified: true,
+		Refund: true, Outcome: "received", ReceivedAt: now, DispatchDueAt: now.Add(bound)}
+	n.KeepRaw(form.Encode())
+	if _, _, err := st.RecordNotification(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	ib := inbox.New(inbox.Config{SettleBound: bound}, inbox.Stores{Payments: st, Refunds: st, Notifications: st, Inbox: st, Tenants: st, Anomalies: st},
+		payment.SingleGateway{Gateway: fakeGateway{}}, fakeOrch{}, nil, nil)
+	t.Cleanup(ib.Close)
+
+	at := now.Add(bound)
+	for attempt := 1; attempt <= 10; attempt++ {
+		if handed := ib.Sweep(ctx, at); handed != 1 {
+			t.Fatalf("hand-over %d at %s: %d handed", attempt, at.Sub(now), handed)
+		}
+		ib.Wait(ctx)
+		rec, err := st.NotificationByNotifyID(ctx, "alipay", "ns1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Outcome != "refund_workflow_started" || !rec.SettledAt.IsZero() {
+			t.Fatalf("hand-over %d: outcome %q, settled %v; want the refund's run joined, unsettled", attempt, rec.Outcome, rec.SettledAt)
+		}
+		if gap := rec.DispatchDueAt.Sub(at); attempt > 1 && gap > 2*bound {
+			t.Fatalf("hand-over %d: the next is due %s later, want at most %s while the refund's run works", attempt, gap, 2*bound)
+		}
+		at = rec.DispatchDueAt
+	}
+	var anomalies int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM payment_anomalies WHERE payment_no = 'PS1'").Scan(&anomalies); err != nil {
+		t.Fatal(err)
+	}
+	if anomalies != 0 {
+		t.Fatalf("%d anomalies while the refund's run worked, want none", anomalies)
+	}
+	if _, err := st.MarkRefundSucceeded(ctx, "t1", "r1", "T1", now); err != nil {
+		t.Fatal(err)
+	}
+	ib.Sweep(ctx, at)
+	waitFor(t, "the refund notification settled", func() bool {
+		rec, err := st.NotificationByNotifyID(ctx, "alipay", "ns1")
+		return err == nil && !rec.SettledAt.IsZero() && rec.Outcome == "refund_already_final"
+	})
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
