@@ -38,6 +38,9 @@ const (
 	// an operator's matter (about an hour after it arrived with the default bound); the
 	// hand-overs go on every maxDispatchBackoff.
 	unsettledAnomalyAt = 8
+	// refundRunWait is how long a refund notification is handed over every two bounds
+	// while its refund's run works, without being an anomaly (refundRunWorking).
+	refundRunWait = time.Hour
 	// sweepBatch is how many due notifications one sweep takes.
 	sweepBatch = 200
 	// purgeBatch is how many old notifications one purge statement deletes.
@@ -279,12 +282,15 @@ func (ib *Inbox) Sweep(ctx context.Context, now time.Time) int {
 	handed := 0
 	for _, rec := range due {
 		attempt := rec.DispatchAttempts + 1
-		claimed, err := ib.store.ClaimNotificationDispatch(ctx, rec.ID, rec.DispatchAttempts, now.Add(ib.nextHandOver(rec, attempt)))
+		working := refundRunWorking(rec, now)
+		claimed, err := ib.store.ClaimNotificationDispatch(ctx, rec.ID, rec.DispatchAttempts, now.Add(ib.nextHandOver(working, attempt)))
 		if err != nil || !claimed {
 			continue // another process has it, or MySQL failed: still due
 		}
 		log := ib.log.With("notify_id", rec.NotifyID, "payment_no", rec.PaymentNo, "trade_no", rec.TradeNo, "attempt", attempt)
-		if attempt == unsettledAnomalyAt && !refundRunWorking(rec) {
+		// A refund notification waited for past refundRunWait has had its eighth hand-over
+		// already: it is an anomaly at each hand-over from then on (recorded once, seen again).
+		if !working && (attempt == unsettledAnomalyAt || (rec.Refund && attempt > unsettledAnomalyAt)) {
 			ib.recordUnsettled(ctx, log, rec, now)
 		}
 		n, err := ib.redecode(ctx, rec)
@@ -302,20 +308,22 @@ func (ib *Inbox) Sweep(ctx context.Context, now time.Time) int {
 	return handed
 }
 
-// refundRunWorking reports whether rec is a refund notification whose last hand-over
-// found its refund pending and its run working on it (started, or joined): the refund's
-// run confirms it with Alipay, and the notification waits for that, not for a fault.
-func refundRunWorking(rec payment.ChannelNotification) bool {
-	return rec.Refund && rec.Outcome == outcomeRefundStarted
+// refundRunWorking reports whether rec is a refund notification, received less than
+// refundRunWait before now, whose last hand-over found its refund pending and its run
+// working on it (started, or joined): the refund's run confirms it with Alipay, and the
+// notification waits for that, not for a fault. A hand-over that fails writes no outcome,
+// so the age bounds how long a failing one can pass for waiting.
+func refundRunWorking(rec payment.ChannelNotification, now time.Time) bool {
+	return rec.Refund && rec.Outcome == outcomeRefundStarted && now.Sub(rec.ReceivedAt) < refundRunWait
 }
 
 // nextHandOver is the wait before the hand-over after attempt: the doubling backoff, but
-// at most two SettleBounds while a refund's run works on the notification's refund, so
-// that the notification settles soon after the refund is final (only a hand-over that
-// finds it final settles it) instead of up to maxDispatchBackoff later.
-func (ib *Inbox) nextHandOver(rec payment.ChannelNotification, attempt int) time.Duration {
+// at most two SettleBounds while a refund's run works on the notification's refund
+// (working), so that the notification settles soon after the refund is final (only a
+// hand-over that finds it final settles it) instead of up to maxDispatchBackoff later.
+func (ib *Inbox) nextHandOver(working bool, attempt int) time.Duration {
 	d := ib.backoff(attempt)
-	if refundRunWorking(rec) {
+	if working {
 		d = min(d, 2*ib.cfg.SettleBound)
 	}
 	return d

@@ -126,6 +126,25 @@ func TestARefundNotificationSettlesSoonAfterItsRefundIsFinal(t *testing.T) {
 	if anomalies != 0 {
 		t.Fatalf("%d anomalies while the refund's run worked, want none", anomalies)
 	}
+	// An hour after it arrived, a refund still pending is no longer waited for so: the
+	// notification is an anomaly and goes back to the doubling backoff (a hand-over that
+	// fails keeps the last outcome, so only the age tells a stuck one from a waiting one).
+	at = now.Add(time.Hour + time.Minute)
+	if handed := ib.Sweep(ctx, at); handed != 1 {
+		t.Fatalf("hand-over an hour on: %d handed", handed)
+	}
+	ib.Wait(ctx)
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM payment_anomalies WHERE payment_no = 'PS1' AND kind = 'notification_unsettled' AND subject = 'ns1'").Scan(&anomalies); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.NotificationByNotifyID(ctx, "alipay", "ns1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if anomalies != 1 || rec.DispatchDueAt.Sub(at) != 15*time.Minute {
+		t.Fatalf("an hour on: %d notification_unsettled anomalies, next hand-over %s later; want 1 and 15m", anomalies, rec.DispatchDueAt.Sub(at))
+	}
+	at = rec.DispatchDueAt
 	if _, err := st.MarkRefundSucceeded(ctx, "t1", "r1", "T1", now); err != nil {
 		t.Fatal(err)
 	}
