@@ -24,28 +24,11 @@ func TestARefundNotificationWhoseHandOverWasLostRecordsItsAnomaly(t *testing.T) 
 	st := mysql.NewStore(db)
 	ctx := context.Background()
 	now := time.Now().UTC()
-	if _, _, err := st.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: "PR1", TenantID: "t1", OrderID: "o1", Amount: 990,
-		Currency: "CNY", Subject: "refund test", ExpireAt: now.Add(15 * time.Minute), WorkflowID: payment.WorkflowID("t1", "o1")}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.MarkPaid(ctx, "PR1", "T1", now); err != nil {
-		t.Fatal(err)
-	}
-	r, _, err := st.CreateRefund(ctx, payment.NewRefund{RefundNo: "r1", TenantID: "t1", PaymentNo: "PR1", Amount: 600})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := paidPaymentWithRefund(ctx, t, st, "PR1", now)
 	if _, err := st.FailRefund(ctx, "t1", "r1", "alipay refused"); err != nil {
 		t.Fatal(err)
 	}
-	form := url.Values{"notify_id": {"nr1"}, "out_trade_no": {"PR1"}, "total_amount": {"9.90"},
-		"out_biz_no": {r.OutRequestNo}, "refund_fee": {"6.00"}, "sign": {"good"}}
-	n := payment.ChannelNotification{Channel: "alipay", NotifyID: "nr1", PaymentNo: "PR1", TradeNo: "T1", Verified: true,
-		Refund: true, Outcome: "received", ReceivedAt: now, DispatchDueAt: now.Add(30 * time.Second)}
-	n.KeepRaw(form.Encode())
-	if _, _, err := st.RecordNotification(ctx, n); err != nil {
-		t.Fatal(err)
-	}
+	recordRefundNotification(ctx, t, st, "nr1", r, now, now.Add(30*time.Second))
 
 	ib := inbox.New(inbox.Config{}, inbox.Stores{Payments: st, Refunds: st, Notifications: st, Inbox: st, Tenants: st, Anomalies: st},
 		payment.SingleGateway{Gateway: fakeGateway{}}, fakeOrch{}, nil, nil)
@@ -77,26 +60,9 @@ func TestARefundNotificationSettlesSoonAfterItsRefundIsFinal(t *testing.T) {
 	st := mysql.NewStore(db)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	if _, _, err := st.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: "PS1", TenantID: "t1", OrderID: "o1", Amount: 990,
-		Currency: "CNY", Subject: "refund test", ExpireAt: now.Add(15 * time.Minute), WorkflowID: payment.WorkflowID("t1", "o1")}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.MarkPaid(ctx, "PS1", "T1", now); err != nil {
-		t.Fatal(err)
-	}
-	r, _, err := st.CreateRefund(ctx, payment.NewRefund{RefundNo: "r1", TenantID: "t1", PaymentNo: "PS1", Amount: 600})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := paidPaymentWithRefund(ctx, t, st, "PS1", now)
 	const bound = 3 * time.Second
-	form := url.Values{"notify_id": {"ns1"}, "out_trade_no": {"PS1"}, "total_amount": {"9.90"},
-		"out_biz_no": {r.OutRequestNo}, "refund_fee": {"6.00"}, "sign": {"good"}}
-	n := payment.ChannelNotification{Channel: "alipay", NotifyID: "ns1", PaymentNo: "PS1", TradeNo: "T1", Verified: true,
-		Refund: true, Outcome: "received", ReceivedAt: now, DispatchDueAt: now.Add(bound)}
-	n.KeepRaw(form.Encode())
-	if _, _, err := st.RecordNotification(ctx, n); err != nil {
-		t.Fatal(err)
-	}
+	recordRefundNotification(ctx, t, st, "ns1", r, now, now.Add(bound))
 	ib := inbox.New(inbox.Config{SettleBound: bound}, inbox.Stores{Payments: st, Refunds: st, Notifications: st, Inbox: st, Tenants: st, Anomalies: st},
 		payment.SingleGateway{Gateway: fakeGateway{}}, fakeOrch{}, nil, nil)
 	t.Cleanup(ib.Close)
@@ -153,6 +119,38 @@ func TestARefundNotificationSettlesSoonAfterItsRefundIsFinal(t *testing.T) {
 		rec, err := st.NotificationByNotifyID(ctx, "alipay", "ns1")
 		return err == nil && !rec.SettledAt.IsZero() && rec.Outcome == "refund_already_final"
 	})
+}
+
+// paidPaymentWithRefund makes paymentNo, 9.90 yuan, PAID with trade T1 at now, and its
+// pending refund r1 of 6.00 yuan.
+func paidPaymentWithRefund(ctx context.Context, t *testing.T, st *mysql.Store, paymentNo string, now time.Time) payment.Refund {
+	t.Helper()
+	if _, _, err := st.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: paymentNo, TenantID: "t1", OrderID: "o1", Amount: 990,
+		Currency: "CNY", Subject: "refund test", ExpireAt: now.Add(15 * time.Minute), WorkflowID: payment.WorkflowID("t1", "o1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkPaid(ctx, paymentNo, "T1", now); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := st.CreateRefund(ctx, payment.NewRefund{RefundNo: "r1", TenantID: "t1", PaymentNo: paymentNo, Amount: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// recordRefundNotification records Alipay's verified notification notifyID of refund r,
+// received at receivedAt and due for its hand-over at due (fakeGateway verifies it).
+func recordRefundNotification(ctx context.Context, t *testing.T, st *mysql.Store, notifyID string, r payment.Refund, receivedAt, due time.Time) {
+	t.Helper()
+	form := url.Values{"notify_id": {notifyID}, "out_trade_no": {r.PaymentNo}, "total_amount": {"9.90"},
+		"out_biz_no": {r.OutRequestNo}, "refund_fee": {"6.00"}, "sign": {"good"}}
+	n := payment.ChannelNotification{Channel: "alipay", NotifyID: notifyID, PaymentNo: r.PaymentNo, TradeNo: "T1", Verified: true,
+		Refund: true, Outcome: "received", ReceivedAt: receivedAt, DispatchDueAt: due}
+	n.KeepRaw(form.Encode())
+	if _, _, err := st.RecordNotification(ctx, n); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
