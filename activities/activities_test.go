@@ -514,7 +514,7 @@ func TestMarkPaid_RedisDownStillExactlyOnce(t *testing.T) {
 // storesOf gives every noun of the activities' Stores the one MariaDB store.
 func storesOf(st *mysql.Store) activities.Stores {
 	return activities.Stores{
-		Payments: st, PaymentTransitions: st, PayLinks: st, Refunds: st, RefundTransitions: st,
+		Payments: st, PaymentTransitions: st, PayLinks: st, QuerySchedule: st, Refunds: st, RefundTransitions: st,
 		Outbox: st, EventFeed: st, Grants: st, IdempotencyKeys: st, Tenants: st, Anomalies: st,
 		NotificationRecords: st, EventRetention: st, AnomalyRetention: st,
 	}

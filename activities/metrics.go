@@ -18,6 +18,7 @@ type Metrics struct {
 	audit       *prometheus.CounterVec
 	repaired    prometheus.Counter
 	dead        prometheus.Counter
+	reconciler  *prometheus.CounterVec
 }
 
 // NewMetrics registers the activity counters on reg.
@@ -55,8 +56,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "paykit_webhook_events_dead_total",
 			Help: "Outbox events given up on after their last allowed delivery attempt; each needs an operator.",
 		}),
+		reconciler: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "paykit_reconciler_queries_total",
+			Help: "Queries at Alipay made by the scheduled reconciler, by answer: paid (its run is woken), unpaid, or failed.",
+		}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.transitions, m.refunds, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit)
+	reg.MustRegister(m.transitions, m.refunds, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit, m.reconciler)
 	// The label values alerts and dashboards read exist from the start at 0, so a rate
 	// over them counts the first one too.
 	for _, s := range []payment.Status{payment.StatusPaid, payment.StatusClosed, payment.StatusFailed} {
@@ -73,6 +78,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, k := range audit.Kinds() {
 		m.audit.WithLabelValues(k)
+	}
+	for _, o := range []string{"paid", "unpaid", "failed"} {
+		m.reconciler.WithLabelValues(o)
 	}
 	return m
 }
@@ -140,5 +148,11 @@ func (m *Metrics) grantRepaired() {
 func (m *Metrics) eventDead() {
 	if m != nil {
 		m.dead.Inc()
+	}
+}
+
+func (m *Metrics) reconcilerQuery(outcome string) {
+	if m != nil {
+		m.reconciler.WithLabelValues(outcome).Inc()
 	}
 }

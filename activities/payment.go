@@ -22,6 +22,9 @@ type CreatePaymentInput struct {
 	Repurchase bool           `json:"repurchase,omitempty"`
 	ExpireAt   time.Time      `json:"expire_at"`
 	WorkflowID string         `json:"workflow_id"`
+	// QueryInterval, when set, gives the payment its first query by the scheduled
+	// reconciler (payment.NewPayment.QueryInterval).
+	QueryInterval time.Duration `json:"query_interval,omitempty"`
 }
 
 // CreatePaymentResult is the payment the run owns from now on. Existed means the row was
@@ -29,6 +32,8 @@ type CreatePaymentInput struct {
 type CreatePaymentResult struct {
 	Payment payment.Payment `json:"payment"`
 	Existed bool            `json:"existed"`
+	// QueryScheduled is Payment.QueryScheduled, which its JSON leaves out.
+	QueryScheduled bool `json:"query_scheduled,omitempty"`
 }
 
 // CreatePayment inserts the pending payment. A duplicate on the active-order unique
@@ -45,6 +50,8 @@ func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (
 		Repurchase: in.Repurchase,
 		ExpireAt:   in.ExpireAt,
 		WorkflowID: in.WorkflowID,
+
+		QueryInterval: in.QueryInterval,
 	}
 	if err := np.Validate(); err != nil {
 		return CreatePaymentResult{}, classify("create payment", err)
@@ -68,7 +75,7 @@ func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (
 		a.log().InfoContext(ctx, "pending payment already existed", "tenant_id", p.TenantID, "order_id", p.OrderID,
 			"payment_no", p.PaymentNo, "requested_payment_no", in.PaymentNo, "status", p.Status.String())
 	}
-	return CreatePaymentResult{Payment: p, Existed: existed}, nil
+	return CreatePaymentResult{Payment: p, Existed: existed, QueryScheduled: p.QueryScheduled}, nil
 }
 
 // MarkPaidInput confirms a payment as paid.

@@ -8,6 +8,7 @@ type Stores struct {
 	payment.Payments            // a payment's insert and reads
 	payment.PaymentTransitions  // PAID, CLOSED, FAILED; the pending ones for the sweeper
 	payment.PayLinks            // the pay link kept once a trade is opened
+	payment.QuerySchedule       // the scheduled reconciler's due queries
 	payment.Refunds             // refunds opened and read
 	payment.RefundTransitions   // SUCCEEDED, FAILED; the pending ones for the sweeper
 	payment.Outbox              // webhook deliveries

@@ -103,6 +103,9 @@ type Config struct {
 	// the API creates and opens itself before starting their workflow (checkout/direct.go);
 	// zero leaves every checkout to the workflow's checkout update.
 	DirectCheckoutTTL time.Duration
+	// QueryInterval, when set, has the payments the API creates queried by the scheduled
+	// reconciler (checkout.Config.QueryInterval).
+	QueryInterval time.Duration
 	// ReadyFor is how long a /readyz answer of the admin listener is reused before
 	// MySQL, Temporal and Redis are pinged again (admin.DefaultReadyFor if zero).
 	ReadyFor time.Duration
@@ -187,7 +190,7 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	if cache != nil {
 		tokens = cache
 	}
-	s.checkout = checkout.New(checkout.Config{DirectTTL: s.cfg.DirectCheckoutTTL, NoFault: noFault},
+	s.checkout = checkout.New(checkout.Config{DirectTTL: s.cfg.DirectCheckoutTTL, QueryInterval: s.cfg.QueryInterval, NoFault: noFault},
 		checkout.Stores{Payments: store.Payments, PayLinks: store.PayLinks}, gateways, orch, tokens, logger, metrics.checkout)
 	s.auth = &authenticator{keys: newKeyCache(s.cfg.TenantCacheTTL, s.cfg.KeyRevocationBound, store.APIKeys),
 		failures: newFailureLimiter(s.cfg.AuthFailuresPerMinute), store: store.APIKeys, metrics: metrics}

@@ -52,6 +52,10 @@ type Config struct {
 	// checkout creates and opens itself before starting their workflow (direct.go); zero
 	// leaves every checkout to the workflow's checkout update.
 	DirectTTL time.Duration
+	// QueryInterval, when set, gives each payment the checkout creates its first query
+	// by the scheduled reconciler (payment.NewPayment.QueryInterval), and its run no
+	// reconciliation timer of its own.
+	QueryInterval time.Duration
 	// NoFault reports whether a failed checkout was no fault of the client's (a retry
 	// may succeed): its one-time token is then given back. Nil: none is.
 	NoFault func(error) bool

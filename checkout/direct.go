@@ -53,6 +53,7 @@ func (co *Checkout) directCheckout(ctx context.Context, in workflows.PaymentInpu
 		PaymentNo: no, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency,
 		Subject: in.Subject, Method: in.Method, Repurchase: in.Repurchase, ExpireAt: expireAt,
 		WorkflowID: payment.WorkflowID(in.TenantID, in.OrderID), PayLink: link, AlipayAppID: app.ID,
+		QueryInterval: co.cfg.QueryInterval,
 	})
 	if err != nil {
 		var pe *payment.Error
@@ -109,7 +110,7 @@ func (co *Checkout) joinExisting(ctx context.Context, in workflows.PaymentInput,
 // payment p and its link. The link is of the method the payment was created with, which
 // a checkout that found another checkout's payment may not share.
 func openedWith(p payment.Payment, link string) (workflows.CheckoutResult, *workflows.OpenedPayment) {
-	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC()}
+	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC(), QueryScheduled: p.QueryScheduled}
 	res := workflows.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
 		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
 	switch p.Method {

@@ -24,7 +24,8 @@ const (
 const maxCreateAttempts = 5
 
 const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, refunded_fen, currency, subject, method, repurchase, status,
-	trade_no, expire_at, paid_at, close_reason, version, workflow_id, created_at, updated_at, alipay_app_id`
+	trade_no, expire_at, paid_at, close_reason, version, workflow_id, created_at, updated_at, alipay_app_id,
+	(next_query_at IS NOT NULL OR queries > 0) AS query_scheduled`
 
 const (
 	// qUpsertOrder creates the order or refreshes it for a new attempt. A paid order stays
@@ -45,8 +46,8 @@ ON DUPLICATE KEY UPDATE
 	qOrderState = `SELECT status, COALESCE(paid_payment_no, '') FROM orders WHERE tenant_id = ? AND order_id = ?`
 
 	qInsertPayment = `INSERT INTO payments
-	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?)`
+	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id, next_query_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?)`
 
 	qPaymentByNo          = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ?`
 	qPaymentByNoForUpdate = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? FOR UPDATE`
@@ -185,9 +186,11 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 				Message: fmt.Sprintf("order %s is already paid by payment %s", np.OrderID, paidNo)}
 		}
 		expireAt := dbTime(np.ExpireAt)
+		firstQuery := firstQueryAt(now, np)
 		res, err := st.exec(ctx, tx, qInsertPayment,
 			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject, methodOrPage(np.Method),
-			np.Repurchase, expireAt, np.WorkflowID, sql.NullString{String: np.PayLink, Valid: np.PayLink != ""}, now, now, np.AlipayAppID)
+			np.Repurchase, expireAt, np.WorkflowID, sql.NullString{String: np.PayLink, Valid: np.PayLink != ""}, now, now, np.AlipayAppID,
+			firstQuery)
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
@@ -212,6 +215,8 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 			AlipayAppID: np.AlipayAppID,
 			CreatedAt:   now,
 			UpdatedAt:   now,
+			// As query_scheduled reads it back.
+			QueryScheduled: firstQuery.Valid,
 		}
 		return nil
 	})
@@ -575,7 +580,7 @@ func scanPayment(s scanner) (payment.Payment, error) {
 		paidAt   sql.NullTime
 	)
 	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &refunded, &p.Currency, &p.Subject, &p.Method,
-		&p.Repurchase, &p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt, &p.AlipayAppID); err != nil {
+		&p.Repurchase, &p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt, &p.AlipayAppID, &p.QueryScheduled); err != nil {
 		return payment.Payment{}, err
 	}
 	p.Amount, p.Refunded = payment.Amount(amount), payment.Amount(refunded)

@@ -143,9 +143,13 @@ type Payment struct {
 	// for a payment recorded before its app was (migration 0032). Every later call about
 	// the payment goes to that app, wherever its tenant has moved since. It is internal:
 	// answers and workflow payloads do not carry it.
-	AlipayAppID string    `json:"-"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	AlipayAppID string `json:"-"`
+	// QueryScheduled is true for a payment the scheduled reconciler queries (it was
+	// created with a first query, payments.next_query_at): its run keeps no timer of its
+	// own before expiry. Internal, like AlipayAppID.
+	QueryScheduled bool      `json:"-"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // NewPayment is what the store needs to insert a pending payment.
@@ -168,6 +172,10 @@ type NewPayment struct {
 	// AlipayAppID is the App.ID of the app the payment is opened on, its tenant's
 	// current app (Gateways.For).
 	AlipayAppID string
+	// QueryInterval, when set, gives the payment its first query at Alipay
+	// (next_query_at, NextQueryAt from its creation), which the scheduled reconciler
+	// makes; zero leaves it to a run that keeps its own reconciliation timer.
+	QueryInterval time.Duration
 }
 
 var (

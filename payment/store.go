@@ -275,6 +275,29 @@ type PaymentTransitions interface {
 	PendingPaymentsBefore(ctx context.Context, before time.Time, limit int) ([]Payment, error)
 }
 
+// DueQuery is a pending payment whose next query at Alipay is due.
+type DueQuery struct {
+	PaymentNo   string
+	WorkflowID  string
+	TenantID    string
+	AlipayAppID string
+	Amount      Amount
+	ExpireAt    time.Time
+	NextQueryAt time.Time
+	Queries     int
+}
+
+// QuerySchedule is the schedule of the scheduled reconciler's queries (payment.NextQueryAt).
+type QuerySchedule interface {
+	// DueQueries returns up to limit pending payments whose next query is due at now,
+	// the longest due first.
+	DueQueries(ctx context.Context, now time.Time, limit int) ([]DueQuery, error)
+	// QueryMade counts a query made of a due payment and sets its next (zero: none), if
+	// the payment is still pending and its next query is still q.NextQueryAt; false if
+	// another reconciler counted it first or the payment moved on.
+	QueryMade(ctx context.Context, q DueQuery, next time.Time) (bool, error)
+}
+
 // PayLinks keep the way to pay a pending payment.
 type PayLinks interface {
 	// SetPayLink keeps the way to pay a pending payment (its cashier URL, QR code or app

@@ -9,8 +9,10 @@ import (
 // Schedules lists every schedule EnsureSchedules and EnsureStatementSchedules keep for
 // cfg, with how often each is due, for the schedule gauges.
 func Schedules(cfg Config) []gauges.Schedule {
+	cfg = cfg.withReconcilerDefaults()
 	list := []gauges.Schedule{
 		{ID: SweeperScheduleID(cfg.TaskQueue), Every: cfg.SweepEvery},
+		{ID: ReconcilerScheduleID(cfg.TaskQueue), Every: cfg.ReconcilerEvery},
 		{ID: PurgeScheduleID(cfg.TaskQueue), Every: cfg.PurgeEvery},
 		{ID: AuditScheduleID(cfg.TaskQueue), Every: cfg.AuditEvery},
 	}

@@ -28,6 +28,9 @@ func SweeperScheduleID(taskQueue string) string { return "paykit-sweeper-" + tas
 // PurgeScheduleID names the idempotency-key purge schedule of a task queue.
 func PurgeScheduleID(taskQueue string) string { return "paykit-purge-idempotency-keys-" + taskQueue }
 
+// ReconcilerScheduleID names the scheduled reconciler of a task queue.
+func ReconcilerScheduleID(taskQueue string) string { return "paykit-reconcile-" + taskQueue }
+
 // AuditScheduleID names the audit schedule of a task queue.
 func AuditScheduleID(taskQueue string) string { return "paykit-audit-" + taskQueue }
 
@@ -41,7 +44,11 @@ type Config struct {
 	// SweepGrantGrace is how long after MarkPaid the sweeper grants a benefit the
 	// payment's workflow did not (zero: the activity's default).
 	SweepGrantGrace time.Duration
-	PurgeEvery      time.Duration
+	// ReconcilerEvery is how often the scheduled reconciler runs; ReconcileInterval is the
+	// first step of the payments' query schedule (payment.NextQueryAt), which it follows.
+	ReconcilerEvery   time.Duration
+	ReconcileInterval time.Duration
+	PurgeEvery        time.Duration
 	// AuditEvery is how often the audit runs, over the payments of the previous
 	// AuditEvery; AuditLag is how long before a run its window ends, so that every
 	// payment in it is past the audit's SLAs.
@@ -136,6 +143,7 @@ func PaymentVersions(each bool) sdkworker.PreferredVersionProvider {
 // EnsureSchedules creates the sweeper, purge and audit schedules, or updates them to the
 // current configuration if they exist. Several workers may race here; all converge.
 func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
+	cfg = cfg.withReconcilerDefaults()
 	specs := []struct {
 		id     string
 		every  time.Duration
@@ -149,6 +157,17 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 				ID: "paykit-sweep-" + cfg.TaskQueue, Workflow: workflows.SweeperWorkflowName, TaskQueue: cfg.TaskQueue,
 				Args: []any{workflows.SweepInput{
 					StaleAfter: cfg.SweepStaleAfter, Limit: 500, GrantGrace: cfg.SweepGrantGrace,
+				}},
+				WorkflowRunTimeout: 10 * time.Minute,
+			},
+		},
+		{
+			id: ReconcilerScheduleID(cfg.TaskQueue), every: cfg.ReconcilerEvery,
+			note: "Queries Alipay about the pending payments whose next query is due and wakes the runs of those Alipay says are paid.",
+			action: &client.ScheduleWorkflowAction{
+				ID: "paykit-reconcile-run-" + cfg.TaskQueue, Workflow: workflows.ReconcilerWorkflowName, TaskQueue: cfg.TaskQueue,
+				Args: []any{workflows.ReconcilerInput{
+					Interval: cfg.ReconcileInterval, Page: 500, Parallel: 32, Budget: reconcilerBudget(cfg.ReconcilerEvery),
 				}},
 				WorkflowRunTimeout: 10 * time.Minute,
 			},
@@ -198,4 +217,24 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// withReconcilerDefaults fills in the reconciler's settings the configuration left
+// unset: the production query schedule (a one-minute first step) and a quarter of it.
+func (cfg Config) withReconcilerDefaults() Config {
+	if cfg.ReconcileInterval <= 0 {
+		cfg.ReconcileInterval = time.Minute
+	}
+	if cfg.ReconcilerEvery <= 0 {
+		cfg.ReconcilerEvery = min(max(cfg.ReconcileInterval/4, time.Second), 15*time.Second)
+	}
+	return cfg
+}
+
+// reconcilerBudget is how long a run of the reconciler takes new pages: four schedule
+// periods, at least a minute. A backlog past it (an outage's worth of due queries under
+// the app's call limit) is taken up by the next runs, which the schedule skips while one
+// is running.
+func reconcilerBudget(every time.Duration) time.Duration {
+	return max(4*every, time.Minute)
 }

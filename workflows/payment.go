@@ -44,9 +44,10 @@ type paymentRun struct {
 	// v2 is true for a run that started on version 2 of PaymentChangesID or later: it
 	// leaves to the close path a backoff query due less than half its step before expiry.
 	// v3 (version 3 or later): a run for an Opened payment reads the payment's row before
-	// it answers a joining checkout.
-	v2, v3 bool
-	logger interface {
+	// it answers a joining checkout. v4: a run whose payment the scheduled reconciler
+	// queries keeps no reconciliation timer before expiry (reconcile.go).
+	v2, v3, v4 bool
+	logger     interface {
 		Info(string, ...interface{})
 		Warn(string, ...interface{})
 		Error(string, ...interface{})
@@ -59,8 +60,8 @@ type paymentRun struct {
 // payment:{tenant}:{order}.
 func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error) {
 	r := &paymentRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
-	changes := workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, 3)
-	r.current, r.v2, r.v3 = changes >= 1, changes >= 2, changes >= 3
+	changes := workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, 4)
+	r.current, r.v2, r.v3, r.v4 = changes >= 1, changes >= 2, changes >= 3, changes >= 4
 	if r.current {
 		r.drain, r.localClose = versionOn, versionOn
 	} else {
@@ -144,7 +145,11 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 // (an early jitter on the first three queries used to buy an abandoned checkout a fourth
 // query seconds before the close path's). Runs recorded on version 1 keep their schedule.
 // Version 3 adds, for runs that start on it, confirmOpened: a run for a payment the API
-// opened reads the payment's row once before it answers a joining checkout. A worker from
+// opened reads the payment's row once before it answers a joining checkout. Version 4
+// adds, for runs that start on it, the scheduled reconciler: a run whose payment was
+// created with a first query (payments.next_query_at) keeps no timer of its own before
+// expiry; the reconciler queries Alipay on the payment's schedule and wakes the run with
+// ReconcileSignal when Alipay says paid. A worker from
 // before version N fails the workflow task of a version-N run until a newer worker takes
 // it, so a deploy replaces every worker before old ones pick up new runs.
 const PaymentChangesID = "payment-changes-1"
@@ -416,6 +421,7 @@ func (r *paymentRun) adoptOpened(ctx workflow.Context, o *OpenedPayment) {
 	r.st.Status, r.st.ExpireAt, r.st.Method = payment.StatusPending, o.ExpireAt.UTC(), r.in.Method.OrPage()
 	r.st.PayURL, r.st.QRCode, r.st.OrderString = o.PayURL, o.QRCode, o.OrderString
 	r.st.PayLinkIssued = true
+	r.st.QueryScheduled = r.v4 && o.QueryScheduled
 	r.st.Initialized = true
 	workflow.SetCurrentDetails(ctx, r.details())
 }
@@ -435,7 +441,7 @@ func (r *paymentRun) createPayment(ctx workflow.Context) (activities.CreatePayme
 	err := workflow.ExecuteLocalActivity(localOptions(ctx), a.CreatePayment, activities.CreatePaymentInput{
 		PaymentNo: r.st.PaymentNo, TenantID: r.in.TenantID, OrderID: r.in.OrderID, Amount: r.in.Amount,
 		Currency: r.in.Currency, Subject: r.in.Subject, Method: r.in.Method, Repurchase: r.in.Repurchase,
-		ExpireAt: r.st.ExpireAt, WorkflowID: info.WorkflowExecution.ID,
+		ExpireAt: r.st.ExpireAt, WorkflowID: info.WorkflowExecution.ID, QueryInterval: r.queryInterval(),
 	}).Get(ctx, &created)
 	if err != nil {
 		return created, fmt.Errorf("create payment: %w", err)
@@ -447,6 +453,7 @@ func (r *paymentRun) createPayment(ctx workflow.Context) (activities.CreatePayme
 	if p.Method != "" {
 		r.st.Method = p.Method
 	}
+	r.st.QueryScheduled = r.v4 && created.QueryScheduled
 	return created, nil
 }
 
@@ -554,7 +561,7 @@ func (r *paymentRun) details() string {
 // the context the rest of the run must use.
 func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, error) {
 	signals := workflow.GetSignalChannel(ctx, NotificationSignal)
-	w := &outcomeWait{r: r, signals: signals, expiry: r.expiryTimer(ctx)}
+	w := &outcomeWait{r: r, signals: signals, wakes: workflow.GetSignalChannel(ctx, ReconcileSignal), expiry: r.expiryTimer(ctx)}
 	if r.st.CancelRequested {
 		// Carried over continue-as-new: the cancel still holds.
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
@@ -574,8 +581,11 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 			return ctx, r.continueAsNew(ctx, signals)
 		}
 	}
-	// Drain signals that arrived with the final transition, so none is lost silently.
+	// Drain signals that arrived with the final transition, so none is lost silently; a
+	// wake has nothing left to do.
 	for r.takeSignal(ctx, signals, false) {
+	}
+	for w.wakes.ReceiveAsync(nil) {
 	}
 	return ctx, nil
 }
@@ -586,6 +596,9 @@ func (r *paymentRun) waitForOutcome(ctx workflow.Context) (workflow.Context, err
 type outcomeWait struct {
 	r       *paymentRun
 	signals workflow.ReceiveChannel
+	// wakes is the scheduled reconciler's ReconcileSignal channel, read by a run whose
+	// payment it queries.
+	wakes   workflow.ReceiveChannel
 	expiry  workflow.Future
 	backoff bool
 }
@@ -628,6 +641,9 @@ func (w *outcomeWait) selectOnce(ctx workflow.Context) {
 	sel.AddReceive(w.signals, func(c workflow.ReceiveChannel, _ bool) {
 		w.r.takeSignal(ctx, c, true)
 	})
+	if w.r.st.QueryScheduled {
+		sel.AddReceive(w.wakes, func(c workflow.ReceiveChannel, _ bool) { w.r.woken(ctx, c) })
+	}
 	if reconcile != nil {
 		sel.AddFuture(reconcile, func(f workflow.Future) { w.reconciled(ctx, f) })
 	}
@@ -644,6 +660,11 @@ func (w *outcomeWait) reconcileTimer(ctx, reconcileCtx workflow.Context) workflo
 	r := w.r
 	if !w.backoff {
 		return workflow.NewTimerWithOptions(reconcileCtx, r.timing.ReconcileInterval, workflow.TimerOptions{Summary: "reconcile with alipay"})
+	}
+	if r.st.QueryScheduled && !r.closing(workflow.Now(ctx)) {
+		// The scheduled reconciler queries before expiry; the expiry timer starts the
+		// close path, whose retries keep a timer.
+		return nil
 	}
 	if r.st.NextReconcileAt.IsZero() {
 		r.scheduleReconcile(workflow.Now(ctx), r.st.Queries)

@@ -51,6 +51,9 @@ type fakeStore struct {
 	unbacked map[string]bool
 	// markPaidDown, while set, makes MarkPaid fail as MySQL down does.
 	markPaidDown atomic.Bool
+	// scheduleQueries makes CreatePayment create the payment with a first query by the
+	// scheduled reconciler when the run asks for one, as the store does.
+	scheduleQueries bool
 }
 
 func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
@@ -67,7 +70,8 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 			}
 			fs.p = payment.Payment{PaymentNo: in.PaymentNo, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount,
 				Currency: in.Currency, Subject: in.Subject, Method: in.Method, ExpireAt: in.ExpireAt, Status: payment.StatusPending, WorkflowID: in.WorkflowID}
-			return activities.CreatePaymentResult{Payment: fs.p}, nil
+			scheduled := fs.scheduleQueries && in.QueryInterval > 0
+			return activities.CreatePaymentResult{Payment: fs.p, QueryScheduled: scheduled}, nil
 		}).Maybe()
 	env.OnActivity(a.OpenTrade, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.OpenTradeInput) (activities.OpenTradeResult, error) {

@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"hash/fnv"
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -20,26 +18,10 @@ import (
 // of its TTL. Runs that reached their wait before it keep the fixed tick.
 const reconcileBackoff = "reconcile-backoff"
 
-// reconcileMaxShift caps the backoff at 2^3 = 8 times ReconcileInterval.
-const reconcileMaxShift = 3
-
-// reconcileJitter spreads the ticks of payments created together over ±20% of each
-// delay, so that a burst of checkouts does not wake (and query Alipay) together.
-const reconcileJitter = 0.2
-
-// reconcileDelay is the delay before the n-th query (0-based) of a payment: interval·2^n,
-// capped at interval·2^reconcileMaxShift, times a jitter in [1-j, 1+j) that is a
-// deterministic function of the payment and n, so replays and retries agree without a
-// side effect.
+// reconcileDelay is the delay before the n-th query (0-based) of a payment:
+// payment.QueryDelay, the schedule the scheduled reconciler follows too.
 func reconcileDelay(interval time.Duration, paymentNo string, n int) time.Duration {
-	shift := min(max(n, 0), reconcileMaxShift)
-	d := interval << shift
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(paymentNo))
-	_, _ = h.Write([]byte{0})
-	_, _ = h.Write([]byte(strconv.Itoa(n)))
-	f := float64(h.Sum32()%10000) / 10000 // [0, 1)
-	return time.Duration(float64(d) * (1 - reconcileJitter + 2*reconcileJitter*f))
+	return payment.QueryDelay(interval, paymentNo, n)
 }
 
 // scheduleReconcile sets when the backoff schedule next wakes the run, or clears it when
@@ -146,4 +128,51 @@ func (r *paymentRun) closePathCall(ctx workflow.Context, summary string, fn, out
 		return workflow.ExecuteActivity(channelOptions(ctx, 5, summary), fn, r.st.PaymentNo).Get(ctx, out)
 	}
 	return workflow.ExecuteLocalActivity(alipayLocalOptions(ctx, time.Minute, 5), fn, r.st.PaymentNo).Get(ctx, out)
+}
+
+// queryInterval is the first step of the query schedule a new payment of this run is
+// created with (the scheduled reconciler's), or zero for a run before version 4, which
+// keeps its own timer.
+func (r *paymentRun) queryInterval() time.Duration {
+	if !r.v4 {
+		return 0
+	}
+	return r.timing.ReconcileInterval
+}
+
+// closing reports whether the run is past its payment's expiry or cancelled: the close
+// path, not a query, is its next step.
+func (r *paymentRun) closing(now time.Time) bool {
+	return r.st.CancelRequested || !now.Before(r.st.ExpireAt)
+}
+
+// woken takes the scheduled reconciler's wakes off c and, for a payment still pending and
+// not closing, queries Alipay itself (the wake is no evidence: anyone who can reach
+// Temporal can send one) and takes the success path if Alipay says paid. Wakes closer
+// together than half an interval are one: a flood of them costs one query.
+func (r *paymentRun) woken(ctx workflow.Context, c workflow.ReceiveChannel) {
+	for c.ReceiveAsync(nil) {
+	}
+	now := workflow.Now(ctx)
+	if r.st.Status != payment.StatusPending || r.closing(now) {
+		return
+	}
+	if !r.st.WokenAt.IsZero() && now.Sub(r.st.WokenAt) < r.timing.ReconcileInterval/2 {
+		r.logger.Info("reconciler wake ignored: the run queried Alipay moments ago", "payment_no", r.st.PaymentNo)
+		return
+	}
+	r.st.WokenAt, r.st.Reconciliations = now, r.st.Reconciliations+1
+	var trade payment.Trade
+	err := workflow.ExecuteLocalActivity(reconcileQueryOptions(ctx), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)
+	r.st.Queries++
+	if err != nil {
+		r.logger.Warn("query on the reconciler's wake failed; its next query or the close path at expiry asks again",
+			"payment_no", r.st.PaymentNo, "err", err)
+		workflow.SetCurrentDetails(ctx, r.details())
+		return
+	}
+	if trade.State == payment.TradePaid {
+		r.paidAtAlipay(ctx, trade, "reconciliation")
+	}
+	workflow.SetCurrentDetails(ctx, r.details())
 }

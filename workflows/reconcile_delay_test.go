@@ -2,8 +2,11 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/paykit/paykit/payment"
 )
 
 // Each delay doubles up to eight intervals and stays within ±20% of it; the same payment
@@ -79,5 +82,34 @@ func TestAnAbandonedCheckoutIsQueriedThreeTimesBeforeItsExpiryWhateverItsJitter(
 	}
 	if fourth == 0 {
 		t.Fatal("no payment's version-1 schedule has a fourth query: the test no longer sees the case it guards")
+	}
+}
+
+// The scheduled reconciler follows the same schedule as a run's own backoff timer
+// (payment.NextQueryAt against scheduleReconcile on version 2): an abandoned payment is
+// queried at the same moments, three times in 15 minutes, whichever does it.
+func TestScheduledReconcilerKeepsTheRunsSchedule(t *testing.T) {
+	start := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	for i := range 500 {
+		no := fmt.Sprintf("P20261204%024d", i)
+		for _, ttl := range []time.Duration{90 * time.Second, 5 * time.Minute, 15 * time.Minute, 2 * time.Hour} {
+			want := schedule(no, ttl, true)
+			var got []time.Duration
+			at := start
+			for n := 0; n < 20; n++ {
+				next := payment.NextQueryAt(at, start.Add(ttl), time.Minute, no, n)
+				if next.IsZero() {
+					break
+				}
+				got = append(got, next.Sub(start))
+				at = next
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s, TTL %v: reconciler at %v, run's timer at %v", no, ttl, got, want)
+			}
+			if ttl == 15*time.Minute && len(got) > 3 {
+				t.Fatalf("%s: %d queries in 15 minutes", no, len(got))
+			}
+		}
 	}
 }

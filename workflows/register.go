@@ -17,5 +17,6 @@ func Register(r Registry) {
 	r.RegisterWorkflowWithOptions(RefundWorkflow, workflow.RegisterOptions{Name: RefundWorkflowName})
 	r.RegisterWorkflowWithOptions(AuditWorkflow, workflow.RegisterOptions{Name: AuditWorkflowName})
 	r.RegisterWorkflowWithOptions(StatementWorkflow, workflow.RegisterOptions{Name: StatementWorkflowName})
+	r.RegisterWorkflowWithOptions(ReconcilerWorkflow, workflow.RegisterOptions{Name: ReconcilerWorkflowName})
 	r.RegisterWorkflowWithOptions(RedeliverEventWorkflow, workflow.RegisterOptions{Name: RedeliverEventWorkflowName})
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -19,11 +20,15 @@ const (
 	PurgeWorkflowName   = "PurgeIdempotencyKeysWorkflow"
 	AuditWorkflowName   = "AuditWorkflow"
 	RefundWorkflowName  = "RefundWorkflow"
+	// ReconcilerWorkflowName is the scheduled reconciler of a task queue (reconciler.go).
+	ReconcilerWorkflowName = "ReconcilerWorkflow"
 
 	NotificationSignal = "alipay-notification"
-	StateQuery         = "state"
-	CheckoutUpdate     = "checkout"
-	RefundStateQuery   = "refund-state"
+	// ReconcileSignal wakes a payment's run to query Alipay (activities.ReconcileSignal).
+	ReconcileSignal  = activities.ReconcileSignal
+	StateQuery       = "state"
+	CheckoutUpdate   = "checkout"
+	RefundStateQuery = "refund-state"
 )
 
 // Search attributes that operators filter payments by in the Temporal UI. They must be
@@ -128,6 +133,9 @@ type OpenedPayment struct {
 	PayURL      string    `json:"pay_url,omitempty"`
 	QRCode      string    `json:"qr_code,omitempty"`
 	OrderString string    `json:"order_string,omitempty"`
+	// QueryScheduled is true when the payment's row has its first query by the scheduled
+	// reconciler: a run on payment-changes-1 version 4 then keeps no reconciliation timer.
+	QueryScheduled bool `json:"query_scheduled,omitempty"`
 }
 
 // PaymentState is the workflow's view of the payment, returned by the state query and as
@@ -182,9 +190,14 @@ type PaymentState struct {
 	Queries         int       `json:"queries,omitempty"`
 	CloseAttempts   int       `json:"close_attempts,omitempty"`
 	NextReconcileAt time.Time `json:"next_reconcile_at,omitzero"`
-	BenefitGranted  bool      `json:"benefit_granted"`
-	EventID         string    `json:"event_id,omitempty"`
-	WebhookSent     bool      `json:"webhook_sent"`
+	// QueryScheduled is true for a run on version 4 whose payment the scheduled
+	// reconciler queries: no reconciliation timer before expiry, and ReconcileSignal
+	// wakes it to query Alipay itself. WokenAt is when a wake last made it query.
+	QueryScheduled bool      `json:"query_scheduled,omitempty"`
+	WokenAt        time.Time `json:"woken_at,omitzero"`
+	BenefitGranted bool      `json:"benefit_granted"`
+	EventID        string    `json:"event_id,omitempty"`
+	WebhookSent    bool      `json:"webhook_sent"`
 	// Anomaly describes a case recorded for an operator (e.g. paid after close).
 	Anomaly string `json:"anomaly,omitempty"`
 }

@@ -81,12 +81,14 @@ type Config struct {
 	// request's key blocks the client's retry.
 	IdempotencyLock  time.Duration
 	CheckoutTokenTTL time.Duration
-	SweepEvery       time.Duration
-	SweepStaleAfter  time.Duration
-	SweepGrantGrace  time.Duration
-	PurgeEvery       time.Duration
-	AuditEvery       time.Duration
-	Benefit          string
+	// ReconcilerEvery is the scheduled reconciler's schedule.
+	ReconcilerEvery time.Duration
+	SweepEvery      time.Duration
+	SweepStaleAfter time.Duration
+	SweepGrantGrace time.Duration
+	PurgeEvery      time.Duration
+	AuditEvery      time.Duration
+	Benefit         string
 	// Statement is the daily statement reconciliation.
 	Statement Statement
 
@@ -300,6 +302,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		InboxSweepInterval:    e.dur("PAYKIT_INBOX_SWEEP_INTERVAL"),
 		NotificationRetention: e.dur("PAYKIT_NOTIFICATION_RETENTION"),
 		DirectCheckout:        e.bool("PAYKIT_CHECKOUT_DIRECT"),
+		ReconcilerEvery:       e.dur("PAYKIT_RECONCILER_EVERY"),
 		SweepEvery:            e.dur("PAYKIT_SWEEP_EVERY"),
 		SweepStaleAfter:       e.dur("PAYKIT_SWEEP_STALE_AFTER"),
 		SweepGrantGrace:       e.dur("PAYKIT_SWEEP_GRANT_GRACE"),
@@ -335,6 +338,10 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	if c.SweepStaleAfter == 0 {
 		// A pending payment is only suspicious once it should have been closed.
 		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
+	}
+	if c.ReconcilerEvery == 0 {
+		// A due query waits at most a quarter of the first step for its run.
+		c.ReconcilerEvery = min(max(c.Timing.ReconcileInterval/4, time.Second), 15*time.Second)
 	}
 	e.errs = append(e.errs, c.check()...)
 	if len(e.errs) > 0 {

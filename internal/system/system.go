@@ -212,7 +212,7 @@ func apiStores(st *mysql.Store) api.Stores {
 
 func activityStores(st *mysql.Store) activities.Stores {
 	return activities.Stores{
-		Payments: st, PaymentTransitions: st, PayLinks: st, Refunds: st, RefundTransitions: st,
+		Payments: st, PaymentTransitions: st, PayLinks: st, QuerySchedule: st, Refunds: st, RefundTransitions: st,
 		Outbox: st, EventFeed: st, Grants: st, IdempotencyKeys: st, Tenants: st, Anomalies: st,
 		NotificationRecords: st, EventRetention: st, AnomalyRetention: st,
 	}
@@ -310,6 +310,7 @@ func (s *System) APIServer(cfg config.Config, logger *slog.Logger, metrics *api.
 	}
 	if cfg.DirectCheckout {
 		ac.DirectCheckoutTTL = cfg.Timing.PaymentTTL
+		ac.QueryInterval = cfg.Timing.ReconcileInterval
 	}
 	return api.New(ac, apiStores(s.Store), s.Gateways, s.Orchestrator, s.cache(), logger, metrics)
 }

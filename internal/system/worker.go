@@ -18,6 +18,7 @@ import (
 func WorkerConfig(cfg config.Config, statementAppIDs []string) worker.Config {
 	return worker.Config{
 		TaskQueue: cfg.TaskQueue, SweepEvery: cfg.SweepEvery, SweepStaleAfter: cfg.SweepStaleAfter,
+		ReconcilerEvery: cfg.ReconcilerEvery, ReconcileInterval: cfg.Timing.ReconcileInterval,
 		SweepGrantGrace: cfg.SweepGrantGrace, PurgeEvery: cfg.PurgeEvery,
 		AuditEvery: cfg.AuditEvery, AuditLag: audit.Lag(cfg.Timing.PaymentTTL),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,

@@ -1,0 +1,61 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+)
+
+const (
+	// qDueQueries reads the due head of idx_payments_next_query (status, next_query_at).
+	qDueQueries = `SELECT payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), amount_fen, expire_at, next_query_at, queries FROM payments
+WHERE status = 0 AND next_query_at <= ? ORDER BY next_query_at LIMIT ?`
+	// qQueryMade is a compare-and-set on the due time the reconciler read.
+	qQueryMade = `UPDATE payments SET queries = queries + 1, next_query_at = ?
+WHERE payment_no = ? AND status = 0 AND next_query_at = ?`
+)
+
+// firstQueryAt is the first query of a new payment, or NULL when its run keeps its own
+// timer (np.QueryInterval zero) or its TTL is too short for one.
+func firstQueryAt(now time.Time, np payment.NewPayment) sql.NullTime {
+	return nullQueryAt(payment.NextQueryAt(now, np.ExpireAt, np.QueryInterval, np.PaymentNo, 0))
+}
+
+// nullQueryAt is t at next_query_at's millisecond precision, NULL for the zero time.
+func nullQueryAt(t time.Time) sql.NullTime {
+	if t.IsZero() {
+		return sql.NullTime{}
+	}
+	return sql.NullTime{Time: t.UTC().Truncate(time.Millisecond), Valid: true}
+}
+
+// DueQueries returns up to limit pending payments whose next query is due at now.
+func (st *Store) DueQueries(ctx context.Context, now time.Time, limit int) ([]payment.DueQuery, error) {
+	if limit <= 0 || limit > maxListLimit {
+		limit = defaultListLimit
+	}
+	var due []payment.DueQuery
+	err := st.query(ctx, qDueQueries, []any{dbTime(now), limit}, func(rows *sql.Rows) error {
+		var q payment.DueQuery
+		var amount int64
+		if err := rows.Scan(&q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries); err != nil {
+			return err
+		}
+		q.Amount, q.ExpireAt, q.NextQueryAt = payment.Amount(amount), q.ExpireAt.UTC(), q.NextQueryAt.UTC()
+		due = append(due, q)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: due queries: %w", err)
+	}
+	return due, nil
+}
+
+// QueryMade counts a query of q and sets its next, if q is still as it was read.
+func (st *Store) QueryMade(ctx context.Context, q payment.DueQuery, next time.Time) (bool, error) {
+	n, err := st.execCount(ctx, "query made", qQueryMade, nullQueryAt(next), q.PaymentNo, dbTime(q.NextQueryAt))
+	return n == 1, err
+}

@@ -1,0 +1,132 @@
+package mysql_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A payment created with a query interval has its first query at the schedule's time and
+// is due then; one created without (a run that keeps its own timer) never is. Each query
+// made moves it on once, however many reconcilers took it: the compare-and-set on the due
+// time they read lets one count it. A payment that is no longer pending is never due.
+func TestQueryScheduleOfPendingPayments(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	interval := time.Minute
+	before := time.Now()
+	scheduled := newPayment("t1", "o1", "P20261204query000000000001")
+	scheduled.QueryInterval = interval
+	p, _, err := st.CreatePendingPayment(ctx, scheduled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.QueryScheduled {
+		t.Fatal("created with a query interval: QueryScheduled = false")
+	}
+	if got, err := st.GetPayment(ctx, p.PaymentNo); err != nil || !got.QueryScheduled {
+		t.Fatalf("read back: QueryScheduled = %v, %v", got.QueryScheduled, err)
+	}
+	timer := createPending(t, st, "t1", "o2", "P20261204query000000000002")
+	if timer.QueryScheduled {
+		t.Fatal("created without a query interval: QueryScheduled = true")
+	}
+	closed := newPayment("t1", "o3", "P20261204query000000000003")
+	closed.QueryInterval = interval
+	if _, _, err := st.CreatePendingPayment(ctx, closed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClosePayment(ctx, closed.PaymentNo, "expired"); err != nil {
+		t.Fatal(err)
+	}
+
+	if due, err := st.DueQueries(ctx, before, 10); err != nil || len(due) != 0 {
+		t.Fatalf("due at creation: %v, %v; want none", due, err)
+	}
+	later := time.Now().Add(2 * interval)
+	due, err := st.DueQueries(ctx, later, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 1 || due[0].PaymentNo != scheduled.PaymentNo || due[0].Queries != 0 ||
+		due[0].TenantID != "t1" || due[0].Amount != scheduled.Amount || due[0].WorkflowID != scheduled.WorkflowID {
+		t.Fatalf("due: %+v; want only %s, with no query made", due, scheduled.PaymentNo)
+	}
+	first := due[0].NextQueryAt
+	lo, hi := before.Add(interval*8/10-time.Second), time.Now().Add(interval*12/10+time.Second)
+	if first.Before(lo) || first.After(hi) {
+		t.Fatalf("first query at %v, want within ±20%% of a minute after creation", first)
+	}
+
+	next := later.Add(2 * interval)
+	var wins int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			won, err := st.QueryMade(ctx, due[0], next)
+			if err != nil {
+				t.Error(err)
+			}
+			if won {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d reconcilers counted the same query, want 1", wins)
+	}
+	var queries int
+	if err := db.QueryRow("SELECT queries FROM payments WHERE payment_no = ?", scheduled.PaymentNo).Scan(&queries); err != nil || queries != 1 {
+		t.Fatalf("queries = %d, %v; want 1", queries, err)
+	}
+	if due, _ := st.DueQueries(ctx, later, 10); len(due) != 0 {
+		t.Fatalf("due after its query: %+v", due)
+	}
+	due, _ = st.DueQueries(ctx, next, 10)
+	if len(due) != 1 || due[0].Queries != 1 {
+		t.Fatalf("due at its next query: %+v", due)
+	}
+	// The last query leaves none due, and the payment still reads as scheduled.
+	if won, err := st.QueryMade(ctx, due[0], time.Time{}); !won || err != nil {
+		t.Fatalf("last query: %v, %v", won, err)
+	}
+	if due, _ := st.DueQueries(ctx, next.Add(time.Hour), 10); len(due) != 0 {
+		t.Fatalf("due after the last query: %+v", due)
+	}
+	if got, _ := st.GetPayment(ctx, p.PaymentNo); !got.QueryScheduled {
+		t.Fatal("after its last query: QueryScheduled = false")
+	}
+	// Paid: no longer due, and the compare-and-set refuses a reconciler that read it before.
+	if _, err := st.MarkPaid(ctx, scheduled.PaymentNo, "T1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if won, err := st.QueryMade(ctx, due[0], next); won || err != nil {
+		t.Fatalf("query made of a paid payment: %v, %v; want refused", won, err)
+	}
+}
+
+// A payment whose TTL leaves no query before the close path's at expiry is created with
+// none: nothing is ever due for it.
+func TestQueryScheduleLeavesAShortPaymentToItsClosePath(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	np := newPayment("t1", "o1", "P20261204short00000000001")
+	np.QueryInterval, np.ExpireAt = time.Minute, time.Now().Add(90*time.Second)
+	p, _, err := st.CreatePendingPayment(ctx, np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.QueryScheduled {
+		t.Fatal("a 90 s payment on a one-minute step has a first query; the close path asks at expiry")
+	}
+	if due, _ := st.DueQueries(ctx, time.Now().Add(time.Hour), 10); len(due) != 0 {
+		t.Fatalf("due: %+v", due)
+	}
+}
