@@ -405,6 +405,9 @@ func TestLostNotificationsReconciled(t *testing.T) {
 	if final.Status != payment.StatusPaid || final.Reconciliations < 1 || len(env.merchant.received(tn.id)) != 1 {
 		t.Fatalf("final %+v", final)
 	}
+	if !final.QueryScheduled || final.WokenAt.IsZero() {
+		t.Fatalf("paid without the scheduled reconciler's wake: %+v", final)
+	}
 	t.Logf("every notification dropped: paid by reconciliation after %d queries", final.Reconciliations)
 }
 

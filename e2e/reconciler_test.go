@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/paykit/paykit/payment"
+)
+
+// TestAbandonedCheckoutsCostTheirQueriesOnly: payments nobody pays, opened by the API (page)
+// and by their run (QR), on a 12 s TTL and a 1 s query step. The scheduled reconciler
+// queries each at most three times before expiry (about 1, 3 and 7 s after creation), the
+// runs keep no timer of their own, and each unpaid payment's run completes at most three
+// workflow tasks: its start, its expiry (with the close path) and the closed webhook's
+// end. One paid while every notification is lost ends PAID through the reconciler's
+// wake, before its expiry.
+func TestAbandonedCheckoutsCostTheirQueriesOnly(t *testing.T) {
+	resetFaults(t)
+	ttl := 12 * time.Second
+	st := newStack(t, stackOptions{paymentTTL: ttl})
+	tn := newTenant(t)
+	simFault(t, "/notifications", map[string]any{"drop_next": 1000})
+	type opened struct{ no, order string }
+	var abandoned []opened
+	for i := range 6 {
+		body := order(fmt.Sprintf("ab-%d", i), int64(200+i))
+		if i%2 == 1 {
+			body["method"] = "qr"
+		}
+		res := mustCheckout(t, st, tn, "", body)
+		abandoned = append(abandoned, opened{res.PaymentNo, fmt.Sprintf("ab-%d", i)})
+	}
+	paid := mustCheckout(t, st, tn, "", order("ab-paid", 990))
+	openCashier(t, paid.PayURL)
+	simPay(t, paid.PaymentNo)
+	p := waitStatus(t, paid.PaymentNo, payment.StatusPaid, ttl)
+	if !p.UpdatedAt.Before(paid.ExpireAt) {
+		t.Fatalf("paid payment marked PAID at %s, not before its expiry %s", p.UpdatedAt, paid.ExpireAt)
+	}
+	final := waitWorkflowClosed(t, payment.WorkflowID(tn.id, "ab-paid"), 30*time.Second)
+	if !final.QueryScheduled || final.WokenAt.IsZero() {
+		t.Fatalf("paid payment's run: query scheduled %v, woken at %v; want PAID on the reconciler's wake", final.QueryScheduled, final.WokenAt)
+	}
+	maxQ, maxTasks := 0, 0
+	for _, a := range abandoned {
+		waitStatus(t, a.no, payment.StatusClosed, ttl+30*time.Second)
+		st := waitWorkflowClosed(t, payment.WorkflowID(tn.id, a.order), 30*time.Second)
+		if !st.QueryScheduled {
+			t.Errorf("%s: its run keeps its own reconciliation timer", a.no)
+		}
+		var calls map[string]int
+		do(t, http.MethodGet, env.simURL+"/_sim/calls?out_trade_no="+a.no, nil, nil).json(t, &calls)
+		// Three by the reconciler, one by the close path at expiry.
+		if q := calls["alipay.trade.query"]; q > 4 {
+			t.Errorf("%s: %d Alipay queries (%v), want at most 3 and the close path's", a.no, q, calls)
+		}
+		var queries int
+		if err := env.db.QueryRow("SELECT queries FROM payments WHERE payment_no = ?", a.no).Scan(&queries); err != nil {
+			t.Fatal(err)
+		}
+		if queries < 1 || queries > 3 {
+			t.Errorf("%s: the reconciler queried it %d times before expiry, want 1 to 3", a.no, queries)
+		}
+		tasks := len(workflowTaskWorkers(t, payment.WorkflowID(tn.id, a.order)))
+		if tasks > 3 {
+			t.Errorf("%s: its run completed %d workflow tasks, want at most 3", a.no, tasks)
+		}
+		maxQ, maxTasks = max(maxQ, queries), max(maxTasks, tasks)
+	}
+	t.Logf("%d abandoned payments: at most %d reconciler queries and %d workflow tasks each; the paid one PAID on the reconciler's wake at %s",
+		len(abandoned), maxQ, maxTasks, final.WokenAt.Format(time.RFC3339Nano))
+}
