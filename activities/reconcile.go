@@ -17,7 +17,8 @@ const ReconcileSignal = "alipay-reconcile"
 
 // ReconcileDueInput tunes one run of the scheduled reconciler.
 type ReconcileDueInput struct {
-	// Interval is the first step of the query schedule (payment.NextQueryAt).
+	// Interval is the first step of the query schedule (payment.NextQueryAt) of a payment
+	// that recorded none; each payment follows the step it was created with.
 	Interval time.Duration `json:"interval"`
 	// Page is how many due payments are read at a time, Parallel how many are queried at
 	// once (each query still waits for the app's call limit), and Budget how long the run
@@ -133,6 +134,9 @@ func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q
 		label = "paid"
 	}
 	a.Metrics.reconcilerQuery(label)
+	if q.Step > 0 {
+		interval = q.Step
+	}
 	next := payment.NextQueryAt(time.Now(), q.ExpireAt, interval, q.PaymentNo, q.Queries+1)
 	if _, err := a.Store.QueryMade(ctx, q, next); err != nil {
 		// Left due: the next run queries it again.

@@ -1,13 +1,16 @@
 -- The scheduled reconciler (workflows.ReconcilerWorkflow) queries Alipay about the pending
 -- payments whose next query is due, instead of a timer in each payment's run: next_query_at
 -- is when the next one is (NULL: none, the close path at expiry asks, or a payment whose run
--- keeps its own timer) and queries how many were made. A payment is created with its first,
--- and each query sets the next (payment.NextQueryAt). 0051 keys the due ones.
+-- keeps its own timer), queries how many were made and query_step_ms the first step of its
+-- schedule (PAYKIT_RECONCILE_INTERVAL when it was created: a payment keeps its schedule,
+-- as a run keeps its timing). A payment is created with its first query, and each query
+-- sets the next (payment.NextQueryAt). 0051 keys the due ones.
 
 -- +goose Up
 ALTER TABLE payments
     ADD COLUMN next_query_at DATETIME(3) NULL DEFAULT NULL,
-    ADD COLUMN queries SMALLINT NOT NULL DEFAULT 0, ALGORITHM = INSTANT;
+    ADD COLUMN queries SMALLINT NOT NULL DEFAULT 0,
+    ADD COLUMN query_step_ms INT NOT NULL DEFAULT 0, ALGORITHM = INSTANT;
 
 -- +goose Down
-ALTER TABLE payments DROP COLUMN queries, DROP COLUMN next_query_at;
+ALTER TABLE payments DROP COLUMN query_step_ms, DROP COLUMN queries, DROP COLUMN next_query_at;

@@ -46,8 +46,8 @@ ON DUPLICATE KEY UPDATE
 	qOrderState = `SELECT status, COALESCE(paid_payment_no, '') FROM orders WHERE tenant_id = ? AND order_id = ?`
 
 	qInsertPayment = `INSERT INTO payments
-	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id, next_query_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?)`
+	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id, next_query_at, query_step_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?, ?)`
 
 	qPaymentByNo          = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ?`
 	qPaymentByNoForUpdate = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? FOR UPDATE`
@@ -190,7 +190,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 		res, err := st.exec(ctx, tx, qInsertPayment,
 			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject, methodOrPage(np.Method),
 			np.Repurchase, expireAt, np.WorkflowID, sql.NullString{String: np.PayLink, Valid: np.PayLink != ""}, now, now, np.AlipayAppID,
-			firstQuery)
+			firstQuery, queryStepMS(firstQuery, np))
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}

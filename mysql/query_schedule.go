@@ -11,7 +11,7 @@ import (
 
 const (
 	// qDueQueries reads the due head of idx_payments_next_query (status, next_query_at).
-	qDueQueries = `SELECT payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), amount_fen, expire_at, next_query_at, queries FROM payments
+	qDueQueries = `SELECT payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), amount_fen, expire_at, next_query_at, queries, query_step_ms FROM payments
 WHERE status = 0 AND next_query_at <= ? ORDER BY next_query_at LIMIT ?`
 	// qQueryMade is a compare-and-set on the due time the reconciler read.
 	qQueryMade = `UPDATE payments SET queries = queries + 1, next_query_at = ?
@@ -22,6 +22,15 @@ WHERE payment_no = ? AND status = 0 AND next_query_at = ?`
 // timer (np.QueryInterval zero) or its TTL is too short for one.
 func firstQueryAt(now time.Time, np payment.NewPayment) sql.NullTime {
 	return nullQueryAt(payment.NextQueryAt(now, np.ExpireAt, np.QueryInterval, np.PaymentNo, 0))
+}
+
+// queryStepMS is the first step of a new payment's schedule, in milliseconds, when it has
+// a first query.
+func queryStepMS(first sql.NullTime, np payment.NewPayment) int64 {
+	if !first.Valid {
+		return 0
+	}
+	return np.QueryInterval.Milliseconds()
 }
 
 // nullQueryAt is t at next_query_at's millisecond precision, NULL for the zero time.
@@ -40,11 +49,12 @@ func (st *Store) DueQueries(ctx context.Context, now time.Time, limit int) ([]pa
 	var due []payment.DueQuery
 	err := st.query(ctx, qDueQueries, []any{dbTime(now), limit}, func(rows *sql.Rows) error {
 		var q payment.DueQuery
-		var amount int64
-		if err := rows.Scan(&q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries); err != nil {
+		var amount, stepMS int64
+		if err := rows.Scan(&q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries, &stepMS); err != nil {
 			return err
 		}
 		q.Amount, q.ExpireAt, q.NextQueryAt = payment.Amount(amount), q.ExpireAt.UTC(), q.NextQueryAt.UTC()
+		q.Step = time.Duration(stepMS) * time.Millisecond
 		due = append(due, q)
 		return nil
 	})

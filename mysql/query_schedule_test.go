@@ -49,7 +49,7 @@ func TestQueryScheduleOfPendingPayments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(due) != 1 || due[0].PaymentNo != scheduled.PaymentNo || due[0].Queries != 0 ||
+	if len(due) != 1 || due[0].PaymentNo != scheduled.PaymentNo || due[0].Queries != 0 || due[0].Step != interval ||
 		due[0].TenantID != "t1" || due[0].Amount != scheduled.Amount || due[0].WorkflowID != scheduled.WorkflowID {
 		t.Fatalf("due: %+v; want only %s, with no query made", due, scheduled.PaymentNo)
 	}

@@ -285,6 +285,9 @@ type DueQuery struct {
 	ExpireAt    time.Time
 	NextQueryAt time.Time
 	Queries     int
+	// Step is the first step of the payment's schedule, the query interval it was
+	// created with (zero for none recorded: the reconciler's own).
+	Step time.Duration
 }
 
 // QuerySchedule is the schedule of the scheduled reconciler's queries (payment.NextQueryAt).
