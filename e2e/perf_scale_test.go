@@ -156,15 +156,21 @@ type openPhase struct {
 	during       []perfSample
 	duringAt     []time.Duration // after the last open payment was created
 	queries      float64         // Alipay queries a second during the measurements
+	peakQueries  float64         // the most Alipay queries in one second of the phase
+	perPayment   float64         // the reconciler's queries per open payment, at the end
+	tasks        float64         // workflow tasks per open payment's run, at the end (a sample)
 	pendingAtEnd int
 	start, end   procStats
 }
 
 // openPayments leaves n checkouts unpaid, created through a second API whose payments
 // have the production reconciliation (PAYKIT_RECONCILE_INTERVAL 1 min on its backoff,
-// 15 min TTL) on the benchmark's worker, and measures the checkout (32 concurrent, new
-// orders, through the benchmark's API) right before, and three times while their
-// reconciliation timers fire: right after the last is created, and 60 and 120 s later.
+// 15 min TTL; the benchmark worker's scheduled reconciler queries them on that schedule),
+// and measures the checkout (32 concurrent, new orders, through the benchmark's API)
+// right before, and three times while they are due: right after the last is created,
+// and 60 and 120 s later. It also samples the simulator's query count every second, and
+// at the end counts the reconciler's queries per open payment and the workflow tasks of
+// 50 of their runs.
 func (p *perf) openPayments(t *testing.T, n int) openPhase {
 	ph := openPhase{open: n, start: p.procStats()}
 	openAPI := p.secondAPI(t, "perf-open", 15*time.Minute, "PAYKIT_RECONCILE_INTERVAL=1m")
@@ -184,6 +190,23 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 	t.Logf("open: %d unpaid payments created: %s", n, ph.created)
 	createdAt := time.Now()
 	q0 := p.simQueries()
+	stopPeak := make(chan struct{})
+	peakDone := make(chan float64)
+	go func() {
+		last, peak := q0, 0.0
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopPeak:
+				peakDone <- peak
+				return
+			case <-tick.C:
+				q := p.simQueries()
+				peak, last = max(peak, q-last), q
+			}
+		}
+	}()
 	for _, at := range []time.Duration{0, 60 * time.Second, 120 * time.Second} {
 		time.Sleep(time.Until(createdAt.Add(at)))
 		ph.duringAt = append(ph.duringAt, time.Since(createdAt).Round(time.Second))
@@ -192,9 +215,36 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 		t.Logf("open: checkout %v after the last open payment: %s", ph.duringAt[len(ph.duringAt)-1], s)
 	}
 	ph.queries = (p.simQueries() - q0) / time.Since(createdAt).Seconds()
+	close(stopPeak)
+	ph.peakQueries = <-peakDone
+	_ = env.db.QueryRow("SELECT COALESCE(AVG(queries), 0) FROM payments WHERE status = 0 AND expire_at > NOW() + INTERVAL 10 MINUTE").Scan(&ph.perPayment)
+	ph.tasks = p.openRunTasks(t, 50)
 	_ = env.db.QueryRow("SELECT COUNT(*) FROM payments WHERE status = 0").Scan(&ph.pendingAtEnd)
 	ph.end = p.procStats()
 	return ph
+}
+
+// openRunTasks is the mean number of workflow tasks the runs of n of the open payments
+// have completed so far.
+func (p *perf) openRunTasks(t *testing.T, n int) float64 {
+	rows, err := env.db.Query("SELECT workflow_id FROM payments WHERE status = 0 AND expire_at > NOW() + INTERVAL 10 MINUTE ORDER BY id DESC LIMIT ?", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	_ = rows.Close()
+	total := 0
+	for _, id := range ids {
+		total += len(workflowTaskWorkers(t, id))
+	}
+	return float64(total) / float64(max(len(ids), 1))
 }
 
 // secondAPI starts an API process (no worker) on the benchmark's task queue, MySQL user
@@ -273,6 +323,8 @@ func openTable(ph openPhase) string {
 		}
 		fmt.Fprintf(&b, "| %d open, %v after the last was created | %s | %.2f× | ≥ 0.9× | %s |\n", ph.open, ph.duringAt[i], curveCell(s), r, verdict(r >= 0.9))
 	}
+	fmt.Fprintf(&b, "\nAlipay queries by the reconciler per open payment %.2f after %v (target ≤ 3 over its life: the schedule at 1, 3 and 7 min has made its first), peak %.0f/s (the default limit is 100/s); workflow tasks per open payment's run %.2f (target ≤ 3 over its life: its start, its expiry, the closed webhook)\n",
+		ph.perPayment, ph.duringAt[len(ph.duringAt)-1], ph.peakQueries, ph.tasks)
 	fmt.Fprintf(&b, "\nworst ratio %.2f×; Alipay queries during the measurements %.1f/s; payments still pending at the end %d; worker %.0f MiB (%.0f at the phase's start), %.0f goroutines; API %.0f MiB (%.0f), %.0f goroutines\n",
 		worst, ph.queries, ph.pendingAtEnd, ph.end.workerRSS/(1<<20), ph.start.workerRSS/(1<<20), ph.end.workerGor, ph.end.apiRSS/(1<<20), ph.start.apiRSS/(1<<20), ph.end.apiGor)
 	// The same measurements' CPU: what the open payments' reconciliation adds to each
