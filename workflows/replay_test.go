@@ -31,6 +31,9 @@ func TestReplayRecordedHistories(t *testing.T) {
 		// Refund histories recorded before refundConfirmN: runs that took fund_change N as
 		// success must still replay (refund.go).
 		{filepath.Join("testdata", "histories", "refunds", "v0"), 5},
+		// Histories recorded before version 4 of payment-changes-1 (the scheduled
+		// reconciler): runs that keep their own reconciliation timer must still replay.
+		{filepath.Join("testdata", "histories", "v6"), 16},
 		// Histories recorded before payment-changes-1: runs that ask each change's own id
 		// (a version marker and a search attribute upsert apiece) must still replay.
 		{filepath.Join("testdata", "histories", "v5"), 16},
