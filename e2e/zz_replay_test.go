@@ -83,7 +83,7 @@ func TestZZReplayRecordedHistories(t *testing.T) {
 			t.Errorf("replay %s/%s: %v", ex.Execution.WorkflowId, ex.Execution.RunId, err)
 		}
 		replayed++
-		if ids := versionMarkers(t, hist); ids[workflows.PaymentChangesID] == 3 {
+		if ids := versionMarkers(t, hist); ids[workflows.PaymentChangesID] == workflows.PaymentChangesVersion {
 			for _, id := range []string{"close-on-alipay-word", "reconcile-backoff", "webhook-local-first", "signals-to-the-end", "close-path-local"} {
 				if _, ok := ids[id]; ok {
 					t.Errorf("%s/%s is on %s and also recorded a marker for %s, which it stands for: each marker is also a search attribute upsert",
@@ -91,7 +91,8 @@ func TestZZReplayRecordedHistories(t *testing.T) {
 				}
 			}
 		} else {
-			t.Errorf("%s/%s did not record %s version 3 (markers: %v)", ex.Execution.WorkflowId, ex.Execution.RunId, workflows.PaymentChangesID, ids)
+			t.Errorf("%s/%s did not record %s version %d (markers: %v)", ex.Execution.WorkflowId, ex.Execution.RunId, workflows.PaymentChangesID,
+				workflows.PaymentChangesVersion, ids)
 		}
 		if record {
 			recordHistory(t, ex, hist)

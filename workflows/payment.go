@@ -60,7 +60,7 @@ type paymentRun struct {
 // payment:{tenant}:{order}.
 func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error) {
 	r := &paymentRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
-	changes := workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, 4)
+	changes := workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, PaymentChangesVersion)
 	r.current, r.v2, r.v3, r.v4 = changes >= 1, changes >= 2, changes >= 3, changes >= 4
 	if r.current {
 		r.drain, r.localClose = versionOn, versionOn
@@ -153,6 +153,9 @@ func (r *paymentRun) readsSignalsToTheEnd(ctx workflow.Context) bool {
 // before version N fails the workflow task of a version-N run until a newer worker takes
 // it, so a deploy replaces every worker before old ones pick up new runs.
 const PaymentChangesID = "payment-changes-1"
+
+// PaymentChangesVersion is the version of PaymentChangesID a new run records.
+const PaymentChangesVersion = 4
 
 // versionGate asks workflow.GetVersion for one change id once per run, at its first use,
 // and remembers the answer: the change's version 1 is on, DefaultVersion off.
