@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -39,12 +40,15 @@ type ReconcileDueResult struct {
 }
 
 // ReconcileDue is the scheduled reconciler's work: it pages through the pending payments
-// whose next query is due, queries each at Alipay through its app's call limit, wakes the
-// run of each one Alipay says is paid (which queries again and takes the success path),
-// and moves each to its next query (a compare-and-set on the due time it read, so two
-// reconcilers never count one query twice). A query that fails counts too: the schedule
-// stays bounded, and the close path at expiry asks Alipay in any case. Repeating a run
-// repeats at most the queries of its last page.
+// whose next query is due and, for each, first claims the query (a compare-and-set that
+// counts it and moves the payment to its next query, so that two reconcilers, or a run
+// and its retry, never make one query twice), then queries Alipay through its app's call
+// limit and wakes the run of a payment Alipay says is paid (the run queries again and
+// takes the success path). A query that fails still counts: the schedule stays bounded,
+// and the close path at expiry asks Alipay in any case. A claim that cannot be written
+// stops the run before any query (the payments stay due), so a database that refuses
+// writes never turns it into a loop of queries. Each query heartbeats, and no query is
+// started past the budget.
 func (a *Activities) ReconcileDue(ctx context.Context, in ReconcileDueInput) (ReconcileDueResult, error) {
 	page, parallel := max(in.Page, 1), max(in.Parallel, 1)
 	deadline := time.Now().Add(max(in.Budget, time.Second))
@@ -54,7 +58,9 @@ func (a *Activities) ReconcileDue(ctx context.Context, in ReconcileDueInput) (Re
 		if err != nil {
 			return res, classify("due queries", err)
 		}
-		a.reconcilePage(ctx, in.Interval, due, parallel, &res)
+		if err := a.reconcilePage(ctx, in.Interval, due, parallel, deadline, &res); err != nil {
+			return res, err
+		}
 		activity.RecordHeartbeat(ctx, res)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -69,54 +75,91 @@ func (a *Activities) ReconcileDue(ctx context.Context, in ReconcileDueInput) (Re
 	}
 }
 
-// reconcilePage queries the due payments of one page, parallel at a time.
-func (a *Activities) reconcilePage(ctx context.Context, interval time.Duration, due []payment.DueQuery, parallel int, res *ReconcileDueResult) {
+// reconcilePage claims and queries the due payments of one page, parallel at a time,
+// starting none past deadline; it returns the first claim that could not be written.
+func (a *Activities) reconcilePage(ctx context.Context, interval time.Duration, due []payment.DueQuery, parallel int,
+	deadline time.Time, res *ReconcileDueResult) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	var claimErr error
 	work := make(chan payment.DueQuery)
 	for range min(parallel, len(due)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for q := range work {
-				outcome := a.reconcileOne(ctx, interval, q)
+				outcome, err := a.reconcileOne(ctx, interval, q)
 				mu.Lock()
-				res.Queried++
-				switch outcome {
-				case "paid", "woken":
-					res.Paid++
-					if outcome == "woken" {
-						res.Woken++
-					}
-				case "failed":
-					res.Failed++
+				res.count(outcome)
+				if err != nil && claimErr == nil {
+					claimErr = err
 				}
 				mu.Unlock()
+				activity.RecordHeartbeat(ctx, nil)
 			}
 		}()
 	}
 	for _, q := range due {
-		if ctx.Err() != nil {
+		mu.Lock()
+		stop := claimErr != nil
+		mu.Unlock()
+		if stop || ctx.Err() != nil || time.Now().After(deadline) {
 			break
 		}
 		work <- q
 	}
 	close(work)
 	wg.Wait()
+	return claimErr
 }
 
-// reconcileOne queries one due payment and moves it to its next query: "woken" when Alipay
-// says paid and its run was signalled, "paid" when the signal failed (the sweeper re-drives
-// a run that is gone, and the close path at expiry finds the money), "unpaid" or "failed".
-func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q payment.DueQuery) string {
+// count adds one payment's outcome to the result.
+func (r *ReconcileDueResult) count(outcome string) {
+	switch outcome {
+	case "", "taken":
+		return
+	case "woken":
+		r.Woken++
+		r.Paid++
+	case "paid":
+		r.Paid++
+	case "failed":
+		r.Failed++
+	}
+	r.Queried++
+}
+
+// reconcileOne claims the query of one due payment and makes it: "woken" when Alipay says
+// paid and its run was signalled, "paid" when the signal failed (the sweeper re-drives a
+// run that is gone, and the close path at expiry finds the money), "unpaid" or "failed";
+// "taken" when another reconciler claimed it first or it is no longer pending, and "" with
+// an error when the claim could not be written (no query is made).
+func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q payment.DueQuery) (outcome string, err error) {
+	defer func() {
+		// A panic on this goroutine would take the worker down; it fails the run instead.
+		if p := recover(); p != nil {
+			outcome, err = "", fmt.Errorf("reconcile %s: panic: %v", q.PaymentNo, p)
+		}
+	}()
+	if q.Step > 0 {
+		interval = q.Step
+	}
+	next := payment.NextQueryAt(time.Now(), q.ExpireAt, interval, q.PaymentNo, q.Queries+1)
+	claimed, err := a.Store.QueryMade(ctx, q, next)
+	if err != nil {
+		return "", fmt.Errorf("reconcile %s: claim its query: %w", q.PaymentNo, err)
+	}
+	if !claimed {
+		return "taken", nil
+	}
 	a.knowApp(q)
-	outcome := "unpaid"
-	t, err := a.QueryTrade(ctx, q.PaymentNo)
+	outcome = "unpaid"
+	t, qerr := a.QueryTrade(ctx, q.PaymentNo)
 	switch {
-	case err != nil:
+	case qerr != nil:
 		outcome = "failed"
 		a.log().WarnContext(ctx, "reconciler query failed; the payment's next query or its close path asks again",
-			"payment_no", q.PaymentNo, "err", err)
+			"payment_no", q.PaymentNo, "err", qerr)
 	case t.State == payment.TradePaid:
 		outcome = "paid"
 		if a.Temporal == nil {
@@ -134,15 +177,7 @@ func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q
 		label = "paid"
 	}
 	a.Metrics.reconcilerQuery(label)
-	if q.Step > 0 {
-		interval = q.Step
-	}
-	next := payment.NextQueryAt(time.Now(), q.ExpireAt, interval, q.PaymentNo, q.Queries+1)
-	if _, err := a.Store.QueryMade(ctx, q, next); err != nil {
-		// Left due: the next run queries it again.
-		a.log().WarnContext(ctx, "reconciler could not move a payment to its next query", "payment_no", q.PaymentNo, "err", err)
-	}
-	return outcome
+	return outcome, nil
 }
 
 // knowApp keeps the tenant, app and amount the reconciler read with a due payment, so

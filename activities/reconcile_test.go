@@ -1,6 +1,9 @@
 package activities_test
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +78,35 @@ func TestReconcileDueQueriesEachDuePaymentOnce(t *testing.T) {
 	}
 	if res.Queried != 0 {
 		t.Fatalf("second run at once: %+v, want nothing due", res)
+	}
+}
+
+// failingClaims is a query schedule whose claims cannot be written (a database that reads
+// but refuses writes).
+type failingClaims struct{ payment.QuerySchedule }
+
+func (failingClaims) QueryMade(context.Context, payment.DueQuery, time.Time) (bool, error) {
+	return false, errors.New("mysql: --read-only")
+}
+
+// A reconciler that cannot write its claims makes no query at all and fails the run: the
+// payments stay due for the next, and Alipay is not asked the same questions in a loop.
+func TestReconcileDueMakesNoQueryItCannotClaim(t *testing.T) {
+	f := newFixture(t)
+	in := f.createInput("claim")
+	in.Method, in.QueryInterval = payment.MethodPage, 30*time.Second
+	if err := f.local(t, nil, f.acts.CreatePayment, in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec("UPDATE payments SET next_query_at = ? WHERE payment_no = ?", time.Now().UTC().Add(-time.Second), in.PaymentNo); err != nil {
+		t.Fatal(err)
+	}
+	f.acts.Store.QuerySchedule = failingClaims{f.acts.Store.QuerySchedule}
+	err := f.remote(t, nil, f.acts.ReconcileDue, activities.ReconcileDueInput{Interval: time.Minute, Page: 10, Parallel: 2, Budget: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("run with claims refused: %v, want the claim's error", err)
+	}
+	if q := f.sim.Calls(in.PaymentNo)["alipay.trade.query"]; q != 0 {
+		t.Fatalf("%d queries made without a claim", q)
 	}
 }

@@ -10,11 +10,14 @@ import (
 )
 
 const (
-	// qDueQueries reads the due head of idx_payments_next_query (status, next_query_at).
+	// qDueQueries reads the due head of idx_payments_next_query (status, next_query_at),
+	// past expiry left out: the close path asks Alipay about those.
 	qDueQueries = `SELECT payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), amount_fen, expire_at, next_query_at, queries, query_step_ms FROM payments
-WHERE status = 0 AND next_query_at <= ? ORDER BY next_query_at LIMIT ?`
-	// qQueryMade is a compare-and-set on the due time the reconciler read.
-	qQueryMade = `UPDATE payments SET queries = queries + 1, next_query_at = ?
+WHERE status = 0 AND next_query_at <= ? AND expire_at > ? ORDER BY next_query_at LIMIT ?`
+	// qQueryMade is a compare-and-set on the due time the reconciler read. A query changes
+	// nothing of the payment's own: updated_at (ON UPDATE CURRENT_TIMESTAMP, which the
+	// audit and the API read) is kept.
+	qQueryMade = `UPDATE payments SET queries = queries + 1, next_query_at = ?, updated_at = updated_at
 WHERE payment_no = ? AND status = 0 AND next_query_at = ?`
 )
 
@@ -41,13 +44,14 @@ func nullQueryAt(t time.Time) sql.NullTime {
 	return sql.NullTime{Time: t.UTC().Truncate(time.Millisecond), Valid: true}
 }
 
-// DueQueries returns up to limit pending payments whose next query is due at now.
+// DueQueries returns up to limit pending payments whose next query is due at now, before
+// their expiry.
 func (st *Store) DueQueries(ctx context.Context, now time.Time, limit int) ([]payment.DueQuery, error) {
 	if limit <= 0 || limit > maxListLimit {
 		limit = defaultListLimit
 	}
 	var due []payment.DueQuery
-	err := st.query(ctx, qDueQueries, []any{dbTime(now), limit}, func(rows *sql.Rows) error {
+	err := st.query(ctx, qDueQueries, []any{dbTime(now), dbTime(now), limit}, func(rows *sql.Rows) error {
 		var q payment.DueQuery
 		var amount, stepMS int64
 		if err := rows.Scan(&q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries, &stepMS); err != nil {

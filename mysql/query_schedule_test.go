@@ -59,6 +59,10 @@ func TestQueryScheduleOfPendingPayments(t *testing.T) {
 		t.Fatalf("first query at %v, want within ±20%% of a minute after creation", first)
 	}
 
+	var updatedBefore time.Time
+	if err := db.QueryRow("SELECT updated_at FROM payments WHERE payment_no = ?", scheduled.PaymentNo).Scan(&updatedBefore); err != nil {
+		t.Fatal(err)
+	}
 	next := later.Add(2 * interval)
 	var wins int
 	var mu sync.Mutex
@@ -82,6 +86,14 @@ func TestQueryScheduleOfPendingPayments(t *testing.T) {
 	if wins != 1 {
 		t.Fatalf("%d reconcilers counted the same query, want 1", wins)
 	}
+	// A query changes nothing of the payment's own: its updated_at stays.
+	var updatedAfter time.Time
+	if err := db.QueryRow("SELECT updated_at FROM payments WHERE payment_no = ?", scheduled.PaymentNo).Scan(&updatedAfter); err != nil {
+		t.Fatal(err)
+	}
+	if !updatedAfter.Equal(updatedBefore) {
+		t.Fatalf("updated_at moved from %v to %v on a query", updatedBefore, updatedAfter)
+	}
 	var queries int
 	if err := db.QueryRow("SELECT queries FROM payments WHERE payment_no = ?", scheduled.PaymentNo).Scan(&queries); err != nil || queries != 1 {
 		t.Fatalf("queries = %d, %v; want 1", queries, err)
@@ -102,6 +114,14 @@ func TestQueryScheduleOfPendingPayments(t *testing.T) {
 	}
 	if got, _ := st.GetPayment(ctx, p.PaymentNo); !got.QueryScheduled {
 		t.Fatal("after its last query: QueryScheduled = false")
+	}
+	// Past its expiry a payment is not due (the close path asks), whatever its schedule.
+	if _, err := db.Exec("UPDATE payments SET next_query_at = ?, expire_at = ? WHERE payment_no = ?",
+		time.Now().UTC().Add(-time.Minute), time.Now().UTC().Add(-time.Second), scheduled.PaymentNo); err != nil {
+		t.Fatal(err)
+	}
+	if due, _ := st.DueQueries(ctx, time.Now(), 10); len(due) != 0 {
+		t.Fatalf("due past its expiry: %+v", due)
 	}
 	// Paid: no longer due, and the compare-and-set refuses a reconciler that read it before.
 	if _, err := st.MarkPaid(ctx, scheduled.PaymentNo, "T1", time.Now()); err != nil {

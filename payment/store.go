@@ -292,8 +292,8 @@ type DueQuery struct {
 
 // QuerySchedule is the schedule of the scheduled reconciler's queries (payment.NextQueryAt).
 type QuerySchedule interface {
-	// DueQueries returns up to limit pending payments whose next query is due at now,
-	// the longest due first.
+	// DueQueries returns up to limit pending payments whose next query is due at now and
+	// that have not expired, the longest due first.
 	DueQueries(ctx context.Context, now time.Time, limit int) ([]DueQuery, error)
 	// QueryMade counts a query made of a due payment and sets its next (zero: none), if
 	// the payment is still pending and its next query is still q.NextQueryAt; false if
