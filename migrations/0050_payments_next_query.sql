@@ -13,4 +13,7 @@ ALTER TABLE payments
     ADD COLUMN query_step_ms INT NOT NULL DEFAULT 0, ALGORITHM = INSTANT;
 
 -- +goose Down
+-- Dropping the columns drops the schedule of every pending payment the reconciler queries;
+-- refused while one is pending (migrations.Options.Force overrides).
+-- +paykit down-guard: SELECT 1 FROM payments WHERE status = 0 AND (next_query_at IS NOT NULL OR queries > 0) LIMIT 1
 ALTER TABLE payments DROP COLUMN query_step_ms, DROP COLUMN queries, DROP COLUMN next_query_at;

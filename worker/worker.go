@@ -169,7 +169,8 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 				Args: []any{workflows.ReconcilerInput{
 					Interval: cfg.ReconcileInterval, Page: 500, Parallel: 32, Budget: reconcilerBudget(cfg.ReconcilerEvery),
 				}},
-				WorkflowRunTimeout: 10 * time.Minute,
+				// Three attempts of the activity, each its budget and two minutes.
+				WorkflowRunTimeout: 3*(reconcilerBudget(cfg.ReconcilerEvery)+2*time.Minute) + time.Minute,
 			},
 		},
 		{
@@ -231,10 +232,10 @@ func (cfg Config) withReconcilerDefaults() Config {
 	return cfg
 }
 
-// reconcilerBudget is how long a run of the reconciler takes new pages: four schedule
-// periods, at least a minute. A backlog past it (an outage's worth of due queries under
-// the app's call limit) is taken up by the next runs, which the schedule skips while one
-// is running.
+// reconcilerBudget is how long a run of the reconciler starts queries: four schedule
+// periods, from one to five minutes. A backlog past it (an outage's worth of due queries
+// under the app's call limit) is taken up by the next runs, which the schedule skips
+// while one is running; the run's timeout covers its activity's three attempts.
 func reconcilerBudget(every time.Duration) time.Duration {
-	return max(4*every, time.Minute)
+	return min(max(4*every, time.Minute), 5*time.Minute)
 }

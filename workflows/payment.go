@@ -666,8 +666,12 @@ func (w *outcomeWait) reconcileTimer(ctx, reconcileCtx workflow.Context) workflo
 	}
 	if r.st.QueryScheduled && !r.closing(workflow.Now(ctx)) {
 		// The scheduled reconciler queries before expiry; the expiry timer starts the
-		// close path, whose retries keep a timer.
-		return nil
+		// close path, whose retries keep a timer. A wake kept for later is the one timer.
+		if r.st.NextReconcileAt.IsZero() {
+			return nil
+		}
+		return workflow.NewTimerWithOptions(reconcileCtx, max(r.st.NextReconcileAt.Sub(workflow.Now(ctx)), 0),
+			workflow.TimerOptions{Summary: "kept reconciler wake"})
 	}
 	if r.st.NextReconcileAt.IsZero() {
 		r.scheduleReconcile(workflow.Now(ctx), r.st.Queries)
@@ -683,6 +687,10 @@ func (w *outcomeWait) reconcileTimer(ctx, reconcileCtx workflow.Context) workflo
 // it was cancelled).
 func (w *outcomeWait) reconciled(ctx workflow.Context, f workflow.Future) {
 	switch {
+	case w.r.st.QueryScheduled && !w.r.closing(workflow.Now(ctx)):
+		if f.Get(ctx, nil) == nil {
+			w.r.queryOnWake(ctx)
+		}
 	case w.backoff && f.Get(ctx, nil) == nil:
 		w.r.backoffReconcile(ctx)
 	case w.backoff:
@@ -706,6 +714,14 @@ func (w *outcomeWait) expired(ctx workflow.Context, f workflow.Future) {
 
 func (r *paymentRun) continueAsNew(ctx workflow.Context, signals workflow.ReceiveChannel) error {
 	for r.takeSignal(ctx, signals, false) {
+	}
+	if r.st.QueryScheduled {
+		// A wake not yet acted on is carried over as a kept one: the next run queries at once.
+		for workflow.GetSignalChannel(ctx, ReconcileSignal).ReceiveAsync(nil) {
+			if r.st.NextReconcileAt.IsZero() {
+				r.st.NextReconcileAt = workflow.Now(ctx)
+			}
+		}
 	}
 	if r.st.Status != payment.StatusPending {
 		return nil

@@ -149,7 +149,10 @@ func (r *paymentRun) closing(now time.Time) bool {
 // woken takes the scheduled reconciler's wakes off c and, for a payment still pending and
 // not closing, queries Alipay itself (the wake is no evidence: anyone who can reach
 // Temporal can send one) and takes the success path if Alipay says paid. Wakes closer
-// together than half an interval are one: a flood of them costs one query.
+// together than half an interval are one: one that comes sooner after the last query is
+// kept for half an interval after it (NextReconcileAt, the run's only timer before
+// expiry), so a flood costs one query per half interval and a genuine wake right after
+// a forged one is never lost.
 func (r *paymentRun) woken(ctx workflow.Context, c workflow.ReceiveChannel) {
 	for c.ReceiveAsync(nil) {
 	}
@@ -157,10 +160,20 @@ func (r *paymentRun) woken(ctx workflow.Context, c workflow.ReceiveChannel) {
 	if r.st.Status != payment.StatusPending || r.closing(now) {
 		return
 	}
-	if !r.st.WokenAt.IsZero() && now.Sub(r.st.WokenAt) < r.timing.ReconcileInterval/2 {
-		r.logger.Info("reconciler wake ignored: the run queried Alipay moments ago", "payment_no", r.st.PaymentNo)
+	if at := r.st.WokenAt.Add(r.timing.ReconcileInterval / 2); !r.st.WokenAt.IsZero() && now.Before(at) {
+		if r.st.NextReconcileAt.IsZero() {
+			r.logger.Info("reconciler wake kept: the run queried Alipay moments ago", "payment_no", r.st.PaymentNo, "at", at)
+			r.st.NextReconcileAt = at
+		}
 		return
 	}
+	r.queryOnWake(ctx)
+}
+
+// queryOnWake is the run's own query on a wake of the scheduled reconciler, kept or not.
+func (r *paymentRun) queryOnWake(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	r.st.NextReconcileAt = time.Time{}
 	r.st.WokenAt, r.st.Reconciliations = now, r.st.Reconciliations+1
 	var trade payment.Trade
 	err := workflow.ExecuteLocalActivity(reconcileQueryOptions(ctx), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)

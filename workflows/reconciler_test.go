@@ -89,26 +89,59 @@ func TestPaymentWorkflow_ReconcilerWakeQueriesAlipayItself(t *testing.T) {
 	}
 }
 
-// Wakes closer together than half an interval cost one query: a flood sent straight to
-// Temporal cannot turn the run into a query loop.
+// Wakes closer together than half an interval cost one query, and one that comes sooner
+// is kept for half an interval after the last query: a flood sent straight to Temporal
+// costs one query per half interval, never a loop.
 func TestPaymentWorkflow_ReconcilerWakesAreThrottled(t *testing.T) {
 	env, fs := newEnv(t)
 	fs.scheduleQueries = true
-	queries := 0
+	var start time.Time
+	var queries []time.Duration
 	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.Trade, error) {
-		queries++
+		queries = append(queries, env.Now().Sub(start))
 		return payment.Trade{State: payment.TradeWaiting}, nil
 	})
 	env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(payment.CloseDone, nil)
 	for i := range 20 {
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.ReconcileSignal, nil) }, time.Minute+time.Duration(i)*time.Second)
 	}
+	start = env.Now()
 	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
 	st := result(t, env)
 	if st.Status != payment.StatusClosed {
 		t.Fatalf("status %s, want CLOSED at expiry", st.Status)
 	}
-	if queries != 1 {
-		t.Fatalf("%d queries for 20 wakes within 20 s, want 1", queries)
+	if len(queries) != 2 || queries[1]-queries[0] < 29*time.Second || queries[1]-queries[0] > 31*time.Second {
+		t.Fatalf("queries at %v for 20 wakes within 20 s, want one at the first and one half an interval later", queries)
+	}
+}
+
+// A wake right after another (a forged one, then the reconciler's after the buyer paid)
+// is kept, not dropped: the payment is PAID half an interval after the first query, not
+// left pending until its expiry.
+func TestPaymentWorkflow_AWakeSoonAfterAnotherIsKept(t *testing.T) {
+	env, fs := newEnv(t)
+	fs.scheduleQueries = true
+	paid := false
+	var start time.Time
+	var paidAt time.Duration
+	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(func(_ context.Context, no string) (payment.Trade, error) {
+		if !paid {
+			return payment.Trade{State: payment.TradeWaiting}, nil
+		}
+		paidAt = env.Now().Sub(start)
+		return payment.Trade{State: payment.TradePaid, TradeNo: "2026K", Amount: 990, PaymentNo: no}, nil
+	})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.ReconcileSignal, nil) }, 2*time.Minute)
+	env.RegisterDelayedCallback(func() { paid = true }, 2*time.Minute+5*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.ReconcileSignal, nil) }, 2*time.Minute+10*time.Second)
+	start = env.Now()
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
+	st := result(t, env)
+	if st.Status != payment.StatusPaid || fs.markPaid != 1 {
+		t.Fatalf("status %s markPaid %d, want PAID once", st.Status, fs.markPaid)
+	}
+	if paidAt < 2*time.Minute+29*time.Second || paidAt > 2*time.Minute+31*time.Second {
+		t.Fatalf("paid on a query at %v, want half an interval after the first wake's (2m30s)", paidAt)
 	}
 }

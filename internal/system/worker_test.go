@@ -63,3 +63,23 @@ func TestWorkerConfig_PaymentVersionMarkers(t *testing.T) {
 		}
 	}
 }
+
+// The API gives the payments it creates a first query by the scheduled reconciler, on the
+// configured interval, unless workers record each change's own marker (then no run is on
+// the version that leaves its queries to the reconciler, and its own timer queries); the
+// worker's reconciler follows the same interval.
+func TestQueryIntervalFollowsThePaymentVersion(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 45 * time.Second, "one": 45 * time.Second, "each": 0} {
+		env := map[string]string{"PAYKIT_PAYMENT_VERSION_MARKERS": v, "PAYKIT_RECONCILE_INTERVAL": "45s"}
+		cfg, err := config.Load(func(k string) (string, bool) { s, ok := env[k]; return s, ok && s != "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := apiConfig(cfg).QueryInterval; got != want {
+			t.Fatalf("PAYKIT_PAYMENT_VERSION_MARKERS=%q: the API's query interval %v, want %v", v, got, want)
+		}
+		if wc := WorkerConfig(cfg, nil); wc.ReconcileInterval != 45*time.Second || wc.ReconcilerEvery != 11250*time.Millisecond {
+			t.Fatalf("worker's reconciler: interval %v every %v, want 45s and a quarter of it", wc.ReconcileInterval, wc.ReconcilerEvery)
+		}
+	}
+}
