@@ -34,6 +34,21 @@ func simTrade(t *testing.T, paymentNo string) map[string]any {
 // test ends.
 func pauseOtherSweepers(t *testing.T, keep *stack) {
 	t.Helper()
+	pauseOthers(t, "paykit-sweeper-", worker.SweeperScheduleID(keep.taskQueue))
+}
+
+// pauseOtherReconcilers pauses the scheduled reconcilers of every other stack (they share
+// the database and would query this test's payments through their own Alipay call
+// limits) until the test ends.
+func pauseOtherReconcilers(t *testing.T, keep *stack) {
+	t.Helper()
+	pauseOthers(t, "paykit-reconcile-", worker.ReconcilerScheduleID(keep.taskQueue))
+}
+
+// pauseOthers pauses every schedule whose ID starts with prefix but keep until the test
+// ends.
+func pauseOthers(t *testing.T, prefix, keep string) {
+	t.Helper()
 	ctx := context.Background()
 	sc := env.tc.ScheduleClient()
 	it, err := sc.List(ctx, client.ScheduleListOptions{})
@@ -45,7 +60,7 @@ func pauseOtherSweepers(t *testing.T, keep *stack) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(e.ID, "paykit-sweeper-") || e.ID == worker.SweeperScheduleID(keep.taskQueue) {
+		if !strings.HasPrefix(e.ID, prefix) || e.ID == keep {
 			continue
 		}
 		h := sc.GetHandle(ctx, e.ID)
@@ -54,7 +69,7 @@ func pauseOtherSweepers(t *testing.T, keep *stack) {
 		}
 		t.Cleanup(func() { _ = h.Unpause(context.Background(), client.ScheduleUnpauseOptions{}) })
 	}
-	time.Sleep(500 * time.Millisecond) // let a sweep that was already running finish
+	time.Sleep(500 * time.Millisecond) // let a run that was already going finish
 }
 
 // neverClosed fails if the payment was ever closed locally: a CLOSED row, or a

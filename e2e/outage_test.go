@@ -41,6 +41,8 @@ func TestNotificationOutageUnderThrottle(t *testing.T) {
 	resetFaults(t)
 	st := newStack(t, stackOptions{paymentTTL: ttl, extraEnv: []string{
 		"PAYKIT_ALIPAY_CALL_RATE=15", "PAYKIT_ALIPAY_CALL_BURST=5", "PAYKIT_ALIPAY_CALL_HOLD=500ms"}})
+	// Only this stack's reconciler, with its call limit, queries the payments.
+	pauseOtherReconcilers(t, st)
 	tn := newTenant(t)
 
 	// The payments are opened first (QR: each trade exists at Alipay at once).
