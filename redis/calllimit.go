@@ -38,7 +38,8 @@ type CallLimiter struct {
 
 	mu       sync.Mutex
 	local    map[string]*xrate.Limiter
-	warnedAt time.Time // the last "redis did not answer" warning: one every warnEvery
+	turns    map[string]chan struct{} // per app: the one caller of this process asking Redis
+	warnedAt time.Time                // the last "redis did not answer" warning: one every warnEvery
 }
 
 // callBudget is the time a call needs after its turn: a turn later than its deadline
@@ -51,10 +52,22 @@ const warnEvery = 10 * time.Second
 // Take waits until a call to appID may be made. It returns an error, without waiting,
 // when the turn would come later than ctx's deadline less callBudget: the caller's call
 // is then not made, and its retry comes later.
+//
+// Within a process, one caller per app at a time asks Redis and waits for its turn; the
+// others queue behind it in the process. A crowd of callers (the reconciler's 32 queries at
+// once) would otherwise all ask Redis, all be refused but one, and all ask again at the
+// same moment: about as many Redis calls per call made as callers waiting.
 func (l *CallLimiter) Take(ctx context.Context, appID string) error {
 	if l == nil || l.Rate <= 0 {
 		return nil
 	}
+	turn := l.turn(appID)
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-turn }()
 	burst := max(l.Burst, 1)
 	for {
 		ok, wait, err := l.Client.Allow(ctx, l.Rate, burst, "alipay-calls", appID)
@@ -117,6 +130,21 @@ func (l *CallLimiter) warnRedis(msg, appID string, err error) {
 	if !quiet {
 		l.log().Warn(msg, "app_id", appID, "err", err)
 	}
+}
+
+// turn is the process's one-caller-at-a-time gate of appID's limit.
+func (l *CallLimiter) turn(appID string) chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.turns == nil {
+		l.turns = map[string]chan struct{}{}
+	}
+	t, ok := l.turns[appID]
+	if !ok {
+		t = make(chan struct{}, 1)
+		l.turns[appID] = t
+	}
+	return t
 }
 
 func (l *CallLimiter) localLimiter(appID string) *xrate.Limiter {

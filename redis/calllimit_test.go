@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/alipaysim"
@@ -143,4 +146,57 @@ func TestCallPastItsDeadlineIsNotMade(t *testing.T) {
 	if took := time.Since(start); took > 100*time.Millisecond {
 		t.Fatalf("it waited %s before giving up", took)
 	}
+}
+
+// countScripts counts the scripts a Redis client runs.
+type countScripts struct{ n atomic.Int64 }
+
+func (*countScripts) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *countScripts) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*countScripts) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// A crowd of callers in one process (the reconciler queries 32 payments at once) asks
+// Redis about once or twice per call it makes, not once per caller per turn: one caller
+// per app at a time waits for the shared limit, the others queue in the process.
+func TestCallLimitCrowdAsksRedisOncePerTurn(t *testing.T) {
+	rdb, prefix := testenv.Redis(t)
+	counter := &countScripts{}
+	rdb.AddHook(counter)
+	l := &redis.CallLimiter{Client: redis.New(rdb, prefix), Rate: 100, Burst: 1, Hold: time.Second}
+	const callers, calls = 32, 96
+	var wg sync.WaitGroup
+	var made atomic.Int64
+	start := time.Now()
+	for range callers {
+		wg.Go(func() {
+			for made.Load() < calls {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				err := l.Take(ctx, "2021app")
+				cancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				made.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	took, n, asked := time.Since(start), made.Load(), counter.n.Load()
+	if took < 900*time.Millisecond {
+		t.Fatalf("%d calls at 100 a second took %s", n, took)
+	}
+	if asked > 3*n {
+		t.Fatalf("%d calls asked Redis %d times: the waiting callers each ask again at every turn", n, asked)
+	}
+	t.Logf("%d callers, %d calls at 100/s in %s: %d scripts run (%.1f a call)", callers, n, took.Round(time.Millisecond), asked, float64(asked)/float64(n))
 }
