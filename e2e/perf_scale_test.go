@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,7 +161,19 @@ type openPhase struct {
 	perPayment   float64         // the reconciler's queries per open payment, at the end
 	tasks        float64         // workflow tasks per open payment's run, at the end (a sample)
 	pendingAtEnd int
+	life         *openLife // over the open payments' whole life (PAYKIT_PERF_OPEN_LIFE)
 	start, end   procStats
+}
+
+// openLife is what the open payments cost over their whole life, counted once every one
+// of them has ended.
+type openLife struct {
+	took                   time.Duration // from the last created to the last ended
+	closed, other          int
+	queriesAvg, queriesMax float64 // the reconciler's queries per payment
+	callsAvg, callsMax     float64 // alipay.trade.query calls per payment at the simulator (a sample), the close path's included
+	closes                 float64 // alipay.trade.close calls per payment (the sample)
+	tasksAvg, tasksMax     float64 // workflow tasks per run (the sample)
 }
 
 // openPayments leaves n checkouts unpaid, created through a second API whose payments
@@ -176,6 +189,7 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 	openAPI := p.secondAPI(t, "perf-open", 15*time.Minute, "PAYKIT_RECONCILE_INTERVAL=1m")
 	ph.before = p.counted(func() perfSample { return p.checkoutsN(t, p.cfg.checkoutCon, p.cfg.checkouts) })
 	h := map[string]string{"Authorization": "Bearer " + p.tn.apiKey, "Content-Type": "application/json"}
+	creating := time.Now().Add(-time.Second)
 	ph.created = closedLoop(n, p.cfg.checkoutCon, func(int) error {
 		b, _ := json.Marshal(order(p.nextOrder(), 990))
 		r, err := perfDo(http.MethodPost, openAPI+"/v1/payments", h, b)
@@ -215,6 +229,9 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 		t.Logf("open: checkout %v after the last open payment: %s", ph.duringAt[len(ph.duringAt)-1], s)
 	}
 	ph.queries = (p.simQueries() - q0) / time.Since(createdAt).Seconds()
+	if os.Getenv("PAYKIT_PERF_OPEN_LIFE") != "" {
+		ph.life = p.openPaymentsLife(t, creating, createdAt)
+	}
 	close(stopPeak)
 	ph.peakQueries = <-peakDone
 	_ = env.db.QueryRow(openPaymentsWhere("COALESCE(AVG(queries), 0)")).Scan(&ph.perPayment)
@@ -222,6 +239,64 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 	_ = env.db.QueryRow("SELECT COUNT(*) FROM payments WHERE status = 0").Scan(&ph.pendingAtEnd)
 	ph.end = p.procStats()
 	return ph
+}
+
+// openPaymentsLife waits until every payment of the open phase (created from phaseStart
+// to createdAt with its 15-minute TTL) has ended, then counts what each cost: the
+// reconciler's queries (payments.queries), and for a sample of 50 the simulator's query and
+// close calls and their runs' workflow tasks.
+func (p *perf) openPaymentsLife(t *testing.T, phaseStart, createdAt time.Time) *openLife {
+	const ours = "created_at BETWEEN ? AND ? AND TIMESTAMPDIFF(SECOND, created_at, expire_at) < 1000"
+	from, to := phaseStart.UTC(), createdAt.UTC().Add(time.Second)
+	deadline := createdAt.Add(20 * time.Minute)
+	for {
+		var pending int
+		if err := env.db.QueryRow("SELECT COUNT(*) FROM payments WHERE status = 0 AND "+ours, from, to).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("open: %d of the open payments still pending 20 minutes after the last was created", pending)
+		}
+		time.Sleep(10 * time.Second)
+	}
+	l := &openLife{took: time.Since(createdAt).Round(time.Second)}
+	err := env.db.QueryRow("SELECT SUM(status = 2), SUM(status <> 2), AVG(queries), MAX(queries) FROM payments WHERE "+ours, from, to).
+		Scan(&l.closed, &l.other, &l.queriesAvg, &l.queriesMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := env.db.Query("SELECT payment_no, workflow_id FROM payments WHERE "+ours+" ORDER BY RAND() LIMIT 50", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sampled struct{ no, wf string }
+	var sample []sampled
+	for rows.Next() {
+		var s sampled
+		if err := rows.Scan(&s.no, &s.wf); err != nil {
+			t.Fatal(err)
+		}
+		sample = append(sample, s)
+	}
+	_ = rows.Close()
+	for _, s := range sample {
+		r, err := perfDo(http.MethodGet, env.simURL+"/_sim/calls?out_trade_no="+s.no, nil, nil)
+		var calls map[string]int
+		if err != nil || json.Unmarshal(r.body, &calls) != nil {
+			t.Fatalf("calls of %s: %v", s.no, err)
+		}
+		q, tasks := float64(calls["alipay.trade.query"]), float64(len(workflowTaskWorkers(t, s.wf)))
+		l.callsAvg += q / float64(len(sample))
+		l.callsMax = max(l.callsMax, q)
+		l.closes += float64(calls["alipay.trade.close"]) / float64(len(sample))
+		l.tasksAvg += tasks / float64(len(sample))
+		l.tasksMax = max(l.tasksMax, tasks)
+	}
+	t.Logf("open: every open payment ended %s after the last was created: %+v", l.took, *l)
+	return l
 }
 
 // openPaymentsWhere selects what of the open phase's payments, the pending ones with its
@@ -331,6 +406,10 @@ func openTable(ph openPhase) string {
 	}
 	fmt.Fprintf(&b, "\nAlipay queries by the reconciler per open payment %.2f after %v (target ≤ 3 over its life: the schedule at 1, 3 and 7 min has made its first), peak %.0f/s (the default limit is 100/s); workflow tasks per open payment's run %.2f (target ≤ 3 over its life: its start, its expiry, the closed webhook)\n",
 		ph.perPayment, ph.duringAt[len(ph.duringAt)-1], ph.peakQueries, ph.tasks)
+	if l := ph.life; l != nil {
+		fmt.Fprintf(&b, "\nover their whole life (every one ended %v after the last was created; %d CLOSED, %d otherwise): the reconciler's queries per payment %.2f, at most %.0f (target ≤ 3); Alipay queries per payment at the simulator, the close path's included, %.2f, at most %.0f, and %.2f closes (50 sampled); workflow tasks per run %.2f, at most %.0f (target ≤ 3; the same sample); the most Alipay queries in one second of the phase %.0f\n",
+			l.took, l.closed, l.other, l.queriesAvg, l.queriesMax, l.callsAvg, l.callsMax, l.closes, l.tasksAvg, l.tasksMax, ph.peakQueries)
+	}
 	fmt.Fprintf(&b, "\nworst ratio %.2f×; Alipay queries during the measurements %.1f/s; payments still pending at the end %d; worker %.0f MiB (%.0f at the phase's start), %.0f goroutines; API %.0f MiB (%.0f), %.0f goroutines\n",
 		worst, ph.queries, ph.pendingAtEnd, ph.end.workerRSS/(1<<20), ph.start.workerRSS/(1<<20), ph.end.workerGor, ph.end.apiRSS/(1<<20), ph.start.apiRSS/(1<<20), ph.end.apiGor)
 	// The same measurements' CPU: what the open payments' reconciliation adds to each

@@ -10,6 +10,9 @@
 #                                         # worker and Temporal's metrics, last round
 #   PAYKIT_PERF_PAID=0 PAYKIT_PERF_OPEN=0 scripts/bench.sh  # without the 10,000 whole
 #                                         # payments and the 10,000 open ones
+#   PAYKIT_PERF_OPEN_LIFE=1 scripts/bench.sh  # the 10,000 open payments kept until every one
+#                                         # has ended (about 17 more minutes), then what each
+#                                         # cost over its life: queries, closes, workflow tasks
 #   PAYKIT_E2E_TEMPORAL=postgres PAYKIT_PERF_WORKERS=2 scripts/bench.sh  # two workers and
 #                                         # two APIs taking the requests in turn
 #
