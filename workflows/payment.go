@@ -538,6 +538,9 @@ func (r *paymentRun) details() string {
 	if r.st.Status == payment.StatusPending && !r.st.NextReconcileAt.IsZero() {
 		fmt.Fprintf(&b, " · next %s", r.st.NextReconcileAt.UTC().Format(time.RFC3339))
 	}
+	if r.st.Status == payment.StatusPending && r.st.QueryScheduled {
+		b.WriteString(" · queried by the scheduled reconciler")
+	}
 	if r.st.TradeNo != "" {
 		fmt.Fprintf(&b, " · alipay trade `%s`", r.st.TradeNo)
 	}
