@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/paykit/paykit/payment"
@@ -22,13 +23,11 @@ type alipayCalls struct {
 
 func (c *alipayCalls) total() int { return len(c.queries) + len(c.closes) }
 
-// An abandoned checkout, the common case on a real checkout page: Alipay is queried on a
-// backoff (about 1, 3 and 7 minutes after creation) and once more by the close path at
-// expiry, never once a minute for the whole TTL.
-func TestPaymentWorkflow_AbandonedCheckoutCostsAtMostFiveAlipayCalls(t *testing.T) {
-	env, fs := newEnv(t)
-	var calls alipayCalls
-	var start time.Time
+// recordAlipayCalls answers every query and close of the run as Alipay does for a trade
+// nobody opened, and records when each came, counted from now.
+func recordAlipayCalls(env *testsuite.TestWorkflowEnvironment) *alipayCalls {
+	calls := &alipayCalls{}
+	start := env.Now()
 	env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.Trade, error) {
 		calls.queries = append(calls.queries, env.Now().Sub(start))
 		return payment.Trade{State: payment.TradeNotExist}, nil
@@ -37,7 +36,15 @@ func TestPaymentWorkflow_AbandonedCheckoutCostsAtMostFiveAlipayCalls(t *testing.
 		calls.closes = append(calls.closes, env.Now().Sub(start))
 		return payment.CloseNotExist, nil
 	})
-	start = env.Now()
+	return calls
+}
+
+// An abandoned checkout, the common case on a real checkout page: Alipay is queried on a
+// backoff (about 1, 3 and 7 minutes after creation) and once more by the close path at
+// expiry, never once a minute for the whole TTL.
+func TestPaymentWorkflow_AbandonedCheckoutCostsAtMostFiveAlipayCalls(t *testing.T) {
+	env, fs := newEnv(t)
+	calls := recordAlipayCalls(env)
 	env.ExecuteWorkflow(workflows.PaymentWorkflow, input())
 	st := result(t, env)
 	if st.Status != payment.StatusClosed || fs.closed != 1 {

@@ -24,17 +24,7 @@ func TestPaymentWorkflow_ScheduledPaymentKeepsOnlyItsExpiryTimer(t *testing.T) {
 			in = openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
 			in.Opened.QueryScheduled = true
 		}
-		var calls alipayCalls
-		var start time.Time
-		env.OnActivity(a.QueryTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.Trade, error) {
-			calls.queries = append(calls.queries, env.Now().Sub(start))
-			return payment.Trade{State: payment.TradeNotExist}, nil
-		})
-		env.OnActivity(a.CloseTrade, mock.Anything, mock.Anything).Return(func(context.Context, string) (payment.CloseOutcome, error) {
-			calls.closes = append(calls.closes, env.Now().Sub(start))
-			return payment.CloseNotExist, nil
-		})
-		start = env.Now()
+		calls := recordAlipayCalls(env)
 		env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
 		st := result(t, env)
 		if st.Status != payment.StatusClosed || !st.QueryScheduled {
