@@ -229,13 +229,13 @@ func (p *perf) openPayments(t *testing.T, n int) openPhase {
 		t.Logf("open: checkout %v after the last open payment: %s", ph.duringAt[len(ph.duringAt)-1], s)
 	}
 	ph.queries = (p.simQueries() - q0) / time.Since(createdAt).Seconds()
+	_ = env.db.QueryRow(openPaymentsWhere("COALESCE(AVG(queries), 0)")).Scan(&ph.perPayment)
+	ph.tasks = p.openRunTasks(t, 50)
 	if os.Getenv("PAYKIT_PERF_OPEN_LIFE") != "" {
 		ph.life = p.openPaymentsLife(t, creating, createdAt)
 	}
 	close(stopPeak)
 	ph.peakQueries = <-peakDone
-	_ = env.db.QueryRow(openPaymentsWhere("COALESCE(AVG(queries), 0)")).Scan(&ph.perPayment)
-	ph.tasks = p.openRunTasks(t, 50)
 	_ = env.db.QueryRow("SELECT COUNT(*) FROM payments WHERE status = 0").Scan(&ph.pendingAtEnd)
 	ph.end = p.procStats()
 	return ph
