@@ -122,17 +122,10 @@ func (a *Activities) ReadPayment(ctx context.Context, paymentNo string) (payment
 // AnomalyUnverifiedSignal and changes nothing (Transition.Unverified).
 func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Transition, error) {
 	if in.Evidence == EvidenceNotification {
-		if in.AlipayAppID != "" && in.Amount > 0 && in.TenantID != "" {
-			a.knowApp(in.PaymentNo, paymentApp{tenantID: in.TenantID, appID: in.AlipayAppID, amount: in.Amount})
+		refused, err := a.takeNotificationEvidence(ctx, &in)
+		if err != nil || refused != nil {
+			return *refused, err
 		}
-		n, reason, err := a.confirmNotification(ctx, in)
-		if err != nil {
-			return payment.Transition{}, err
-		}
-		if reason != "" {
-			return a.refuseUnverified(ctx, in, reason)
-		}
-		in.TradeNo, in.PaidAt = n.TradeNo, n.PaidAt
 	}
 	if in.NotOwned {
 		p, err := a.Store.GetPayment(ctx, in.PaymentNo)
@@ -175,6 +168,25 @@ func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Tr
 		a.Metrics.transition(payment.StatusPaid.String())
 	}
 	return t, nil
+}
+
+// takeNotificationEvidence confirms the notification a notification signal names and
+// puts Alipay's trade_no and gmt_payment in place of the signal's in in; a notification
+// that is not evidence is recorded and its transition returned (refused).
+func (a *Activities) takeNotificationEvidence(ctx context.Context, in *MarkPaidInput) (refused *payment.Transition, err error) {
+	if in.AlipayAppID != "" && in.Amount > 0 && in.TenantID != "" {
+		a.knowApp(in.PaymentNo, paymentApp{tenantID: in.TenantID, appID: in.AlipayAppID, amount: in.Amount})
+	}
+	n, reason, err := a.confirmNotification(ctx, *in)
+	if err != nil {
+		return &payment.Transition{}, err
+	}
+	if reason != "" {
+		t, err := a.refuseUnverified(ctx, *in, reason)
+		return &t, err
+	}
+	in.TradeNo, in.PaidAt = n.TradeNo, n.PaidAt
+	return nil, nil
 }
 
 // ClosePaymentInput closes an unpaid payment.
