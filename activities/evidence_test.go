@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,55 +131,5 @@ func TestMarkPaid_APaymentOfAnotherRunIsNeverWritten(t *testing.T) {
 	}
 	if n := f.count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ?", in.PaymentNo); n != 0 {
 		t.Fatalf("events = %d, want none", n)
-	}
-}
-
-// countedPayments counts the payment reads.
-type countedPayments struct {
-	payment.Payments
-	reads atomic.Int64
-}
-
-func (c *countedPayments) GetPayment(ctx context.Context, paymentNo string) (payment.Payment, error) {
-	c.reads.Add(1)
-	return c.Payments.GetPayment(ctx, paymentNo)
-}
-
-// A run marking its own payment paid on a notification hands MarkPaid the payment's app
-// and amount from its state: the notification is verified with that app's key without a
-// read of the payment first (a round trip of every paid payment's path). A run without
-// them (one started before they were carried) still gets the read.
-func TestMarkPaid_TheRunsAppSparesTheRead(t *testing.T) {
-	for _, hinted := range []bool{true, false} {
-		f := newFixture(t)
-		in := f.createInput("order-hint")
-		var created activities.CreatePaymentResult
-		if err := f.local(t, &created, f.acts.CreatePayment, in); err != nil {
-			t.Fatal(err)
-		}
-		_, inserted, err := f.store.RecordNotification(context.Background(), payment.ChannelNotification{
-			Channel: "alipay", NotifyID: "n-hint", PaymentNo: in.PaymentNo, TradeNo: "2026THINT",
-			Raw: simtest.PaidNotification(t, "n-hint", in.PaymentNo, "2026THINT", "12.34").Encode(), Verified: true, Outcome: "received", ReceivedAt: time.Now(),
-		})
-		if err != nil || !inserted {
-			t.Fatal(inserted, err)
-		}
-		counted := &countedPayments{Payments: f.acts.Store.Payments}
-		// A worker process of its own, whose cache of payments is empty.
-		acts := &activities.Activities{Store: f.acts.Store, Gateway: f.acts.Gateway, Locker: f.acts.Locker, Logger: f.acts.Logger}
-		acts.Store.Payments = counted
-		mark := activities.MarkPaidInput{PaymentNo: in.PaymentNo, TenantID: f.tenantID, OrderID: in.OrderID,
-			Evidence: activities.EvidenceNotification, NotifyID: "n-hint"}
-		if hinted {
-			mark.AlipayAppID, mark.Amount = testAppID, in.Amount
-		}
-		tr, err := acts.MarkPaid(context.Background(), mark)
-		if err != nil || !tr.Changed || tr.Payment.TradeNo != "2026THINT" {
-			t.Fatalf("hinted=%v: MarkPaid %+v %v, want PAID on the notification", hinted, tr, err)
-		}
-		want := map[bool]int64{true: 0, false: 1}[hinted]
-		if got := counted.reads.Load(); got != want {
-			t.Fatalf("hinted=%v: %d payment reads, want %d", hinted, got, want)
-		}
 	}
 }

@@ -32,9 +32,8 @@ type CreatePaymentInput struct {
 type CreatePaymentResult struct {
 	Payment payment.Payment `json:"payment"`
 	Existed bool            `json:"existed"`
-	// QueryScheduled and AlipayAppID are the Payment's, which its JSON leaves out.
-	QueryScheduled bool   `json:"query_scheduled,omitempty"`
-	AlipayAppID    string `json:"alipay_app_id,omitempty"`
+	// QueryScheduled is Payment.QueryScheduled, which its JSON leaves out.
+	QueryScheduled bool `json:"query_scheduled,omitempty"`
 }
 
 // CreatePayment inserts the pending payment. A duplicate on the active-order unique
@@ -76,7 +75,7 @@ func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (
 		a.log().InfoContext(ctx, "pending payment already existed", "tenant_id", p.TenantID, "order_id", p.OrderID,
 			"payment_no", p.PaymentNo, "requested_payment_no", in.PaymentNo, "status", p.Status.String())
 	}
-	return CreatePaymentResult{Payment: p, Existed: existed, QueryScheduled: p.QueryScheduled, AlipayAppID: p.AlipayAppID}, nil
+	return CreatePaymentResult{Payment: p, Existed: existed, QueryScheduled: p.QueryScheduled}, nil
 }
 
 // MarkPaidInput confirms a payment as paid.
@@ -97,12 +96,6 @@ type MarkPaidInput struct {
 	// payment still pending has a run of its own, which alone marks it paid, with its
 	// grant and webhook; one that is closed or failed is the caller's anomaly to record.
 	NotOwned bool `json:"not_owned,omitempty"`
-	// AlipayAppID and Amount, set by a run marking its own payment, are the app it was
-	// opened on and its amount, from the run's state (never from the signal): the
-	// notification is verified with that app's key and checked against that amount
-	// without reading the payment first. Unset, MarkPaid reads them.
-	AlipayAppID string         `json:"alipay_app_id,omitempty"`
-	Amount      payment.Amount `json:"amount_fen,omitempty"`
 }
 
 // ReadPayment returns a payment as its row holds it: a run for a payment the API opened
@@ -122,10 +115,14 @@ func (a *Activities) ReadPayment(ctx context.Context, paymentNo string) (payment
 // AnomalyUnverifiedSignal and changes nothing (Transition.Unverified).
 func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Transition, error) {
 	if in.Evidence == EvidenceNotification {
-		refused, err := a.takeNotificationEvidence(ctx, &in)
-		if err != nil || refused != nil {
-			return *refused, err
+		n, reason, err := a.confirmNotification(ctx, in)
+		if err != nil {
+			return payment.Transition{}, err
 		}
+		if reason != "" {
+			return a.refuseUnverified(ctx, in, reason)
+		}
+		in.TradeNo, in.PaidAt = n.TradeNo, n.PaidAt
 	}
 	if in.NotOwned {
 		p, err := a.Store.GetPayment(ctx, in.PaymentNo)
@@ -168,25 +165,6 @@ func (a *Activities) MarkPaid(ctx context.Context, in MarkPaidInput) (payment.Tr
 		a.Metrics.transition(payment.StatusPaid.String())
 	}
 	return t, nil
-}
-
-// takeNotificationEvidence confirms the notification a notification signal names and
-// puts Alipay's trade_no and gmt_payment in place of the signal's in in; a notification
-// that is not evidence is recorded and its transition returned (refused).
-func (a *Activities) takeNotificationEvidence(ctx context.Context, in *MarkPaidInput) (refused *payment.Transition, err error) {
-	if in.AlipayAppID != "" && in.Amount > 0 && in.TenantID != "" {
-		a.knowApp(in.PaymentNo, paymentApp{tenantID: in.TenantID, appID: in.AlipayAppID, amount: in.Amount})
-	}
-	n, reason, err := a.confirmNotification(ctx, *in)
-	if err != nil {
-		return &payment.Transition{}, err
-	}
-	if reason != "" {
-		t, err := a.refuseUnverified(ctx, *in, reason)
-		return &t, err
-	}
-	in.TradeNo, in.PaidAt = n.TradeNo, n.PaidAt
-	return nil, nil
 }
 
 // ClosePaymentInput closes an unpaid payment.

@@ -152,7 +152,7 @@ func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q
 	if !claimed {
 		return "taken", nil
 	}
-	a.knowApp(q.PaymentNo, paymentApp{tenantID: q.TenantID, appID: q.AlipayAppID, amount: q.Amount})
+	a.knowApp(q)
 	outcome = "unpaid"
 	t, qerr := a.QueryTrade(ctx, q.PaymentNo)
 	switch {
@@ -180,16 +180,15 @@ func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q
 	return outcome, nil
 }
 
-// knowApp keeps the tenant, app and amount of a payment that its caller holds from the
-// payment's row (the reconciler's page, a run's state), so that appOf does not read the
-// payment again.
-func (a *Activities) knowApp(paymentNo string, on paymentApp) {
-	if _, ok := a.paymentApps.Load(paymentNo); ok {
+// knowApp keeps the tenant, app and amount the reconciler read with a due payment, so
+// that its query does not read the payment again.
+func (a *Activities) knowApp(q payment.DueQuery) {
+	if _, ok := a.paymentApps.Load(q.PaymentNo); ok {
 		return
 	}
 	if a.knownPayments.Add(1) > maxKnownPayments {
 		a.paymentApps.Clear()
 		a.knownPayments.Store(0)
 	}
-	a.paymentApps.Store(paymentNo, on)
+	a.paymentApps.Store(q.PaymentNo, paymentApp{tenantID: q.TenantID, appID: q.AlipayAppID, amount: q.Amount})
 }

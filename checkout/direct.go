@@ -110,7 +110,7 @@ func (co *Checkout) joinExisting(ctx context.Context, in workflows.PaymentInput,
 // payment p and its link. The link is of the method the payment was created with, which
 // a checkout that found another checkout's payment may not share.
 func openedWith(p payment.Payment, link string) (workflows.CheckoutResult, *workflows.OpenedPayment) {
-	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC(), QueryScheduled: p.QueryScheduled, AlipayAppID: p.AlipayAppID}
+	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC(), QueryScheduled: p.QueryScheduled}
 	res := workflows.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
 		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
 	switch p.Method {

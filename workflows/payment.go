@@ -425,7 +425,6 @@ func (r *paymentRun) adoptOpened(ctx workflow.Context, o *OpenedPayment) {
 	r.st.PayURL, r.st.QRCode, r.st.OrderString = o.PayURL, o.QRCode, o.OrderString
 	r.st.PayLinkIssued = true
 	r.st.QueryScheduled = r.v4 && o.QueryScheduled
-	r.st.AlipayAppID = o.AlipayAppID
 	r.st.Initialized = true
 	workflow.SetCurrentDetails(ctx, r.details())
 }
@@ -458,7 +457,6 @@ func (r *paymentRun) createPayment(ctx workflow.Context) (activities.CreatePayme
 		r.st.Method = p.Method
 	}
 	r.st.QueryScheduled = r.v4 && created.QueryScheduled
-	r.st.AlipayAppID = created.AlipayAppID
 	return created, nil
 }
 
@@ -927,11 +925,6 @@ func (r *paymentRun) markPaidInput(paymentNo, tradeNo string, paidAt time.Time, 
 	}
 	if signal != nil {
 		in.Evidence, in.NotifyID = activities.EvidenceNotification, signal.NotifyID
-		if paymentNo == r.st.PaymentNo && r.st.AlipayAppID != "" {
-			// The run's own payment: its app and amount, as its row has them, spare
-			// MarkPaid a read before it verifies the notification with that app's key.
-			in.AlipayAppID, in.Amount = r.st.AlipayAppID, r.st.Amount
-		}
 	}
 	return in
 }

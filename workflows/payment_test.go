@@ -54,8 +54,6 @@ type fakeStore struct {
 	// scheduleQueries makes CreatePayment create the payment with a first query by the
 	// scheduled reconciler when the run asks for one, as the store does.
 	scheduleQueries bool
-	// marks are MarkPaid's inputs, in order.
-	marks []activities.MarkPaidInput
 }
 
 func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
@@ -95,7 +93,6 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 		func(context.Context, string) (payment.Payment, error) { fs.reads++; return fs.p, nil }).Maybe()
 	env.OnActivity(a.MarkPaid, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarkPaidInput) (payment.Transition, error) {
-			fs.marks = append(fs.marks, in)
 			if fs.markPaidDown.Load() {
 				return payment.Transition{}, errors.New("mysql: connection refused")
 			}

@@ -135,23 +135,3 @@ func TestPaymentWorkflow_AWakeSoonAfterAnotherIsKept(t *testing.T) {
 		t.Fatalf("paid on a query at %v, want half an interval after the first wake's (2m30s)", paidAt)
 	}
 }
-
-// A run marking its own payment paid on a notification hands MarkPaid the app the API
-// opened the payment on and its amount, from the run's state, never from the signal.
-func TestPaymentWorkflow_MarkPaidGetsTheRunsAppAndAmount(t *testing.T) {
-	env, fs := newEnv(t)
-	in := openedInput(fs, time.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
-	in.Opened.AlipayAppID = "2021000000000042"
-	env.RegisterDelayedCallback(func() {
-		n := paidNotification(fs, "n1")
-		env.SignalWorkflow(workflows.NotificationSignal, n)
-	}, time.Minute)
-	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
-	st := result(t, env)
-	if st.Status != payment.StatusPaid || len(fs.marks) != 1 {
-		t.Fatalf("status %s, MarkPaid calls %d; want PAID once", st.Status, len(fs.marks))
-	}
-	if m := fs.marks[0]; m.AlipayAppID != "2021000000000042" || m.Amount != 990 || m.NotifyID != "n1" {
-		t.Fatalf("MarkPaid input %+v, want the opened payment's app and amount", m)
-	}
-}

@@ -136,9 +136,6 @@ type OpenedPayment struct {
 	// QueryScheduled is true when the payment's row has its first query by the scheduled
 	// reconciler: a run on payment-changes-1 version 4 then keeps no reconciliation timer.
 	QueryScheduled bool `json:"query_scheduled,omitempty"`
-	// AlipayAppID is the app the payment was opened on, as its row has it ("" for the
-	// default app, or from an API before it was carried).
-	AlipayAppID string `json:"alipay_app_id,omitempty"`
 }
 
 // PaymentState is the workflow's view of the payment, returned by the state query and as
@@ -198,12 +195,9 @@ type PaymentState struct {
 	// wakes it to query Alipay itself. WokenAt is when a wake last made it query.
 	QueryScheduled bool      `json:"query_scheduled,omitempty"`
 	WokenAt        time.Time `json:"woken_at,omitzero"`
-	// AlipayAppID is the app the payment was opened on, from its row (OpenedPayment, or
-	// CreatePayment's result); "" when not known, and MarkPaid then reads it.
-	AlipayAppID    string `json:"alipay_app_id,omitempty"`
-	BenefitGranted bool   `json:"benefit_granted"`
-	EventID        string `json:"event_id,omitempty"`
-	WebhookSent    bool   `json:"webhook_sent"`
+	BenefitGranted bool      `json:"benefit_granted"`
+	EventID        string    `json:"event_id,omitempty"`
+	WebhookSent    bool      `json:"webhook_sent"`
 	// Anomaly describes a case recorded for an operator (e.g. paid after close).
 	Anomaly string `json:"anomaly,omitempty"`
 }
