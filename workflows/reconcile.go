@@ -98,16 +98,28 @@ func (r *paymentRun) backoffReconcile(ctx workflow.Context) {
 		workflow.SetCurrentDetails(ctx, r.details())
 		return
 	}
+	trade, err := r.queryAlipay(ctx)
+	r.scheduleReconcile(workflow.Now(ctx), r.st.Queries)
+	r.actOnQuery(ctx, trade, err, "reconciliation query failed; will retry on the next tick")
+}
+
+// queryAlipay queries Alipay about the run's payment, as a local activity in the woken
+// workflow task, and counts the query.
+func (r *paymentRun) queryAlipay(ctx workflow.Context) (payment.Trade, error) {
 	var trade payment.Trade
 	err := workflow.ExecuteLocalActivity(reconcileQueryOptions(ctx), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)
 	r.st.Queries++
-	r.scheduleReconcile(workflow.Now(ctx), r.st.Queries)
-	if err != nil {
-		r.logger.Warn("reconciliation query failed; will retry on the next tick", "payment_no", r.st.PaymentNo, "err", err)
-		workflow.SetCurrentDetails(ctx, r.details())
-		return
-	}
-	if trade.State == payment.TradePaid {
+	return trade, err
+}
+
+// actOnQuery takes the success path when Alipay's answer says paid, logs a query that
+// failed with failed (the next tick or the close path at expiry asks again), and shows
+// the run's details.
+func (r *paymentRun) actOnQuery(ctx workflow.Context, trade payment.Trade, err error, failed string) {
+	switch {
+	case err != nil:
+		r.logger.Warn(failed, "payment_no", r.st.PaymentNo, "err", err)
+	case trade.State == payment.TradePaid:
 		r.paidAtAlipay(ctx, trade, "reconciliation")
 	}
 	workflow.SetCurrentDetails(ctx, r.details())
@@ -175,17 +187,6 @@ func (r *paymentRun) queryOnWake(ctx workflow.Context) {
 	now := workflow.Now(ctx)
 	r.st.NextReconcileAt = time.Time{}
 	r.st.WokenAt, r.st.Reconciliations = now, r.st.Reconciliations+1
-	var trade payment.Trade
-	err := workflow.ExecuteLocalActivity(reconcileQueryOptions(ctx), a.QueryTrade, r.st.PaymentNo).Get(ctx, &trade)
-	r.st.Queries++
-	if err != nil {
-		r.logger.Warn("query on the reconciler's wake failed; its next query or the close path at expiry asks again",
-			"payment_no", r.st.PaymentNo, "err", err)
-		workflow.SetCurrentDetails(ctx, r.details())
-		return
-	}
-	if trade.State == payment.TradePaid {
-		r.paidAtAlipay(ctx, trade, "reconciliation")
-	}
-	workflow.SetCurrentDetails(ctx, r.details())
+	trade, err := r.queryAlipay(ctx)
+	r.actOnQuery(ctx, trade, err, "query on the reconciler's wake failed; its next query or the close path at expiry asks again")
 }
