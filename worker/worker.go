@@ -227,9 +227,15 @@ func (cfg Config) withReconcilerDefaults() Config {
 		cfg.ReconcileInterval = time.Minute
 	}
 	if cfg.ReconcilerEvery <= 0 {
-		cfg.ReconcilerEvery = min(max(cfg.ReconcileInterval/4, time.Second), 15*time.Second)
+		cfg.ReconcilerEvery = DefaultReconcilerEvery(cfg.ReconcileInterval)
 	}
 	return cfg
+}
+
+// DefaultReconcilerEvery is the reconciler's schedule for a query step of interval: a
+// quarter of it, from 1 to 15 s, so that a due query waits at most that for its run.
+func DefaultReconcilerEvery(interval time.Duration) time.Duration {
+	return min(max(interval/4, time.Second), 15*time.Second)
 }
 
 // reconcilerBudget is how long a run of the reconciler starts queries: four schedule

@@ -15,6 +15,7 @@ import (
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/secrets"
+	"github.com/paykit/paykit/worker"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -340,8 +341,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
 	}
 	if c.ReconcilerEvery == 0 {
-		// A due query waits at most a quarter of the first step for its run.
-		c.ReconcilerEvery = min(max(c.Timing.ReconcileInterval/4, time.Second), 15*time.Second)
+		c.ReconcilerEvery = worker.DefaultReconcilerEvery(c.Timing.ReconcileInterval)
 	}
 	e.errs = append(e.errs, c.check()...)
 	if len(e.errs) > 0 {
