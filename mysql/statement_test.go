@@ -179,12 +179,21 @@ func TestStatementLockLostCancelsTheRun(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lock's connection was killed and the run's context goes on")
 	}
-	// The day is free again: another run takes it.
-	_, unlock2, err := st.LockStatement(ctx, "A", "2026-10-02")
-	if err != nil {
-		t.Fatalf("after the loss: %v", err)
+	// The day is free again: another run takes it, once the server has ended the killed
+	// session (KILL returns before the session's thread has let go of its locks; the
+	// client can see its connection gone first).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, unlock2, err := st.LockStatement(ctx, "A", "2026-10-02")
+		if err == nil {
+			unlock2()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the loss: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	unlock2()
 }
 
 // A statement lock whose RELEASE_LOCK fails on a live connection (a server error, an
