@@ -106,6 +106,10 @@ func TestCheckWebhookSecretStandardForm(t *testing.T) {
 		{name: "whsec_ and 21 bytes (34 characters)", secret: key(21)},
 		{name: "raw, 32 bytes", secret: "raw-secret-0123456789abcdef01234", ok: true, note: true},
 		{name: "raw, 31 bytes", secret: "raw-secret-0123456789abcdef0123", note: true},
+		// Base64 decoding skips line breaks: 32 bytes or more that sign with a short key.
+		{name: "whsec_ and 3 bytes padded with newlines", secret: "whsec_AAAA" + strings.Repeat("\n", 26), note: true},
+		{name: "whsec_ and 16 bytes padded with line breaks", secret: key(16) + "\r\n", note: true},
+		{name: "whsec_ and 24 bytes with a line break", secret: key(24)[:20] + "\n" + key(24)[20:], ok: true, note: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tenants.CheckWebhookSecret("-webhook-secret", tc.secret)
