@@ -9,17 +9,53 @@
 # the storage tests, the storms, the topology and a shortened fault suite on TiDB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/services.sh
-scripts/build-temporal.sh
+# Each step prints its time, and the run ends (pass or fail) with every step's time: where
+# a cold run's minutes go (tool builds, compiles, passes) is read off the output.
+run_started=$SECONDS
+step_times=()
+step() { # name, command...
+  local name=$1 started=$SECONDS
+  shift
+  echo "==> $name" >&2
+  "$@"
+  step_times+=("$(printf '%6ds  %s' $((SECONDS - started)) "$name")")
+  echo "<== $name: $((SECONDS - started))s ($((SECONDS - run_started))s into the run)" >&2
+}
+background_pids=()
+tidb_started=false
+finish() {
+  local rc=$?
+  set +e
+  kill "${background_pids[@]}" 2>/dev/null || true
+  if $tidb_started; then scripts/tidb.sh stop || true; fi
+  {
+    echo "step times (wall clock; the tool builds run in the background beside the steps):"
+    printf '%s\n' "${step_times[@]}"
+    for log in .artifacts/build-tidb.log .artifacts/build-helm.log; do
+      [ -f "$log" ] && grep -h '^built in' "$log" | sed "s|^|        $(basename "$log" .log): |"
+    done
+    echo "$((SECONDS - run_started))s in all, exit $rc"
+  } >&2
+}
+trap finish EXIT
+# timed_build name log command...: a tool build in the background, its time in its log.
+timed_build() {
+  local log=$2
+  shift 2
+  { local started=$SECONDS; "$@" && echo "built in $((SECONDS - started))s"; } >"$log" 2>&1
+}
+step services scripts/services.sh
+step build-temporal scripts/build-temporal.sh
 # The TiDB server for the TiDB pass near the end, built at the lowest CPU priority while the
 # other tests run (the first build takes 8 to 9 minutes on 2 cores; later ones are cached).
 mkdir -p .artifacts
-PAYKIT_BUILD_NICE=1 scripts/build-tidb.sh >.artifacts/build-tidb.log 2>&1 &
+PAYKIT_BUILD_NICE=1 timed_build tidb .artifacts/build-tidb.log scripts/build-tidb.sh &
 tidb_build=$!
+background_pids+=("$tidb_build")
 # Helm and the chart checker, for scripts/helm-check.sh below (about 11 minutes of CPU cold).
-PAYKIT_BUILD_NICE=1 scripts/helm-check.sh --build-only >.artifacts/build-helm.log 2>&1 &
+PAYKIT_BUILD_NICE=1 timed_build helm .artifacts/build-helm.log scripts/helm-check.sh --build-only &
 helm_build=$!
-trap 'kill "$tidb_build" "$helm_build" 2>/dev/null || true' EXIT
+background_pids+=("$helm_build")
 # The demo shop's browser test (e2e/shop_browser_test.go) drives Debian's chromium.
 if ! command -v chromium >/dev/null; then
   echo "installing chromium from Debian packages" >&2
@@ -39,68 +75,62 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
-go vet ./...
+step vet go vet ./...
 # golangci-lint (pinned in tools/lint; .golangci.yml), then the fast tier with every service
 # pointed at a closed port, which keeps its package list honest.
-scripts/lint.sh
-scripts/test-fast.sh
+step lint scripts/lint.sh
+step test-fast scripts/test-fast.sh
 # The Prometheus scrape config, the alert rules and their unit tests (promtool).
-scripts/promtool.sh
+step promtool scripts/promtool.sh
 # The Helm chart: helm lint and helm template with its three values files, every rendered
 # object decoded strictly into the Kubernetes API types, the PrometheusRule against
 # deploy/prometheus/alerts.yml (Helm and the checker pinned in tools/helmcheck).
-if ! wait "$helm_build"; then
-  cat .artifacts/build-helm.log >&2
-  exit 1
-fi
-scripts/helm-check.sh
+step wait-helm-build wait "$helm_build" || { cat .artifacts/build-helm.log >&2; exit 1; }
+step helm-check scripts/helm-check.sh
 # Lint the OpenAPI contract first (valid 3.1, every route and problem code in it, drift caught).
-go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
+step contract go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
 # The Go and TypeScript clients regenerated from the contract must be what is committed
 # (this also installs clients/ts's pinned npm packages, which e2e/TestTypeScriptClient uses).
-scripts/generate-clients.sh --check
-go test -race -count=1 -timeout 25m -skip '^TestSoak$' ./...
+step clients scripts/generate-clients.sh --check
+step test-race go test -race -count=1 -timeout 25m -skip '^TestSoak$' ./...
 # The soak (90 s) after the rest, on a Temporal dev server of its own: it judges one
 # stack's steady state, which the runs the other e2e tests leave on their shared in-memory
 # server would blur (in one CI run that server's store timed out during the soak). A
 # checkout slower than the bound leaves goroutine dumps and metrics in .artifacts/soak/.
-PAYKIT_SOAK_STALL_DIR="$PWD/.artifacts/soak" go test -race -count=1 -timeout 10m -run '^TestSoak$' ./e2e
+PAYKIT_SOAK_STALL_DIR="$PWD/.artifacts/soak" step soak go test -race -count=1 -timeout 10m -run '^TestSoak$' ./e2e
 # The notification boundary, fuzzed from genuine signed bodies for a bounded time.
-go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
+step fuzz go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
 # TestTemporalNodeKilledMidStorm starts a second server node on the same databases and
 # SIGKILLs it while merchants check out and refund and buyers pay.
-PAYKIT_E2E_TEMPORAL=postgres go test -race -count=1 -timeout 10m \
+PAYKIT_E2E_TEMPORAL=postgres step temporal-postgres go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestTemporalNodeKilledMidStorm)$' ./e2e
 # The same server with mutual TLS on its frontend and internode traffic, on certificates
 # made for the run (scripts/temporal-certs.sh); every paykit process presents the run's
 # client certificate, and the server refuses a client without one or with another CA's.
-PAYKIT_E2E_TEMPORAL=postgres-mtls go test -race -count=1 -timeout 10m \
+PAYKIT_E2E_TEMPORAL=postgres-mtls step temporal-mtls go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestTwoAPIsTwoWorkersExactlyOnce|TestRefundConcurrentIdenticalRequests|TestRefundConcurrentPartialRefundsNeverExceedThePayment|TestTemporalServerRefusesClientsWithoutItsCertificate)$' ./e2e
 # The Redis storage tests and the happy path and two storms again on a Redis Cluster of
 # three masters started from redis-server for the run (e2e/TestRedisClusterMasterKilledMidStorm,
 # in the pass above, kills one of its own cluster's masters mid-storm).
-PAYKIT_TEST_REDIS_ADDR=cluster go test -race -count=1 ./redis ./internal/testenv ./activities
-PAYKIT_TEST_REDIS_ADDR=cluster go test -race -count=1 -timeout 10m \
+PAYKIT_TEST_REDIS_ADDR=cluster step redis-cluster-storage go test -race -count=1 ./redis ./internal/testenv ./activities
+PAYKIT_TEST_REDIS_ADDR=cluster step redis-cluster-e2e go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce)$' ./e2e
 # The TiDB pass: the storage and migration tests, the e2e happy path, two storms, the
 # two-API two-worker topology and a shortened randomized fault suite on one standalone TiDB
 # server (scripts/tidb.sh) instead of MariaDB.
-if ! wait "$tidb_build"; then
-  cat .artifacts/build-tidb.log >&2
-  exit 1
-fi
-scripts/tidb.sh start
-trap 'scripts/tidb.sh stop' EXIT
+step wait-tidb-build wait "$tidb_build" || { cat .artifacts/build-tidb.log >&2; exit 1; }
+tidb_started=true
+step tidb-start scripts/tidb.sh start
 export PAYKIT_TEST_MYSQL_DSN="$(scripts/tidb.sh dsn)"
-go test -race -count=1 ./mysql ./migrations
-PAYKIT_FAULT_DURATION=20s go test -race -count=1 -timeout 15m \
+step tidb-storage go test -race -count=1 ./mysql ./migrations
+PAYKIT_FAULT_DURATION=20s step tidb-e2e go test -race -count=1 -timeout 15m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestRandomizedFaults)$' ./e2e
 unset PAYKIT_TEST_MYSQL_DSN
 scripts/tidb.sh stop
-trap - EXIT
+tidb_started=false
 # An independent client (Alipay's official Node SDK) against the simulator.
-tools/alipay-sdk-check/run.sh
+step alipay-sdk-check tools/alipay-sdk-check/run.sh
 # A second independent Go client (gopay), which posts to gateway.do?charset=utf-8.
-tools/alipay-gopay-check/run.sh
+step alipay-gopay-check tools/alipay-gopay-check/run.sh
 # Real webhook deliveries verified with the official Standard Webhooks library for Node.
-tools/standardwebhooks-check/run.sh
+step standardwebhooks-check tools/standardwebhooks-check/run.sh
