@@ -40,7 +40,17 @@ type CallLimiter struct {
 	local    map[string]*xrate.Limiter
 	turns    map[string]chan struct{} // per app: the one caller of this process asking Redis
 	warnedAt time.Time                // the last "redis did not answer" warning: one every warnEvery
+	// localUntil is when Redis is asked again after it did not answer: until then every
+	// caller takes the process's own limit, without waiting for Redis or for a turn.
+	localUntil time.Time
 }
+
+// redisBound is the longest one caller waits for Redis's answer about the limit; a Redis
+// that hangs costs a caller that, once every localFor, and not a timeout per call.
+const redisBound = 150 * time.Millisecond
+
+// localFor is how long the process keeps to its own limit after Redis did not answer.
+const localFor = time.Second
 
 // callBudget is the time a call needs after its turn: a turn later than its deadline
 // less this is not waited for, since the call would then time out after it was sent.
@@ -57,9 +67,17 @@ const warnEvery = 10 * time.Second
 // others queue behind it in the process. A crowd of callers (the reconciler's 32 queries at
 // once) would otherwise all ask Redis, all be refused but one, and all ask again at the
 // same moment: about as many Redis calls per call made as callers waiting.
+//
+// When Redis does not answer within redisBound (down, or hung), the caller and every
+// caller for localFor after it take the process's own limit of Rate instead, without
+// asking Redis or waiting for a turn: a hung Redis costs one caller a short bound once
+// every localFor, not every caller a timeout in turn.
 func (l *CallLimiter) Take(ctx context.Context, appID string) error {
 	if l == nil || l.Rate <= 0 {
 		return nil
+	}
+	if l.redisResting() {
+		return l.localLimiter(appID).Wait(ctx)
 	}
 	turn := l.turn(appID)
 	select {
@@ -67,31 +85,60 @@ func (l *CallLimiter) Take(ctx context.Context, appID string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-turn }()
+	local, err := l.takeShared(ctx, appID)
+	<-turn
+	if local {
+		return l.localLimiter(appID).Wait(ctx)
+	}
+	return err
+}
+
+// takeShared waits for appID's turn on the shared limit, holding the process's turn of
+// it; local says Redis did not answer, and the process's own limit is to be taken.
+func (l *CallLimiter) takeShared(ctx context.Context, appID string) (local bool, err error) {
 	burst := max(l.Burst, 1)
 	for {
-		ok, wait, err := l.Client.Allow(ctx, l.Rate, burst, "alipay-calls", appID)
+		if l.redisResting() {
+			return true, nil
+		}
+		askCtx, cancel := context.WithTimeout(ctx, redisBound)
+		ok, wait, err := l.Client.Allow(askCtx, l.Rate, burst, "alipay-calls", appID)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return false, ctx.Err()
 			}
+			l.restRedis()
 			l.warnRedis("alipay call limit: redis did not answer; limiting this process alone", appID, err)
-			return l.localLimiter(appID).Wait(ctx)
+			return true, nil
 		}
 		if ok {
-			return nil
+			return false, nil
 		}
 		if d, has := ctx.Deadline(); has && time.Until(d) < wait+callBudget {
-			return fmt.Errorf("alipay app %s is over its call rate (%.1f a second): the next call is in %s, after this one's deadline", appID, l.Rate, wait.Round(time.Millisecond))
+			return false, fmt.Errorf("alipay app %s is over its call rate (%.1f a second): the next call is in %s, after this one's deadline", appID, l.Rate, wait.Round(time.Millisecond))
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-t.C:
 		}
 	}
+}
+
+// redisResting reports whether Redis did not answer less than localFor ago.
+func (l *CallLimiter) redisResting() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Now().Before(l.localUntil)
+}
+
+func (l *CallLimiter) restRedis() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.localUntil = time.Now().Add(localFor)
 }
 
 // Throttled holds every process's calls to appID for Hold (1 s if unset): Alipay has
@@ -106,15 +153,23 @@ func (l *CallLimiter) Throttled(ctx context.Context, appID string) {
 	}
 	l.log().Warn("alipay answered that the app is over its call frequency; holding its calls", "app_id", appID, "hold", hold.String())
 	interval := math.Max(1, math.Round(1e6/l.Rate))
+	drainLocal := func() {
+		lim := l.localLimiter(appID)
+		_ = lim.ReserveN(time.Now(), lim.Burst())
+	}
+	if l.redisResting() {
+		drainLocal()
+		return
+	}
 	// The answer may come at the caller's deadline: the hold must still reach Redis.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	if err := l.Client.hold.Run(ctx, l.Client.rdb, []string{l.Client.key("limit", "alipay-calls", appID)},
 		hold.Microseconds(), interval*float64(max(l.Burst, 1))).Err(); err != nil {
 		// The process's own limiter is drained instead: its next calls come at Rate.
+		l.restRedis()
 		l.warnRedis("alipay call limit: redis did not take the hold; slowing this process alone", appID, err)
-		lim := l.localLimiter(appID)
-		_ = lim.ReserveN(time.Now(), lim.Burst())
+		drainLocal()
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,4 +201,68 @@ func TestCallLimitCrowdAsksRedisOncePerTurn(t *testing.T) {
 		t.Fatalf("%d calls asked Redis %d times: the waiting callers each ask again at every turn", n, asked)
 	}
 	t.Logf("%d callers, %d calls at 100/s in %s: %d scripts run (%.1f a call)", callers, n, took.Round(time.Millisecond), asked, float64(asked)/float64(n))
+}
+
+// hungRedis is a server that takes connections and commands and never answers: a Redis
+// that hangs rather than refusing connections.
+func hungRedis(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	done := make(chan struct{})
+	tb.Cleanup(func() { close(done); ln.Close(); conns.Wait() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Go(func() {
+				go func() { <-done; c.Close() }()
+				_, _ = io.Copy(io.Discard, c)
+			})
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A Redis that hangs costs the call limit a short bound now and then, not a timeout per
+// call: the process falls back to its own limit of the app's rate, so that 16 callers
+// make close to that rate of calls (a run's own query or close is not starved behind the
+// reconciler's callers waiting out Redis's timeouts one at a time).
+func TestCallLimitOnAHungRedisKeepsTheRate(t *testing.T) {
+	opt, err := redis.Options(hungRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := goredis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	const rate, callers = 20, 16
+	l := &redis.CallLimiter{Client: redis.New(rdb, "hung:"), Rate: rate, Burst: 1, Hold: time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var made atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for {
+				callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
+				err := l.Take(callCtx, "2021app")
+				callCancel()
+				if err != nil {
+					return
+				}
+				made.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	// 3 s at 20 a second is 60; a hung Redis may cost the first bound and a probe a second.
+	if n := made.Load(); n < 40 {
+		t.Fatalf("%d calls in 3 s at %d a second with Redis hung: want at least 40", n, rate)
+	}
+	t.Logf("%d calls in 3 s at %d a second with Redis hung", made.Load(), rate)
 }
