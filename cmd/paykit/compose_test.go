@@ -556,3 +556,27 @@ func TestComposeProductionTemporalUsesMutualTLS(t *testing.T) {
 		t.Errorf("%d production clients of Temporal checked, want at least 5", clients)
 	}
 }
+
+// TestDockerComposeLeastPrivilege keeps what docker-compose.yml exposes small: no paykit
+// process connects to MySQL as root, root's password is random (nothing uses it), and
+// every published port but the API's binds the loopback address only (the simulator's
+// control API pays any trade; it was published on every interface).
+func TestDockerComposeLeastPrivilege(t *testing.T) {
+	services := readCompose(t)
+	for name, s := range services {
+		if dsn, ok := s.Environment["PAYKIT_MYSQL_DSN"]; ok {
+			if user, _, _ := strings.Cut(dsn, ":"); user == "root" || strings.HasPrefix(dsn, "root@") {
+				t.Errorf("%s connects to MySQL as root: %s", name, dsn)
+			}
+		}
+		for _, p := range s.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") && !(strings.HasPrefix(name, "api") && p == "8080:8080") {
+				t.Errorf("%s publishes %s on every interface; want 127.0.0.1:…", name, p)
+			}
+		}
+	}
+	mysql := services["mysql"].Environment
+	if _, fixed := mysql["MYSQL_ROOT_PASSWORD"]; fixed || mysql["MYSQL_RANDOM_ROOT_PASSWORD"] != "yes" || mysql["MYSQL_USER"] == "" {
+		t.Errorf("mysql: %v; want a random root password and a user of paykit's own", mysql)
+	}
+}
