@@ -27,6 +27,9 @@ type SweepOptions struct {
 	GrantGrace time.Duration `json:"grant_grace"`
 	// GrantLookback is how long ago a payment may have been paid and still be repaired.
 	GrantLookback time.Duration `json:"grant_lookback"`
+	// After is where the last sweep stopped in its walk of the pending payments
+	// (SweepResult.Cursor); zero starts from the oldest.
+	After payment.Cursor `json:"after,omitzero"`
 }
 
 func (o SweepOptions) withDefaults() SweepOptions {
@@ -54,12 +57,20 @@ type SweepResult struct {
 	EventsFailed   int `json:"events_failed"`
 	EventsDead     int `json:"events_dead"`
 	EventsDeferred int `json:"events_deferred"`
+	// Cursor is where the next sweep goes on in the walk of the pending payments: past
+	// the last this one checked, or from the oldest again (zero) once it read the last.
+	Cursor payment.Cursor `json:"cursor,omitzero"`
 }
 
 // SweepStalePayments re-drives payments still pending in MySQL after staleAfter whose
 // workflow is not running (terminated by an operator, say), grants the benefit of paid
 // payments whose workflow never did, and redelivers outbox events the workflows gave up
 // on. The guarantee then depends on no single callback or workflow surviving.
+//
+// Each sweep checks limit pending payments from opts.After on and hands the next sweep
+// where it stopped (SweepResult.Cursor): the oldest would otherwise fill every sweep,
+// and stuck runs beyond them would never be re-driven. Over sweeps it walks every
+// pending payment, and starts again from the oldest once it read the last.
 func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Duration, limit int, opts SweepOptions) (SweepResult, error) {
 	var res SweepResult
 	if limit <= 0 {
@@ -68,10 +79,11 @@ func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Dur
 	opts = opts.withDefaults()
 	now := a.now()
 	before := now.Add(-staleAfter)
-	pending, err := a.Store.PendingPaymentsBefore(ctx, before, limit)
+	pending, next, err := a.Store.PendingPaymentsBefore(ctx, before, opts.After, limit)
 	if err != nil {
 		return res, fmt.Errorf("sweep: list pending: %w", err)
 	}
+	res.Cursor = next
 	for _, p := range pending {
 		heartbeat(ctx, res)
 		res.Checked++

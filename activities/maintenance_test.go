@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,10 +15,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
 )
 
 // redriveRecorder stands in for the orchestrator: it records which payments the sweeper
@@ -519,5 +522,44 @@ func TestPurgeDeliveredEvents(t *testing.T) {
 	left := f.count(t, "SELECT COUNT(*) FROM payment_events WHERE tenant_id = ?", f.tenantID)
 	if n != 2 || left != 2 || f.count(t, "SELECT COUNT(*) FROM payment_events WHERE event_id IN (?, ?)", old[2], recent[0]) != 2 {
 		t.Fatalf("purged %d, %d left; want the 2 old delivered ones purged, the old undelivered and the recent one kept", n, left)
+	}
+}
+
+// TestSweep_WalksPastAFullPageOfStuckPayments: more stuck pending payments than one sweep
+// reads, and a newer one whose run is gone. Each scheduled sweep is handed the result of
+// the last, as the schedule does: the second reaches the newer payment, and the third
+// starts from the oldest again.
+func TestSweep_WalksPastAFullPageOfStuckPayments(t *testing.T) {
+	f := newFixture(t)
+	rec := &redriveRecorder{}
+	f.acts.Redriver = rec
+	var old []string
+	for i := range 3 {
+		p := f.payment(t, "order-stuck-"+randomHex(4), false, 3*time.Hour-time.Duration(i)*time.Minute)
+		old = append(old, p.PaymentNo)
+	}
+	newer := f.payment(t, "order-newer-"+randomHex(4), false, 2*time.Hour).PaymentNo
+	var last *activities.SweepResult
+	for i, want := range [][]string{old, {newer}, old} {
+		var s testsuite.WorkflowTestSuite
+		env := s.NewTestWorkflowEnvironment()
+		env.RegisterActivity(f.acts)
+		workflows.Register(env)
+		if last != nil {
+			env.SetLastCompletionResult(*last)
+		}
+		rec.got = nil
+		env.ExecuteWorkflow(workflows.SweeperWorkflowName, workflows.SweepInput{StaleAfter: time.Hour, Limit: 3})
+		var res activities.SweepResult
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatalf("sweep %d: %v", i+1, err)
+		}
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rec.got, want) {
+			t.Fatalf("sweep %d re-drove %v, want %v", i+1, rec.got, want)
+		}
+		last = &res
 	}
 }

@@ -58,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		reconciler: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "paykit_reconciler_queries_total",
-			Help: "Queries at Alipay made by the scheduled reconciler, by answer: paid (its run is woken), unpaid, or failed.",
+			Help: "Queries at Alipay made by the scheduled reconciler, by answer: paid (its run is woken), unpaid, or failed; unclaimable counts due payments it skipped, asking nothing, because their claim could not be written.",
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.transitions, m.refunds, m.webhooks, m.anomalies, m.redriven, m.grants, m.repaired, m.dead, m.audit, m.reconciler)
@@ -79,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, k := range audit.Kinds() {
 		m.audit.WithLabelValues(k)
 	}
-	for _, o := range []string{"paid", "unpaid", "failed"} {
+	for _, o := range []string{"paid", "unpaid", "failed", "unclaimable"} {
 		m.reconciler.WithLabelValues(o)
 	}
 	return m

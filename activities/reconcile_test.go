@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
@@ -82,31 +85,213 @@ func TestReconcileDueQueriesEachDuePaymentOnce(t *testing.T) {
 }
 
 // failingClaims is a query schedule whose claims cannot be written (a database that reads
-// but refuses writes).
-type failingClaims struct{ payment.QuerySchedule }
+// but refuses writes); it counts the claims tried.
+type failingClaims struct {
+	payment.QuerySchedule
+	tried atomic.Int64
+}
 
-func (failingClaims) QueryMade(context.Context, payment.DueQuery, time.Time) (bool, error) {
+func (c *failingClaims) QueryMade(context.Context, payment.DueQuery, time.Time) (bool, error) {
+	c.tried.Add(1)
 	return false, errors.New("mysql: --read-only")
 }
 
 // A reconciler that cannot write its claims makes no query at all and fails the run: the
 // payments stay due for the next, and Alipay is not asked the same questions in a loop.
+// With many payments due it gives up long before it has tried to claim each.
 func TestReconcileDueMakesNoQueryItCannotClaim(t *testing.T) {
-	f := newFixture(t)
-	in := f.createInput("claim")
-	in.Method, in.QueryInterval = payment.MethodPage, 30*time.Second
-	if err := f.local(t, nil, f.acts.CreatePayment, in); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		due  int
+	}{
+		{name: "one payment due", due: 1},
+		{name: "many payments due", due: 150},
 	}
-	if _, err := f.db.Exec("UPDATE payments SET next_query_at = ? WHERE payment_no = ?", time.Now().UTC().Add(-time.Second), in.PaymentNo); err != nil {
-		t.Fatal(err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			nos := f.duePayments(t, tc.due)
+			claims := &failingClaims{QuerySchedule: f.acts.Store.QuerySchedule}
+			f.acts.Store.QuerySchedule = claims
+			err := f.remote(t, nil, f.acts.ReconcileDue, activities.ReconcileDueInput{Interval: time.Minute, Page: 50, Parallel: 2, Budget: time.Minute})
+			if err == nil || !strings.Contains(err.Error(), "read-only") {
+				t.Fatalf("run with claims refused: %v, want the claim's error", err)
+			}
+			for _, no := range nos {
+				if q := f.sim.Calls(no)["alipay.trade.query"]; q != 0 {
+					t.Fatalf("%s: %d queries made without a claim", no, q)
+				}
+			}
+			if n := claims.tried.Load(); tc.due > 1 && n >= int64(tc.due) {
+				t.Fatalf("%d claims tried of %d due, want the run to give up first", n, tc.due)
+			}
+		})
 	}
-	f.acts.Store.QuerySchedule = failingClaims{f.acts.Store.QuerySchedule}
-	err := f.remote(t, nil, f.acts.ReconcileDue, activities.ReconcileDueInput{Interval: time.Minute, Page: 10, Parallel: 2, Budget: time.Minute})
-	if err == nil || !strings.Contains(err.Error(), "read-only") {
-		t.Fatalf("run with claims refused: %v, want the claim's error", err)
+}
+
+// duePayments creates n pending payments on a 30-second query step and makes them due,
+// the first the longest: the head of every page the reconciler reads.
+func (f *fixture) duePayments(tb testing.TB, n int) []string {
+	tb.Helper()
+	ctx := context.Background()
+	var nos []string
+	for i := range n {
+		in := f.createInput("due-" + randomHex(4))
+		np := payment.NewPayment{PaymentNo: in.PaymentNo, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount,
+			Currency: in.Currency, Subject: in.Subject, ExpireAt: in.ExpireAt, WorkflowID: in.WorkflowID, QueryInterval: 30 * time.Second}
+		if _, _, err := f.store.CreatePendingPayment(ctx, np); err != nil {
+			tb.Fatalf("create %s: %v", in.PaymentNo, err)
+		}
+		due := time.Now().UTC().Add(-time.Hour + time.Duration(i)*time.Second)
+		if _, err := f.db.ExecContext(ctx, "UPDATE payments SET next_query_at = ? WHERE payment_no = ?", due, in.PaymentNo); err != nil {
+			tb.Fatal(err)
+		}
+		nos = append(nos, in.PaymentNo)
 	}
-	if q := f.sim.Calls(in.PaymentNo)["alipay.trade.query"]; q != 0 {
-		t.Fatalf("%d queries made without a claim", q)
+	return nos
+}
+
+// refusedClaim is a query schedule that cannot write the claim of one payment (a row
+// another transaction holds locked, say) and writes the others'.
+type refusedClaim struct {
+	payment.QuerySchedule
+	paymentNo string
+}
+
+func (r refusedClaim) QueryMade(ctx context.Context, q payment.DueQuery, next time.Time) (bool, error) {
+	if q.PaymentNo == r.paymentNo {
+		return false, errors.New("mysql: query made: Error 1205 (HY000): Lock wait timeout exceeded")
 	}
+	return r.QuerySchedule.QueryMade(ctx, q, next)
+}
+
+// A payment at the head of the due ones whose claim cannot be written does not stall the
+// reconciler: the run queries every other due payment, over every page, and succeeds.
+// The counter of a payment queried 32,767 times (payments.queries is a SMALLINT) stays
+// there rather than overflow and refuse every claim of it.
+func TestReconcileDueSkipsAPaymentItCannotClaim(t *testing.T) {
+	tests := []struct {
+		name        string
+		setup       func(t *testing.T, f *fixture, head string)
+		wantQueried int
+		wantHead    int // queries at Alipay about the head
+		unclaimable int
+	}{
+		{
+			name: "its query counter is at its limit",
+			setup: func(t *testing.T, f *fixture, head string) {
+				if _, err := f.db.Exec("UPDATE payments SET queries = 32767 WHERE payment_no = ?", head); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantQueried: 5, wantHead: 1,
+		},
+		{
+			name: "its claim is refused",
+			setup: func(t *testing.T, f *fixture, head string) {
+				f.acts.Store.QuerySchedule = refusedClaim{QuerySchedule: f.acts.Store.QuerySchedule, paymentNo: head}
+			},
+			wantQueried: 4, wantHead: 0, unclaimable: 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			reg := prometheus.NewRegistry()
+			f.acts.Metrics = activities.NewMetrics(reg)
+			nos := f.duePayments(t, 5)
+			tc.setup(t, f, nos[0])
+			var res activities.ReconcileDueResult
+			in := activities.ReconcileDueInput{Interval: time.Minute, Page: 2, Parallel: 1, Budget: time.Minute}
+			if err := f.remote(t, &res, f.acts.ReconcileDue, in); err != nil {
+				t.Fatalf("run: %v, want the others queried", err)
+			}
+			if res.Queried != tc.wantQueried || res.Unclaimable != tc.unclaimable || res.Behind {
+				t.Fatalf("result %+v, want %d queried and %d unclaimable", res, tc.wantQueried, tc.unclaimable)
+			}
+			if n := reconcilerOutcome(t, reg, "unclaimable"); n != float64(tc.unclaimable) {
+				t.Errorf("paykit_reconciler_queries_total{outcome=\"unclaimable\"} = %v, want %d", n, tc.unclaimable)
+			}
+			for i, no := range nos {
+				want := map[bool]int{true: tc.wantHead, false: 1}[i == 0]
+				if q := f.sim.Calls(no)["alipay.trade.query"]; q != want {
+					t.Errorf("%s: %d queries at Alipay, want %d", no, q, want)
+				}
+			}
+			if n := f.count(t, "SELECT queries FROM payments WHERE payment_no = ?", nos[0]); n != 32767 && n != 0 {
+				t.Errorf("head's query counter = %d", n)
+			}
+		})
+	}
+}
+
+// slowClaims is a query schedule whose claims each take a while.
+type slowClaims struct {
+	payment.QuerySchedule
+	wait time.Duration
+}
+
+func (s slowClaims) QueryMade(ctx context.Context, q payment.DueQuery, next time.Time) (bool, error) {
+	time.Sleep(s.wait)
+	return s.QuerySchedule.QueryMade(ctx, q, next)
+}
+
+// A run that its budget stops with payments still due says it is behind, whether the
+// budget ran out within the last page or between pages; a run that reads pages larger
+// than the store hands out still goes through every due payment.
+func TestReconcileDueIsBehindWhenItLeavesPaymentsDue(t *testing.T) {
+	tests := []struct {
+		name       string
+		due        int
+		in         activities.ReconcileDueInput
+		claimWait  time.Duration
+		wantBehind bool
+	}{
+		{name: "budget ends within the only page", due: 5, claimWait: 400 * time.Millisecond,
+			in: activities.ReconcileDueInput{Page: 10, Parallel: 1, Budget: time.Second}, wantBehind: true},
+		{name: "budget ends between pages", due: 5, claimWait: 400 * time.Millisecond,
+			in: activities.ReconcileDueInput{Page: 1, Parallel: 1, Budget: time.Second}, wantBehind: true},
+		{name: "a page larger than the store reads", due: 101,
+			in: activities.ReconcileDueInput{Page: 5000, Parallel: 16, Budget: time.Minute}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.duePayments(t, tc.due)
+			if tc.claimWait > 0 {
+				f.acts.Store.QuerySchedule = slowClaims{QuerySchedule: f.acts.Store.QuerySchedule, wait: tc.claimWait}
+			}
+			tc.in.Interval = time.Minute
+			var res activities.ReconcileDueResult
+			if err := f.remote(t, &res, f.acts.ReconcileDue, tc.in); err != nil {
+				t.Fatal(err)
+			}
+			left := f.count(t, "SELECT COUNT(*) FROM payments WHERE status = 0 AND next_query_at <= UTC_TIMESTAMP(3)")
+			t.Logf("result %+v, %d left due", res, left)
+			if res.Behind != tc.wantBehind || (left > 0) != tc.wantBehind {
+				t.Fatalf("behind = %v with %d payments left due; want it behind exactly when some are left (%v)", res.Behind, left, tc.wantBehind)
+			}
+		})
+	}
+}
+
+// reconcilerOutcome returns paykit_reconciler_queries_total of one outcome.
+func reconcilerOutcome(tb testing.TB, reg *prometheus.Registry, outcome string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "paykit_reconciler_queries_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	tb.Fatalf("no paykit_reconciler_queries_total{outcome=%q}", outcome)
+	return 0
 }

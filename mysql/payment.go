@@ -55,8 +55,10 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?, ?)`
 	qPendingByOrder       = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = ? AND active_order_id = ?`
 	qOrderPayments        = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = ? AND order_id = ?
 ORDER BY created_at DESC, id DESC`
+	// qPendingBefore reads a page of idx_payments_status_created (status, created_at, and
+	// the id InnoDB keeps in it) past a cursor.
 	qPendingBefore = `SELECT ` + paymentColumns + ` FROM payments WHERE status = 0 AND created_at < ?
-ORDER BY created_at, id LIMIT ?`
+AND (created_at > ? OR (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT ?`
 
 	qMarkPaid = `UPDATE payments SET status = 1, trade_no = ?, paid_at = ?, version = version + 1, updated_at = ?
 WHERE id = ? AND status = 0`
@@ -545,18 +547,34 @@ func (st *Store) ListOrderPayments(ctx context.Context, tenantID, orderID string
 }
 
 // PendingPaymentsBefore returns up to limit (default 100, at most 1000) payments still
-// pending that were created before the given time, oldest first.
-func (st *Store) PendingPaymentsBefore(ctx context.Context, before time.Time, limit int) ([]payment.Payment, error) {
+// pending that were created before the given time, oldest first from past after, and the
+// cursor that follows them (zero once fewer than the limit were left).
+func (st *Store) PendingPaymentsBefore(ctx context.Context, before time.Time, after payment.Cursor, limit int) ([]payment.Payment, payment.Cursor, error) {
+	limit = clampLimit(limit)
+	at, id := walkFrom(after)
 	ps := []payment.Payment{}
-	err := st.query(ctx, qPendingBefore, []any{dbTime(before), clampLimit(limit)}, func(rows *sql.Rows) error {
+	err := st.query(ctx, qPendingBefore, []any{dbTime(before), at, at, id, limit}, func(rows *sql.Rows) error {
 		p, err := scanPayment(rows)
 		ps = append(ps, p)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mysql: pending payments: %w", err)
+		return nil, after, fmt.Errorf("mysql: pending payments: %w", err)
 	}
-	return ps, nil
+	if len(ps) < limit {
+		return ps, payment.Cursor{}, nil
+	}
+	last := ps[len(ps)-1]
+	return ps, payment.Cursor{At: last.CreatedAt, ID: last.ID}, nil
+}
+
+// walkFrom is the (time, id) a page of a walk in that order reads past: after's, or for
+// the zero Cursor a time before any row's.
+func walkFrom(after payment.Cursor) (time.Time, int64) {
+	if after.IsZero() {
+		return time.Unix(0, 0).UTC(), 0
+	}
+	return dbTime(after.At), after.ID
 }
 
 func (st *Store) getPayment(ctx context.Context, tx *sql.Tx, query string, args ...any) (payment.Payment, error) {

@@ -500,7 +500,7 @@ func TestGetters(t *testing.T) {
 		t.Fatalf("ListOrderPayments(none) = %v, %v", ps, err)
 	}
 
-	pending, err := st.PendingPaymentsBefore(ctx, time.Now().Add(time.Second), 10)
+	pending, next, err := st.PendingPaymentsBefore(ctx, time.Now().Add(time.Second), payment.Cursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,13 +508,27 @@ func TestGetters(t *testing.T) {
 	for _, p := range pending {
 		nos = append(nos, p.PaymentNo)
 	}
-	if fmt.Sprint(nos) != "[p1 p3]" {
-		t.Fatalf("PendingPaymentsBefore = %v, want [p1 p3] oldest first", nos)
+	if fmt.Sprint(nos) != "[p1 p3]" || !next.IsZero() {
+		t.Fatalf("PendingPaymentsBefore = %v, next %+v; want [p1 p3] oldest first, and the walk over", nos, next)
 	}
-	if pending, _ := st.PendingPaymentsBefore(ctx, time.Now().Add(time.Second), 1); len(pending) != 1 {
-		t.Fatalf("limit 1 returned %d", len(pending))
+	// A page at a time: each goes on past the last, and the one that reads the last hands
+	// back the zero cursor (the oldest again).
+	nos = nil
+	var after payment.Cursor
+	for range 3 {
+		pending, next, err := st.PendingPaymentsBefore(ctx, time.Now().Add(time.Second), after, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pending {
+			nos = append(nos, p.PaymentNo)
+		}
+		after = next
 	}
-	if pending, _ := st.PendingPaymentsBefore(ctx, p1.CreatedAt, 10); len(pending) != 0 {
+	if fmt.Sprint(nos) != "[p1 p3]" || !after.IsZero() {
+		t.Fatalf("pages of 1 read %v and stopped at %+v; want [p1 p3], then the walk over", nos, after)
+	}
+	if pending, _, _ := st.PendingPaymentsBefore(ctx, p1.CreatedAt, payment.Cursor{}, 10); len(pending) != 0 {
 		t.Fatalf("before the first creation returned %d", len(pending))
 	}
 }

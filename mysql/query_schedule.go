@@ -10,14 +10,17 @@ import (
 )
 
 const (
-	// qDueQueries reads the due head of idx_payments_next_query (status, next_query_at),
-	// past expiry left out: the close path asks Alipay about those.
-	qDueQueries = `SELECT payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), amount_fen, expire_at, next_query_at, queries, query_step_ms FROM payments
-WHERE status = 0 AND next_query_at <= ? AND expire_at > ? ORDER BY next_query_at LIMIT ?`
+	// qDueQueries reads the due part of idx_payments_next_query (status, next_query_at,
+	// and the id InnoDB keeps in it) past a cursor, past expiry left out: the close path
+	// asks Alipay about those.
+	qDueQueries = `SELECT id, payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), amount_fen, expire_at, next_query_at, queries, query_step_ms FROM payments
+WHERE status = 0 AND next_query_at <= ? AND expire_at > ? AND (next_query_at > ? OR (next_query_at = ? AND id > ?))
+ORDER BY next_query_at, id LIMIT ?`
 	// qQueryMade is a compare-and-set on the due time the reconciler read. A query changes
 	// nothing of the payment's own: updated_at (ON UPDATE CURRENT_TIMESTAMP, which the
-	// audit and the API read) is kept.
-	qQueryMade = `UPDATE payments SET queries = queries + 1, next_query_at = ?, updated_at = updated_at
+	// audit and the API read) is kept. queries (a SMALLINT) stops at its largest value: an
+	// overflow would refuse every claim of the payment from then on.
+	qQueryMade = `UPDATE payments SET queries = LEAST(queries + 1, 32767), next_query_at = ?, updated_at = updated_at
 WHERE payment_no = ? AND status = 0 AND next_query_at = ?`
 )
 
@@ -45,27 +48,34 @@ func nullQueryAt(t time.Time) sql.NullTime {
 }
 
 // DueQueries returns up to limit pending payments whose next query is due at now, before
-// their expiry.
-func (st *Store) DueQueries(ctx context.Context, now time.Time, limit int) ([]payment.DueQuery, error) {
+// their expiry, from past after, and the cursor that follows them (zero once fewer than
+// the limit were left).
+func (st *Store) DueQueries(ctx context.Context, now time.Time, after payment.Cursor, limit int) ([]payment.DueQuery, payment.Cursor, error) {
 	if limit <= 0 || limit > maxListLimit {
 		limit = defaultListLimit
 	}
+	at, id := walkFrom(after)
 	var due []payment.DueQuery
-	err := st.query(ctx, qDueQueries, []any{dbTime(now), dbTime(now), limit}, func(rows *sql.Rows) error {
+	next := after
+	err := st.query(ctx, qDueQueries, []any{dbTime(now), dbTime(now), at, at, id, limit}, func(rows *sql.Rows) error {
 		var q payment.DueQuery
 		var amount, stepMS int64
-		if err := rows.Scan(&q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries, &stepMS); err != nil {
+		if err := rows.Scan(&next.ID, &q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries, &stepMS); err != nil {
 			return err
 		}
 		q.Amount, q.ExpireAt, q.NextQueryAt = payment.Amount(amount), q.ExpireAt.UTC(), q.NextQueryAt.UTC()
 		q.Step = time.Duration(stepMS) * time.Millisecond
+		next.At = q.NextQueryAt
 		due = append(due, q)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mysql: due queries: %w", err)
+		return nil, after, fmt.Errorf("mysql: due queries: %w", err)
 	}
-	return due, nil
+	if len(due) < limit {
+		next = payment.Cursor{}
+	}
+	return due, next, nil
 }
 
 // QueryMade counts a query of q and sets its next, if q is still as it was read.

@@ -2,9 +2,12 @@ package mysql_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paykit/paykit/payment"
 )
 
 // A payment created with a query interval has its first query at the schedule's time and
@@ -41,11 +44,11 @@ func TestQueryScheduleOfPendingPayments(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if due, err := st.DueQueries(ctx, before, 10); err != nil || len(due) != 0 {
+	if due, _, err := st.DueQueries(ctx, before, payment.Cursor{}, 10); err != nil || len(due) != 0 {
 		t.Fatalf("due at creation: %v, %v; want none", due, err)
 	}
 	later := time.Now().Add(2 * interval)
-	due, err := st.DueQueries(ctx, later, 10)
+	due, _, err := st.DueQueries(ctx, later, payment.Cursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +101,10 @@ func TestQueryScheduleOfPendingPayments(t *testing.T) {
 	if err := db.QueryRow("SELECT queries FROM payments WHERE payment_no = ?", scheduled.PaymentNo).Scan(&queries); err != nil || queries != 1 {
 		t.Fatalf("queries = %d, %v; want 1", queries, err)
 	}
-	if due, _ := st.DueQueries(ctx, later, 10); len(due) != 0 {
+	if due, _, _ := st.DueQueries(ctx, later, payment.Cursor{}, 10); len(due) != 0 {
 		t.Fatalf("due after its query: %+v", due)
 	}
-	due, _ = st.DueQueries(ctx, next, 10)
+	due, _, _ = st.DueQueries(ctx, next, payment.Cursor{}, 10)
 	if len(due) != 1 || due[0].Queries != 1 {
 		t.Fatalf("due at its next query: %+v", due)
 	}
@@ -109,7 +112,7 @@ func TestQueryScheduleOfPendingPayments(t *testing.T) {
 	if won, err := st.QueryMade(ctx, due[0], time.Time{}); !won || err != nil {
 		t.Fatalf("last query: %v, %v", won, err)
 	}
-	if due, _ := st.DueQueries(ctx, next.Add(time.Hour), 10); len(due) != 0 {
+	if due, _, _ := st.DueQueries(ctx, next.Add(time.Hour), payment.Cursor{}, 10); len(due) != 0 {
 		t.Fatalf("due after the last query: %+v", due)
 	}
 	if got, _ := st.GetPayment(ctx, p.PaymentNo); !got.QueryScheduled {
@@ -120,7 +123,7 @@ func TestQueryScheduleOfPendingPayments(t *testing.T) {
 		time.Now().UTC().Add(-time.Minute), time.Now().UTC().Add(-time.Second), scheduled.PaymentNo); err != nil {
 		t.Fatal(err)
 	}
-	if due, _ := st.DueQueries(ctx, time.Now(), 10); len(due) != 0 {
+	if due, _, _ := st.DueQueries(ctx, time.Now(), payment.Cursor{}, 10); len(due) != 0 {
 		t.Fatalf("due past its expiry: %+v", due)
 	}
 	// Paid: no longer due, and the compare-and-set refuses a reconciler that read it before.
@@ -146,7 +149,66 @@ func TestQueryScheduleLeavesAShortPaymentToItsClosePath(t *testing.T) {
 	if p.QueryScheduled {
 		t.Fatal("a 90 s payment on a one-minute step has a first query; the close path asks at expiry")
 	}
-	if due, _ := st.DueQueries(ctx, time.Now().Add(time.Hour), 10); len(due) != 0 {
+	if due, _, _ := st.DueQueries(ctx, time.Now().Add(time.Hour), payment.Cursor{}, 10); len(due) != 0 {
 		t.Fatalf("due: %+v", due)
+	}
+}
+
+// The due payments are read a page at a time in (next_query_at, id) order, each page past
+// the last one read, ties included, so that a payment that stays due (its claim cannot be
+// written) is not read again in the same walk; the page that ends the walk hands back the
+// zero cursor. A claim counts a query at most 32,767 times (payments.queries is a
+// SMALLINT) and still moves the payment to its next query.
+func TestDueQueriesPageOnPastACursor(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	var nos []string
+	for _, no := range []string{"P20261207cursor00000000001", "P20261207cursor00000000002", "P20261207cursor00000000003"} {
+		np := newPayment("t1", no, no)
+		np.QueryInterval = time.Minute
+		if _, _, err := st.CreatePendingPayment(ctx, np); err != nil {
+			t.Fatal(err)
+		}
+		nos = append(nos, no)
+	}
+	at := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
+	if _, err := db.Exec("UPDATE payments SET next_query_at = ?", at); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var after payment.Cursor
+	for page := 1; ; page++ {
+		due, next, err := st.DueQueries(ctx, time.Now(), after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range due {
+			got = append(got, q.PaymentNo)
+		}
+		if next.IsZero() {
+			break
+		}
+		if page > len(nos) {
+			t.Fatalf("walk did not end: read %v", got)
+		}
+		after = next
+	}
+	if fmt.Sprint(got) != fmt.Sprint(nos) {
+		t.Fatalf("walk read %v, want each of %v once, in order", got, nos)
+	}
+
+	if _, err := db.Exec("UPDATE payments SET queries = 32767 WHERE payment_no = ?", nos[0]); err != nil {
+		t.Fatal(err)
+	}
+	due, _, err := st.DueQueries(ctx, time.Now(), payment.Cursor{}, 1)
+	if err != nil || len(due) != 1 || due[0].PaymentNo != nos[0] {
+		t.Fatalf("head: %+v, %v", due, err)
+	}
+	if won, err := st.QueryMade(ctx, due[0], time.Now().Add(time.Minute)); !won || err != nil {
+		t.Fatalf("claim of a payment queried 32,767 times: %v, %v; want it written", won, err)
+	}
+	var queries int
+	if err := db.QueryRow("SELECT queries FROM payments WHERE payment_no = ?", nos[0]).Scan(&queries); err != nil || queries != 32767 {
+		t.Fatalf("queries = %d, %v; want 32767", queries, err)
 	}
 }

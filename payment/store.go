@@ -271,9 +271,23 @@ type PaymentTransitions interface {
 	// FailPayment moves a pending payment to failed and cancels its order, the same way.
 	FailPayment(ctx context.Context, paymentNo, reason string) (Transition, error)
 	// PendingPaymentsBefore returns up to limit payments still pending that were created
-	// before the given time, oldest first.
-	PendingPaymentsBefore(ctx context.Context, before time.Time, limit int) ([]Payment, error)
+	// before the given time, oldest first from past after, and the cursor that follows
+	// them: the last one read, or the zero Cursor (the oldest again) if fewer than limit
+	// were left.
+	PendingPaymentsBefore(ctx context.Context, before time.Time, after Cursor, limit int) ([]Payment, Cursor, error)
 }
+
+// Cursor is where a walk of rows in (time, id) order stands: the time and id of the last
+// row read. The zero Cursor is the start of the walk. It lets a page read past rows that
+// stay where they are (a payment that cannot be claimed, one whose run is stuck), which
+// a read of the head would return again each time.
+type Cursor struct {
+	At time.Time `json:"at,omitzero"`
+	ID int64     `json:"id,omitempty"`
+}
+
+// IsZero reports whether c is the start of a walk.
+func (c Cursor) IsZero() bool { return c.At.IsZero() && c.ID == 0 }
 
 // DueQuery is a pending payment whose next query at Alipay is due.
 type DueQuery struct {
@@ -293,8 +307,9 @@ type DueQuery struct {
 // QuerySchedule is the schedule of the scheduled reconciler's queries (payment.NextQueryAt).
 type QuerySchedule interface {
 	// DueQueries returns up to limit pending payments whose next query is due at now and
-	// that have not expired, the longest due first.
-	DueQueries(ctx context.Context, now time.Time, limit int) ([]DueQuery, error)
+	// that have not expired, the longest due first from past after, and the cursor that
+	// follows them: the last one read, or the zero Cursor if fewer than limit were left.
+	DueQueries(ctx context.Context, now time.Time, after Cursor, limit int) ([]DueQuery, Cursor, error)
 	// QueryMade counts a query made of a due payment and sets its next (zero: none), if
 	// the payment is still pending and its next query is still q.NextQueryAt; false if
 	// another reconciler counted it first or the payment moved on.

@@ -28,6 +28,18 @@ func maintenanceOptions(ctx workflow.Context, summary string) workflow.Context {
 func SweeperWorkflow(ctx workflow.Context, in SweepInput) (activities.SweepResult, error) {
 	var res activities.SweepResult
 	opts := activities.SweepOptions{GrantGrace: in.GrantGrace, GrantLookback: in.GrantLookback}
+	// The schedule hands each run the result of the last that completed: the sweep goes
+	// on where that one stopped in its walk of the pending payments. The result is in the
+	// run's start event, so a replay reads the same cursor; a run with none (the first, or
+	// one started before the cursor) starts from the oldest.
+	if workflow.HasLastCompletionResult(ctx) {
+		var last activities.SweepResult
+		if err := workflow.GetLastCompletionResult(ctx, &last); err != nil {
+			workflow.GetLogger(ctx).Warn("sweeper: last run's result unreadable; sweeping from the oldest pending payment", "err", err)
+		} else {
+			opts.After = last.Cursor
+		}
+	}
 	actx := maintenanceOptions(ctx, "sweep stale pending payments")
 	// The sweep heartbeats after every payment and delivery it finishes, so a worker that
 	// died mid-sweep is noticed in a minute rather than at the 5-minute timeout; the

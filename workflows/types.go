@@ -246,7 +246,7 @@ type NotificationPayload struct {
 type SweepInput struct {
 	// StaleAfter is how old a pending payment must be before it is checked.
 	StaleAfter time.Duration `json:"stale_after"`
-	// Limit bounds how many payments one run looks at.
+	// Limit bounds how many payments one run looks at; the next run goes on past them.
 	Limit int `json:"limit"`
 	// GrantGrace is how long after MarkPaid a payment still without its benefit grant is
 	// granted by the sweeper (default activities.DefaultGrantGrace).
