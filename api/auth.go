@@ -125,13 +125,23 @@ func (kc *keyCache) look(ctx context.Context) error {
 		kc.neg.Purge()
 	}
 	for _, k := range changed {
-		if c, ok := kc.pos.Peek(k.Hash); ok && c.key.UpdatedAt.Before(k.UpdatedAt) {
+		// Whether the row is newer than the cached one is not asked of updated_at: each
+		// host writes it from its own clock, and a revocation by a host whose clock is
+		// behind must not be missed. A row unlike the cached one is dropped; the window
+		// reads a change again for a minute, and it then matches what was read since.
+		if c, ok := kc.pos.Peek(k.Hash); ok && !sameKey(c.key, k) {
 			kc.pos.Remove(k.Hash)
 		}
 		kc.neg.Remove(k.Hash)
 	}
 	kc.checked = started
 	return nil
+}
+
+// sameKey reports whether a and b are the same row of a key: nothing in it changed.
+func sameKey(a, b payment.APIKey) bool {
+	return a.Hash == b.Hash && a.TenantID == b.TenantID && a.CreatedAt.Equal(b.CreatedAt) &&
+		a.ExpiresAt.Equal(b.ExpiresAt) && a.RevokedAt.Equal(b.RevokedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
 }
 
 // lookInBackground starts a look unless one is running.
@@ -174,23 +184,52 @@ func (kc *keyCache) refuse(hash string) {
 	kc.neg.Add(hash, struct{}{})
 }
 
+// keyLookupTimeout bounds a lookup of a key in MySQL, which the requests presenting the
+// key while it runs share, whichever of them goes away.
+const keyLookupTimeout = 5 * time.Second
+
 // authenticator resolves API keys to tenants: from the key cache, or from MySQL, with
-// the source addresses that present keys that do not authenticate held back.
+// the sources that present keys that do not authenticate held back.
 type authenticator struct {
-	keys     *keyCache
-	failures *failureLimiter
-	store    payment.APIKeys
-	metrics  *Metrics
+	keys *keyCache
+	// failures is each source's budget of lookups of keys that do not authenticate;
+	// overLimit the lookups made for sources over theirs, every source together.
+	failures  *failureLimiter
+	overLimit *lookupBudget
+	store     payment.APIKeys
+	metrics   *Metrics
+
+	mu sync.Mutex
+	// lookups are the lookups in MySQL under way, by hash.
+	lookups map[string]*keyLookup
+}
+
+func newAuthenticator(cfg Config, store payment.APIKeys, metrics *Metrics) *authenticator {
+	return &authenticator{keys: newKeyCache(cfg.TenantCacheTTL, cfg.KeyRevocationBound, store),
+		failures: newFailureLimiter(cfg.AuthFailuresPerMinute), overLimit: newLookupBudget(cfg.BlockedSourceLookups),
+		store: store, metrics: metrics, lookups: map[string]*keyLookup{}}
+}
+
+// keyLookup is one lookup of a key in MySQL; done is closed once the rest is set.
+type keyLookup struct {
+	done   chan struct{}
+	key    payment.APIKey
+	tenant payment.Tenant
+	err    error
 }
 
 // errUnknownKey is the answer to a key that does not authenticate.
 var errUnknownKey = payment.Errorf(payment.EUNAUTHORIZED, "unknown, revoked or expired API key")
 
 // authenticate resolves "Authorization: Bearer <api key>" to a tenant. Every /v1 query is
-// scoped to that tenant, so one tenant can never see or touch another's payments. A source
-// address that keeps presenting keys that do not authenticate is answered 429 for a while
-// (failures) before its next key is looked up in MySQL; keys already cached still
-// pass, so a legitimate client behind the same address is not locked out.
+// scoped to that tenant, so one tenant can never see or touch another's payments.
+//
+// A key not cached is looked up in MySQL within its source address's budget of keys that
+// do not authenticate (failures). A source over it, whatever others did to put it there
+// (guesses from behind the same NAT or balancer), still has its keys looked up, but
+// within one budget of the process for every such source (overLimit), so that a valid
+// key passes while a flood of bad ones costs MySQL no more than that budget beyond the
+// sources' own; only when that is spent too is it answered 429. Cached keys always pass.
 func (a *authenticator) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Request().Header.Get(echo.HeaderAuthorization)
@@ -210,44 +249,107 @@ func (a *authenticator) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func (a *authenticator) tenantForKey(c echo.Context, hash string) (payment.Tenant, error) {
-	ctx := c.Request().Context()
 	now := time.Now()
+	if t, known, err := a.fromCache(c, hash, now); known {
+		return t, err
+	}
+	src := sourceOf(c.RealIP())
+	l, joined, took, wait := a.join(hash, src, now)
+	switch {
+	case l == nil:
+		a.metrics.rateLimited.WithLabelValues("", "auth").Inc()
+		return payment.Tenant{}, rateLimited(c, wait, "too many requests with API keys that do not authenticate from this address")
+	case !joined:
+		a.lookUp(c.Request().Context(), hash, l, now)
+	default:
+		select {
+		case <-l.done:
+		case <-c.Request().Context().Done():
+			return payment.Tenant{}, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot authenticate right now, retry later", Err: c.Request().Context().Err()}
+		}
+	}
+	switch {
+	case errors.Is(l.err, payment.ErrNotFound) || (l.err == nil && !l.key.ValidAt(now)):
+		if joined {
+			return payment.Tenant{}, a.authFailed(c, now)
+		}
+		// The source's token, or one of overLimit, is spent on it already.
+		a.metrics.authFailures.Inc()
+		return payment.Tenant{}, errUnknownKey
+	case took:
+		// Nothing is counted against the source for a key that authenticates, nor for a
+		// lookup that could not be made.
+		a.failures.give(src, now)
+	}
+	if l.err != nil {
+		return payment.Tenant{}, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot authenticate right now, retry later", Err: l.err}
+	}
+	return l.tenant, nil
+}
+
+// fromCache answers from the key cache when it may (known), after a look at the changed
+// keys if one is due.
+func (a *authenticator) fromCache(c echo.Context, hash string, now time.Time) (t payment.Tenant, known bool, err error) {
 	trusted, due := a.keys.trusted(now)
 	switch {
 	case !trusted:
-		trusted = a.keys.look(ctx) == nil
+		trusted = a.keys.look(c.Request().Context()) == nil
 	case due:
 		a.keys.lookInBackground()
 	}
-	if trusted {
-		t, known, refused := a.keys.cached(hash, now)
-		if known && !refused {
-			return t, nil
-		}
-		if known {
-			return payment.Tenant{}, a.authFailed(c, now)
-		}
+	if !trusted {
+		return payment.Tenant{}, false, nil
 	}
-	ip := c.RealIP()
-	if wait := a.failures.blocked(ip, now); wait > 0 {
-		a.metrics.rateLimited.WithLabelValues("", "auth").Inc()
-		return payment.Tenant{}, rateLimited(c, wait, "too many requests with API keys that do not authenticate from this address")
+	t, known, refused := a.keys.cached(hash, now)
+	if known && refused {
+		return payment.Tenant{}, true, a.authFailed(c, now)
 	}
-	k, t, err := a.store.TenantAPIKey(ctx, hash)
-	switch {
-	case errors.Is(err, payment.ErrNotFound) || (err == nil && !k.ValidAt(now)):
-		a.keys.refuse(hash)
-		return payment.Tenant{}, a.authFailed(c, now)
-	case err != nil:
-		return payment.Tenant{}, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot authenticate right now, retry later", Err: err}
-	}
-	a.keys.put(k, t, now)
-	return t, nil
+	return t, known, nil
 }
 
-// authFailed counts a key that did not authenticate against its source address.
+// join returns the lookup of hash under way (joined), or starts one if src has a lookup
+// left (took: one of its own budget, else one of overLimit), or returns nil and how long
+// until there is one. The budgets are taken from under mu, before the lookup, so that
+// neither guesses sent at once nor one key presented at once get more lookups than them.
+func (a *authenticator) join(hash, src string, now time.Time) (l *keyLookup, joined, took bool, wait time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if l, ok := a.lookups[hash]; ok {
+		return l, true, false, 0
+	}
+	if took, wait = a.failures.take(src, now); !took {
+		var ok bool
+		if ok, wait = a.overLimit.take(now); !ok {
+			return nil, false, false, wait
+		}
+	}
+	l = &keyLookup{done: make(chan struct{})}
+	a.lookups[hash] = l
+	return l, false, took, 0
+}
+
+// lookUp makes lookup l of hash in MySQL, records its answer in the cache, and lets the
+// requests waiting for it go.
+func (a *authenticator) lookUp(ctx context.Context, hash string, l *keyLookup, now time.Time) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyLookupTimeout)
+	defer cancel()
+	l.key, l.tenant, l.err = a.store.TenantAPIKey(ctx, hash)
+	switch {
+	case errors.Is(l.err, payment.ErrNotFound) || (l.err == nil && !l.key.ValidAt(now)):
+		a.keys.refuse(hash)
+	case l.err == nil:
+		a.keys.put(l.key, l.tenant, now)
+	}
+	a.mu.Lock()
+	delete(a.lookups, hash)
+	a.mu.Unlock()
+	close(l.done)
+}
+
+// authFailed counts a key that did not authenticate, and was not looked up for this
+// request, against its source address.
 func (a *authenticator) authFailed(c echo.Context, now time.Time) error {
-	a.failures.fail(c.RealIP(), now)
+	a.failures.fail(sourceOf(c.RealIP()), now)
 	a.metrics.authFailures.Inc()
 	return errUnknownKey
 }

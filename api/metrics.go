@@ -52,7 +52,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	m.checkout = checkout.NewMetrics(reg)
 	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "paykit_rate_limited_total",
-		Help: "Requests answered 429, by tenant and limit (checkout_tokens, checkouts, refunds, redeliveries, open_checkout_tokens; auth with no tenant: a source address presenting too many unknown API keys).",
+		Help: "Requests answered 429, by tenant and limit (checkout_tokens, checkouts, refunds, redeliveries, open_checkout_tokens; auth with no tenant: a source address over its budget of unknown API keys when the lookups allowed such sources are spent too).",
 	}, []string{"tenant", "route"})
 	m.limiterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "paykit_rate_limiter_errors_total", Help: "Requests let through unlimited because the rate limiter (Redis) did not answer, by route.",

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"math"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ const (
 	DefaultRedeliveryRate        = 10
 	DefaultMaxOpenCheckoutTokens = 50000
 	DefaultAuthFailuresPerMinute = 60
+	// DefaultBlockedSourceLookups is the default Config.BlockedSourceLookups: a few
+	// queries a second, which MySQL does not notice, and which let a valid key through
+	// from a source that others' bad keys put over its budget.
+	DefaultBlockedSourceLookups = 5
 	// DefaultRateBurst lets a tenant spend five seconds of its rate at once: the load
 	// tests start hundreds of checkouts together.
 	DefaultRateBurst = 5 * time.Second
@@ -105,30 +110,49 @@ func rateLimited(c echo.Context, wait time.Duration, msg string) error {
 	return payment.Errorf(payment.ERATELIMITED, "%s", msg)
 }
 
-// maxFailureSources bounds the source addresses authFailures tracks.
+// maxFailureSources bounds the sources a failureLimiter tracks.
 const maxFailureSources = 10000
+
+// sourceOf is the source address ip is counted under: an IPv4 address, or the /64 of an
+// IPv6 one, which one subscriber commonly holds whole (counting its addresses apart would
+// give it 2^64 budgets).
+func sourceOf(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap().WithZone("")
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
+}
 
 type failureBucket struct {
 	tokens float64
 	at     time.Time
 }
 
-// failureLimiter limits, per source address and in this process, the API keys that do
-// not authenticate: a token bucket of perMinute, refilled at perMinute a minute. It holds
-// without Redis; with n API processes an address gets n times the budget.
+// failureLimiter limits, per source and in this process, the lookups of API keys that do
+// not authenticate: a token bucket of perMinute, refilled at perMinute a minute. A lookup
+// takes its token before it is made and gives it back when the key authenticates, so that
+// guesses sent at once cannot all pass before the first one fails. It holds without
+// Redis; with n API processes a source gets n times the budget.
 type failureLimiter struct {
 	perMinute float64
 	mu        sync.Mutex
 	m         map[string]failureBucket
+	// swept is when the sources back at a full bucket were last let go.
+	swept time.Time
 }
 
 func newFailureLimiter(perMinute int) *failureLimiter {
 	return &failureLimiter{perMinute: float64(perMinute), m: map[string]failureBucket{}}
 }
 
-// level is the bucket of ip at now, refilled; mu is held.
-func (fl *failureLimiter) level(ip string, now time.Time) failureBucket {
-	b, ok := fl.m[ip]
+// level is the bucket of src at now, refilled; mu is held.
+func (fl *failureLimiter) level(src string, now time.Time) failureBucket {
+	b, ok := fl.m[src]
 	if !ok {
 		return failureBucket{tokens: fl.perMinute, at: now}
 	}
@@ -137,38 +161,99 @@ func (fl *failureLimiter) level(ip string, now time.Time) failureBucket {
 	return b
 }
 
-// blocked returns how long ip must wait before its next unknown key is looked up, or 0.
-func (fl *failureLimiter) blocked(ip string, now time.Time) time.Duration {
+// room reports whether a source not yet tracked can be, letting go of the sources whose
+// buckets are full again (at most once a second, for a flood of new sources must not
+// cost a scan each); mu is held. Forgetting sources that are still short would give each
+// a new budget, so a new source finds no room while every tracked one is short.
+func (fl *failureLimiter) room(now time.Time) bool {
+	if len(fl.m) < maxFailureSources {
+		return true
+	}
+	if now.Sub(fl.swept) < time.Second {
+		return false
+	}
+	fl.swept = now
+	for k := range fl.m {
+		if fl.level(k, now).tokens >= fl.perMinute {
+			delete(fl.m, k)
+		}
+	}
+	return len(fl.m) < maxFailureSources
+}
+
+// take takes one key of src from its budget: ok, or how long until src has one again. A
+// new source when maxFailureSources are tracked and short is refused as if over its
+// budget.
+func (fl *failureLimiter) take(src string, now time.Time) (ok bool, wait time.Duration) {
 	if fl.perMinute <= 0 {
-		return 0
+		return true, 0
 	}
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	b := fl.level(ip, now)
-	if b.tokens >= 1 {
-		return 0
+	if _, tracked := fl.m[src]; !tracked && !fl.room(now) {
+		return false, time.Duration(float64(time.Minute) / fl.perMinute)
 	}
-	return time.Duration((1 - b.tokens) / fl.perMinute * float64(time.Minute))
+	b := fl.level(src, now)
+	if b.tokens < 1 {
+		fl.m[src] = b
+		return false, time.Duration((1 - b.tokens) / fl.perMinute * float64(time.Minute))
+	}
+	b.tokens--
+	fl.m[src] = b
+	return true, 0
 }
 
-// fail counts one key of ip that did not authenticate.
-func (fl *failureLimiter) fail(ip string, now time.Time) {
+// give gives back the token a lookup of src took, when its key authenticated (or the
+// lookup could not be made).
+func (fl *failureLimiter) give(src string, now time.Time) {
 	if fl.perMinute <= 0 {
 		return
 	}
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	b := fl.level(ip, now)
-	b.tokens = math.Max(0, b.tokens-1)
-	if _, ok := fl.m[ip]; !ok && len(fl.m) >= maxFailureSources {
-		for k := range fl.m {
-			if fl.level(k, now).tokens >= fl.perMinute {
-				delete(fl.m, k)
-			}
-		}
-		if len(fl.m) >= maxFailureSources {
-			clear(fl.m)
-		}
+	if _, tracked := fl.m[src]; !tracked {
+		return
 	}
-	fl.m[ip] = b
+	b := fl.level(src, now)
+	b.tokens = math.Min(fl.perMinute, b.tokens+1)
+	if b.tokens >= fl.perMinute {
+		delete(fl.m, src)
+		return
+	}
+	fl.m[src] = b
+}
+
+// fail counts one key of src that did not authenticate without a lookup (a key refused
+// from the cache, or by a lookup another request made).
+func (fl *failureLimiter) fail(src string, now time.Time) {
+	_, _ = fl.take(src, now)
+}
+
+// lookupBudget is a token bucket of rate a second, in bursts of as many (at least one):
+// the lookups of keys that this process makes, every source together, for sources over
+// their own budget.
+type lookupBudget struct {
+	rate   float64
+	mu     sync.Mutex
+	tokens float64
+	at     time.Time
+}
+
+func newLookupBudget(rate float64) *lookupBudget {
+	return &lookupBudget{rate: rate, tokens: max(1, rate)}
+}
+
+// take takes one lookup: ok, or how long until there is one.
+func (lb *lookupBudget) take(now time.Time) (ok bool, wait time.Duration) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if !lb.at.IsZero() {
+		lb.tokens = math.Min(max(1, lb.rate), lb.tokens+now.Sub(lb.at).Seconds()*lb.rate)
+	}
+	lb.at = now
+	if lb.tokens < 1 {
+		return false, time.Duration((1 - lb.tokens) / lb.rate * float64(time.Second))
+	}
+	lb.tokens--
+	return true, 0
 }

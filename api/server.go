@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -82,9 +83,21 @@ type Config struct {
 	// process (keyCache); zero means DefaultKeyRevocationBound.
 	KeyRevocationBound time.Duration
 	// AuthFailuresPerMinute is how many API keys that do not authenticate a source
-	// address may present a minute before it is answered 429; zero means
-	// DefaultAuthFailuresPerMinute, negative no limit.
+	// address may have looked up in MySQL a minute; past it, its keys are looked up only
+	// within BlockedSourceLookups. Zero means DefaultAuthFailuresPerMinute, negative no
+	// limit.
 	AuthFailuresPerMinute int
+	// BlockedSourceLookups is how many keys a second, every source together, this process
+	// still looks up in MySQL for source addresses over their AuthFailuresPerMinute, so
+	// that others' bad keys from the same address do not fail a valid key; a source over
+	// its budget is answered 429 only when these are spent. Zero means
+	// DefaultBlockedSourceLookups.
+	BlockedSourceLookups float64
+	// TrustedProxies are the networks of the load balancers or ingresses in front of the
+	// API. From a peer in one of them, a request's source address is the last address
+	// X-Forwarded-For names outside them; from any other peer, and from every peer when
+	// there are none (the default), it is the peer's address, whatever the headers say.
+	TrustedProxies []*net.IPNet
 	// Limits are the per-tenant rate limits, applied when the Cache is also a Limiter;
 	// the zero value limits nothing.
 	Limits Limits
@@ -137,6 +150,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AuthFailuresPerMinute == 0 {
 		c.AuthFailuresPerMinute = DefaultAuthFailuresPerMinute
+	}
+	if c.BlockedSourceLookups <= 0 {
+		c.BlockedSourceLookups = DefaultBlockedSourceLookups
 	}
 	if c.CancelWait <= 0 {
 		c.CancelWait = 10 * time.Second
@@ -192,18 +208,14 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	}
 	s.checkout = checkout.New(checkout.Config{DirectTTL: s.cfg.DirectCheckoutTTL, QueryInterval: s.cfg.QueryInterval, NoFault: noFault},
 		checkout.Stores{Payments: store.Payments, PayLinks: store.PayLinks}, gateways, orch, tokens, logger, metrics.checkout)
-	s.auth = &authenticator{keys: newKeyCache(s.cfg.TenantCacheTTL, s.cfg.KeyRevocationBound, store.APIKeys),
-		failures: newFailureLimiter(s.cfg.AuthFailuresPerMinute), store: store.APIKeys, metrics: metrics}
+	s.auth = newAuthenticator(s.cfg, store.APIKeys, metrics)
 	s.idem = &idempotency{store: store.IdempotencyKeys, cache: cache, cfg: s.cfg, log: logger, metrics: metrics}
 	if l, ok := cache.(Limiter); ok {
 		s.limiter = l
 	}
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
-	// The source address of a request is its peer's, or, from a peer on a loopback,
-	// link-local or private address (a load balancer), the last address X-Forwarded-For
-	// names that is not one: a client on the internet cannot choose it.
-	e.IPExtractor = echo.ExtractIPFromXFFHeader()
+	e.IPExtractor = sourceAddress(s.cfg.TrustedProxies)
 	e.HTTPErrorHandler = s.handleError
 	e.Pre(noStore)
 	e.Use(assignRequestID)
@@ -227,6 +239,22 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 	v1.GET("/refunds/:refund_no", s.getRefund)
 	s.merchantRoutes(v1)
 	return s
+}
+
+// sourceAddress extracts the source address of a request, which its API keys that do not
+// authenticate are counted against: its peer's, or from a peer in trusted, the last
+// address X-Forwarded-For names outside trusted. Nothing is trusted by default, not even
+// loopback or private peers: a client inside the network (another pod, a neighbour on the
+// private net) could otherwise name any address, and have none counted against its own.
+func sourceAddress(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // ServeHTTP makes the server an http.Handler (used by tests and by http.Server).

@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -122,6 +123,10 @@ type Config struct {
 	// AuthFailuresPerMinute is how many API keys that do not authenticate one source
 	// address may present to one API process a minute before it answers 429 (0: no limit).
 	AuthFailuresPerMinute int
+	// TrustedProxies are the networks of the balancers in front of the API, whose
+	// X-Forwarded-For names a request's source address (PAYKIT_TRUSTED_PROXIES); none by
+	// default: the source is the peer.
+	TrustedProxies []*net.IPNet
 	// MigrateLockWait bounds how long one migration statement waits for its table's
 	// metadata lock before it is retried (migrations.Options.LockWait).
 	MigrateLockWait time.Duration
@@ -228,6 +233,29 @@ func (e *env) integer(key string, lowest int, what string) int {
 	return n
 }
 
+// networks is a comma-separated list of CIDRs. A network of every address is refused: all
+// of X-Forwarded-For would then be trusted, and its first address is the client's to write.
+func (e *env) networks(key string) []*net.IPNet {
+	v, _ := e.get(key)
+	var ns []*net.IPNet
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		_, n, err := net.ParseCIDR(f)
+		if err != nil {
+			e.errs = append(e.errs, fmt.Sprintf("%s: %q is not a CIDR like 10.0.0.0/8, 10.0.0.5/32 or fd00::/8", key, f))
+			continue
+		}
+		if ones, _ := n.Mask.Size(); ones == 0 {
+			e.errs = append(e.errs, fmt.Sprintf("%s: %s trusts every peer, so that any client could name its own source address in X-Forwarded-For", key, f))
+			continue
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
 // minNotificationRetention is the shortest PAYKIT_NOTIFICATION_RETENTION accepted: longer
 // than Alipay's 25 h of redeliveries.
 const minNotificationRetention = 48 * time.Hour
@@ -330,6 +358,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			MaxOpenCheckoutTokens: e.count("PAYKIT_MAX_OPEN_CHECKOUT_TOKENS"),
 		},
 		AuthFailuresPerMinute: e.count("PAYKIT_AUTH_FAILURES_PER_MINUTE"),
+		TrustedProxies:        e.networks("PAYKIT_TRUSTED_PROXIES"),
 		WebhookPolicy: activities.WebhookPolicy{
 			RequireHTTPS:  !e.bool("PAYKIT_WEBHOOK_ALLOW_HTTP"),
 			RefusePrivate: !e.bool("PAYKIT_WEBHOOK_ALLOW_PRIVATE"),

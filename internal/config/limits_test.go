@@ -46,3 +46,44 @@ func TestLoadConfig_Limits(t *testing.T) {
 		t.Fatalf("default limits %+v would slow the load test's 100 checkouts a second", d)
 	}
 }
+
+// TestLoadConfig_TrustedProxies: PAYKIT_TRUSTED_PROXIES is a comma-separated list of
+// networks, none by default; what is not a network, or is every address, fails loading
+// with an error naming the variable.
+func TestLoadConfig_TrustedProxies(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   string
+		want    []string
+		wantErr string
+	}{
+		{"unset", "", nil, ""},
+		{"networks", "10.0.0.0/8, 192.168.1.7/32,fd00::/8", []string{"10.0.0.0/8", "192.168.1.7/32", "fd00::/8"}, ""},
+		{"an address without its length", "10.0.0.5", nil, `PAYKIT_TRUSTED_PROXIES: "10.0.0.5" is not a CIDR`},
+		{"not an address", "10.0.0.0/8,balancer", nil, `PAYKIT_TRUSTED_PROXIES: "balancer" is not a CIDR`},
+		{"every address", "0.0.0.0/0", nil, "PAYKIT_TRUSTED_PROXIES: 0.0.0.0/0 trusts every peer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Load(func(k string) (string, bool) {
+				if k == "PAYKIT_TRUSTED_PROXIES" {
+					return tc.value, true
+				}
+				return "", false
+			})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %s", err, tc.wantErr)
+				}
+				return
+			}
+			var got []string
+			for _, n := range c.TrustedProxies {
+				got = append(got, n.String())
+			}
+			if err != nil || strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Fatalf("trusted proxies %v (%v), want %v", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -309,7 +309,7 @@ func (s *System) APIServer(cfg config.Config, logger *slog.Logger, metrics *api.
 func apiConfig(cfg config.Config) api.Config {
 	ac := api.Config{IdempotencyTTL: cfg.IdempotencyTTL, IdempotencyLock: cfg.IdempotencyLock, CheckoutTokenTTL: cfg.CheckoutTokenTTL,
 		InboxSettleBound: cfg.InboxSettleBound, InboxSweepInterval: cfg.InboxSweepInterval, NotificationRetention: cfg.NotificationRetention,
-		Limits: cfg.Limits, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute}
+		Limits: cfg.Limits, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute, TrustedProxies: cfg.TrustedProxies}
 	if cfg.AuthFailuresPerMinute == 0 {
 		ac.AuthFailuresPerMinute = -1 // no limit
 	}
