@@ -21,9 +21,10 @@ type Lister interface {
 	ListAnomalies(ctx context.Context, since time.Time, limit int) ([]payment.Anomaly, error)
 }
 
-// Print prints at most limit anomalies recorded since, newest first: a table, or with
-// asJSON one JSON object per line. Each names its subject, what it is about within its
-// payment ("-" in the table, "" in JSON, for the payment as a whole).
+// Print prints at most limit anomalies recorded, or recorded again, since, the last seen
+// first: a table, or with asJSON one JSON object per line. Each names its subject, what
+// it is about within its payment ("-" in the table, "" in JSON, for the payment as a
+// whole), when it was first recorded and when last ("-" if not since migration 0049).
 func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit int, asJSON bool) error {
 	as, err := l.ListAnomalies(ctx, since, limit)
 	if err != nil {
@@ -53,7 +54,7 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CREATED (UTC)\tKIND\tTENANT\tPAYMENT_NO\tSUBJECT\tTRADE_NO\tAMOUNT (CNY)\tSTATE\tDETAIL")
+	fmt.Fprintln(tw, "CREATED (UTC)\tLAST SEEN (UTC)\tKIND\tTENANT\tPAYMENT_NO\tSUBJECT\tTRADE_NO\tAMOUNT (CNY)\tSTATE\tDETAIL")
 	for _, a := range as {
 		detail := strings.Join(strings.Fields(a.Detail), " ")
 		if r := []rune(detail); len(r) > 120 {
@@ -70,7 +71,11 @@ func Print(ctx context.Context, out io.Writer, l Lister, since time.Time, limit 
 				state += ", seen again " + a.LastSeenAt.UTC().Format("2006-01-02 15:04")
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.CreatedAt.UTC().Format("2006-01-02 15:04:05"),
+		seen := "-"
+		if !a.LastSeenAt.IsZero() {
+			seen = a.LastSeenAt.UTC().Format("2006-01-02 15:04:05")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.CreatedAt.UTC().Format("2006-01-02 15:04:05"), seen,
 			a.Kind, a.TenantID, a.PaymentNo, subject, a.TradeNo, a.Amount.Yuan(), state, detail)
 	}
 	return tw.Flush()

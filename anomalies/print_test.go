@@ -32,6 +32,10 @@ func TestPrintAnomalies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Each recorded once, at its created_at (the store stamps last_seen_at with its clock).
+	if _, err := db.ExecContext(ctx, "UPDATE payment_anomalies SET last_seen_at = created_at"); err != nil {
+		t.Fatal(err)
+	}
 
 	var table bytes.Buffer
 	if err := anomalies.Print(ctx, &table, st, now.Add(-7*24*time.Hour), 100, false); err != nil {
@@ -145,6 +149,41 @@ func TestResolveAnomaly(t *testing.T) {
 		}
 		if resolved := a.ResolvedAt != nil && a.Resolution != ""; resolved != (a.Subject == "P1-R1") {
 			t.Fatalf("json %s: resolved=%v", line, resolved)
+		}
+	}
+}
+
+// An anomaly recorded hours ago and recorded again since is listed by `-since 1h`, with
+// when it was first recorded and when it was last seen. Before, the list filtered on
+// created_at and printed "no anomalies" for it.
+func TestPrintListsAnAnomalySeenAgain(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	created := time.Now().Add(-3 * time.Hour).UTC()
+	a := payment.Anomaly{Kind: "amount_mismatch", TenantID: "t1", PaymentNo: "P1", TradeNo: "2026T1", Amount: 5, Detail: "paid 0.05", CreatedAt: created}
+	if err := st.RecordAnomaly(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE payment_anomalies SET last_seen_at = created_at"); err != nil {
+		t.Fatal(err)
+	}
+	a.CreatedAt = time.Now().UTC()
+	if err := st.RecordAnomaly(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	if err := anomalies.Print(ctx, &table, st, time.Now().Add(-time.Hour), 100, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "LAST SEEN (UTC)") {
+		t.Fatalf("table:\n%s\nwant a header with LAST SEEN and the anomaly seen again", table.String())
+	}
+	for _, want := range []string{"amount_mismatch", "P1", created.Format("2006-01-02 15:04:05"), a.CreatedAt.Format("2006-01-02 15:04")} {
+		if !strings.Contains(lines[1], want) {
+			t.Fatalf("row %q lacks %q", lines[1], want)
 		}
 	}
 }

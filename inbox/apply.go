@@ -110,14 +110,15 @@ func (ib *Inbox) paidAfterClose(ctx context.Context, log *slog.Logger, p payment
 func (ib *Inbox) applyRefundNotification(ctx context.Context, log *slog.Logger, p payment.Payment, n payment.Notification) (string, bool) {
 	log = log.With("out_biz_no", n.OutBizNo, "refund_fee_fen", int64(n.RefundFee), "trade_status", n.TradeStatus)
 	if n.OutBizNo == "" {
-		log.WarnContext(ctx, "alipay refund notification without out_biz_no; nothing to confirm")
-		return outcomeRefundUnknown, true
+		return ib.unknownRefund(ctx, log, p, n, "without out_biz_no")
 	}
 	r, err := ib.store.GetRefundByOutRequestNo(ctx, n.OutBizNo)
-	if errors.Is(err, payment.ErrNotFound) || (err == nil && r.PaymentNo != p.PaymentNo) {
-		// Refunded outside paykit (in Alipay's console, say); the auditor compares the totals.
-		log.WarnContext(ctx, "alipay notified a refund paykit did not make")
-		return outcomeRefundUnknown, true
+	if errors.Is(err, payment.ErrNotFound) {
+		// Refunded outside paykit (in Alipay's console, say).
+		return ib.unknownRefund(ctx, log, p, n, "that paykit did not make")
+	}
+	if err == nil && r.PaymentNo != p.PaymentNo {
+		return ib.unknownRefund(ctx, log, p, n, fmt.Sprintf("whose out_biz_no is refund %s of payment %s", r.RefundNo, r.PaymentNo))
 	}
 	if err != nil {
 		log.ErrorContext(ctx, "read refund for notification; handed over again later", "err", err)
@@ -150,6 +151,32 @@ func (ib *Inbox) applyRefundNotification(ctx context.Context, log *slog.Logger, 
 		return outcomeReceived, false
 	}
 	return outcomeRefundStarted, true
+}
+
+// unknownRefund records a refund_unknown anomaly for a verified refund notification whose
+// out_biz_no names no refund of payment p (why says which): money left the trade that no
+// refund of paykit accounts for, so an operator reconciles it with Alipay. Its subject is
+// the out_biz_no (the notify_id if it has none), so Alipay's redeliveries and the
+// inbox's hand-overs of it record it once. It settles the notification: delivering it
+// again would not change that.
+func (ib *Inbox) unknownRefund(ctx context.Context, log *slog.Logger, p payment.Payment, n payment.Notification, why string) (string, bool) {
+	subject := n.OutBizNo
+	if subject == "" {
+		subject = n.NotifyID
+	}
+	ib.metrics.anomalies.Inc()
+	err := ib.store.RecordAnomaly(ctx, payment.Anomaly{
+		Kind: AnomalyRefundUnknown, TenantID: p.TenantID, PaymentNo: p.PaymentNo, Subject: subject, TradeNo: n.TradeNo, Amount: n.RefundFee,
+		Detail: fmt.Sprintf("alipay notified a refund %s (out_biz_no %q, refund_fee %s as the trade's refunded total, gmt_refund %q, notify_id %s); paykit has %s refunded on it: reconcile with alipay",
+			why, n.OutBizNo, n.RefundFee.Yuan(), n.GmtRefund, n.NotifyID, p.Refunded.Yuan()),
+		CreatedAt: time.Now().UTC(),
+	})
+	if err != nil {
+		log.ErrorContext(ctx, "record anomaly failed; handed over again later", "err", err)
+		return outcomeReceived, false
+	}
+	log.ErrorContext(ctx, "refund anomaly: alipay notified a refund paykit did not make", "why", why)
+	return outcomeRefundUnknown, true
 }
 
 // reject records an anomaly for a verified notification paykit cannot act on (it names no

@@ -58,6 +58,11 @@ const AnomalyNotificationUnsettled = "notification_unsettled"
 // word that paykit cannot act on.
 const AnomalyNotificationRejected = "notification_rejected"
 
+// AnomalyRefundUnknown is recorded for a verified refund notification whose out_biz_no is
+// no refund of the payment it names: a refund made outside paykit (in Alipay's console)
+// or another payment's. Its subject is the out_biz_no.
+const AnomalyRefundUnknown = "refund_unknown"
+
 // Inbox hands acknowledged notifications to their payments. A verified notification is
 // recorded (Receive) with a hand-over due SettleBound later and answered success at once;
 // the hand-over is tried here in the process straight away, and the sweep (Run) tries

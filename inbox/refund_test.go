@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,3 +191,93 @@ func (fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.Noti
 }
 
 func (fakeOrch) StartRefund(context.Context, payment.Refund) error { return nil }
+
+// A verified refund notification for an out_biz_no paykit did not make (a partial refund
+// made in Alipay's console) or one that is another payment's refund records a
+// refund_unknown anomaly about that out_biz_no, with the payment and the refund_fee Alipay
+// reports, and settles on it. Alipay delivering it again, or the hand-over running again
+// (its settle write lost), records no second one; a forged one records none. Before,
+// such a notification was settled as refund_unknown and nothing showed it.
+func TestARefundNotificationPaykitDidNotMakeRecordsAnAnomaly(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	st := mysql.NewStore(db)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	r := paidPaymentWithRefund(ctx, t, st, "PU1", now)
+	if _, _, err := st.CreatePendingPayment(ctx, payment.NewPayment{PaymentNo: "PU2", TenantID: "t1", OrderID: "o2", Amount: 990,
+		Currency: "CNY", Subject: "refund test", ExpireAt: now.Add(15 * time.Minute), WorkflowID: payment.WorkflowID("t1", "o2")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkPaid(ctx, "PU2", "T2", now); err != nil {
+		t.Fatal(err)
+	}
+	ib := inbox.New(inbox.Config{}, inbox.Stores{Payments: st, Refunds: st, Notifications: st, Inbox: st, Tenants: st, Anomalies: st},
+		payment.SingleGateway{Gateway: fakeGateway{}}, fakeOrch{}, nil, nil)
+	t.Cleanup(ib.Close)
+	body := func(notifyID, paymentNo, outBizNo, sign string) []byte {
+		return []byte(url.Values{"notify_id": {notifyID}, "out_trade_no": {paymentNo}, "total_amount": {"9.90"},
+			"out_biz_no": {outBizNo}, "refund_fee": {"1.50"}, "gmt_refund": {"2026-12-01 10:00:00"}, "sign": {sign}}.Encode())
+	}
+	anomaliesOf := func(paymentNo, subject string) []payment.Anomaly {
+		t.Helper()
+		all, err := st.ListAnomalies(ctx, time.Time{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []payment.Anomaly
+		for _, a := range all {
+			if a.PaymentNo == paymentNo && a.Subject == subject {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name, notifyID, paymentNo, outBizNo string
+	}{
+		{"made_in_alipays_console", "nu1", "PU1", "console-1"},
+		{"another_payments_refund", "nu2", "PU2", r.OutRequestNo},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !ib.Receive(ctx, body(c.notifyID, c.paymentNo, c.outBizNo, "good"), "req-"+c.notifyID) {
+				t.Fatal("a verified refund notification was answered failure")
+			}
+			ib.Wait(ctx)
+			rec, err := st.NotificationByNotifyID(ctx, "alipay", c.notifyID)
+			if err != nil || rec.SettledAt.IsZero() || rec.Outcome != "refund_unknown" {
+				t.Fatalf("notification %+v, %v; want it settled as refund_unknown", rec, err)
+			}
+			got := anomaliesOf(c.paymentNo, c.outBizNo)
+			if len(got) != 1 || got[0].Kind != inbox.AnomalyRefundUnknown || got[0].TenantID != "t1" || got[0].Amount != 150 ||
+				got[0].TradeNo != "T1" || !strings.Contains(got[0].Detail, c.notifyID) {
+				t.Fatalf("anomalies of %s about %s = %+v; want one refund_unknown of 1.50 naming %s", c.paymentNo, c.outBizNo, got, c.notifyID)
+			}
+			// Alipay delivers it again: it is paykit's already.
+			if !ib.Receive(ctx, body(c.notifyID, c.paymentNo, c.outBizNo, "good"), "req-again") {
+				t.Fatal("a redelivery was answered failure")
+			}
+			// The anomaly was recorded but the settle write was lost: the sweep hands it
+			// over again.
+			due := time.Now().UTC()
+			if _, err := db.ExecContext(ctx, "UPDATE channel_notifications SET settled_at = NULL, dispatch_due_at = ? WHERE id = ?", due, rec.ID); err != nil {
+				t.Fatal(err)
+			}
+			if handed := ib.Sweep(ctx, due.Add(time.Second)); handed != 1 {
+				t.Fatalf("the sweep handed %d over, want the notification", handed)
+			}
+			ib.Wait(ctx)
+			if got := anomaliesOf(c.paymentNo, c.outBizNo); len(got) != 1 {
+				t.Fatalf("after a redelivery and a second hand-over: %d anomalies, want 1: %+v", len(got), got)
+			}
+		})
+	}
+	t.Run("forged", func(t *testing.T) {
+		if ib.Receive(ctx, body("nu3", "PU1", "console-3", "forged"), "req-forged") {
+			t.Fatal("a forged notification was answered success")
+		}
+		ib.Wait(ctx)
+		if got := anomaliesOf("PU1", "console-3"); len(got) != 0 {
+			t.Fatalf("a forged notification recorded %+v", got)
+		}
+	})
+}

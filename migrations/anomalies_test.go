@@ -81,3 +81,62 @@ func TestAnomalySubjectKey(t *testing.T) {
 		t.Fatalf("up again: %v", err)
 	}
 }
+
+// TestAnomalyLastSeenDownGuard: going back below 0049 drops last_seen_at, and with it the
+// only mark of a resolved anomaly that was seen again after its resolution: the list
+// shows it resolved, and the purge deletes it once its old resolution is past the
+// retention. So the down is refused while such an anomaly exists (forced, it drops the
+// column), and goes through when every anomaly is open, or resolved and not seen since.
+// Before, the down dropped the column unguarded.
+func TestAnomalyLastSeenDownGuard(t *testing.T) {
+	ctx := context.Background()
+	resolvedAt := time.Now().Add(-30 * 24 * time.Hour).UTC()
+	for _, c := range []struct {
+		name    string
+		seen    time.Time // last_seen_at of the resolved anomaly
+		refused bool
+	}{
+		{"resolved_and_seen_again", resolvedAt.Add(29 * 24 * time.Hour), true},
+		{"resolved_not_seen_since", resolvedAt.Add(-time.Hour), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, _ := testenv.MySQL(t)
+			insert := func(paymentNo string, created time.Time, resolved, seen any) {
+				t.Helper()
+				if _, err := db.ExecContext(ctx, `INSERT INTO payment_anomalies (kind, payment_no, detail, created_at, resolved_at, resolution, last_seen_at)
+					VALUES ('amount_mismatch', ?, '', ?, ?, 'fixed', ?)`, paymentNo, created, resolved, seen); err != nil {
+					t.Fatal(err)
+				}
+			}
+			created := resolvedAt.Add(-2 * time.Hour)
+			insert("P1", created, resolvedAt, c.seen)
+			// An open anomaly seen again is kept, open, whatever the down drops.
+			insert("P2", created, nil, time.Now().UTC())
+			err := migrations.DownTo(ctx, db, 48, migrations.Options{})
+			if !c.refused {
+				if err != nil {
+					t.Fatalf("DownTo(48): %v", err)
+				}
+				if got := columnOf(t, db, "payment_anomalies", "last_seen_at"); got != "" {
+					t.Fatalf("last_seen_at (%s) is still there after 0049's down", got)
+				}
+				return
+			}
+			if !errors.Is(err, migrations.ErrDestroysData) {
+				t.Fatalf("DownTo(48) with a resolved anomaly seen again: %v, want ErrDestroysData", err)
+			}
+			if got := columnOf(t, db, "payment_anomalies", "last_seen_at"); got == "" {
+				t.Fatal("last_seen_at was dropped by a refused down")
+			}
+			if err := migrations.DownTo(ctx, db, 48, migrations.Options{Force: true}); err != nil {
+				t.Fatalf("forced DownTo(48): %v", err)
+			}
+			if got := columnOf(t, db, "payment_anomalies", "last_seen_at"); got != "" {
+				t.Fatalf("last_seen_at (%s) is still there after a forced down", got)
+			}
+			if err := migrations.Up(ctx, db); err != nil {
+				t.Fatalf("up again: %v", err)
+			}
+		})
+	}
+}

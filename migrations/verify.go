@@ -22,13 +22,23 @@ import (
 // key); the clauses of an ALTER not found applied are run again without the applied ones.
 
 // colDef is a column as the runner compares it: its data type (lower case, without the
-// display width of an integer type, which changes nothing stored), nullability, and
-// whether it is generated.
+// display width of an integer type, which changes nothing stored), nullability, whether
+// it is generated, what the server writes into it by itself (its DEFAULT, ON UPDATE and
+// AUTO_INCREMENT), and the collation of a character column.
 type colDef struct {
 	typ       string
 	shown     string // the type as the migration writes it or the server reports it
 	notNull   bool
 	generated string // "", "stored" or "virtual"
+	dflt      colDefault
+	// onUpdate is the ON UPDATE expression as colDefault writes one
+	// ("current_timestamp(6)"), "" if there is none.
+	onUpdate      string
+	autoIncrement bool
+	// charset and collation are the character set and collation of a character column, in
+	// lower case: as the server reports them, or as the migration gives them. A column the
+	// migration gives none takes its table's (inTable); "" is not compared.
+	charset, collation string
 }
 
 func (c colDef) String() string {
@@ -38,14 +48,55 @@ func (c colDef) String() string {
 	} else {
 		s += " NULL"
 	}
+	if c.autoIncrement {
+		s += " AUTO_INCREMENT"
+	}
+	if c.dflt.set {
+		s += " DEFAULT " + c.dflt.String()
+	}
+	if c.onUpdate != "" {
+		s += " ON UPDATE " + strings.ToUpper(c.onUpdate)
+	}
+	if c.collation != "" {
+		s += " COLLATE " + c.collation
+	}
 	if c.generated != "" {
 		s += " " + strings.ToUpper(c.generated) + " GENERATED"
 	}
 	return s
 }
 
-func (c colDef) same(o colDef) bool {
-	return c.typ == o.typ && c.notNull == o.notNull && c.generated == o.generated
+// sameShape reports whether the column c, as the migration defines it, and have, as the
+// server reports it, store the same values and write the same ones by themselves; their
+// collations are compared by sameCollation.
+func (c colDef) sameShape(have colDef) bool {
+	return c.typ == have.typ && c.notNull == have.notNull && c.generated == have.generated &&
+		c.dflt.same(have.dflt) && c.onUpdate == have.onUpdate && c.autoIncrement == have.autoIncrement
+}
+
+// sameCollation reports whether have, as the server reports it, has the collation of c as
+// the migration defines it (or its character set, if it names only that).
+func (c colDef) sameCollation(have colDef) bool {
+	switch {
+	case c.collation != "":
+		return strings.EqualFold(c.collation, have.collation)
+	case c.charset != "":
+		return strings.HasPrefix(strings.ToLower(have.collation), strings.ToLower(c.charset)+"_")
+	}
+	return true
+}
+
+// same reports whether have, as the server reports it, is the column c as the migration
+// defines it.
+func (c colDef) same(have colDef) bool { return c.sameShape(have) && c.sameCollation(have) }
+
+// inTable is c, as the migration defines it, in a table whose collation is collation: a
+// character column the migration gives no character set or collation takes the table's.
+func (c colDef) inTable(collation string) colDef {
+	if characterType(c.typ) && c.collation == "" && c.charset == "" {
+		c.collation = strings.ToLower(collation)
+	}
+	return c
 }
 
 // keyPart is one column of a key, with its prefix length (0: the whole column).
@@ -156,7 +207,9 @@ var (
 )
 
 // parseColumn reads a column definition as a CREATE TABLE or ADD COLUMN writes it:
-// "name TYPE[(args)] [UNSIGNED] [NOT NULL] [AS (expr) STORED] …", without the ADD.
+// "name TYPE[(args)] [UNSIGNED] [NOT NULL] [DEFAULT v] [ON UPDATE f] [COLLATE c]
+// [AS (expr) STORED] …", without the ADD. A DEFAULT it cannot compare (an expression) is
+// an error.
 func parseColumn(def string) (string, colDef, error) {
 	name, rest := firstWord(def)
 	m := typeRE.FindStringSubmatch(rest)
@@ -172,6 +225,9 @@ func parseColumn(def string) (string, colDef, error) {
 		if i := strings.LastIndexByte(after, ')'); i >= 0 && storedRE.MatchString(after[i:]) {
 			c.generated = "stored"
 		}
+	}
+	if err := c.readAttributes(after); err != nil {
+		return "", colDef{}, fmt.Errorf("cannot read the column definition %q: %w", def, err)
 	}
 	return unquote(name), c, nil
 }
@@ -395,25 +451,30 @@ type queryer interface {
 // Every value is scanned as a string: servers differ in the types of information_schema's
 // columns.
 func columnsOf(ctx context.Context, q queryer, table string) (map[string]colDef, error) {
-	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, EXTRA FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
+	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, EXTRA, COLUMN_DEFAULT, CHARACTER_SET_NAME, COLLATION_NAME
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := map[string]colDef{}
 	for rows.Next() {
-		var name, typ, nullable, extra sql.NullString
-		if err := rows.Scan(&name, &typ, &nullable, &extra); err != nil {
+		var name, typ, nullable, extra, dflt, charset, collation sql.NullString
+		if err := rows.Scan(&name, &typ, &nullable, &extra, &dflt, &charset, &collation); err != nil {
 			return nil, err
 		}
-		c := colDef{typ: normalType(typ.String), shown: typ.String, notNull: strings.EqualFold(nullable.String, "NO")}
+		c := colDef{typ: normalType(typ.String), shown: typ.String, notNull: strings.EqualFold(nullable.String, "NO"),
+			charset: strings.ToLower(charset.String), collation: strings.ToLower(collation.String)}
 		switch e := strings.ToUpper(extra.String); {
 		case strings.Contains(e, "STORED GENERATED"), strings.Contains(e, "PERSISTENT GENERATED"):
 			c.generated = "stored"
 		case strings.Contains(e, "VIRTUAL GENERATED"):
 			c.generated = "virtual"
 		}
+		if c.generated == "" {
+			c.dflt = serverDefault(dflt)
+		}
+		c.onUpdate, c.autoIncrement = serverExtra(extra.String)
 		out[strings.ToLower(name.String)] = c
 	}
 	return out, rows.Err()
@@ -524,8 +585,14 @@ func (f file) settleAlter(ctx context.Context, q queryer, stmt string, failed er
 	if err != nil {
 		return "", fmt.Errorf("%s: statement %d: read the keys of %s: %w", f.name, n, table, err)
 	}
+	// A column the ALTER adds takes the table's collation.
+	opts, err := tableOptionsOf(ctx, q, table)
+	if err != nil {
+		return "", fmt.Errorf("%s: statement %d: read the options of %s: %w", f.name, n, table, err)
+	}
 	var left []string
 	for _, c := range clauses {
+		c.col = c.col.inTable(opts.collation)
 		applied, err := f.clauseApplied(c, table, cols, keys)
 		if err != nil {
 			return "", err
@@ -577,13 +644,13 @@ func parseClauses(texts []string, failed error) ([]clause, error) {
 
 // clauseApplied reports whether the effect of c, a clause of an ALTER of table, is there:
 // the column or key it adds exists, or the one it drops is gone. A column or key found
-// with another definition than c's is an error; a clause of another kind is never found
-// applied.
+// with another definition than c's (another type, nullability, DEFAULT, ON UPDATE or
+// collation for a column) is an error; a clause of another kind is never found applied.
 func (f file) clauseApplied(c clause, table string, cols map[string]colDef, keys map[string]keyDef) (bool, error) {
 	switch c.kind {
 	case addColumn:
 		have, ok := cols[strings.ToLower(c.name)]
-		if ok && !have.same(c.col) {
+		if ok && !c.col.same(have) {
 			return false, f.schemaMismatch("column %s on %s exists as %s but the migration adds %s", c.name, table, have, c.col)
 		}
 		return ok, nil
@@ -609,36 +676,48 @@ type namedCol struct {
 	def  colDef
 }
 
-// parseCreate reads a CREATE TABLE statement as its table, columns and keys. The columns
-// of the primary key are NOT NULL, as the server makes them.
-func parseCreate(stmt string) (string, []namedCol, []keyDef, error) {
-	table, defs, err := createTable(stmt)
+// createDef is a CREATE TABLE as the runner compares it.
+type createDef struct {
+	table string
+	cols  []namedCol
+	keys  []keyDef
+	opts  tableOptions
+}
+
+// parseCreate reads a CREATE TABLE statement as its table, columns, keys and table
+// options. The columns of the primary key are NOT NULL, as the server makes them.
+func parseCreate(stmt string) (createDef, error) {
+	table, defs, options, err := createTable(stmt)
 	if err != nil {
-		return "", nil, nil, err
+		return createDef{}, err
 	}
 	cols, keys, err := parseDefinitions(defs)
 	if err != nil {
-		return "", nil, nil, err
+		return createDef{}, err
 	}
 	for _, k := range keys {
 		if k.primary {
 			primaryNotNull(cols, k)
 		}
 	}
-	return table, cols, keys, nil
+	opts, err := parseTableOptions(options)
+	if err != nil {
+		return createDef{}, fmt.Errorf("the options of %s: %w", table, err)
+	}
+	return createDef{table: table, cols: cols, keys: keys, opts: opts}, nil
 }
 
-// createTable splits a CREATE TABLE statement into its table's name and the text of its
-// definitions, between the parentheses. CREATE TABLE IF NOT EXISTS is an error: the
-// runner does not check it.
-func createTable(stmt string) (table, defs string, err error) {
+// createTable splits a CREATE TABLE statement into its table's name, the text of its
+// definitions, between the parentheses, and that of its options, after them. CREATE
+// TABLE IF NOT EXISTS is an error: the runner does not check it.
+func createTable(stmt string) (table, defs, options string, err error) {
 	rest := strings.TrimSpace(stmt)
 	if !strings.HasPrefix(strings.ToUpper(rest), "CREATE TABLE") {
-		return "", "", fmt.Errorf("not a CREATE TABLE")
+		return "", "", "", fmt.Errorf("not a CREATE TABLE")
 	}
 	name, rest := firstWord(rest[len("CREATE TABLE"):])
 	if strings.EqualFold(name, "IF") {
-		return "", "", fmt.Errorf("cannot check a CREATE TABLE IF NOT EXISTS")
+		return "", "", "", fmt.Errorf("cannot check a CREATE TABLE IF NOT EXISTS")
 	}
 	if i := strings.IndexByte(name, '('); i >= 0 {
 		name, rest = name[:i], name[i:]+" "+rest
@@ -650,9 +729,9 @@ func createTable(stmt string) (table, defs string, err error) {
 		closing = matchingParen(rest, open)
 	}
 	if table == "" || closing < 0 {
-		return "", "", fmt.Errorf("cannot read the definitions of %q", stmt)
+		return "", "", "", fmt.Errorf("cannot read the definitions of %q", stmt)
 	}
-	return table, rest[open+1 : closing], nil
+	return table, rest[open+1 : closing], rest[closing+1:], nil
 }
 
 // parseDefinitions reads the definitions of a CREATE TABLE as its columns and keys. A
@@ -697,13 +776,14 @@ func primaryNotNull(cols []namedCol, primary keyDef) {
 }
 
 // verifyTable checks that the table stmt (a CREATE TABLE) creates exists with every column
-// and key stmt gives it, as stmt defines them; it may have more. It returns the table's
-// name.
+// and key stmt gives it, as stmt defines them (it may have more), and with stmt's ENGINE
+// and collation. It returns the table's name.
 func (f file) verifyTable(ctx context.Context, q queryer, stmt string) (string, error) {
-	table, wantCols, wantKeys, err := parseCreate(stmt)
+	want, err := parseCreate(stmt)
 	if err != nil {
 		return "", fmt.Errorf("%s: the table exists, and the runner does not skip what it cannot check: %w", f.name, err)
 	}
+	table := want.table
 	cols, err := columnsOf(ctx, q, table)
 	if err != nil {
 		return "", fmt.Errorf("%s: read the columns of %s: %w", f.name, table, err)
@@ -712,27 +792,64 @@ func (f file) verifyTable(ctx context.Context, q queryer, stmt string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("%s: read the keys of %s: %w", f.name, table, err)
 	}
+	opts, err := tableOptionsOf(ctx, q, table)
+	if err != nil {
+		return "", fmt.Errorf("%s: read the options of %s: %w", f.name, table, err)
+	}
 	if len(cols) == 0 {
 		// information_schema shows only what the user may read.
 		return "", fmt.Errorf("%s: %s exists but information_schema shows none of its columns (may the migrating user read them?); the runner does not skip what it cannot check", f.name, table)
 	}
-	for _, c := range wantCols {
-		have, ok := cols[strings.ToLower(c.name)]
-		if !ok {
-			return "", f.schemaMismatch("table %s exists with no column %s but the migration creates column %s %s", table, c.name, c.name, c.def)
-		}
-		if !have.same(c.def) {
-			return "", f.schemaMismatch("table %s exists with column %s %s but the migration creates column %s %s", table, c.name, have, c.name, c.def)
-		}
+	// The columns take the collation stmt gives the table, or the one it has if stmt gives
+	// none.
+	collation := want.opts.collation
+	if collation == "" && want.opts.charset == "" {
+		collation = opts.collation
 	}
-	for _, k := range wantKeys {
-		have, ok := keys[strings.ToLower(k.name)]
-		if !ok {
-			return "", f.schemaMismatch("table %s exists with no key %s but the migration creates %s", table, k.name, k.named())
-		}
-		if !have.same(k) {
-			return "", f.schemaMismatch("table %s exists with %s but the migration creates %s", table, have.named(), k.named())
-		}
+	for i := range want.cols {
+		want.cols[i].def = want.cols[i].def.inTable(collation)
+	}
+	if err := f.verifyColumns(table, want.cols, cols, colDef.sameShape); err != nil {
+		return "", err
+	}
+	if err := f.verifyKeys(table, want.keys, keys); err != nil {
+		return "", err
+	}
+	if err := want.opts.check(opts); err != nil {
+		return "", f.schemaMismatch("table %s exists %s", table, err)
+	}
+	if err := f.verifyColumns(table, want.cols, cols, colDef.sameCollation); err != nil {
+		return "", err
 	}
 	return table, nil
+}
+
+// verifyColumns checks that each of want is among have (the table's columns, by lower-case
+// name) and that same(want, have) holds.
+func (f file) verifyColumns(table string, want []namedCol, have map[string]colDef, same func(want, have colDef) bool) error {
+	for _, c := range want {
+		h, ok := have[strings.ToLower(c.name)]
+		if !ok {
+			return f.schemaMismatch("table %s exists with no column %s but the migration creates column %s %s", table, c.name, c.name, c.def)
+		}
+		if !same(c.def, h) {
+			return f.schemaMismatch("table %s exists with column %s %s but the migration creates column %s %s", table, c.name, h, c.name, c.def)
+		}
+	}
+	return nil
+}
+
+// verifyKeys checks that each of want is among have (the table's keys, by lower-case
+// name), the same key.
+func (f file) verifyKeys(table string, want []keyDef, have map[string]keyDef) error {
+	for _, k := range want {
+		h, ok := have[strings.ToLower(k.name)]
+		if !ok {
+			return f.schemaMismatch("table %s exists with no key %s but the migration creates %s", table, k.name, k.named())
+		}
+		if !h.same(k) {
+			return f.schemaMismatch("table %s exists with %s but the migration creates %s", table, h.named(), k.named())
+		}
+	}
+	return nil
 }

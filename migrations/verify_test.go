@@ -3,7 +3,9 @@ package migrations_test
 import (
 	"context"
 	"database/sql"
+	"io/fs"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -202,46 +204,59 @@ func TestPrebuiltKeyIsVerified(t *testing.T) {
 }
 
 // TestPrebuiltColumnIsVerified: a column added ahead of the migration that adds it is
-// taken as the migration's only if it has the migration's type and nullability.
+// taken as the migration's only if it has the migration's type, nullability, DEFAULT, ON
+// UPDATE and collation (the table's, which the migration's column takes). Before, the
+// DEFAULT, ON UPDATE and collation were not compared: payment_events.dead pre-built with
+// DEFAULT 1 was taken, and every event the outbox wrote was dead on insert.
 func TestPrebuiltColumnIsVerified(t *testing.T) {
 	ctx := context.Background()
 	ref, _ := testenv.MySQL(t)
 	want := schema(t, ref)
-	t.Run("other_type_stops_the_runner", func(t *testing.T) {
-		db, _ := testenv.EmptyMySQL(t)
-		if err := migrations.UpTo(ctx, db, 8, migrations.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, "ALTER TABLE payments ADD COLUMN method INT NOT NULL DEFAULT 0 AFTER subject"); err != nil {
-			t.Fatal(err)
-		}
-		upStops(t, db, 8, "column method on payments", "VARCHAR(8) NOT NULL", "exists as INT")
-	})
-	t.Run("nullable_stops_the_runner", func(t *testing.T) {
-		db, _ := testenv.EmptyMySQL(t)
-		if err := migrations.UpTo(ctx, db, 39, migrations.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, "ALTER TABLE channel_notifications ADD COLUMN refund TINYINT(1) NULL"); err != nil {
-			t.Fatal(err)
-		}
-		upStops(t, db, 39, "column refund on channel_notifications", "TINYINT(1) NOT NULL", "TINYINT(1) NULL")
-	})
-	t.Run("same_column_is_taken", func(t *testing.T) {
-		db, _ := testenv.EmptyMySQL(t)
-		if err := migrations.UpTo(ctx, db, 8, migrations.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, "ALTER TABLE payments ADD COLUMN method VARCHAR(8) NOT NULL DEFAULT 'page' AFTER subject"); err != nil {
-			t.Fatal(err)
-		}
-		upCompletes(t, db, want)
-	})
+	for _, c := range []struct {
+		name    string
+		version int64 // the last applied before the column is built ahead
+		ahead   string
+		want    []string // what the error names; nil: the column is taken
+	}{
+		{"other_type_stops_the_runner", 8, "ALTER TABLE payments ADD COLUMN method INT NOT NULL DEFAULT 0 AFTER subject",
+			[]string{"column method on payments", "VARCHAR(8) NOT NULL", "exists as INT"}},
+		{"nullable_stops_the_runner", 39, "ALTER TABLE channel_notifications ADD COLUMN refund TINYINT(1) NULL",
+			[]string{"column refund on channel_notifications", "TINYINT(1) NOT NULL", "TINYINT(1) NULL"}},
+		{"other_default_stops_the_runner", 10, "ALTER TABLE payment_events ADD COLUMN dead TINYINT(1) NOT NULL DEFAULT 1",
+			[]string{"column dead on payment_events", "exists as TINYINT(1) NOT NULL DEFAULT 1", "the migration adds TINYINT(1) NOT NULL DEFAULT 0"}},
+		{"no_default_stops_the_runner", 10, "ALTER TABLE payment_events ADD COLUMN dead TINYINT(1) NOT NULL",
+			[]string{"column dead on payment_events", "exists as TINYINT(1) NOT NULL but", "the migration adds TINYINT(1) NOT NULL DEFAULT 0"}},
+		{"other_string_default_stops_the_runner", 8, "ALTER TABLE payments ADD COLUMN method VARCHAR(8) NOT NULL DEFAULT 'wap' AFTER subject",
+			[]string{"column method on payments", "DEFAULT 'wap'", "the migration adds VARCHAR(8) NOT NULL DEFAULT 'page'"}},
+		{"other_collation_stops_the_runner", 8,
+			"ALTER TABLE payments ADD COLUMN method VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL DEFAULT 'page' AFTER subject",
+			[]string{"column method on payments", "COLLATE utf8mb4_general_ci", "the migration adds VARCHAR(8) NOT NULL DEFAULT 'page' COLLATE utf8mb4_bin"}},
+		{"no_on_update_stops_the_runner", 26, "ALTER TABLE payment_events ADD COLUMN changed_at DATETIME(6) NULL DEFAULT NULL AFTER delivered_at",
+			[]string{"column changed_at on payment_events", "the migration adds DATETIME(6) NULL ON UPDATE CURRENT_TIMESTAMP(6)"}},
+		{"same_column_is_taken", 8, "ALTER TABLE payments ADD COLUMN method VARCHAR(8) NOT NULL DEFAULT 'page' AFTER subject", nil},
+		{"same_column_with_its_on_update_is_taken", 26,
+			"ALTER TABLE payment_events ADD COLUMN changed_at DATETIME(6) NULL DEFAULT NULL ON UPDATE CURRENT_TIMESTAMP(6) AFTER delivered_at", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, _ := testenv.EmptyMySQL(t)
+			if err := migrations.UpTo(ctx, db, c.version, migrations.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, c.ahead); err != nil {
+				t.Fatal(err)
+			}
+			if c.want == nil {
+				upCompletes(t, db, want)
+				return
+			}
+			upStops(t, db, c.version, c.want...)
+		})
+	}
 }
 
 // TestPrebuiltTableIsVerified: a table created ahead of the migration that creates it is
-// taken as the migration's only if it has the migration's columns, of its types, and its
-// keys.
+// taken as the migration's only if it has the migration's columns, of its types and
+// DEFAULTs, its keys, and its ENGINE and collation.
 func TestPrebuiltTableIsVerified(t *testing.T) {
 	ctx := context.Background()
 	ref, _ := testenv.MySQL(t)
@@ -257,6 +272,19 @@ func TestPrebuiltTableIsVerified(t *testing.T) {
 			[]string{"table tenant_feed_locks", "no column events", "the migration creates column events BIGINT NOT NULL"}},
 		{"missing_primary_key", `CREATE TABLE tenant_feed_locks (tenant_id VARCHAR(64) NOT NULL, events BIGINT NOT NULL DEFAULT 0,
 			KEY k (tenant_id))`, []string{"table tenant_feed_locks", "no key PRIMARY", "the migration creates PRIMARY KEY (tenant_id)"}},
+		{"other_default", `CREATE TABLE tenant_feed_locks (tenant_id VARCHAR(64) NOT NULL, events BIGINT NOT NULL DEFAULT 5,
+			PRIMARY KEY (tenant_id)) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+			[]string{"table tenant_feed_locks", "exists with column events BIGINT", "NOT NULL DEFAULT 5 but", "the migration creates column events BIGINT NOT NULL DEFAULT 0"}},
+		{"other_collation", `CREATE TABLE tenant_feed_locks (tenant_id VARCHAR(64) NOT NULL, events BIGINT NOT NULL DEFAULT 0,
+			PRIMARY KEY (tenant_id)) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci`,
+			[]string{"table tenant_feed_locks", "COLLATE utf8mb4_general_ci", "the migration creates", "COLLATE utf8mb4_bin"}},
+		{"other_column_collation", `CREATE TABLE tenant_feed_locks (tenant_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL,
+			events BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (tenant_id)) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+			[]string{"table tenant_feed_locks", "exists with column tenant_id VARCHAR(64) NOT NULL COLLATE utf8mb4_general_ci",
+				"the migration creates column tenant_id VARCHAR(64) NOT NULL COLLATE utf8mb4_bin"}},
+		{"other_engine", `CREATE TABLE tenant_feed_locks (tenant_id VARCHAR(64) NOT NULL, events BIGINT NOT NULL DEFAULT 0,
+			PRIMARY KEY (tenant_id)) ENGINE = MyISAM DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`,
+			[]string{"table tenant_feed_locks", "ENGINE MyISAM", "the migration creates it ENGINE InnoDB"}},
 		{"same_table", `CREATE TABLE tenant_feed_locks (tenant_id VARCHAR(64) NOT NULL, events BIGINT NOT NULL DEFAULT 0,
 			PRIMARY KEY (tenant_id)) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`, nil},
 	} {
@@ -264,6 +292,9 @@ func TestPrebuiltTableIsVerified(t *testing.T) {
 			db, _ := testenv.EmptyMySQL(t)
 			if err := migrations.UpTo(ctx, db, 19, migrations.Options{}); err != nil {
 				t.Fatal(err)
+			}
+			if c.name == "other_engine" && onTiDB(t, db) {
+				t.Skip("TiDB takes ENGINE = MyISAM and makes the table its own")
 			}
 			if _, err := db.ExecContext(ctx, c.create); err != nil {
 				t.Fatal(err)
@@ -346,4 +377,33 @@ func TestMultiClauseAlterAppliesTheMissingClauses(t *testing.T) {
 		}
 		upCompletes(t, db, want)
 	})
+}
+
+// TestEveryFileRunAgainIsFoundApplied runs each file's Up statements again right after the
+// file is applied: every table, column and key it built is found as it defines it (type,
+// nullability, DEFAULT, ON UPDATE, collation, ENGINE), so the runner's comparison refuses
+// no schema a migration built itself, on the server the test runs against.
+func TestEveryFileRunAgainIsFoundApplied(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testenv.EmptyMySQL(t)
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		v, err := strconv.ParseInt(strings.SplitN(name, "_", 2)[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := migrations.UpTo(ctx, db, v, migrations.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		text, err := fs.ReadFile(migrations.FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := migrations.RunFile(ctx, db, name, string(text)); err != nil {
+			t.Errorf("%s run again once applied: %v", name, err)
+		}
+	}
 }

@@ -44,11 +44,27 @@ func (st *Store) RecordAnomaly(ctx context.Context, a payment.Anomaly) error {
 	return nil
 }
 
-const qListAnomalies = `SELECT ` + anomalyColumns + `
-FROM payment_anomalies WHERE created_at >= ? ORDER BY created_at DESC, id DESC LIMIT ?`
+// qListAnomalies lists the anomalies recorded or seen again since a time, the last seen
+// first: an anomaly recorded again moves only last_seen_at (NULL on a row recorded before
+// migration 0049 and not since), and one that came back is listed as seen then. Its limit
+// newest by GREATEST(created_at, last_seen_at) are among the limit newest by created_at
+// and the limit newest by last_seen_at (a row newer on either is newer on the greatest),
+// so each is a backward range of its own key, however many anomalies the table holds, and
+// the rows are read by their ids from there (STRAIGHT_JOIN: the ids first, then the
+// table), at most twice limit of them.
+const qListAnomalies = `SELECT STRAIGHT_JOIN ` + anomalyColumns + `
+FROM (
+	(SELECT id FROM payment_anomalies FORCE INDEX (idx_payment_anomalies_created)
+	 WHERE created_at >= ? ORDER BY created_at DESC, id DESC LIMIT ?)
+	UNION
+	(SELECT id FROM payment_anomalies FORCE INDEX (idx_payment_anomalies_last_seen)
+	 WHERE last_seen_at >= ? ORDER BY last_seen_at DESC, id DESC LIMIT ?)
+) AS seen JOIN payment_anomalies a ON a.id = seen.id
+ORDER BY GREATEST(a.created_at, COALESCE(a.last_seen_at, a.created_at)) DESC, a.id DESC LIMIT ?`
 
-// ListAnomalies returns up to limit anomalies recorded at or after since, newest first.
-// It is for operators; nothing on the payment path reads anomalies.
+// ListAnomalies returns up to limit anomalies recorded, or recorded again, at or after
+// since, the last seen first. It is for operators; nothing on the payment path reads
+// anomalies.
 func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) ([]payment.Anomaly, error) {
 	out := []payment.Anomaly{}
 	if since.IsZero() {
@@ -56,7 +72,8 @@ func (st *Store) ListAnomalies(ctx context.Context, since time.Time, limit int) 
 		// date and TiDB matches with none.
 		since = minDatetime
 	}
-	err := st.query(ctx, qListAnomalies, []any{dbTime(since), clampLimit(limit)}, func(rows *sql.Rows) error {
+	since, limit = dbTime(since), clampLimit(limit)
+	err := st.query(ctx, qListAnomalies, []any{since, limit, since, limit, limit}, func(rows *sql.Rows) error {
 		a, err := scanAnomaly(rows.Scan)
 		out = append(out, a)
 		return err

@@ -60,3 +60,6 @@ const QPurgeDeliveredEvents = qPurgeDeliveredEvents
 
 // QPurgeResolvedAnomalies is the purge of resolved anomalies, for its EXPLAIN.
 const QPurgeResolvedAnomalies = qPurgeResolvedAnomalies
+
+// QListAnomalies is the operators' list of anomalies, for its EXPLAIN.
+const QListAnomalies = qListAnomalies

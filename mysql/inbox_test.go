@@ -192,3 +192,32 @@ func TestARefundNotificationIsNotSettledByItsPaymentBeingPaid(t *testing.T) {
 		t.Fatalf("payment notification: %+v %v, want settled", got, err)
 	}
 }
+
+// A hand-over's outcome written after its notification was settled (a slow hand-over
+// that signalled while another settled it already_paid, or the sweep saw its payment
+// PAID) leaves the settled outcome as it is; an unsettled one's is written. Before, the
+// late write replaced a settled notification's outcome.
+func TestALateOutcomeLeavesASettledNotification(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	settled := record(t, st, inboxNote("NS1", "P1", "T1", now, 30*time.Second))
+	open := record(t, st, inboxNote("NS2", "P2", "T2", now, 30*time.Second))
+	if err := st.SettleNotification(ctx, settled.ID, "already_paid"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []payment.ChannelNotification{settled, open} {
+		if err := st.SetNotificationOutcome(ctx, n.ID, "signalled"); err != nil {
+			t.Fatalf("%s: %v", n.NotifyID, err)
+		}
+	}
+	for notifyID, want := range map[string]string{"NS1": "already_paid", "NS2": "signalled"} {
+		got, err := st.NotificationByNotifyID(ctx, "alipay", notifyID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Outcome != want {
+			t.Errorf("%s: outcome %q, want %q", notifyID, got.Outcome, want)
+		}
+	}
+}

@@ -620,7 +620,7 @@ func TestRecordAnomaly_OnePerSubject(t *testing.T) {
 }
 
 func TestListAnomalies(t *testing.T) {
-	st, _ := newStore(t)
+	st, db := newStore(t)
 	ctx := context.Background()
 	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for i, kind := range []string{"paid_after_close", "amount_mismatch", "paid_after_close"} {
@@ -628,6 +628,10 @@ func TestListAnomalies(t *testing.T) {
 			TradeNo: fmt.Sprintf("T%d", i), Amount: payment.Amount(100 * (i + 1)), Detail: "d", CreatedAt: base.Add(time.Duration(i) * time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Each recorded once, at its created_at (the store stamps last_seen_at with its clock).
+	if _, err := db.ExecContext(ctx, "UPDATE payment_anomalies SET last_seen_at = created_at"); err != nil {
+		t.Fatal(err)
 	}
 	all, err := st.ListAnomalies(ctx, time.Time{}, 0)
 	if err != nil {

@@ -20,7 +20,10 @@ const (
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qNotificationByNotifyID = `SELECT ` + notificationColumns + ` FROM channel_notifications
 WHERE channel = ? AND notify_id = ?`
-	qNotificationOutcome = `UPDATE channel_notifications SET outcome = ?, updated_at = ? WHERE id = ?`
+	// A settled notification keeps the outcome it was settled on: a hand-over's outcome
+	// written late (it signalled while another hand-over, or the sweep, settled it) is
+	// not written over it.
+	qNotificationOutcome = `UPDATE channel_notifications SET outcome = ?, updated_at = ? WHERE id = ? AND settled_at IS NULL`
 	qNotificationExists  = `SELECT id FROM channel_notifications WHERE id = ?`
 )
 
@@ -113,7 +116,8 @@ func notificationRow(n payment.ChannelNotification, now time.Time) (payment.Chan
 	return n, claim, due
 }
 
-// SetNotificationOutcome records what was done with a notification.
+// SetNotificationOutcome records what was done with a notification, unless it is settled:
+// then it keeps the outcome it was settled on.
 func (st *Store) SetNotificationOutcome(ctx context.Context, id int64, outcome string) error {
 	res, err := st.exec(ctx, nil, qNotificationOutcome, truncate(outcome, maxOutcome), st.clock(), id)
 	if err != nil {
@@ -123,7 +127,7 @@ func (st *Store) SetNotificationOutcome(ctx context.Context, id int64, outcome s
 	if err != nil || changed {
 		return err
 	}
-	// Zero rows also means "same value"; tell that apart from a missing row.
+	// Zero rows also means "same value" or settled; tell those apart from a missing row.
 	err = st.queryRow(ctx, nil, qNotificationExists, []any{id}, func(row *sql.Row) error {
 		var got int64
 		return row.Scan(&got)
