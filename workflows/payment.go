@@ -41,6 +41,9 @@ type paymentRun struct {
 	// forgetFailed remembers whether this run has forgetFailedSignals, asked at the first
 	// notification signal whose MarkPaid failed.
 	forgetFailed versionGate
+	// beforeCAN remembers whether this run has signalsBeforeContinueAsNew, asked at the
+	// first signal that arrives while it waits for its handlers before continuing as new.
+	beforeCAN versionGate
 	// v2 is true for a run that started on version 2 of PaymentChangesID or later: it
 	// leaves to the close path a backoff query due less than half its step before expiry.
 	// v3 (version 3 or later): a run for an Opened payment reads the payment's row before
@@ -715,26 +718,63 @@ func (w *outcomeWait) expired(ctx workflow.Context, f workflow.Future) {
 	}
 }
 
+// signalsBeforeContinueAsNew is the change id of the version that reads, before the run
+// continues as new, the signals that arrived while it waited for its handlers to finish
+// (a joining checkout reading the payment's row), and waits and reads again until none is
+// left: before it, such a notification or reconciler's wake was accepted by Temporal and
+// dropped with the run ("unhandled signals"). The inbox hands a notification over again
+// and the reconciler wakes again, so it cost time, not money. The id is asked lazily,
+// only once such a signal is there after the wait, a case the code before it never read:
+// a run that never had one records no marker and replays as it was recorded, and a run
+// recorded before it that had one answers DefaultVersion on replay and continues as new
+// as it did, the signal dropped. Like every change after PaymentChangesID, only a run on
+// that id asks it (a run recording each change's own id stays replayable by a build from
+// before PaymentChangesID).
+const signalsBeforeContinueAsNew = "signals-before-continue-as-new"
+
+// continueAsNew continues a pending payment's run as new with its state, once every
+// handler has finished and every signal is read; nil if a signal it read made the
+// payment final, which the run then finishes.
 func (r *paymentRun) continueAsNew(ctx workflow.Context, signals workflow.ReceiveChannel) error {
-	for r.takeSignal(ctx, signals, false) {
-	}
-	if r.st.QueryScheduled {
-		// A wake not yet acted on is carried over as a kept one: the next run queries at once.
-		for workflow.GetSignalChannel(ctx, ReconcileSignal).ReceiveAsync(nil) {
-			if r.st.NextReconcileAt.IsZero() {
-				r.st.NextReconcileAt = workflow.Now(ctx)
-			}
+	wakes := workflow.GetSignalChannel(ctx, ReconcileSignal)
+	for {
+		r.readBeforeContinuing(ctx, signals, wakes)
+		if r.st.Status != payment.StatusPending {
+			return nil
+		}
+		_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+		// The gate is asked only here, with a signal waiting: see signalsBeforeContinueAsNew.
+		if !r.arrivedWhileHandlersFinished(signals, wakes) || !r.current || !r.beforeCAN.on(ctx, signalsBeforeContinueAsNew) {
+			break
 		}
 	}
-	if r.st.Status != payment.StatusPending {
-		return nil
-	}
-	_ = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	st := r.st
 	next := r.in
 	next.State = &st
 	next.PaymentNo = st.PaymentNo
 	return workflow.NewContinueAsNewError(ctx, PaymentWorkflowName, next)
+}
+
+// readBeforeContinuing handles every notification waiting in signals and, for a run whose
+// payment the reconciler queries, takes every wake waiting in wakes: a wake not yet acted
+// on is carried over as a kept one, and the next run queries at once.
+func (r *paymentRun) readBeforeContinuing(ctx workflow.Context, signals, wakes workflow.ReceiveChannel) {
+	for r.takeSignal(ctx, signals, false) {
+	}
+	if !r.st.QueryScheduled {
+		return
+	}
+	for wakes.ReceiveAsync(nil) {
+		if r.st.NextReconcileAt.IsZero() {
+			r.st.NextReconcileAt = workflow.Now(ctx)
+		}
+	}
+}
+
+// arrivedWhileHandlersFinished reports whether a signal that readBeforeContinuing reads
+// is waiting: one that arrived after it last read them.
+func (r *paymentRun) arrivedWhileHandlersFinished(signals, wakes workflow.ReceiveChannel) bool {
+	return signals.Len() > 0 || (r.st.QueryScheduled && wakes.Len() > 0)
 }
 
 func (r *paymentRun) seen(notifyID string) bool {

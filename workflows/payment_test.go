@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/paykit/paykit/activities"
@@ -54,6 +56,9 @@ type fakeStore struct {
 	// scheduleQueries makes CreatePayment create the payment with a first query by the
 	// scheduled reconciler when the run asks for one, as the store does.
 	scheduleQueries bool
+	// readTakes is how long ReadPayment takes on the workflow clock (a joining checkout's
+	// update handler is running meanwhile).
+	readTakes time.Duration
 }
 
 func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
@@ -90,7 +95,8 @@ func newEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeStore) {
 			return activities.OpenTradeResult{PayURL: "http://sim/gateway.do?out_trade_no=" + in.PaymentNo}, nil
 		}).Maybe()
 	env.OnActivity(a.ReadPayment, mock.Anything, mock.Anything).Return(
-		func(context.Context, string) (payment.Payment, error) { fs.reads++; return fs.p, nil }).Maybe()
+		func(context.Context, string) (payment.Payment, error) { fs.reads++; return fs.p, nil }).
+		AfterFn(func() time.Duration { return fs.readTakes }).Maybe()
 	env.OnActivity(a.MarkPaid, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.MarkPaidInput) (payment.Transition, error) {
 			if fs.markPaidDown.Load() {
@@ -778,6 +784,158 @@ func TestPaymentWorkflow_ContinuesAsNewWithItsStateWhenSuggested(t *testing.T) {
 	if next.State == nil || !next.State.Initialized || next.PaymentNo != fs.p.PaymentNo || next.State.PayURL == "" ||
 		len(next.State.SeenNotifyIDs) != 1 || next.Timing != input().Timing {
 		t.Fatalf("carried input %+v state %+v", next, next.State)
+	}
+}
+
+// A signal that arrives while a run about to continue as new waits for its handlers (a
+// joining checkout reading the payment's row) is read before the run goes on, never
+// dropped with the run: a paid notification pays the payment in this run, a notification
+// that does not advance it is carried over as seen, and a reconciler's wake is carried
+// over as a kept one, which the next run acts on at once. Only then is the change id of
+// that reading asked; a run that continues as new with nothing late asks none.
+func TestPaymentWorkflow_ASignalWhileHandlersFinishBeforeContinueAsNewIsNotDropped(t *testing.T) {
+	const (
+		joinAt = 20 * time.Second
+		canAt  = 21 * time.Second
+		lateAt = 22 * time.Second
+		// readTakes keeps the joining checkout's handler running past lateAt.
+		readTakes = 4 * time.Second
+	)
+	for _, tc := range []struct {
+		name      string
+		scheduled bool
+		// versions chooses the versions recorded (nil: the newest).
+		versions worker.PreferredVersionProvider
+		late     func(fs *fakeStore) (string, any)
+		// paid: the run ends PAID; otherwise it continues as new and check judges what
+		// it carries.
+		paid      bool
+		check     func(next workflows.PaymentState) string
+		wantAsked []string
+	}{
+		{
+			name: "a paid notification",
+			late: func(fs *fakeStore) (string, any) {
+				return workflows.NotificationSignal, paidNotification(fs, "late-paid")
+			},
+			paid:      true,
+			wantAsked: []string{paymentChanges, signalsBeforeCAN},
+		},
+		{
+			name: "a notification that does not advance the payment",
+			late: func(fs *fakeStore) (string, any) {
+				return workflows.NotificationSignal, workflows.NotificationPayload{NotifyID: "late-wait",
+					PaymentNo: fs.p.PaymentNo, State: payment.TradeWaiting, TradeStatus: "WAIT_BUYER_PAY"}
+			},
+			check: func(next workflows.PaymentState) string {
+				if !slices.Contains(next.SeenNotifyIDs, "late-wait") {
+					return fmt.Sprintf("seen notify_ids %v, want late-wait among them", next.SeenNotifyIDs)
+				}
+				return ""
+			},
+			wantAsked: []string{paymentChanges, signalsBeforeCAN},
+		},
+		{
+			name:      "a reconciler's wake",
+			scheduled: true,
+			late:      func(*fakeStore) (string, any) { return workflows.ReconcileSignal, nil },
+			check: func(next workflows.PaymentState) string {
+				if next.NextReconcileAt.IsZero() {
+					return "no kept wake carried over (NextReconcileAt zero): the wake was dropped"
+				}
+				return ""
+			},
+			wantAsked: []string{paymentChanges, signalsBeforeCAN},
+		},
+		{
+			// What a replay of a run recorded before the change answers: DefaultVersion.
+			name: "a paid notification, on a run from before the change",
+			versions: func(in worker.PreferredVersionProviderInput) *worker.VersionPreference {
+				if in.ChangeID == signalsBeforeCAN {
+					return &worker.VersionPreference{Version: workflow.DefaultVersion}
+				}
+				return nil
+			},
+			late: func(fs *fakeStore) (string, any) {
+				return workflows.NotificationSignal, paidNotification(fs, "late-paid")
+			},
+			check: func(next workflows.PaymentState) string {
+				if slices.Contains(next.SeenNotifyIDs, "late-paid") {
+					return fmt.Sprintf("seen notify_ids %v: the run read the late signal, as it was not recorded doing", next.SeenNotifyIDs)
+				}
+				return ""
+			},
+			wantAsked: []string{paymentChanges, signalsBeforeCAN},
+		},
+		{
+			name:      "nothing",
+			check:     func(workflows.PaymentState) string { return "" },
+			wantAsked: []string{paymentChanges},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, fs := newEnv(t)
+			asked, _ := askedChangeIDs(env, tc.versions)
+			fs.readTakes = readTakes
+			in := openedInput(fs, env.Now().Add(15*time.Minute).UTC().Truncate(time.Second))
+			in.Opened.QueryScheduled = tc.scheduled
+			var joined workflows.CheckoutResult
+			var joinErr error
+			env.RegisterDelayedCallback(func() {
+				env.UpdateWorkflow(workflows.CheckoutUpdate, "join", &testsuite.TestUpdateCallback{
+					OnAccept: func() {}, OnReject: func(err error) { joinErr = err },
+					OnComplete: func(v interface{}, err error) {
+						joinErr = err
+						if err == nil {
+							joined = v.(workflows.CheckoutResult)
+						}
+					},
+				}, workflows.CheckoutRequest{Amount: 990, Currency: "CNY", Subject: "Coffee", Method: payment.MethodPage})
+			}, joinAt)
+			env.RegisterDelayedCallback(func() {
+				env.SetContinueAsNewSuggested(true)
+				// A notification that changes nothing wakes the run's loop, which then
+				// continues as new and waits for the checkout's handler.
+				env.SignalWorkflow(workflows.NotificationSignal, workflows.NotificationPayload{NotifyID: "wake-loop",
+					PaymentNo: fs.p.PaymentNo, State: payment.TradeWaiting, TradeStatus: "WAIT_BUYER_PAY"})
+			}, canAt)
+			if tc.late != nil {
+				env.RegisterDelayedCallback(func() {
+					if joined.PaymentNo != "" || joinErr != nil {
+						t.Errorf("the checkout was answered (%+v, %v) before the late signal, want its handler still running", joined, joinErr)
+					}
+					env.SignalWorkflow(tc.late(fs))
+				}, lateAt)
+			}
+			env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+			if joinErr != nil || joined.PaymentNo != in.PaymentNo {
+				t.Fatalf("joining checkout answered %+v, %v; want payment %s", joined, joinErr, in.PaymentNo)
+			}
+			if tc.paid {
+				st := result(t, env)
+				if st.Status != payment.StatusPaid || fs.markPaid != 1 || fs.grants != 1 || !st.WebhookSent {
+					t.Fatalf("state %s markPaid=%d, want PAID once by the late notification", st.Status, fs.markPaid)
+				}
+			} else {
+				var can *workflow.ContinueAsNewError
+				if !errors.As(env.GetWorkflowError(), &can) {
+					t.Fatalf("want continue-as-new, got %v", env.GetWorkflowError())
+				}
+				var next workflows.PaymentInput
+				if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+					t.Fatal(err)
+				}
+				if next.State == nil || next.State.Status != payment.StatusPending {
+					t.Fatalf("carried state %+v, want the pending payment", next.State)
+				}
+				if msg := tc.check(*next.State); msg != "" {
+					t.Fatal(msg)
+				}
+			}
+			if !slices.Equal(*asked, tc.wantAsked) {
+				t.Fatalf("change ids asked: %v, want %v", *asked, tc.wantAsked)
+			}
+		})
 	}
 }
 

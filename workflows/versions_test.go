@@ -26,6 +26,9 @@ const (
 	reconcileBackoff  = "reconcile-backoff"
 	signalsToTheEnd   = "signals-to-the-end"
 	closePathLocal    = "close-path-local"
+	// signalsBeforeCAN is asked only by a run on paymentChanges, and only when a signal
+	// arrived while it waited for its handlers before continuing as new.
+	signalsBeforeCAN = "signals-before-continue-as-new"
 )
 
 // askedChangeIDs records, in order, every change id env's run asks workflow.GetVersion
