@@ -14,7 +14,7 @@ import (
 
 // merchantRoutes adds the merchant's operations on payments and on its event feed.
 func (s *Server) merchantRoutes(v1 routeGroup) {
-	v1.POST("/payments/:payment_no/cancel", s.cancelPayment)
+	v1.POST("/payments/:payment_no/cancel", s.limited(RouteCancels, s.cancelPayment))
 	v1.GET("/events", s.listEvents)
 	v1.POST("/events/:event_id/redeliver", s.limited(RouteRedeliveries, s.redeliverEvent))
 }

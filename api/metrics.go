@@ -52,7 +52,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	m.checkout = checkout.NewMetrics(reg)
 	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "paykit_rate_limited_total",
-		Help: "Requests answered 429, by tenant and limit (checkout_tokens, checkouts, refunds, redeliveries, open_checkout_tokens; auth with no tenant: a source address over its budget of unknown API keys when the lookups allowed such sources are spent too).",
+		Help: "Requests answered 429, by tenant and limit (checkout_tokens, checkouts, refunds, redeliveries, cancels, open_checkout_tokens; auth with no tenant: a source address over its budget of unknown API keys when the lookups allowed such sources are spent too).",
 	}, []string{"tenant", "route"})
 	m.limiterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "paykit_rate_limiter_errors_total", Help: "Requests let through unlimited because the rate limiter (Redis) did not answer, by route.",
@@ -62,7 +62,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	})
 	reg.MustRegister(m.requests, m.latency, m.idem,
 		m.rateLimited, m.limiterErrors, m.authFailures)
-	for _, r := range []string{RouteCheckoutTokens, RouteCheckouts, RouteRefunds, RouteRedeliveries} {
+	for _, r := range []string{RouteCheckoutTokens, RouteCheckouts, RouteRefunds, RouteRedeliveries, RouteCancels} {
 		m.limiterErrors.WithLabelValues(r)
 	}
 	// The outcomes alerts and dashboards read exist from the start at 0, so a rate over

@@ -27,15 +27,19 @@ const (
 	RouteCheckouts      = "checkouts"
 	RouteRefunds        = "refunds"
 	RouteRedeliveries   = "redeliveries"
+	RouteCancels        = "cancels"
 )
 
 // Default per-tenant limits, in requests a second: above the ~100 checkouts a second of
 // the project's own load test for one tenant.
 const (
-	DefaultCheckoutTokenRate     = 200
-	DefaultCheckoutRate          = 200
-	DefaultRefundRate            = 50
-	DefaultRedeliveryRate        = 10
+	DefaultCheckoutTokenRate = 200
+	DefaultCheckoutRate      = 200
+	DefaultRefundRate        = 50
+	DefaultRedeliveryRate    = 10
+	// DefaultCancelRate bounds a tenant's cancels, each of which may hold a Temporal call
+	// for up to Config.CancelWait.
+	DefaultCancelRate            = 20
 	DefaultMaxOpenCheckoutTokens = 50000
 	DefaultAuthFailuresPerMinute = 60
 	// DefaultBlockedSourceLookups is the default Config.BlockedSourceLookups: a few
@@ -50,7 +54,7 @@ const (
 // Limits are the per-tenant rate limits of the routes that create work, in requests a
 // second; zero is no limit.
 type Limits struct {
-	CheckoutTokens, Checkouts, Refunds, Redeliveries float64
+	CheckoutTokens, Checkouts, Refunds, Redeliveries, Cancels float64
 	// Burst is how much of its rate a tenant may spend at once (zero: one second's).
 	Burst time.Duration
 	// MaxOpenCheckoutTokens bounds a tenant's unspent checkout tokens; zero is no bound.
@@ -60,7 +64,7 @@ type Limits struct {
 // DefaultLimits are the limits of the Default* constants.
 func DefaultLimits() Limits {
 	return Limits{CheckoutTokens: DefaultCheckoutTokenRate, Checkouts: DefaultCheckoutRate, Refunds: DefaultRefundRate,
-		Redeliveries: DefaultRedeliveryRate, Burst: DefaultRateBurst, MaxOpenCheckoutTokens: DefaultMaxOpenCheckoutTokens}
+		Redeliveries: DefaultRedeliveryRate, Cancels: DefaultCancelRate, Burst: DefaultRateBurst, MaxOpenCheckoutTokens: DefaultMaxOpenCheckoutTokens}
 }
 
 func (l Limits) rate(route string) float64 {
@@ -73,6 +77,8 @@ func (l Limits) rate(route string) float64 {
 		return l.Refunds
 	case RouteRedeliveries:
 		return l.Redeliveries
+	case RouteCancels:
+		return l.Cancels
 	}
 	return 0
 }

@@ -117,3 +117,35 @@ func TestRateLimiterFailsOpen(t *testing.T) {
 		t.Fatalf("paykit_rate_limiter_errors_total does not count the requests let through:\n%s", m)
 	}
 }
+
+// TestCancelsAreLimitedPerTenant: a cancel holds a Temporal call for up to CancelWait, so
+// a tenant's cancels have a limit of their own: past it, 429 with Retry-After, before the
+// payment is looked up; another tenant is unaffected.
+func TestCancelsAreLimitedPerTenant(t *testing.T) {
+	s := newSharedStack(t)
+	const k1, k2 = "sk_tenant_one_0123456789", "sk_tenant_two_0123456789"
+	s.tenant(t, "t1", k1)
+	s.tenant(t, "t2", k2)
+	srv := s.server(t, api.Config{Limits: api.Limits{Cancels: 1}}, nil) // bursts of 1
+	cancelOf := func(key string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/payments/P00000000000000000001/cancel", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	if resp, body := cancelOf(k1); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("first cancel of an unknown payment: HTTP %d %s, want 404", resp.StatusCode, body)
+	}
+	if resp, body := cancelOf(k1); !isRateLimited(resp, body) {
+		t.Fatalf("second cancel at once, over a limit of 1 a second: HTTP %d %s, want 429", resp.StatusCode, body)
+	}
+	if resp, body := cancelOf(k2); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("another tenant: HTTP %d %s, want 404", resp.StatusCode, body)
+	}
+}

@@ -354,6 +354,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			Checkouts:             float64(e.count("PAYKIT_RATE_CHECKOUTS")),
 			Refunds:               float64(e.count("PAYKIT_RATE_REFUNDS")),
 			Redeliveries:          float64(e.count("PAYKIT_RATE_REDELIVERIES")),
+			Cancels:               float64(e.count("PAYKIT_RATE_CANCELS")),
 			Burst:                 e.dur("PAYKIT_RATE_BURST"),
 			MaxOpenCheckoutTokens: e.count("PAYKIT_MAX_OPEN_CHECKOUT_TOKENS"),
 		},

@@ -24,8 +24,8 @@ func TestLoadConfig_Limits(t *testing.T) {
 		{"set", map[string]string{
 			"PAYKIT_RATE_CHECKOUT_TOKENS": "5", "PAYKIT_RATE_CHECKOUTS": "0", "PAYKIT_RATE_REFUNDS": "7",
 			"PAYKIT_RATE_REDELIVERIES": "1", "PAYKIT_MAX_OPEN_CHECKOUT_TOKENS": "100", "PAYKIT_AUTH_FAILURES_PER_MINUTE": "0",
-			"PAYKIT_RATE_BURST": "2s",
-		}, api.Limits{CheckoutTokens: 5, Checkouts: 0, Refunds: 7, Redeliveries: 1, Burst: 2 * time.Second, MaxOpenCheckoutTokens: 100}, 0, ""},
+			"PAYKIT_RATE_BURST": "2s", "PAYKIT_RATE_CANCELS": "3",
+		}, api.Limits{CheckoutTokens: 5, Checkouts: 0, Refunds: 7, Redeliveries: 1, Cancels: 3, Burst: 2 * time.Second, MaxOpenCheckoutTokens: 100}, 0, ""},
 		{"not a count", map[string]string{"PAYKIT_RATE_CHECKOUTS": "-1"}, api.Limits{}, 0, "PAYKIT_RATE_CHECKOUTS"},
 	}
 	for _, tc := range tests {

@@ -112,6 +112,7 @@ func Vars() []Var {
 		{Name: "PAYKIT_RATE_CHECKOUTS", Default: strconv.Itoa(api.DefaultCheckoutRate), Doc: "per-tenant checkouts a second; `0` is no limit"},
 		{Name: "PAYKIT_RATE_REFUNDS", Default: strconv.Itoa(api.DefaultRefundRate), Doc: "per-tenant refunds a second; `0` is no limit"},
 		{Name: "PAYKIT_RATE_REDELIVERIES", Default: strconv.Itoa(api.DefaultRedeliveryRate), Doc: "per-tenant webhook redeliveries asked a second; `0` is no limit"},
+		{Name: "PAYKIT_RATE_CANCELS", Default: strconv.Itoa(api.DefaultCancelRate), Doc: "per-tenant payment cancels a second (each may hold a Temporal call for up to 10 s); `0` is no limit"},
 		{Name: "PAYKIT_RATE_BURST", Default: durationText(api.DefaultRateBurst), Doc: "how much of its rate a tenant may spend at once"},
 		{Name: "PAYKIT_MAX_OPEN_CHECKOUT_TOKENS", Default: strconv.Itoa(api.DefaultMaxOpenCheckoutTokens), Doc: "unspent checkout tokens a tenant may hold; `0` is no bound"},
 		{Name: "PAYKIT_AUTH_FAILURES_PER_MINUTE", Default: strconv.Itoa(api.DefaultAuthFailuresPerMinute), Doc: "API keys that do not authenticate one source address may have looked up by one API process a minute; `0` is no limit. Past it, the source's keys are still looked up within a few a second for every such source together, so that a valid key passes, and answered 429 when those are spent too"},
