@@ -79,9 +79,25 @@ type Config struct {
 	EachPaymentChange bool
 	// ShutdownGrace is how long running activities get to finish on shutdown.
 	ShutdownGrace time.Duration
+	// Versioning, when its BuildID is set, makes the worker poll as a Worker Deployment
+	// Version: payment and refund runs are pinned to the build that started them, and
+	// new runs go to the deployment's current version (docs/operate/upgrades.md).
+	Versioning Versioning
 	// Statements schedules the daily statement reconciliation (statement.go).
 	Statements StatementConfig
 }
+
+// Versioning names the Worker Deployment Version a worker polls as. The zero value is
+// a worker without versioning, which takes any task of its task queue.
+type Versioning struct {
+	// DeploymentName is the Worker Deployment (one per paykit deployment and task queue);
+	// BuildID is this build's identifier within it.
+	DeploymentName string
+	BuildID        string
+}
+
+// On reports whether the worker polls as a Worker Deployment Version.
+func (v Versioning) On() bool { return v.BuildID != "" }
 
 // Run registers everything, ensures the schedules and polls until ctx is cancelled.
 func Run(ctx context.Context, c client.Client, cfg Config, acts *activities.Activities, logger *slog.Logger) error {
@@ -100,7 +116,12 @@ func Run(ctx context.Context, c client.Client, cfg Config, acts *activities.Acti
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	logger.Info("worker polling", "task_queue", cfg.TaskQueue)
+	if cfg.Versioning.On() {
+		logger.Info("worker polling as a worker deployment version; it takes new runs once that version is current",
+			"task_queue", cfg.TaskQueue, "deployment", cfg.Versioning.DeploymentName, "build_id", cfg.Versioning.BuildID)
+	} else {
+		logger.Info("worker polling", "task_queue", cfg.TaskQueue)
+	}
 	<-ctx.Done()
 	logger.Info("worker stopping; letting running tasks finish", "grace", cfg.ShutdownGrace.String())
 	w.Stop()
@@ -118,6 +139,12 @@ func New(c client.Client, cfg Config, acts *activities.Activities) sdkworker.Wor
 		// Eager activity dispatch saves a round trip per activity on the hot path.
 		DisableEagerActivities:   false,
 		PreferredVersionProvider: PaymentVersions(cfg.EachPaymentChange),
+	}
+	if cfg.Versioning.On() {
+		opts.DeploymentOptions = sdkworker.DeploymentOptions{
+			UseVersioning: true,
+			Version:       sdkworker.WorkerDeploymentVersion{DeploymentName: cfg.Versioning.DeploymentName, BuildID: cfg.Versioning.BuildID},
+		}
 	}
 	w := sdkworker.New(c, cfg.TaskQueue, opts)
 	workflows.Register(w)

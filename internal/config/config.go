@@ -12,6 +12,7 @@ import (
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
+	"github.com/paykit/paykit/internal/buildinfo"
 	"github.com/paykit/paykit/internal/temporalconn"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/redis"
@@ -102,6 +103,10 @@ type Config struct {
 	// payment-changes-1 (worker.Config).
 	EachPaymentChange   bool
 	ActivityTaskPollers int
+	// WorkerVersioning makes the worker poll as a Worker Deployment Version
+	// (PAYKIT_WORKER_VERSIONING, PAYKIT_WORKER_DEPLOYMENT, PAYKIT_WORKER_BUILD_ID): the zero
+	// value is a worker without versioning.
+	WorkerVersioning worker.Versioning
 
 	LogLevel  string
 	LogFormat string // json or text
@@ -366,6 +371,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		},
 	}
 	c.loadRedis(e, lookup)
+	c.loadVersioning(e)
 	if c.SweepStaleAfter == 0 {
 		// A pending payment is only suspicious once it should have been closed.
 		c.SweepStaleAfter = c.Timing.PaymentTTL + 2*c.Timing.ReconcileInterval
@@ -378,6 +384,29 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 		return c, fmt.Errorf("configuration: %s", strings.Join(e.errs, "; "))
 	}
 	return c, nil
+}
+
+// loadVersioning reads the Worker Deployment Version the worker polls as, if versioning
+// is on: the deployment is paykit-<task queue> unless named, the build id is the commit
+// the binary was built from unless set.
+func (c *Config) loadVersioning(e *env) {
+	v := worker.Versioning{DeploymentName: e.str("PAYKIT_WORKER_DEPLOYMENT"), BuildID: e.str("PAYKIT_WORKER_BUILD_ID")}
+	if !e.bool("PAYKIT_WORKER_VERSIONING") {
+		return
+	}
+	if v.DeploymentName == "" {
+		v.DeploymentName = "paykit-" + strings.ReplaceAll(c.TaskQueue, ".", "-")
+	}
+	if v.BuildID == "" {
+		v.BuildID = buildinfo.Read().Commit
+	}
+	switch {
+	case v.BuildID == "unknown":
+		e.errs = append(e.errs, "PAYKIT_WORKER_BUILD_ID: this binary records no commit (go run, or -buildvcs=false); set the build id")
+	case strings.Contains(v.DeploymentName, "."), strings.Contains(v.BuildID, "."):
+		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_WORKER_DEPLOYMENT (%q) and PAYKIT_WORKER_BUILD_ID (%q) must not contain a dot", v.DeploymentName, v.BuildID))
+	}
+	c.WorkerVersioning = v
 }
 
 // loadRedis reads the Redis deployment: off, one server, a cluster or Sentinels.

@@ -23,7 +23,7 @@ func WorkerConfig(cfg config.Config, statementAppIDs []string) worker.Config {
 		AuditEvery: cfg.AuditEvery, AuditLag: audit.Lag(cfg.Timing.PaymentTTL),
 		MaxConcurrentActivities: 200, MaxConcurrentLocalActivities: 200, ShutdownGrace: 20 * time.Second,
 		WorkflowTaskPollers: cfg.WorkflowTaskPollers, ActivityTaskPollers: cfg.ActivityTaskPollers,
-		WorkflowCacheSize: cfg.WorkflowCacheSize, EachPaymentChange: cfg.EachPaymentChange,
+		WorkflowCacheSize: cfg.WorkflowCacheSize, EachPaymentChange: cfg.EachPaymentChange, Versioning: cfg.WorkerVersioning,
 		Statements: statementSchedule(cfg, statementAppIDs),
 	}
 }
