@@ -181,13 +181,22 @@ func (f *faultRun) next() func() {
 		pause := time.Duration(300+f.rng.IntN(1500)) * time.Millisecond
 		which := f.rng.IntN(2)
 		return func() { f.crash(which, pause) }
-	case r < 78:
+	case r < 76:
 		pause := time.Duration(500+f.rng.IntN(2500)) * time.Millisecond
 		return func() {
 			f.count("redis_down")
 			f.proxy.setDown(true)
 			time.Sleep(pause)
 			f.proxy.setDown(false)
+		}
+	case r < 78:
+		// Redis hangs: connections stay open, nothing is answered.
+		pause := time.Duration(500+f.rng.IntN(2500)) * time.Millisecond
+		return func() {
+			f.count("redis_hang")
+			f.proxy.setHung(true)
+			time.Sleep(pause)
+			f.proxy.setHung(false)
 		}
 	case r < 84:
 		return func() { f.payOnClose(o) }
@@ -558,9 +567,10 @@ func (f *faultRun) crash(which int, pause time.Duration) {
 	}
 }
 
-// heal ends every fault: Redis back, faults cleared, held notifications released, both
+// heal ends every fault: Redis back (and answering), faults cleared, held notifications released, both
 // processes running and ready.
 func (f *faultRun) heal() {
+	f.proxy.setHung(false)
 	f.proxy.setDown(false)
 	f.control(http.MethodDelete, "/_sim/faults", nil)
 	f.control(http.MethodPost, "/_sim/notifications/release", map[string]any{"order": "lifo"})
@@ -773,6 +783,10 @@ type tcpProxy struct {
 	mu     sync.Mutex
 	down   bool
 	conns  map[net.Conn]struct{}
+	// hung, while set, holds every byte in both directions: connections stay open and
+	// commands are taken, but nothing is answered (a Redis that hangs rather than refuses).
+	hung    bool
+	resumed *sync.Cond
 }
 
 func newTCPProxy(t *testing.T, target string) *tcpProxy {
@@ -782,8 +796,9 @@ func newTCPProxy(t *testing.T, target string) *tcpProxy {
 		t.Fatal(err)
 	}
 	p := &tcpProxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.resumed = sync.NewCond(&p.mu)
 	go p.serve()
-	t.Cleanup(func() { _ = ln.Close(); p.setDown(true) })
+	t.Cleanup(func() { _ = ln.Close(); p.setHung(false); p.setDown(true) })
 	return p
 }
 
@@ -815,13 +830,39 @@ func (p *tcpProxy) serve() {
 }
 
 func (p *tcpProxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.hung {
+				p.resumed.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()
 	delete(p.conns, dst)
 	delete(p.conns, src)
 	p.mu.Unlock()
+}
+
+// setHung holds, or lets go of, everything the proxy carries: a Redis that hangs.
+func (p *tcpProxy) setHung(hung bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.hung = hung
+	if !hung {
+		p.resumed.Broadcast()
+	}
 }
 
 // setDown switches the proxy off (every connection is closed, new ones are refused) or on.

@@ -22,7 +22,18 @@ import (
 // ones close at expiry, and Alipay's throttling answers stay few, because paykit holds
 // the app's calls back (without its limit, 179 for 60 payments). PAYKIT_OUTAGE_PAYMENTS sets how many are open (60; the long form
 // is 10000 with PAYKIT_OUTAGE_TTL=15m).
-func TestNotificationOutageUnderThrottle(t *testing.T) {
+func TestNotificationOutageUnderThrottle(t *testing.T) { notificationOutage(t, false) }
+
+// TestNotificationOutageWithRedisHung is the same outage with Redis hung throughout (it
+// takes connections and commands and answers nothing, where a stopped one refuses): the
+// app's call limit falls back to each process's own within a short bound instead of
+// waiting out Redis's timeouts one caller at a time, so the paid payments still end PAID
+// by reconciliation before their expiry's close, and the unpaid ones close.
+func TestNotificationOutageWithRedisHung(t *testing.T) { notificationOutage(t, true) }
+
+// notificationOutage runs the outage, with Redis hung from the first notification lost
+// to the end if hungRedis.
+func notificationOutage(t *testing.T, hungRedis bool) {
 	n, ttl := 60, 25*time.Second
 	if s := os.Getenv("PAYKIT_OUTAGE_PAYMENTS"); s != "" {
 		v, err := strconv.Atoi(s)
@@ -39,7 +50,8 @@ func TestNotificationOutageUnderThrottle(t *testing.T) {
 		ttl = d
 	}
 	resetFaults(t)
-	st := newStack(t, stackOptions{paymentTTL: ttl, extraEnv: []string{
+	proxy := newTCPProxy(t, singleRedisAddr())
+	st := newStack(t, stackOptions{paymentTTL: ttl, redisAddr: proxy.addr(), extraEnv: []string{
 		"PAYKIT_ALIPAY_CALL_RATE=15", "PAYKIT_ALIPAY_CALL_BURST=5", "PAYKIT_ALIPAY_CALL_HOLD=500ms"}})
 	// Only this stack's reconciler, with its call limit, queries the payments.
 	pauseOtherReconcilers(t, st)
@@ -67,6 +79,10 @@ func TestNotificationOutageUnderThrottle(t *testing.T) {
 	// Then the outage: every notification is lost, and the app is throttled.
 	simFault(t, "/notifications", map[string]any{"drop_next": 1 << 30})
 	simFault(t, "/throttle", map[string]any{"rate": 12, "burst": 4})
+	if hungRedis {
+		proxy.setHung(true)
+		defer proxy.setHung(false)
+	}
 	paid := map[string]bool{}
 	for i, no := range nos {
 		if i%2 == 0 {
@@ -115,6 +131,6 @@ func TestNotificationOutageUnderThrottle(t *testing.T) {
 	if granted != len(paid) {
 		t.Errorf("%d grants for %d paid payments", granted, len(paid))
 	}
-	t.Logf("%d payments open through a notification outage with the app throttled at 12/s: %d PAID, %d closed at expiry; Alipay answered 40005 %d times",
-		n, len(paid), n-len(paid), fs.Throttled)
+	t.Logf("%d payments open through a notification outage with the app throttled at 12/s (redis hung: %v): %d PAID, %d closed at expiry; Alipay answered 40005 %d times",
+		n, hungRedis, len(paid), n-len(paid), fs.Throttled)
 }
