@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,9 +22,10 @@ type ReconcileDueInput struct {
 	// Interval is the first step of the query schedule (payment.NextQueryAt) of a payment
 	// that recorded none; each payment follows the step it was created with.
 	Interval time.Duration `json:"interval"`
-	// Page is how many due payments are read at a time, Parallel how many are queried at
-	// once (each query still waits for the app's call limit), and Budget how long the run
-	// takes new pages: what is left is due on the next run.
+	// Page is how many due payments are read at a time, Parallel how many are claimed and
+	// queried at once (the apps with payments due share them, and each query is made on a
+	// turn of its app's call limit), and Budget how long the run starts new queries: what
+	// is left is due on the next run.
 	Page     int           `json:"page"`
 	Parallel int           `json:"parallel"`
 	Budget   time.Duration `json:"budget"`
@@ -38,7 +40,8 @@ type ReconcileDueResult struct {
 	// Unclaimable counts the due payments skipped because their claim could not be
 	// written: no query was made of them, and they are due again on the next run.
 	Unclaimable int `json:"unclaimable,omitempty"`
-	// Behind is true when the run stopped at its budget with payments still due.
+	// Behind is true when the run left payments due: its budget ended first, or an app had
+	// no turn of its call limit for them within it.
 	Behind bool `json:"behind,omitempty"`
 }
 
@@ -47,14 +50,32 @@ type ReconcileDueResult struct {
 // statements a run sends to one that does.
 const maxClaimFailures = 64
 
+// maxQueuedPages bounds what a run holds: with this many pages of payments queued, a
+// page read leaves the payments of an app that has a page queued already due for the
+// next run.
+const maxQueuedPages = 20
+
+// reconcileBeat is how often a run heartbeats while its workers wait for their apps'
+// turns.
+const reconcileBeat = 10 * time.Second
+
 // ReconcileDue is the scheduled reconciler's work: it pages through the pending payments
-// whose next query is due and, for each, first claims the query (a compare-and-set that
-// counts it and moves the payment to its next query, so that two reconcilers, or a run
-// and its retry, never make one query twice), then queries Alipay through its app's call
-// limit and wakes the run of a payment Alipay says is paid (the run queries again and
-// takes the success path). A query that fails still counts: the schedule stays bounded,
-// and the close path at expiry asks Alipay in any case. Each query heartbeats, and no
-// query is started past the budget.
+// whose next query is due and, for each, takes a turn of its app's call limit, claims the
+// query (a compare-and-set that counts it and moves the payment to its next query, so
+// that two reconcilers, or a run and its retry, never make one query twice), queries
+// Alipay on that turn and wakes the run of a payment Alipay says is paid (the run queries
+// again and takes the success path). A query that fails still counts: the schedule stays
+// bounded, and the close path at expiry asks Alipay in any case. Each query heartbeats,
+// and no query is started past the budget.
+//
+// Apps take turns. The payments read are queued by app, and the Parallel workers serve
+// the apps round robin, each app no more than its share of them (Parallel over the apps
+// being served) while another has payments ready. A worker never waits for an app's
+// limit: an app with no turn free rests until its next, its payments queued, while the
+// workers serve the others and read on; one whose next turn is past the budget leaves
+// its payments due for the next run. So an app over its call rate, or one Alipay
+// throttled, holds back its own queries only, and a claim never waits for a limit: its
+// query is made at once.
 //
 // No query is made without its claim. A claim that cannot be written (a row another
 // transaction holds locked, say) skips its payment, which is logged and counted
@@ -65,43 +86,278 @@ const maxClaimFailures = 64
 // turned into a loop. A run whose only due payments are unclaimable therefore fails too;
 // it holds up no other payment.
 func (a *Activities) ReconcileDue(ctx context.Context, in ReconcileDueInput) (ReconcileDueResult, error) {
-	page, parallel := max(in.Page, 1), max(in.Parallel, 1)
 	// The run takes what was due when it started: the payments it claims move past now,
 	// so its walk of the due ones ends.
 	now := time.Now()
-	deadline := now.Add(max(in.Budget, time.Second))
-	var res ReconcileDueResult
-	var claims claimTally
-	var after payment.Cursor
-	for {
-		due, next, err := a.Store.DueQueries(ctx, now, after, page)
-		if err != nil {
-			return res, classify("due queries", err)
-		}
-		if len(due) == 0 {
-			return res, claims.verdict()
-		}
-		if time.Now().After(deadline) {
-			res.Behind = true
-			return res, claims.verdict()
-		}
-		started, err := a.reconcilePage(ctx, in.Interval, due, parallel, deadline, &res, &claims)
-		if err != nil {
-			return res, err
-		}
-		activity.RecordHeartbeat(ctx, res)
-		if ctx.Err() != nil {
-			return res, ctx.Err()
-		}
-		if started < len(due) {
-			res.Behind = true
-			return res, claims.verdict()
-		}
-		if next.IsZero() {
-			return res, claims.verdict()
-		}
-		after = next
+	r := &reconcileRun{a: a, interval: in.Interval, page: max(in.Page, 1), parallel: max(in.Parallel, 1),
+		now: now, deadline: now.Add(max(in.Budget, time.Second)), byApp: map[string]*appQueue{}}
+	r.cond = sync.NewCond(&r.mu)
+	// A worker waiting for an app's turn, or for anything to do, wakes at the budget's end
+	// and at the activity's.
+	atDeadline := time.AfterFunc(time.Until(r.deadline), r.broadcast)
+	defer atDeadline.Stop()
+	defer context.AfterFunc(ctx, r.broadcast)()
+
+	var wg sync.WaitGroup
+	for range r.parallel {
+		wg.Go(func() { r.work(ctx) })
 	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	beat := time.NewTicker(reconcileBeat)
+	defer beat.Stop()
+	for working := true; working; {
+		select {
+		case <-done:
+			working = false
+		case <-beat.C:
+			activity.RecordHeartbeat(ctx, r.result())
+		}
+	}
+	return r.end(ctx)
+}
+
+// reconcileRun is one run of the reconciler: the due payments it read and has not handed
+// out yet, queued by app, and what its workers did.
+type reconcileRun struct {
+	a        *Activities
+	interval time.Duration
+	page     int
+	parallel int
+	now      time.Time
+	deadline time.Time
+
+	mu        sync.Mutex
+	cond      *sync.Cond // on mu: a waiting worker may find something to do
+	apps      []*appQueue
+	byApp     map[string]*appQueue
+	next      int // the app whose turn it is, round robin over apps
+	queued    int // payments queued, over every app
+	after     payment.Cursor
+	exhausted bool // the last page is read
+	reading   bool
+	left      bool // payments left due for the next run
+	stopped   bool
+	stopErr   error
+	res       ReconcileDueResult
+	claims    claimTally
+}
+
+// appQueue is the payments of one app queued by a run.
+type appQueue struct {
+	app  string // payment.DueQuery.AlipayAppID
+	due  []payment.DueQuery
+	busy int // workers serving its payments
+	// trying is true while a worker takes a turn of the app's limit: one at a time, so
+	// that the workers do not all ask the limit at once and all but one be refused.
+	trying bool
+	// restUntil is when the app's limit has its next turn; one past the run's deadline
+	// leaves the app's payments to the next run.
+	restUntil time.Time
+}
+
+// work serves the run until it ends: the next payment of the app whose turn it is, or the
+// next page when no app has a payment ready, or a wait.
+func (r *reconcileRun) work(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for !r.stopped && ctx.Err() == nil && time.Now().Before(r.deadline) {
+		on, q, ok := r.take()
+		switch {
+		case ok:
+			r.serve(ctx, on, q)
+		case !r.exhausted && !r.reading:
+			r.read(ctx)
+		case r.exhausted && r.queued == 0:
+			return
+		default:
+			r.cond.Wait()
+		}
+	}
+}
+
+// take hands out the next payment of the app whose turn it is, round robin over the apps
+// with a payment ready (queued, and no turn being taken nor rest), the first that has
+// fewer workers than its share; with none under its share, the ready app with the fewest.
+func (r *reconcileRun) take() (*appQueue, payment.DueQuery, bool) {
+	now := time.Now()
+	ready := func(on *appQueue) bool { return len(on.due) > 0 && !on.trying && !now.Before(on.restUntil) }
+	serving := 0
+	for _, on := range r.apps {
+		if on.busy > 0 || ready(on) {
+			serving++
+		}
+	}
+	share := max(1, r.parallel/max(serving, 1))
+	var pick *appQueue
+	for i := range r.apps {
+		j := (r.next + i) % len(r.apps)
+		if on := r.apps[j]; ready(on) && on.busy < share {
+			pick, r.next = on, (j+1)%len(r.apps)
+			break
+		}
+	}
+	if pick == nil {
+		for _, on := range r.apps {
+			if ready(on) && (pick == nil || on.busy < pick.busy) {
+				pick = on
+			}
+		}
+	}
+	if pick == nil {
+		return nil, payment.DueQuery{}, false
+	}
+	q := pick.due[0]
+	pick.due = pick.due[1:]
+	pick.busy++
+	pick.trying = true
+	r.queued--
+	return pick, q, true
+}
+
+// serve takes a turn of the call limit of q's app, then claims q's query and makes it on
+// that turn; with no turn free, q goes back to its app's queue, which rests. It is called,
+// and returns, with r.mu held.
+func (r *reconcileRun) serve(ctx context.Context, on *appQueue, q payment.DueQuery) {
+	r.mu.Unlock()
+	query, wait, err := r.a.turn(ctx, q)
+	r.mu.Lock()
+	on.trying = false
+	if err != nil || query == nil {
+		on.busy--
+		if err != nil {
+			r.stop(err)
+		} else {
+			r.rest(ctx, on, q, wait)
+		}
+		return
+	}
+	r.cond.Signal() // the app's next payment may take its turn
+	r.mu.Unlock()
+	outcome, err := r.a.reconcileOne(ctx, r.interval, q, query)
+	activity.RecordHeartbeat(ctx, nil)
+	r.mu.Lock()
+	on.busy--
+	r.cond.Signal()
+	r.res.count(outcome)
+	switch {
+	case outcome == "unclaimable":
+		r.a.log().WarnContext(ctx, "reconciler cannot claim a due payment's query; it skips the payment until the next run",
+			"payment_no", q.PaymentNo, "err", err)
+		r.a.Metrics.reconcilerQuery(outcome)
+		if r.claims.add(err) {
+			r.stop(fmt.Errorf("reconcile: %d claims in a row could not be written: %w", r.claims.failedInARow, err))
+		}
+	case err != nil:
+		r.stop(err)
+	default:
+		r.claims.add(nil)
+	}
+}
+
+// rest puts q back at the head of its app's queue: the app's limit has no turn for wait,
+// and its payments wait that long, or, when the turn is past the run's deadline, until
+// the next run.
+func (r *reconcileRun) rest(ctx context.Context, on *appQueue, q payment.DueQuery, wait time.Duration) {
+	on.restUntil = time.Now().Add(wait)
+	if on.restUntil.Before(r.deadline) {
+		on.due = slices.Insert(on.due, 0, q)
+		r.queued++
+		time.AfterFunc(wait, r.broadcast)
+		return
+	}
+	r.a.log().InfoContext(ctx, "reconciler: the app has no call turn before the run's budget ends; its due payments wait for the next run",
+		"app_id", on.app, "next_turn_in", wait.String(), "queued", len(on.due)+1)
+	r.queued -= len(on.due)
+	on.due = nil
+	r.left = true
+}
+
+// read reads the next page of due payments into the apps' queues. It is called, and
+// returns, with r.mu held.
+func (r *reconcileRun) read(ctx context.Context) {
+	r.reading = true
+	after := r.after
+	r.mu.Unlock()
+	due, next, err := r.a.Store.DueQueries(ctx, r.now, after, r.page)
+	r.mu.Lock()
+	r.reading = false
+	r.cond.Broadcast()
+	if err != nil {
+		r.stop(classify("due queries", err))
+		return
+	}
+	for _, q := range due {
+		r.add(q)
+	}
+	if len(due) == 0 || next.IsZero() {
+		r.exhausted = true
+	} else {
+		r.after = next
+	}
+	activity.RecordHeartbeat(ctx, r.res)
+}
+
+// add queues q on its app, or leaves it due for the next run when its app has no turn
+// before the deadline, or when the run holds maxQueuedPages pages and the app one.
+func (r *reconcileRun) add(q payment.DueQuery) {
+	on, ok := r.byApp[q.AlipayAppID]
+	if !ok {
+		on = &appQueue{app: q.AlipayAppID}
+		r.byApp[q.AlipayAppID] = on
+		r.apps = append(r.apps, on)
+	}
+	if !on.restUntil.Before(r.deadline) || (r.queued >= maxQueuedPages*r.page && len(on.due) >= r.page) {
+		r.left = true
+		return
+	}
+	on.due = append(on.due, q)
+	r.queued++
+}
+
+// stop ends the run with err, the first error only.
+func (r *reconcileRun) stop(err error) {
+	if r.stopErr == nil {
+		r.stopErr = err
+	}
+	r.stopped = true
+	r.cond.Broadcast()
+}
+
+// broadcast wakes every waiting worker: a rest, the budget or the activity has ended.
+func (r *reconcileRun) broadcast() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+// result is what the run has done so far.
+func (r *reconcileRun) result() ReconcileDueResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.res
+}
+
+// end is the result and the error of the run once its workers are done.
+func (r *reconcileRun) end(ctx context.Context) (ReconcileDueResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopErr != nil {
+		return r.res, r.stopErr
+	}
+	if ctx.Err() != nil {
+		return r.res, ctx.Err()
+	}
+	r.res.Behind = r.left || r.queued > 0
+	if !r.res.Behind && !r.exhausted {
+		// The budget ended between pages: the next says whether payments are left.
+		due, _, err := r.a.Store.DueQueries(ctx, r.now, r.after, 1)
+		if err != nil {
+			return r.res, classify("due queries", err)
+		}
+		r.res.Behind = len(due) > 0
+	}
+	return r.res, r.claims.verdict()
 }
 
 // claimTally follows a run's claims: how many were written, how many failed since the
@@ -134,59 +390,6 @@ func (c *claimTally) verdict() error {
 	return nil
 }
 
-// reconcilePage claims and queries the due payments of one page, parallel at a time,
-// starting none past deadline, and returns how many it started. It returns an error when
-// a query panicked or when claims failed maxClaimFailures times in a row.
-func (a *Activities) reconcilePage(ctx context.Context, interval time.Duration, due []payment.DueQuery, parallel int,
-	deadline time.Time, res *ReconcileDueResult, claims *claimTally) (int, error) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var stopErr error
-	work := make(chan payment.DueQuery)
-	for range min(parallel, len(due)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for q := range work {
-				outcome, err := a.reconcileOne(ctx, interval, q)
-				mu.Lock()
-				res.count(outcome)
-				switch {
-				case outcome == "unclaimable":
-					a.log().WarnContext(ctx, "reconciler cannot claim a due payment's query; it skips the payment until the next run",
-						"payment_no", q.PaymentNo, "err", err)
-					a.Metrics.reconcilerQuery(outcome)
-					if claims.add(err) && stopErr == nil {
-						stopErr = fmt.Errorf("reconcile: %d claims in a row could not be written: %w", claims.failedInARow, err)
-					}
-				case err != nil:
-					if stopErr == nil {
-						stopErr = err
-					}
-				default:
-					claims.add(nil)
-				}
-				mu.Unlock()
-				activity.RecordHeartbeat(ctx, nil)
-			}
-		}()
-	}
-	started := 0
-	for _, q := range due {
-		mu.Lock()
-		stop := stopErr != nil
-		mu.Unlock()
-		if stop || ctx.Err() != nil || time.Now().After(deadline) {
-			break
-		}
-		work <- q
-		started++
-	}
-	close(work)
-	wg.Wait()
-	return started, stopErr
-}
-
 // count adds one payment's outcome to the result.
 func (r *ReconcileDueResult) count(outcome string) {
 	switch outcome {
@@ -206,12 +409,57 @@ func (r *ReconcileDueResult) count(outcome string) {
 	r.Queried++
 }
 
-// reconcileOne claims the query of one due payment and makes it: "woken" when Alipay says
-// paid and its run was signalled, "paid" when the signal failed (the sweeper re-drives a
-// run that is gone, and the close path at expiry finds the money), "unpaid" or "failed";
-// "taken" when another reconciler claimed it first or it is no longer pending, and
-// "unclaimable" with the error when the claim could not be written (no query is made).
-func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q payment.DueQuery) (outcome string, err error) {
+// turn resolves the gateway of q's app and takes a turn of its call limit, without
+// waiting: it returns q's query, made on that turn, or, when the limit has no turn free,
+// nil and how long until the next. A gateway that cannot be resolved gives a query that
+// fails, as QueryTrade's does: the payment is claimed and its schedule moves on. An
+// error (a panic, the activity's end) ends the run.
+func (a *Activities) turn(ctx context.Context, q payment.DueQuery) (query func(context.Context) (payment.Trade, error), wait time.Duration, err error) {
+	defer func() {
+		// A panic on this goroutine would take the worker down; it fails the run instead.
+		if p := recover(); p != nil {
+			query, wait, err = nil, 0, fmt.Errorf("reconcile %s: panic: %v", q.PaymentNo, p)
+		}
+	}()
+	a.knowApp(q)
+	gw, gwErr := a.gatewayOf(ctx, q.PaymentNo)
+	if gwErr != nil {
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		return func(context.Context) (payment.Trade, error) { return payment.Trade{}, gwErr }, 0, nil
+	}
+	if paced, ok := gw.(payment.Paced); ok {
+		turned, wait, terr := paced.Turn(ctx)
+		switch {
+		case terr != nil && ctx.Err() != nil:
+			return nil, 0, ctx.Err()
+		case terr != nil:
+			a.log().WarnContext(ctx, "reconciler: the app's call limit did not answer; its payments wait a second",
+				"app_id", q.AlipayAppID, "err", terr)
+			return nil, time.Second, nil
+		case turned == nil:
+			return nil, max(wait, time.Millisecond), nil
+		}
+		gw = turned
+	}
+	return func(ctx context.Context) (payment.Trade, error) {
+		t, err := gw.Query(ctx, q.PaymentNo)
+		if err != nil {
+			return payment.Trade{}, classify("query trade", err)
+		}
+		return t, nil
+	}, 0, nil
+}
+
+// reconcileOne claims the query of one due payment and makes it with query: "woken" when
+// Alipay says paid and its run was signalled, "paid" when the signal failed (the sweeper
+// re-drives a run that is gone, and the close path at expiry finds the money), "unpaid"
+// or "failed"; "taken" when another reconciler claimed it first or it is no longer
+// pending, and "unclaimable" with the error when the claim could not be written (no query
+// is made).
+func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q payment.DueQuery,
+	query func(context.Context) (payment.Trade, error)) (outcome string, err error) {
 	defer func() {
 		// A panic on this goroutine would take the worker down; it fails the run instead.
 		if p := recover(); p != nil {
@@ -232,9 +480,8 @@ func (a *Activities) reconcileOne(ctx context.Context, interval time.Duration, q
 	if !claimed {
 		return "taken", nil
 	}
-	a.knowApp(q)
 	outcome = "unpaid"
-	t, qerr := a.QueryTrade(ctx, q.PaymentNo)
+	t, qerr := query(ctx)
 	switch {
 	case qerr != nil:
 		outcome = "failed"

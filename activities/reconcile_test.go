@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paykit/paykit/activities"
+	"github.com/paykit/paykit/gateways"
+	"github.com/paykit/paykit/internal/testenv"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/redis"
 )
 
 // The scheduled reconciler's run queries each due pending payment once at Alipay, through
@@ -133,12 +137,19 @@ func TestReconcileDueMakesNoQueryItCannotClaim(t *testing.T) {
 // the first the longest: the head of every page the reconciler reads.
 func (f *fixture) duePayments(tb testing.TB, n int) []string {
 	tb.Helper()
+	return f.duePaymentsOn(tb, "", n)
+}
+
+// duePaymentsOn is duePayments on the Alipay app appID ("" for the default app).
+func (f *fixture) duePaymentsOn(tb testing.TB, appID string, n int) []string {
+	tb.Helper()
 	ctx := context.Background()
 	var nos []string
 	for i := range n {
 		in := f.createInput("due-" + randomHex(4))
 		np := payment.NewPayment{PaymentNo: in.PaymentNo, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount,
-			Currency: in.Currency, Subject: in.Subject, ExpireAt: in.ExpireAt, WorkflowID: in.WorkflowID, QueryInterval: 30 * time.Second}
+			Currency: in.Currency, Subject: in.Subject, ExpireAt: in.ExpireAt, WorkflowID: in.WorkflowID, QueryInterval: 30 * time.Second,
+			AlipayAppID: appID}
 		if _, _, err := f.store.CreatePendingPayment(ctx, np); err != nil {
 			tb.Fatalf("create %s: %v", in.PaymentNo, err)
 		}
@@ -270,6 +281,164 @@ func TestReconcileDueIsBehindWhenItLeavesPaymentsDue(t *testing.T) {
 			t.Logf("result %+v, %d left due", res, left)
 			if res.Behind != tc.wantBehind || (left > 0) != tc.wantBehind {
 				t.Fatalf("behind = %v with %d payments left due; want it behind exactly when some are left (%v)", res.Behind, left, tc.wantBehind)
+			}
+		})
+	}
+}
+
+// appGateways is payment.Gateways with one gateway for each app a payment records.
+type appGateways map[string]payment.Gateway
+
+func (g appGateways) For(context.Context, string) (payment.App, error) {
+	return payment.App{}, errors.New("appGateways opens no payment")
+}
+
+func (g appGateways) ForPayment(_ context.Context, _, appID string) (payment.App, error) {
+	gw, ok := g[appID]
+	if !ok {
+		return payment.App{}, payment.ErrNotFound
+	}
+	return payment.App{ID: appID, AppID: appID, Gateway: gw}, nil
+}
+
+func (g appGateways) ForApp(_ context.Context, appID string) (payment.Gateway, error) {
+	gw, ok := g[appID]
+	if !ok {
+		return nil, payment.ErrNotFound
+	}
+	return gw, nil
+}
+
+// triedLimiter is a call limit that counts the turns tried of it.
+type triedLimiter struct {
+	*redis.CallLimiter
+	tried atomic.Int64
+}
+
+func (l *triedLimiter) TryTake(ctx context.Context, appID string) (time.Duration, error) {
+	l.tried.Add(1)
+	return l.CallLimiter.TryTake(ctx, appID)
+}
+
+// An app over its call rate, or one Alipay throttled, holds back its own payments and no
+// other app's: with 30 of a busy app's payments due first, the 3 of another app are all
+// queried within the run, at once rather than behind the busy app's queue, even when they
+// are pages behind it; the busy app still gets its rate, and what it leaves is due on the
+// next run. No payment is claimed before its app has a turn for its query: every claim is
+// a query made, and a hold that outlasts the run claims nothing of its app. The workers
+// try an app's turns one at a time, not all at once.
+func TestReconcileDueServesEveryApp(t *testing.T) {
+	const busy = "2021000000000busy"
+	tests := []struct {
+		name             string
+		rate             float64
+		burst            int
+		hold             time.Duration // Alipay throttled the busy app just before the run
+		page             int
+		budget           time.Duration
+		busyMin, busyMax int // of the busy app's payments queried in the run
+	}{
+		{name: "the busy app is over its call rate", rate: 2, burst: 3, page: 100, budget: 3 * time.Second, busyMin: 6, busyMax: 10},
+		{name: "the other app is pages behind the busy one", rate: 2, burst: 3, page: 10, budget: 3 * time.Second, busyMin: 6, busyMax: 10},
+		{name: "alipay throttled the busy app", rate: 100, burst: 10, hold: 6 * time.Second, page: 100, budget: 2 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			rdb, prefix := testenv.Redis(t)
+			l := &triedLimiter{CallLimiter: &redis.CallLimiter{Client: redis.New(rdb, prefix), Rate: tc.rate, Burst: tc.burst, Hold: tc.hold}}
+			f.acts.Gateways = appGateways{
+				busy:      gateways.Limited(f.acts.Gateway, busy, l),
+				testAppID: gateways.Limited(f.acts.Gateway, testAppID, l),
+			}
+			busyNos := f.duePaymentsOn(t, busy, 30)
+			otherNos := f.duePaymentsOn(t, testAppID, 3)
+			// The other app's payments come after every one of the busy app's.
+			if _, err := f.db.Exec("UPDATE payments SET next_query_at = ? WHERE payment_no IN (?, ?, ?)",
+				time.Now().UTC().Add(-time.Second), otherNos[0], otherNos[1], otherNos[2]); err != nil {
+				t.Fatal(err)
+			}
+			if tc.hold > 0 {
+				l.Throttled(context.Background(), busy)
+			}
+
+			// served gets how long into the run the other app's payments had all been
+			// queried, seen every 20 ms and once more after the run.
+			start := time.Now()
+			served := make(chan time.Duration, 1)
+			done := make(chan struct{})
+			watched := make(chan struct{})
+			go func() {
+				defer close(watched)
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				for ended := false; ; {
+					asked := 0
+					for _, no := range otherNos {
+						asked += min(f.sim.Calls(no)["alipay.trade.query"], 1)
+					}
+					if asked == len(otherNos) {
+						served <- time.Since(start)
+						return
+					}
+					if ended {
+						return
+					}
+					select {
+					case <-done:
+						ended = true
+					case <-tick.C:
+					}
+				}
+			}()
+			var res activities.ReconcileDueResult
+			in := activities.ReconcileDueInput{Interval: time.Minute, Page: tc.page, Parallel: 4, Budget: tc.budget}
+			err := f.remote(t, &res, f.acts.ReconcileDue, in)
+			took := time.Since(start)
+			close(done)
+			<-watched
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("result %+v in %s", res, took.Round(time.Millisecond))
+
+			select {
+			case d := <-served:
+				if d > 2*time.Second {
+					t.Errorf("the other app's 3 payments were all queried %s into the run, want within 2 s", d.Round(time.Millisecond))
+				}
+			default:
+				n := 0
+				for _, no := range otherNos {
+					n += f.sim.Calls(no)["alipay.trade.query"]
+				}
+				t.Errorf("the other app got %d of its 3 due queries in the run, want all", n)
+			}
+			if !res.Behind {
+				t.Errorf("the run left the busy app's payments due but is not behind")
+			}
+			busyQueried, total := 0, 0
+			for _, no := range append(append([]string(nil), busyNos...), otherNos...) {
+				asked := f.sim.Calls(no)["alipay.trade.query"]
+				claimed := f.count(t, "SELECT queries FROM payments WHERE payment_no = ?", no)
+				if asked > 1 || claimed != asked {
+					t.Errorf("%s: %d claims and %d queries at Alipay, want one query for each claim, at most one", no, claimed, asked)
+				}
+				total += asked
+				if slices.Contains(busyNos, no) {
+					busyQueried += asked
+				}
+			}
+			if res.Queried != total {
+				t.Errorf("result counts %d queries, Alipay saw %d", res.Queried, total)
+			}
+			if busyQueried < tc.busyMin || busyQueried > tc.busyMax {
+				t.Errorf("%d of the busy app's payments queried, want %d to %d", busyQueried, tc.busyMin, tc.busyMax)
+			}
+			tried := l.tried.Load()
+			t.Logf("%d turns tried for %d queries", tried, total)
+			if tried > int64(2*total+10) {
+				t.Errorf("%d turns tried for %d queries: the workers crowd the limit", tried, total)
 			}
 		})
 	}

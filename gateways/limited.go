@@ -3,6 +3,11 @@ package gateways
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -16,9 +21,79 @@ type Limiter interface {
 	// Take waits until a call to appID may be made; an error means the call must not
 	// be made now.
 	Take(ctx context.Context, appID string) error
+	// TryTake takes a turn of appID's limit if one is free now, without waiting: a zero
+	// wait means it is taken, and any other is how long until the next turn. An error
+	// means the limit could not be asked; no turn is taken.
+	TryTake(ctx context.Context, appID string) (wait time.Duration, err error)
 	// Throttled tells the limiter that Alipay answered that appID is over its call
 	// frequency.
 	Throttled(ctx context.Context, appID string)
+}
+
+// LocalLimiter is the Limiter of one process without Redis: each app's calls on paykit's
+// own initiative at Rate a second, in bursts of Burst, on a limit of its own, so that an
+// app over its rate holds back no other app's calls. Throttled drains the app's burst:
+// its next calls come at Rate.
+type LocalLimiter struct {
+	Rate  float64
+	Burst int
+
+	mu   sync.Mutex
+	apps map[string]*rate.Limiter
+}
+
+// Take implements Limiter.
+func (l *LocalLimiter) Take(ctx context.Context, appID string) error {
+	if l.Rate <= 0 {
+		return nil
+	}
+	return l.app(appID).Wait(ctx)
+}
+
+// TryTake implements Limiter.
+func (l *LocalLimiter) TryTake(_ context.Context, appID string) (time.Duration, error) {
+	if l.Rate <= 0 {
+		return 0, nil
+	}
+	return tryReserve(l.app(appID)), nil
+}
+
+// tryReserve takes a turn of lim if one is free now, and otherwise returns how long until
+// the next without taking it.
+func tryReserve(lim *rate.Limiter) time.Duration {
+	now := time.Now()
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		return time.Second
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d
+	}
+	return 0
+}
+
+// Throttled implements Limiter.
+func (l *LocalLimiter) Throttled(_ context.Context, appID string) {
+	if l.Rate <= 0 {
+		return
+	}
+	lim := l.app(appID)
+	_ = lim.ReserveN(time.Now(), lim.Burst())
+}
+
+func (l *LocalLimiter) app(appID string) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.apps == nil {
+		l.apps = map[string]*rate.Limiter{}
+	}
+	lim, ok := l.apps[appID]
+	if !ok {
+		lim = rate.NewLimiter(rate.Limit(l.Rate), max(l.Burst, 1))
+		l.apps[appID] = lim
+	}
+	return lim
 }
 
 // Limited is gw with the calls paykit makes on its own initiative (trade and refund
@@ -41,13 +116,35 @@ type limited struct {
 	payment.Gateway
 	app string
 	l   Limiter
+	// turn is a turn taken ahead (Turn), true until a call is made on it.
+	turn *atomic.Bool
 }
 
+var _ payment.Paced = limited{}
+
 func (g limited) take(ctx context.Context, op string) error {
+	if g.turn != nil && g.turn.Swap(false) {
+		return nil
+	}
 	if err := g.l.Take(ctx, g.app); err != nil {
 		return &payment.ChannelError{Op: op, Message: "held back by the app's call rate", Retryable: true, Err: err}
 	}
 	return nil
+}
+
+// Turn implements payment.Paced: the gateway it returns makes its next query, close,
+// refund query or bill download on the turn it took.
+func (g limited) Turn(ctx context.Context) (payment.Gateway, time.Duration, error) {
+	wait, err := g.l.TryTake(ctx, g.app)
+	if err != nil {
+		return nil, 0, &payment.ChannelError{Op: "turn", Message: "the app's call limit did not answer", Retryable: true, Err: err}
+	}
+	if wait > 0 {
+		return nil, wait, nil
+	}
+	g.turn = new(atomic.Bool)
+	g.turn.Store(true)
+	return g, 0, nil
 }
 
 func (g limited) seen(ctx context.Context, err error) {

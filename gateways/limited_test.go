@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/payment"
@@ -31,15 +32,24 @@ func (g answering) Refund(context.Context, payment.RefundRequest) (payment.Refun
 	return payment.RefundResult{}, g.err
 }
 
-// countingLimiter counts what it is asked, and refuses when told to.
+// countingLimiter counts what it is asked, and refuses when told to: with refuse, or,
+// for TryTake, with wait.
 type countingLimiter struct {
 	takes, throttled int
 	refuse           error
+	wait             time.Duration
 }
 
 func (l *countingLimiter) Take(context.Context, string) error {
 	l.takes++
 	return l.refuse
+}
+func (l *countingLimiter) TryTake(context.Context, string) (time.Duration, error) {
+	if l.refuse != nil || l.wait > 0 {
+		return l.wait, l.refuse
+	}
+	l.takes++
+	return 0, nil
 }
 func (l *countingLimiter) Throttled(context.Context, string) { l.throttled++ }
 
@@ -99,5 +109,79 @@ func TestLimitedGatewayKeepsBills(t *testing.T) {
 	}
 	if u, err := b.BillDownloadURL(context.Background(), "2026-12-01"); err != nil || u != "https://bills" || l.takes != 1 {
 		t.Fatalf("bill URL %q, %v, %d takes", u, err, l.takes)
+	}
+}
+
+// A turn taken ahead (the reconciler takes one before it claims a query) is the limit's
+// one take: the next query is made on it without asking the limit again, and a later
+// query asks again. A turn that is not free, or a limit that does not answer, gives no
+// gateway; a gateway without a limit has no turns to take.
+func TestLimitedGatewayTurn(t *testing.T) {
+	ctx := context.Background()
+	l := &countingLimiter{}
+	paced, ok := gateways.Limited(answering{}, "2021A", l).(payment.Paced)
+	if !ok {
+		t.Fatal("a limited gateway is not paced")
+	}
+	gw, wait, err := paced.Turn(ctx)
+	if gw == nil || wait != 0 || err != nil || l.takes != 1 {
+		t.Fatalf("turn: %v, %s, %v, %d takes; want a gateway on one take", gw, wait, err, l.takes)
+	}
+	if _, err := gw.Query(ctx, "P1"); err != nil || l.takes != 1 {
+		t.Fatalf("query on the turn: %v, %d takes; want none more", err, l.takes)
+	}
+	if _, err := gw.Query(ctx, "P2"); err != nil || l.takes != 2 {
+		t.Fatalf("a second query: %v, %d takes; want it to take its own", err, l.takes)
+	}
+	gw, wait, err = gateways.Limited(answering{}, "2021A", &countingLimiter{wait: 300 * time.Millisecond}).(payment.Paced).Turn(ctx)
+	if gw != nil || wait != 300*time.Millisecond || err != nil {
+		t.Fatalf("turn not free: %v, %s, %v; want no gateway and the wait", gw, wait, err)
+	}
+	gw, _, err = gateways.Limited(answering{}, "2021A", &countingLimiter{refuse: errors.New("limit down")}).(payment.Paced).Turn(ctx)
+	var ce *payment.ChannelError
+	if !errors.As(err, &ce) || !ce.Retryable || gw != nil {
+		t.Fatalf("turn of a limit that does not answer: %v, %v; want a retryable channel error and no gateway", gw, err)
+	}
+	if _, ok := gateways.Limited(answering{}, "2021A", nil).(payment.Paced); ok {
+		t.Fatal("a gateway without a limit is paced")
+	}
+}
+
+// The limit of one process without Redis is each app's own: an app over its rate, or one
+// Alipay throttled, holds back its own calls and no other app's.
+func TestLocalLimiterHoldsEachAppAlone(t *testing.T) {
+	l := &gateways.LocalLimiter{Rate: 1, Burst: 1}
+	take := func(app string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		return l.Take(ctx, app)
+	}
+	if err := take("2021A"); err != nil {
+		t.Fatal(err)
+	}
+	if err := take("2021A"); err == nil {
+		t.Fatal("a second call to 2021A within its 1 s interval was let through at once")
+	}
+	if err := take("2021B"); err != nil {
+		t.Fatalf("2021B held back by 2021A's rate: %v", err)
+	}
+	l.Throttled(context.Background(), "2021C")
+	if err := take("2021C"); err == nil {
+		t.Fatal("a call to 2021C right after alipay throttled it was let through")
+	}
+	if err := take("2021D"); err != nil {
+		t.Fatalf("2021D held back by 2021C's throttling: %v", err)
+	}
+	if wait, err := l.TryTake(context.Background(), "2021E"); wait != 0 || err != nil {
+		t.Fatalf("a free turn of 2021E: %s, %v; want it taken", wait, err)
+	}
+	if wait, err := l.TryTake(context.Background(), "2021E"); wait < 500*time.Millisecond || wait > time.Second || err != nil {
+		t.Fatalf("2021E's next turn: %s, %v; want about 1 s", wait, err)
+	}
+	if wait, err := l.TryTake(context.Background(), "2021F"); wait != 0 || err != nil {
+		t.Fatalf("2021F's turn after 2021E's: %s, %v; want it free", wait, err)
+	}
+	if err := (&gateways.LocalLimiter{}).Take(context.Background(), "2021A"); err != nil {
+		t.Fatalf("no rate: %v, want no limit", err)
 	}
 }

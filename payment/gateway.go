@@ -172,6 +172,19 @@ type Gateway interface {
 	DecodeNotification(ctx context.Context, form url.Values) (Notification, error)
 }
 
+// Paced is the capability of a Gateway whose calls on paykit's own initiative (queries,
+// closes) wait for a turn of its app's call limit. It is separate from Gateway so that a
+// gateway without a limit still is one.
+type Paced interface {
+	// Turn takes the app's turn if one is free now, without waiting, and returns the
+	// gateway whose next call on paykit's own initiative is made on it without waiting
+	// again; when none is free it returns a nil gateway and how long until the next. A
+	// caller that writes something before its call (the reconciler claims each query)
+	// takes the turn first, so that what it wrote never waits for the app's limit, and
+	// one that serves several apps serves another meanwhile.
+	Turn(ctx context.Context) (Gateway, time.Duration, error)
+}
+
 // SignedPayLink returns the pay link of a method whose link is signed here, with no call
 // to Alipay: a page or wap cashier URL, or an app order string. ok is false for a QR
 // payment, whose code only Alipay's precreate gives.

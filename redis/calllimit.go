@@ -64,9 +64,10 @@ const warnEvery = 10 * time.Second
 // is then not made, and its retry comes later.
 //
 // Within a process, one caller per app at a time asks Redis and waits for its turn; the
-// others queue behind it in the process. A crowd of callers (the reconciler's 32 queries at
-// once) would otherwise all ask Redis, all be refused but one, and all ask again at the
-// same moment: about as many Redis calls per call made as callers waiting.
+// others queue behind it in the process. A crowd of callers (many runs' queries and
+// closes at once) would otherwise all ask Redis, all be refused but one, and all ask again
+// at the same moment: about as many Redis calls per call made as callers waiting. The
+// reconciler does not wait here: it tries turns with TryTake.
 //
 // When Redis does not answer within redisBound (down, or hung), the caller and every
 // caller for localFor after it take the process's own limit of Rate instead, without
@@ -91,6 +92,39 @@ func (l *CallLimiter) Take(ctx context.Context, appID string) error {
 		return l.localLimiter(appID).Wait(ctx)
 	}
 	return err
+}
+
+// TryTake takes a turn of appID's limit if one is free now, and otherwise returns how
+// long until the next, without waiting or queueing in the process: a caller serving
+// several apps (the reconciler) serves another meanwhile. It asks Redis once; when Redis
+// does not answer within redisBound, or did not less than localFor ago, it takes the
+// process's own limit instead, as Take does.
+func (l *CallLimiter) TryTake(ctx context.Context, appID string) (time.Duration, error) {
+	if l == nil || l.Rate <= 0 {
+		return 0, nil
+	}
+	if !l.redisResting() {
+		askCtx, cancel := context.WithTimeout(ctx, redisBound)
+		ok, wait, err := l.Client.Allow(askCtx, l.Rate, max(l.Burst, 1), "alipay-calls", appID)
+		cancel()
+		switch {
+		case err == nil && ok:
+			return 0, nil
+		case err == nil:
+			return max(wait, time.Millisecond), nil
+		case ctx.Err() != nil:
+			return 0, ctx.Err()
+		}
+		l.restRedis()
+		l.warnRedis("alipay call limit: redis did not answer; limiting this process alone", appID, err)
+	}
+	now := time.Now()
+	r := l.localLimiter(appID).ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, nil
+	}
+	return 0, nil
 }
 
 // takeShared waits for appID's turn on the shared limit, holding the process's turn of

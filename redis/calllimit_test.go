@@ -266,3 +266,56 @@ func TestCallLimitOnAHungRedisKeepsTheRate(t *testing.T) {
 	}
 	t.Logf("%d calls in 3 s at %d a second with Redis hung", made.Load(), rate)
 }
+
+// A turn tried without waiting is the shared limit's: free once, then not free in another
+// process until the interval has passed (and a refusal takes nothing), not free while
+// Alipay's throttling holds the app, and an app's turns are its own. With Redis hung the
+// process's own limit answers, after one short bound.
+func TestCallLimitTryTake(t *testing.T) {
+	ctx := context.Background()
+	rdb, prefix := testenv.Redis(t)
+	procs := [2]*redis.CallLimiter{}
+	for i := range procs {
+		procs[i] = &redis.CallLimiter{Client: redis.New(rdb, prefix), Rate: 2, Burst: 1, Hold: 2 * time.Second}
+	}
+	if wait, err := procs[0].TryTake(ctx, "2021A"); wait != 0 || err != nil {
+		t.Fatalf("a free turn: %s, %v; want it taken", wait, err)
+	}
+	var wait time.Duration
+	for range 2 {
+		w, err := procs[1].TryTake(ctx, "2021A")
+		if w <= 0 || w > 500*time.Millisecond || err != nil {
+			t.Fatalf("the other process's turn right after: %s, %v; want up to 500 ms to wait", w, err)
+		}
+		wait = w
+	}
+	if w, err := procs[1].TryTake(ctx, "2021B"); w != 0 || err != nil {
+		t.Fatalf("another app's turn: %s, %v; want it free", w, err)
+	}
+	procs[0].Throttled(ctx, "2021B")
+	if w, err := procs[1].TryTake(ctx, "2021B"); w < 1500*time.Millisecond || err != nil {
+		t.Fatalf("a turn of an app alipay throttled: %s, %v; want the 2 s hold", w, err)
+	}
+	time.Sleep(wait + 20*time.Millisecond)
+	if w, err := procs[1].TryTake(ctx, "2021A"); w != 0 || err != nil {
+		t.Fatalf("the turn after the wait: %s, %v; want it free (the refusals took nothing)", w, err)
+	}
+
+	opt, err := redis.Options(hungRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung := goredis.NewClient(opt)
+	t.Cleanup(func() { hung.Close() })
+	l := &redis.CallLimiter{Client: redis.New(hung, "hung:"), Rate: 1, Burst: 1, Hold: time.Second}
+	start := time.Now()
+	if w, err := l.TryTake(ctx, "2021A"); w != 0 || err != nil {
+		t.Fatalf("a free turn with redis hung: %s, %v; want the process's own", w, err)
+	}
+	if w, err := l.TryTake(ctx, "2021A"); w <= 0 || err != nil {
+		t.Fatalf("the next turn with redis hung: %s, %v; want a wait", w, err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("two turns with redis hung took %s", took)
+	}
+}

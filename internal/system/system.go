@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
-	"golang.org/x/time/rate"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/api"
@@ -169,17 +168,11 @@ func callLimiter(cfg config.Config, rc *redis.Client, logger *slog.Logger) gatew
 	}
 	if rc == nil {
 		logger.Warn("alipay call limit: no redis, so each process limits its own calls", "rate", cfg.AlipayCallRate)
-		return &localCallLimiter{limit: rate.NewLimiter(rate.Limit(cfg.AlipayCallRate), max(cfg.AlipayCallBurst, 1))}
+		return &gateways.LocalLimiter{Rate: cfg.AlipayCallRate, Burst: cfg.AlipayCallBurst}
 	}
 	return &redis.CallLimiter{Client: rc, Rate: cfg.AlipayCallRate, Burst: cfg.AlipayCallBurst, Hold: cfg.AlipayCallHold,
 		Logger: logger.With("component", "alipay-call-limit")}
 }
-
-// localCallLimiter limits one process's calls, every app together, without Redis.
-type localCallLimiter struct{ limit *rate.Limiter }
-
-func (l *localCallLimiter) Take(ctx context.Context, _ string) error { return l.limit.Wait(ctx) }
-func (l *localCallLimiter) Throttled(context.Context, string)        {}
 
 // AlipayApps builds the gateways of Alipay apps on the configured gateway URL.
 func AlipayApps(cfg config.Config) gateways.Alipay {
