@@ -36,11 +36,11 @@ func temporalCLI(t *testing.T, args ...string) string {
 // versionOf is the Worker Deployment Version and behaviour a workflow's run is routed by.
 func versionOf(t *testing.T, workflowID string) (buildID string, behavior enumspb.VersioningBehavior) {
 	t.Helper()
-	d, err := env.tc.DescribeWorkflowExecution(context.Background(), workflowID, "")
+	d, err := env.tc.DescribeWorkflow(context.Background(), workflowID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vi := d.GetWorkflowExecutionInfo().GetVersioningInfo()
+	vi := d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo()
 	return vi.GetDeploymentVersion().GetBuildId(), vi.GetBehavior()
 }
 
