@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Checks the Helm chart deploy/helm/paykit: `helm lint` and `helm template` with each values
 # file of its ci/ directory (minimal; production with Temporal mTLS and existing Secrets;
-# TiDB plus a Redis Cluster), then tools/helmcheck decodes every rendered object strictly
-# into the Kubernetes API types (unknown fields and kinds fail), checks the chart's promises
-# (probes, PodDisruptionBudgets, non-root, read-only root filesystem, termination grace,
-# the hook Jobs) and that the PrometheusRule's groups are deploy/prometheus/alerts.yml's.
+# TiDB plus a Redis Cluster; Alipay's certificate mode with the migration's own DSN), then
+# tools/helmcheck decodes every rendered object strictly into the Kubernetes API types
+# (unknown fields and kinds fail), checks the chart's promises (probes,
+# PodDisruptionBudgets, non-root, read-only root filesystem, termination grace, the hook
+# Jobs, each container's secrets, the chart's Secrets deleted with their use, the admin
+# port behind a NetworkPolicy), that each render does what its values file asks, and that
+# the PrometheusRule's groups are deploy/prometheus/alerts.yml's.
 # Helm (helm.sh/helm/v4) and the checker are pinned in tools/helmcheck/go.mod and built into
 # .bin/. The first build takes about 11 minutes of CPU (9.5 minutes of wall time on the
 # shared 2-core development machine); later runs are cached (about 7 s). --build-only builds
@@ -38,14 +41,20 @@ for value in publicUrl alipay.appId alipay.sellerId; do
   fi
   grep -q "$value" <<<"$out" || { echo "helm template without $value: $out" >&2; exit 1; }
 done
+# A ServiceMonitor behind the default NetworkPolicy needs the peers that scrape named.
+if out=$(.bin/helm template paykit "$chart" -f "$chart/ci/minimal.yaml" --set serviceMonitor.enabled=true 2>&1); then
+  echo "helm template with a ServiceMonitor and no networkPolicy.adminFrom rendered; want it refused" >&2
+  exit 1
+fi
+grep -q networkPolicy.adminFrom <<<"$out" || { echo "helm template with a ServiceMonitor and no networkPolicy.adminFrom: $out" >&2; exit 1; }
 # The chart asks for Kubernetes 1.30 (preStop's sleep action); an older cluster is refused.
 if .bin/helm template paykit "$chart" -f "$chart/ci/minimal.yaml" --kube-version 1.29.0 >/dev/null 2>&1; then
   echo "helm template for Kubernetes 1.29 rendered; want it refused (kubeVersion)" >&2
   exit 1
 fi
-if [ "${#rendered[@]}" -lt 3 ]; then
-  echo "want at least three values files in $chart/ci" >&2
+if [ "${#rendered[@]}" -lt 4 ]; then
+  echo "want at least four values files in $chart/ci" >&2
   exit 1
 fi
-.bin/helmcheck -alerts deploy/prometheus/alerts.yml "${rendered[@]}"
+.bin/helmcheck -alerts deploy/prometheus/alerts.yml -values "$chart/ci" "${rendered[@]}"
 grep -q 'kind: PrometheusRule' "${rendered[@]}" || { echo "no values file renders the PrometheusRule" >&2; exit 1; }

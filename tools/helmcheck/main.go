@@ -3,10 +3,14 @@
 // monitoring/v1 for the ServiceMonitor and the PrometheusRule), failing on an unknown
 // field or kind, and checks what the chart promises: probes on the admin port, resources,
 // a PodDisruptionBudget, non-root, a read-only root filesystem and a termination grace
-// longer than the shutdown of each Deployment, the migration and temporal-setup hooks, and
-// a PrometheusRule whose groups are deploy/prometheus/alerts.yml's.
+// longer than the shutdown of each Deployment, the migration and temporal-setup hooks,
+// each container given only the secrets its command reads, the chart's Secrets deleted
+// with the release, the admin port closed to the cluster's pods but the peers named, and
+// a PrometheusRule whose groups are deploy/prometheus/alerts.yml's. With -values, each
+// rendered NAME.yaml is also checked against what DIR/NAME.yaml, the values file it was
+// rendered from, asks for (intent).
 //
-//	helmcheck -alerts deploy/prometheus/alerts.yml rendered.yaml...
+//	helmcheck -alerts deploy/prometheus/alerts.yml -values deploy/helm/paykit/ci rendered.yaml...
 //
 // It is its own module (tools/helmcheck) so that neither the Kubernetes API types nor Helm
 // enter paykit's go.mod; scripts/helm-check.sh runs it.
@@ -17,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -39,9 +44,10 @@ const shutdownGrace = 20
 
 func main() {
 	alerts := flag.String("alerts", "deploy/prometheus/alerts.yml", "the alert rules the PrometheusRule must carry")
+	valuesDir := flag.String("values", "", "the directory of the values files the renders came from, by name (default: the chart's defaults)")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: helmcheck -alerts alerts.yml rendered.yaml...")
+		fmt.Fprintln(os.Stderr, "usage: helmcheck -alerts alerts.yml [-values dir] rendered.yaml...")
 		os.Exit(2)
 	}
 	want, err := readAlerts(*alerts)
@@ -56,7 +62,14 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		r, errs := check(raw, want)
+		var in intent
+		if *valuesDir != "" {
+			if in, err = readIntent(filepath.Join(*valuesDir, filepath.Base(name))); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		}
+		r, errs := check(raw, want, in)
 		for _, e := range errs {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", name, e)
 			failed = true
@@ -159,8 +172,8 @@ func stripComments(b []byte) []byte {
 }
 
 // check decodes every document of one `helm template` output strictly and checks the
-// chart's promises on it.
-func check(raw []byte, alerts []monv1.RuleGroup) (rendered, []error) {
+// chart's promises on it, and that it does what its values ask.
+func check(raw []byte, alerts []monv1.RuleGroup, in intent) (rendered, []error) {
 	var r rendered
 	var errs []error
 	for i, doc := range splitDocuments(raw) {
@@ -184,7 +197,8 @@ func check(raw []byte, alerts []monv1.RuleGroup) (rendered, []error) {
 		}
 		r.objects = append(r.objects, object{kind: tm.Kind, name: name, v: v})
 	}
-	return r, append(errs, r.promises(alerts)...)
+	errs = append(errs, r.promises(alerts)...)
+	return r, append(errs, r.intentErrors(in)...)
 }
 
 func (r rendered) promises(alerts []monv1.RuleGroup) []error {
@@ -218,6 +232,9 @@ func (r rendered) promises(alerts []monv1.RuleGroup) []error {
 			for _, e := range podErrors(pod) {
 				fail("Deployment %s: %v", o.name, e)
 			}
+			for _, e := range podSecretErrors(pod.Containers[0].Args[0], pod) {
+				fail("Deployment %s: %v", o.name, e)
+			}
 			c := pod.Containers[0]
 			if g := pod.TerminationGracePeriodSeconds; g == nil || *g <= shutdownGrace+preStop(c) {
 				fail("Deployment %s: terminationGracePeriodSeconds %v, want more than the %d s shutdown plus the preStop pause", o.name, deref(g), shutdownGrace)
@@ -240,20 +257,16 @@ func (r rendered) promises(alerts []monv1.RuleGroup) []error {
 			for _, e := range podErrors(v.Spec.Template.Spec) {
 				fail("Job %s: %v", o.name, e)
 			}
+			if c := v.Spec.Template.Spec.Containers; len(c) == 1 && len(c[0].Args) > 0 {
+				for _, e := range podSecretErrors(c[0].Args[0], v.Spec.Template.Spec) {
+					fail("Job %s: %v", o.name, e)
+				}
+			} else {
+				fail("Job %s: want one container running one paykit command", o.name)
+			}
 		case *networkingv1.NetworkPolicy:
 			for _, e := range networkPolicyErrors(v) {
 				fail("NetworkPolicy %s: %v", o.name, e)
-			}
-		case *corev1.Secret:
-			// A Secret the chart writes as a hook (it must exist before the migration Job)
-			// is not part of the release: only a pre-rollback hook writes it back on
-			// helm rollback.
-			if h, ok := v.Annotations["helm.sh/hook"]; ok {
-				for _, want := range []string{"pre-install", "pre-upgrade", "pre-rollback"} {
-					if !slices.Contains(strings.Split(h, ","), want) {
-						fail("Secret %s: helm.sh/hook %q lacks %s", o.name, h, want)
-					}
-				}
 			}
 		case *monv1.PrometheusRule:
 			if !reflect.DeepEqual(v.Spec.Groups, alerts) {
@@ -262,6 +275,7 @@ func (r rendered) promises(alerts []monv1.RuleGroup) []error {
 		}
 	}
 	errs = append(errs, r.scrapeJobErrors(alerts)...)
+	errs = append(errs, r.hookSecretErrors()...)
 	for _, cmd := range []string{"api", "worker"} {
 		if !deployments[cmd] {
 			fail("no Deployment runs paykit %s", cmd)
@@ -411,10 +425,12 @@ func sanitized(label string) string {
 
 // networkPolicyErrors checks what a NetworkPolicy over paykit's pods promises: the API's
 // port open to every peer (Alipay's callbacks come from outside the cluster), the admin
-// port (/metrics, /readyz, pprof) only to the peers named, and nothing else opened.
+// port (/metrics, /readyz, pprof) only to the peers named, or to none (the kubelet's
+// probes come from the node, which a NetworkPolicy does not hold back), and nothing else
+// opened.
 func networkPolicyErrors(np *networkingv1.NetworkPolicy) []error {
 	var errs []error
-	httpOpen, adminOpen, adminRestricted := false, false, false
+	httpOpen, adminOpen := false, false
 	for _, rule := range np.Spec.Ingress {
 		if len(rule.Ports) == 0 {
 			errs = append(errs, fmt.Errorf("an ingress rule opens every port"))
@@ -424,8 +440,7 @@ func networkPolicyErrors(np *networkingv1.NetworkPolicy) []error {
 			case "http":
 				httpOpen = httpOpen || len(rule.From) == 0
 			case "admin":
-				adminOpen = adminOpen || len(rule.From) == 0
-				adminRestricted = adminRestricted || len(rule.From) > 0
+				adminOpen = adminOpen || len(rule.From) == 0 || slices.ContainsFunc(rule.From, everyPeer)
 			default:
 				errs = append(errs, fmt.Errorf("an ingress rule opens port %s", p.Port.String()))
 			}
@@ -434,10 +449,22 @@ func networkPolicyErrors(np *networkingv1.NetworkPolicy) []error {
 	if !httpOpen {
 		errs = append(errs, fmt.Errorf("the API's http port is not open to every peer"))
 	}
-	if adminOpen || !adminRestricted {
+	if adminOpen {
 		errs = append(errs, fmt.Errorf("the admin port is not restricted to named peers"))
 	}
 	return errs
+}
+
+// everyPeer reports whether a peer is every pod of the cluster (every namespace's, with no
+// pod selector) or every address.
+func everyPeer(p networkingv1.NetworkPolicyPeer) bool {
+	empty := func(s *metav1.LabelSelector) bool {
+		return s == nil || (len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0)
+	}
+	if p.IPBlock != nil {
+		return strings.HasSuffix(p.IPBlock.CIDR, "/0")
+	}
+	return p.NamespaceSelector != nil && empty(p.NamespaceSelector) && empty(p.PodSelector)
 }
 
 func deref(p *int64) any {

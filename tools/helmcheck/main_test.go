@@ -32,7 +32,7 @@ func TestStrictDecodingRefusesUnknownFields(t *testing.T) {
 		"unknown kind":   "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n",
 		"duplicate keys": strings.Replace(deployment, "%s", "image: other", 1),
 	} {
-		_, errs := check([]byte(doc), nil)
+		_, errs := check([]byte(doc), nil, intent{})
 		found := false
 		for _, e := range errs {
 			if strings.Contains(e.Error(), "document 1") {
@@ -56,14 +56,14 @@ func TestPrometheusRuleMustEqualTheAlertsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	rule := "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: paykit}\nspec:\n" + indent(string(raw))
-	if _, errs := check([]byte(rule), want); hasRuleError(errs) {
+	if _, errs := check([]byte(rule), want, intent{}); hasRuleError(errs) {
 		t.Fatalf("the file's own groups: %v", errs)
 	}
 	changed := strings.Replace(rule, "severity: critical", "severity: warning", 1)
 	if changed == rule {
 		t.Fatal("no critical alert to change")
 	}
-	if _, errs := check([]byte(changed), want); !hasRuleError(errs) {
+	if _, errs := check([]byte(changed), want, intent{}); !hasRuleError(errs) {
 		t.Fatalf("a changed severity passed: %v", errs)
 	}
 }
@@ -113,7 +113,7 @@ func TestServiceMonitorJobsAreTheAlertsJobs(t *testing.T) {
 		"a job with no pod": {[]string{pods("api"), monitor(strings.Replace(relabel, "%s", "paykit-$1", 1))}, "no pod is scraped as a job matching"},
 		"no monitor":        {[]string{pods("api"), pods("worker")}, ""},
 	} {
-		r, _ := check([]byte(strings.Join(tc.docs, "---\n")), want)
+		r, _ := check([]byte(strings.Join(tc.docs, "---\n")), want, intent{})
 		var got []string
 		for _, e := range r.scrapeJobErrors(want) {
 			got = append(got, e.Error())
@@ -128,26 +128,8 @@ func TestServiceMonitorJobsAreTheAlertsJobs(t *testing.T) {
 	}
 }
 
-// A Secret written as a hook must be written again on helm rollback.
-func TestHookSecretIsWrittenOnRollback(t *testing.T) {
-	secret := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: paykit\n  annotations:\n    helm.sh/hook: %s\nstringData: {k: v}\n"
-	for hook, wantErr := range map[string]bool{
-		"pre-install,pre-upgrade,pre-rollback": false,
-		"pre-install,pre-upgrade":              true,
-	} {
-		r, _ := check([]byte(strings.Replace(secret, "%s", hook, 1)), nil)
-		errs := r.promises(nil)
-		found := false
-		for _, e := range errs {
-			found = found || strings.Contains(e.Error(), "lacks pre-rollback")
-		}
-		if found != wantErr {
-			t.Errorf("hook %s: errors %v, want a pre-rollback error: %v", hook, errs, wantErr)
-		}
-	}
-}
-
-// A NetworkPolicy keeps the API's port open and the admin port (pprof) to named peers.
+// A NetworkPolicy keeps the API's port open and the admin port (pprof) to named peers, or
+// to none but the kubelet.
 func TestNetworkPolicyKeepsTheAdminPortToNamedPeers(t *testing.T) {
 	const np = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: paykit}\nspec:\n" +
 		"  podSelector: {matchLabels: {app: x}}\n  policyTypes: [Ingress]\n  ingress:\n%s"
@@ -159,11 +141,13 @@ func TestNetworkPolicyKeepsTheAdminPortToNamedPeers(t *testing.T) {
 	}{
 		"as the chart renders it": {http + admin, ""},
 		"admin open to all":       {http + "    - ports: [{port: admin}]\n", "admin port is not restricted"},
-		"no admin rule":           {http, "admin port is not restricted"},
+		"no admin rule":           {http, ""},
+		"admin to every pod":      {http + "    - ports: [{port: admin}]\n      from: [{namespaceSelector: {}}]\n", "admin port is not restricted"},
+		"admin to every address":  {http + "    - ports: [{port: admin}]\n      from: [{ipBlock: {cidr: 0.0.0.0/0}}]\n", "admin port is not restricted"},
 		"api closed":              {admin, "http port is not open"},
 		"every port":              {http + admin + "    - from: [{podSelector: {}}]\n", "opens every port"},
 	} {
-		r, errs := check([]byte(strings.Replace(np, "%s", tc.rules, 1)), nil)
+		r, errs := check([]byte(strings.Replace(np, "%s", tc.rules, 1)), nil, intent{})
 		for _, e := range errs {
 			if strings.Contains(e.Error(), "document") {
 				t.Fatalf("%s: %v", name, e)
