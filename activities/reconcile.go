@@ -169,6 +169,9 @@ func (r *reconcileRun) work(ctx context.Context) {
 		case !r.exhausted && !r.reading:
 			r.read(ctx)
 		case r.exhausted && r.queued == 0:
+			// Nothing is left to hand out: the workers waiting for work end too (a
+			// Signal wakes one, and it alone would leave the rest waiting to the deadline).
+			r.cond.Broadcast()
 			return
 		default:
 			r.cond.Wait()

@@ -464,3 +464,29 @@ func reconcilerOutcome(tb testing.TB, reg *prometheus.Registry, outcome string) 
 	tb.Fatalf("no paykit_reconciler_queries_total{outcome=%q}", outcome)
 	return 0
 }
+
+// A run ends as soon as every due payment is served, whatever the number of its workers:
+// the ones left waiting for work are woken when there is none left, not at the budget's
+// end (a run that outlived its schedule's period held back the next runs, whose
+// queries then came late: a payment paid with its notifications lost was closed at
+// expiry instead of paid on the reconciler's wake).
+func TestReconcileDueEndsWhenNothingIsLeft(t *testing.T) {
+	f := newFixture(t)
+	// The app's limit in Redis, as every worker has it: a turn takes a round trip, and
+	// the other workers wait for work meanwhile.
+	rdb, prefix := testenv.Redis(t)
+	l := &redis.CallLimiter{Client: redis.New(rdb, prefix), Rate: 100, Burst: 50, Hold: time.Second}
+	f.acts.Gateways = appGateways{testAppID: gateways.Limited(f.acts.Gateway, testAppID, l)}
+	f.duePaymentsOn(t, testAppID, 3)
+	in := activities.ReconcileDueInput{Interval: time.Hour, Page: 100, Parallel: 32, Budget: time.Minute}
+	start := time.Now()
+	var res activities.ReconcileDueResult
+	if err := f.remote(t, &res, f.acts.ReconcileDue, in); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("took %s: %+v", took, res)
+	if took > 10*time.Second || res.Queried != 3 {
+		t.Fatalf("a run of 32 workers over 3 due payments: %+v in %s, want 3 queried well within its one-minute budget", res, took.Round(time.Millisecond))
+	}
+}
