@@ -15,9 +15,11 @@ import (
 // with the keyring when there is one, so that when ALIPAY_APP_ID changes the payments
 // opened on this app are still queried, closed, refunded, verified and reconciled on it
 // (gateways.Resolver.ForPayment and ForApp fall back to the deployment's kept apps). The
-// first time the deployment records an app, the payments recorded before payments named
-// their app (alipay_app_id ”) are written with it: they were opened on it. An earlier
-// default app recorded without keys is reported: its payments can no longer be acted on.
+// payments recorded before payments named their app (alipay_app_id ”) are written with
+// the first app the deployment recorded: they were opened on it. Until a start has
+// written them all, every start does (a start killed part way leaves the rest to the
+// next), with that first app whatever ALIPAY_APP_ID says now. An earlier default app
+// recorded without keys is reported: its payments can no longer be acted on.
 func KeepDefaultApp(ctx context.Context, cfg config.Config, store *mysql.Store, keys *secrets.Keyring, logger *slog.Logger) error {
 	sealed := ""
 	if keys != nil {
@@ -48,12 +50,17 @@ func KeepDefaultApp(ctx context.Context, cfg config.Config, store *mysql.Store, 
 				"fix", "set PAYKIT_SECRETS_KEYS and start one process with that app's ALIPAY_* to keep its keys; `paykit apps -forget "+k.AppID+"` once none of its payments can still be paid or refunded")
 		}
 	}
-	if first {
-		n, err := store.BackfillDefaultApp(ctx, cfg.AlipayAppID, 5000)
+	firstApp, pending, err := store.DefaultAppToBackfill(ctx)
+	if err != nil {
+		return err
+	}
+	if pending {
+		n, err := store.BackfillDefaultApp(ctx, firstApp, 5000)
 		if err != nil {
 			return fmt.Errorf("record the default app on older payments: %w", err)
 		}
-		logger.Info("default app recorded", "app_id", cfg.AlipayAppID, "keys_kept", sealed != "", "older_rows_written", n)
+		logger.Info("default app recorded", "app_id", cfg.AlipayAppID, "keys_kept", sealed != "",
+			"older_rows_app_id", firstApp, "older_rows_written", n, "resumed", !first)
 	}
 	return nil
 }

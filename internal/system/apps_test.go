@@ -143,3 +143,86 @@ func TestAnEarlierDefaultAppWithoutKeysIsReported(t *testing.T) {
 		t.Fatalf("kept apps %v, %v: an app without keys has no bill to fetch and is not listed", apps, err)
 	}
 }
+
+func insertRefund(t *testing.T, db *sql.DB, no, paymentNo, appID string) {
+	t.Helper()
+	now := time.Now().UTC()
+	if _, err := db.Exec(`INSERT INTO refunds (refund_no, tenant_id, payment_no, out_request_no, amount_fen, status, created_at, updated_at, alipay_app_id)
+VALUES (?, 't1', ?, ?, 10, 0, ?, ?, ?)`, no, paymentNo, "or"+no, now, now, appID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func refundApp(t *testing.T, db *sql.DB, no string) string {
+	t.Helper()
+	var app string
+	if err := db.QueryRow(`SELECT alipay_app_id FROM refunds WHERE refund_no = ?`, no).Scan(&app); err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// A start killed after it recorded the deployment's first app and before the payments
+// from before payments named their app were written with it (or part way through
+// writing them) leaves the work to the next start, whichever app that one runs on: the
+// rows get the first app, the one they were opened on, never a later default that would
+// take them over once ALIPAY_APP_ID changes.
+func TestAnInterruptedBackfillResumesWithTheFirstApp(t *testing.T) {
+	tests := []struct {
+		name   string
+		nextOn string // the app of the start after the interrupted one
+		starts int    // processes starting at once after it
+	}{
+		{"same app", "2021000000000301", 1},
+		{"default app changed meanwhile", "2021000000000302", 1},
+		{"several processes at once", "2021000000000302", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, dsn := testenv.MySQL(t)
+			ctx := context.Background()
+			store := mysql.NewStore(db)
+			const firstApp = "2021000000000301"
+			insertPayment(t, db, "P0", "")
+			insertPayment(t, db, "P1", "")
+			insertRefund(t, db, "R1", "P1", "")
+			// The interrupted start: the app recorded in its own transaction, then the
+			// process killed after the first of the rows was written.
+			first, err := store.KeepDeploymentApp(ctx, firstApp, "2088000000000301", "")
+			if err != nil || !first {
+				t.Fatalf("KeepDeploymentApp = %v, %v; want the first app recorded", first, err)
+			}
+			if _, err := db.Exec(`UPDATE payments SET alipay_app_id = ? WHERE payment_no = 'P0'`, firstApp); err != nil {
+				t.Fatal(err)
+			}
+
+			next := appConfig(t, dsn, tt.nextOn, "2088000000000302", "")
+			errs := make([]error, tt.starts)
+			testenv.Parallel(tt.starts, func(i int) {
+				errs[i] = KeepDefaultApp(ctx, next, store, nil, slog.New(slog.DiscardHandler))
+			})
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("start %d: %v", i, err)
+				}
+			}
+			for _, no := range []string{"P0", "P1"} {
+				if got := paymentApp(t, db, no); got != firstApp {
+					t.Errorf("payment %s reads %q after the next start, want the first app %s", no, got, firstApp)
+				}
+			}
+			if got := refundApp(t, db, "R1"); got != firstApp {
+				t.Errorf("refund R1 reads %q after the next start, want the first app %s", got, firstApp)
+			}
+
+			// Done is recorded: a later start walks the payments no more.
+			var log bytes.Buffer
+			if err := KeepDefaultApp(ctx, next, store, nil, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(log.String(), "older_rows_written") {
+				t.Errorf("a start after the backfill finished ran it again: %s", log.String())
+			}
+		})
+	}
+}
