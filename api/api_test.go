@@ -45,6 +45,8 @@ type fakeStore struct {
 	// orderPayments is what ListOrderPayments lists (newest first); events the outbox.
 	orderPayments []payment.Payment
 	events        []payment.Event
+	// feedHorizon is the highest position of an event the purge deleted (FeedHorizon).
+	feedHorizon int64
 	// tenantReads counts GetTenant calls, pings Ping calls.
 	tenantReads int
 	pings       int

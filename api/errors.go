@@ -30,6 +30,7 @@ var statusByCode = map[string]int{
 	payment.EFINISHING:      http.StatusConflict,
 	payment.ENOTPAID:        http.StatusConflict,
 	payment.EREFUNDEXCEEDS:  http.StatusConflict,
+	payment.ECURSOREXPIRED:  http.StatusGone,
 	payment.EBADSIGNATURE:   http.StatusBadRequest,
 	payment.EUNAVAILABLE:    http.StatusServiceUnavailable,
 	payment.ETOOMANYRETRIES: http.StatusServiceUnavailable,
@@ -49,12 +50,16 @@ type Problem struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Payment is the existing payment, for conflicts where one exists.
 	Payment any `json:"payment,omitempty"`
+	// OldestCursor is the oldest cursor of the events feed still valid, for
+	// cursor_expired.
+	OldestCursor string `json:"oldest_cursor,omitempty"`
 }
 
 // problemError carries extra members for the problem body.
 type problemError struct {
-	err     error
-	payment any
+	err          error
+	payment      any
+	oldestCursor string
 }
 
 func (e *problemError) Error() string { return e.err.Error() }
@@ -112,7 +117,7 @@ func problemFor(c echo.Context, err error) (int, Problem) {
 	var ce *checkout.PaymentError
 	switch {
 	case errors.As(err, &pe):
-		p.Payment = pe.payment
+		p.Payment, p.OldestCursor = pe.payment, pe.oldestCursor
 	case errors.As(err, &ce):
 		p.Payment = ce.Payment
 	}

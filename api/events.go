@@ -63,7 +63,9 @@ func eventView(ev payment.Event) EventView {
 		Payload: payload, Delivery: d, Cursor: strconv.FormatInt(ev.Seq, 10)}
 }
 
-// listEvents is the tenant's outbox as a feed, oldest first, from after the cursor.
+// listEvents is the tenant's outbox as a feed, oldest first, from after the cursor. A
+// cursor the retention purge has passed (events after it were deleted) answers 410
+// cursor_expired with the oldest cursor still valid, rather than a page that skips them.
 func (s *Server) listEvents(c echo.Context) error {
 	pg, err := pageOf(c)
 	if err != nil {
@@ -75,9 +77,24 @@ func (s *Server) listEvents(c echo.Context) error {
 			return payment.Errorf(payment.EINVALID, "after must be a cursor from this feed")
 		}
 	}
-	evs, err := s.store.ListTenantEvents(c.Request().Context(), tenantIDOf(c), after, pg.limit+1)
+	ctx, tenantID := c.Request().Context(), tenantIDOf(c)
+	evs, err := s.store.ListTenantEvents(ctx, tenantID, after, pg.limit+1)
 	if err != nil {
 		return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read events right now", Err: err}
+	}
+	if after > 0 {
+		// Read after the events: a purge that deleted one after the cursor before they
+		// were read has recorded it by now.
+		horizon, err := s.store.FeedHorizon(ctx, tenantID)
+		if err != nil {
+			return &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot read events right now", Err: err}
+		}
+		if after < horizon {
+			oldest := strconv.FormatInt(horizon, 10)
+			return &problemError{err: payment.Errorf(payment.ECURSOREXPIRED,
+				"events after cursor %d were deleted past their retention; resume from oldest_cursor %s or from the start", after, oldest),
+				oldestCursor: oldest}
+		}
 	}
 	views := make([]EventView, 0, len(evs))
 	for _, ev := range evs {

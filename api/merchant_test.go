@@ -37,6 +37,15 @@ func (f *fakeStore) GetTenantEvent(_ context.Context, tenantID, eventID string) 
 	return payment.Event{}, payment.ErrNotFound
 }
 
+func (f *fakeStore) FeedHorizon(_ context.Context, tenantID string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tenantID != "t1" {
+		return 0, f.err()
+	}
+	return f.feedHorizon, f.err()
+}
+
 func do(t *testing.T, method, url, body string, h map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
@@ -189,6 +198,40 @@ func TestEventFeedPagesThroughTheTenantsOutbox(t *testing.T) {
 	for _, q := range []string{"?limit=0", "?limit=101", "?after=x"} {
 		if resp, body := do(t, http.MethodGet, srv.URL+"/v1/events"+q, "", authJSON); resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("GET /v1/events%s: HTTP %d %s", q, resp.StatusCode, body)
+		}
+	}
+}
+
+// A cursor older than the purge horizon (events after it were deleted) answers 410
+// cursor_expired naming the oldest cursor still valid, never a page that silently skips
+// the deleted events; that cursor, and the start, still answer.
+func TestEventFeedRefusesACursorPastThePurge(t *testing.T) {
+	srv, st, _ := newServer(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	// Events 1 to 4 were purged; 2 was dead and is kept.
+	st.events = []payment.Event{
+		{Seq: 2, EventID: "evt_P2_paid", TenantID: "t1", PaymentNo: "P2", Type: payment.EventPaymentPaid, Payload: []byte(`{}`), Dead: true, CreatedAt: now},
+		{Seq: 5, EventID: "evt_P5_paid", TenantID: "t1", PaymentNo: "P5", Type: payment.EventPaymentPaid, Payload: []byte(`{}`), CreatedAt: now},
+		{Seq: 6, EventID: "evt_P6_paid", TenantID: "t1", PaymentNo: "P6", Type: payment.EventPaymentPaid, Payload: []byte(`{}`), CreatedAt: now},
+	}
+	st.feedHorizon = 4
+	for _, after := range []string{"1", "2", "3"} {
+		resp, body := do(t, http.MethodGet, srv.URL+"/v1/events?after="+after, "", authJSON)
+		var p struct {
+			Code         string `json:"code"`
+			Detail       string `json:"detail"`
+			OldestCursor string `json:"oldest_cursor"`
+		}
+		_ = json.Unmarshal([]byte(body), &p)
+		if resp.StatusCode != http.StatusGone || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			p.Code != payment.ECURSOREXPIRED || p.OldestCursor != "4" || !strings.Contains(p.Detail, "4") {
+			t.Fatalf("after=%s: HTTP %d %s; want 410 cursor_expired with oldest_cursor 4", after, resp.StatusCode, body)
+		}
+	}
+	for query, want := range map[string]string{"?after=4": "evt_P5_paid", "?after=5": "evt_P6_paid", "": "evt_P2_paid", "?after=0": "evt_P2_paid"} {
+		resp, body := do(t, http.MethodGet, srv.URL+"/v1/events"+query, "", authJSON)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"event_id":"`+want+`"`) {
+			t.Errorf("GET /v1/events%s: HTTP %d %s; want a page from %s", query, resp.StatusCode, body, want)
 		}
 	}
 }

@@ -20,19 +20,26 @@ var _ audit.Store = (*Store)(nil)
 const (
 	auditEventDelivered = `e.delivered = 1`
 	auditEventDead      = `e.dead = 1`
-	// A payment.paid event missing from a PAID payment paid before the events' purge
-	// horizon (with an hour for Alipay's clock, which stamps paid_at, running ahead of
-	// ours) was delivered and purged: only delivered events are purged, and an event is
-	// written after its payment was paid. One paid later was never written.
-	auditEventPurged = `CASE WHEN p.status = 1 AND p.paid_at < (SELECT h.horizon + INTERVAL 1 HOUR FROM purge_horizons h WHERE h.name = 'payment_events') THEN 2 ELSE 0 END`
+	// A payment.paid event missing from a PAID payment was delivered and purged if the
+	// purge recorded deleting it (x, purged_events, migration 0054); one it did not record
+	// was never written, however long ago the payment was paid. The purges that ran before
+	// they recorded anything left only their horizon: a payment paid before that
+	// (payment_events_unrecorded once a recording purge has run, with an hour for
+	// Alipay's clock, which stamps paid_at, running ahead of ours) is counted as purged,
+	// as it was then, since only delivered events are purged and an event is written
+	// after its payment was paid.
+	auditEventPurged = `CASE WHEN p.status = 1 AND (x.event_id IS NOT NULL OR p.paid_at < COALESCE(
+		(SELECT h.horizon FROM purge_horizons h WHERE h.name = 'payment_events_unrecorded'),
+		(SELECT h.horizon FROM purge_horizons h WHERE h.name = 'payment_events')) + INTERVAL 1 HOUR) THEN 2 ELSE 0 END`
 )
 
 // auditRecordSelect reads each payment of the inner select p with its grant, its
-// payment.paid event (by event_id, built with CONCAT from the affixes of EventID) and,
-// for a PAID payment without the re-purchase opt-in, the first earlier PAID payment of
-// its order (ordered as idx_payments_tenant_order is), for a PAID payment the first later
-// PAID one of its order without the opt-in, when its oldest unsettled
-// notification arrived (by idx_channel_notifications_payment_no), and the latest change
+// payment.paid event (by event_id, built with CONCAT from the affixes of EventID) or, if
+// it has none, the purge's record of deleting it (uk_purged_events_event_id) and, for a
+// PAID payment without the re-purchase opt-in, the first earlier PAID payment of its
+// order (ordered as idx_payments_tenant_order is), for a PAID payment the first later
+// PAID one of its order without the opt-in, when its oldest unsettled notification
+// arrived (by idx_channel_notifications_payment_no), and the latest change
 // of the payment, its refunds (idx_refunds_payment) and its events
 // (idx_payment_events_payment_no).
 const auditRecordSelect = `SELECT p.*,
@@ -53,7 +60,8 @@ const auditRecordSelect = `SELECT p.*,
 		COALESCE((SELECT MAX(r.updated_at) FROM refunds r WHERE r.payment_no = p.payment_no), p.updated_at),
 		COALESCE((SELECT MAX(x.changed_at) FROM payment_events x WHERE x.payment_no = p.payment_no), p.updated_at))
 FROM (SELECT ` + paymentColumns + ` FROM payments WHERE payment_no IN (%s)) AS p
-LEFT JOIN payment_events e ON p.status = 1 AND e.event_id = CONCAT(?, p.payment_no, ?)`
+LEFT JOIN payment_events e ON p.status = 1 AND e.event_id = CONCAT(?, p.payment_no, ?)
+LEFT JOIN purged_events x ON p.status = 1 AND e.id IS NULL AND x.event_id = CONCAT(?, p.payment_no, ?)`
 
 // The changed rows of each audit source, one page in (time, id) order past a position:
 // a range of idx_payments_updated, idx_refunds_updated or idx_payment_events_changed,
@@ -155,7 +163,7 @@ func (st *Store) AuditRecords(ctx context.Context, paymentNos []string) ([]audit
 		args = append(args, paymentNos[min(i, len(paymentNos)-1)])
 	}
 	prefix, suffix := eventIDAffixes(payment.EventPaymentPaid)
-	args = append(args, prefix, suffix)
+	args = append(args, prefix, suffix, prefix, suffix)
 	q := fmt.Sprintf(auditRecordSelect, strings.TrimSuffix(strings.Repeat("?, ", n), ", "))
 	err := st.query(ctx, q, args, func(rows *sql.Rows) error {
 		var r audit.Record

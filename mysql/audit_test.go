@@ -5,6 +5,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,9 +288,9 @@ func TestAnomalyKinds(t *testing.T) {
 }
 
 // The purge of delivered events keeps what is still owed and what is recent, and records
-// its horizon first, so the audit reads a payment.paid event that was delivered and then
-// purged as settled, while one that was never written, paid after the horizon, is still
-// missing.
+// its horizon first and each event it deletes, so the audit reads a payment.paid event
+// that was delivered and then purged as settled, while one that was never written is
+// still missing, whether paid after the horizon (P_NEVER) or before it (P_GONE).
 func TestPurgeDeliveredEventsAndTheAuditsView(t *testing.T) {
 	st, db := newStore(t)
 	ctx := context.Background()
@@ -384,7 +385,7 @@ func TestPurgeDeliveredEventsAndTheAuditsView(t *testing.T) {
 		got[r.Payment.PaymentNo] = r.Event
 	}
 	want := map[string]audit.EventState{
-		"P_OLD1": audit.EventSettled, "P_GONE": audit.EventSettled, "P_NEW": audit.EventSettled,
+		"P_OLD1": audit.EventSettled, "P_GONE": audit.EventMissing, "P_NEW": audit.EventSettled,
 		"P_OWED": audit.EventOwed, "P_DEAD": audit.EventDead, "P_NEVER": audit.EventMissing,
 	}
 	if !maps.Equal(got, want) {
@@ -397,5 +398,134 @@ func TestPurgeDeliveredEventsReadsItsIndex(t *testing.T) {
 	_, db := newStore(t)
 	if key := explainKeys(t, db, mysql.QPurgeDeliveredEvents, time.Now(), 1000)["payment_events"]; key != "idx_payment_events_undelivered" {
 		t.Fatalf("the purge of delivered events reads %q, want idx_payment_events_undelivered", key)
+	}
+}
+
+// paidAtAlipay answers every query with the trade paid as the payment asks (9.90 CNY).
+type paidAtAlipay struct{}
+
+func (paidAtAlipay) Query(_ context.Context, paymentNo string) (payment.Trade, error) {
+	return payment.Trade{State: payment.TradePaid, PaymentNo: paymentNo, TradeNo: "T" + paymentNo, Amount: 990, RawStatus: "TRADE_SUCCESS"}, nil
+}
+
+// noneRunning is a WorkflowChecker for which no workflow runs.
+type noneRunning struct{}
+
+func (noneRunning) Running(context.Context, string) (bool, error) { return false, nil }
+
+// Two PAID payments paid long before the purge's horizon: the payment.paid event of one
+// was delivered and purged, that of the other was never written. The purge's record of
+// what it deleted tells them apart, not the payments' age: the first is settled, the
+// second is a missing event, which the audit reports as undelivered_event.
+func TestAuditTellsAPurgedEventFromOneNeverWritten(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	exec := func(query string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, query, args...); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+	}
+	old := time.Now().Add(-100 * 24 * time.Hour).UTC()
+	for _, no := range []string{"P_PURGED", "P_NEVER"} {
+		createPending(t, st, "t1", "o"+no, no)
+		if _, err := st.MarkPaid(ctx, no, "T"+no, old); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.GrantBenefit(ctx, payment.BenefitGrant{TenantID: "t1", PaymentNo: no, OrderID: "o" + no, Benefit: "vip"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.MarkEventDelivered(ctx, mysql.EventID("P_PURGED", payment.EventPaymentPaid)); err != nil {
+		t.Fatal(err)
+	}
+	exec("UPDATE payment_events SET created_at = ? WHERE payment_no = 'P_PURGED'", old)
+	exec("DELETE FROM payment_events WHERE payment_no = 'P_NEVER'") // as if it had never been written
+	// Their rows changed two hours ago (a refund, say): the audit's window reads them, and
+	// they are past the webhook SLA.
+	changed := time.Now().Add(-2 * time.Hour).UTC()
+	exec("UPDATE payments SET updated_at = ? WHERE payment_no IN ('P_PURGED', 'P_NEVER')", changed)
+	for {
+		n, err := st.PurgeDeliveredEvents(ctx, time.Now().Add(-90*24*time.Hour), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM payment_events WHERE payment_no IN ('P_PURGED', 'P_NEVER')"); n != 0 {
+		t.Fatalf("%d events left, want P_PURGED's purged", n)
+	}
+
+	recs, err := st.AuditRecords(ctx, []string{"P_PURGED", "P_NEVER"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]audit.EventState{}
+	for _, r := range recs {
+		got[r.Payment.PaymentNo] = r.Event
+	}
+	if want := map[string]audit.EventState{"P_PURGED": audit.EventSettled, "P_NEVER": audit.EventMissing}; !maps.Equal(got, want) {
+		t.Fatalf("the audit's events: %v, want %v (%d settled, %d missing)", got, want, audit.EventSettled, audit.EventMissing)
+	}
+
+	aud := &audit.Auditor{Store: st, Gateway: paidAtAlipay{}, Workflows: noneRunning{}}
+	rep, err := aud.Run(ctx, audit.Params{Since: changed.Add(-time.Minute), Until: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	undelivered := map[string]string{}
+	for _, f := range rep.Findings {
+		if f.Kind == audit.KindUndeliveredEvent {
+			undelivered[f.PaymentNo] = f.Detail
+		}
+	}
+	if len(undelivered) != 1 || !strings.Contains(undelivered["P_NEVER"], "no payment.paid event row") {
+		t.Fatalf("undelivered_event findings %v, want P_NEVER's alone, as having no event row (report: %+v)", undelivered, rep)
+	}
+}
+
+// The purges that ran before purged_events (migration 0054) left only their horizon: a
+// payment.paid event missing from a payment paid before it is still counted as purged,
+// before and after the first purge that records what it deletes; one paid after it and
+// not recorded was never written.
+func TestAuditCountsEventsPurgedBeforeTheRecordsAsPurged(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	exec := func(query string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, query, args...); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+	}
+	unrecorded := time.Now().Add(-200 * 24 * time.Hour).UTC()
+	for no, paidAt := range map[string]time.Time{"P_EARLY": unrecorded.Add(-24 * time.Hour), "P_LATER": unrecorded.Add(24 * time.Hour)} {
+		createPending(t, st, "t1", "o"+no, no)
+		if _, err := st.MarkPaid(ctx, no, "T"+no, paidAt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("DELETE FROM payment_events WHERE payment_no IN ('P_EARLY', 'P_LATER')")
+	// What a purge of an earlier release left: its horizon, and no record of the events.
+	exec("INSERT INTO purge_horizons (name, horizon, updated_at) VALUES ('payment_events', ?, ?)", unrecorded, unrecorded)
+	want := map[string]audit.EventState{"P_EARLY": audit.EventSettled, "P_LATER": audit.EventMissing}
+	for _, when := range []string{"before", "after"} {
+		if when == "after" {
+			if _, err := st.PurgeDeliveredEvents(ctx, time.Now().Add(-90*24*time.Hour), 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		recs, err := st.AuditRecords(ctx, []string{"P_EARLY", "P_LATER"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]audit.EventState{}
+		for _, r := range recs {
+			got[r.Payment.PaymentNo] = r.Event
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("%s the first recording purge: %v, want %v", when, got, want)
+		}
 	}
 }

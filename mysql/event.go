@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paykit/paykit/payment"
@@ -221,17 +222,29 @@ const qUTCNow = `SELECT UTC_TIMESTAMP(6)`
 const MinEventRetention = 7 * 24 * time.Hour
 
 // The purge of delivered events: the horizon moves first (never back), then one batch,
-// oldest first, is a range of idx_payment_events_undelivered (delivered, created_at).
+// oldest first, a range of idx_payment_events_undelivered (delivered, created_at), is
+// recorded in purged_events (migration 0054) and deleted in one transaction.
 const (
 	qMoveEventHorizon = `INSERT INTO purge_horizons (name, horizon, updated_at) VALUES ('payment_events', ?, ?)
 ON DUPLICATE KEY UPDATE horizon = GREATEST(horizon, VALUES(horizon)), updated_at = VALUES(updated_at)`
-	qPurgeDeliveredEvents = `DELETE /*+ USE_INDEX(payment_events, idx_payment_events_undelivered) */ FROM payment_events
-WHERE delivered = 1 AND created_at < ? ORDER BY created_at LIMIT ?`
+	// qKeepUnrecordedEventHorizon keeps, once, the horizon the purges reached before they
+	// recorded what they deleted (the earliest DATETIME if none ran): the audit counts a
+	// payment.paid event missing from a payment paid before it as purged, as it did.
+	qKeepUnrecordedEventHorizon = `INSERT IGNORE INTO purge_horizons (name, horizon, updated_at)
+SELECT 'payment_events_unrecorded', x.h, ? FROM
+	(SELECT COALESCE(MAX(horizon), '1000-01-01') AS h FROM purge_horizons WHERE name = 'payment_events') AS x`
+	qDeliveredEventsToPurge = `SELECT /*+ USE_INDEX(payment_events, idx_payment_events_undelivered) */ id, tenant_id, COALESCE(feed_seq, id), event_id
+FROM payment_events WHERE delivered = 1 AND created_at < ? ORDER BY created_at LIMIT ? FOR UPDATE`
+	// The rows to record and delete, as many as the batch has (%s).
+	qRecordPurgedEvents = `INSERT INTO purged_events (tenant_id, feed_seq, event_id, purged_at) VALUES %s
+ON DUPLICATE KEY UPDATE purged_at = VALUES(purged_at)`
+	qDeletePurgedEvents = `DELETE FROM payment_events WHERE id IN (%s)`
 )
 
 // PurgeDeliveredEvents implements payment.EventRetention. The horizon is recorded before
-// anything is deleted, so an audit that meets a payment.paid event gone missing can tell
-// whether a purge took it.
+// anything is deleted, and each event deleted leaves its row in purged_events, so that the
+// events feed refuses a cursor a purge has passed and the audit tells a payment.paid event
+// that was purged from one that was never written.
 func (st *Store) PurgeDeliveredEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
 	if limit <= 0 || limit > maxListLimit {
 		limit = maxListLimit
@@ -245,8 +258,55 @@ func (st *Store) PurgeDeliveredEvents(ctx context.Context, before time.Time, lim
 	if latest := dbNow.Add(-MinEventRetention); before.After(latest) {
 		before = latest
 	}
-	if _, err := st.exec(ctx, nil, qMoveEventHorizon, dbTime(before), st.clock()); err != nil {
+	now := st.clock()
+	if _, err := st.exec(ctx, nil, qKeepUnrecordedEventHorizon, now); err != nil {
+		return 0, fmt.Errorf("mysql: purge delivered events: keep the unrecorded horizon: %w", err)
+	}
+	if _, err := st.exec(ctx, nil, qMoveEventHorizon, dbTime(before), now); err != nil {
 		return 0, fmt.Errorf("mysql: purge delivered events: move the horizon: %w", err)
 	}
-	return st.execCount(ctx, "purge delivered events", qPurgeDeliveredEvents, dbTime(before), limit)
+	var n int64
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		s, err := st.stmt(ctx, tx, qDeliveredEventsToPurge)
+		if err != nil {
+			return err
+		}
+		rows, err := s.QueryContext(ctx, dbTime(before), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var ids, purged []any
+		for rows.Next() {
+			var (
+				id, seq         int64
+				tenantID, evtID string
+			)
+			if err := rows.Scan(&id, &tenantID, &seq, &evtID); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+			purged = append(purged, tenantID, seq, evtID, now)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		if _, err := st.exec(ctx, tx, fmt.Sprintf(qRecordPurgedEvents, strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", len(ids)), ", ")), purged...); err != nil {
+			return fmt.Errorf("record: %w", err)
+		}
+		res, err := st.exec(ctx, tx, fmt.Sprintf(qDeletePurgedEvents, placeholders(len(ids))), ids...)
+		if err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("mysql: purge delivered events: %w", err)
+	}
+	return n, nil
 }

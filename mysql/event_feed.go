@@ -14,6 +14,8 @@ const (
 	qTenantEvents = `SELECT feed_seq, ` + eventColumns + ` FROM payment_events
 WHERE tenant_id = ? AND feed_seq > ? ORDER BY feed_seq LIMIT ?`
 	qTenantEvent = `SELECT COALESCE(feed_seq, 0), ` + eventColumns + ` FROM payment_events WHERE tenant_id = ? AND event_id = ?`
+	// qFeedHorizon reads the last entry of the tenant's range of purged_events' primary key.
+	qFeedHorizon = `SELECT COALESCE(MAX(feed_seq), 0) FROM purged_events WHERE tenant_id = ?`
 	// qClaimEventForRedelivery takes an event that no sweeper or other redelivery holds,
 	// delivered or dead ones too. Moving next_attempt_at defeats the compare-and-set of a
 	// sweeper that read the event before.
@@ -41,6 +43,16 @@ func (st *Store) ListTenantEvents(ctx context.Context, tenantID string, afterSeq
 		return nil, fmt.Errorf("mysql: list events of %s: %w", tenantID, err)
 	}
 	return evs, nil
+}
+
+// FeedHorizon returns the highest feed position of the tenant's events the purge deleted
+// (migration 0054), 0 if none: the oldest cursor still valid.
+func (st *Store) FeedHorizon(ctx context.Context, tenantID string) (int64, error) {
+	var seq int64
+	if err := st.queryRow(ctx, nil, qFeedHorizon, []any{tenantID}, func(row *sql.Row) error { return row.Scan(&seq) }); err != nil {
+		return 0, fmt.Errorf("mysql: feed horizon of %s: %w", tenantID, err)
+	}
+	return seq, nil
 }
 
 // GetTenantEvent returns a tenant's event by id; another tenant's is ErrNotFound.

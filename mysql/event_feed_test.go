@@ -301,3 +301,77 @@ func TestFeedCursorsSurviveTheMigrationToFeedPositions(t *testing.T) {
 		t.Fatalf("after a cursor of 57: %+v %v, want the new event at 58", evs, err)
 	}
 }
+
+// The feed's horizon is the highest position of the tenant's events the purge deleted: a
+// cursor below it has had events after it deleted. It never moves back, an undelivered
+// event kept below it changes nothing, and another tenant's purge is not this tenant's.
+func TestFeedHorizonIsTheLastPurgedPosition(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	horizon := func(tenantID string) int64 {
+		t.Helper()
+		h, err := st.FeedHorizon(ctx, tenantID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	purge := func() {
+		t.Helper()
+		for {
+			n, err := st.PurgeDeliveredEvents(ctx, time.Now().Add(-90*24*time.Hour), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n < 2 {
+				return
+			}
+		}
+	}
+	var evs []payment.Event
+	for i := range 5 {
+		ev, err := st.GetTenantEvent(ctx, "t1", paidEvent(t, st, "t1", fmt.Sprintf("P%d", i+1)).EventID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	other := paidEvent(t, st, "t2", "Q1")
+	// P2's event stays undelivered: old and still owed, it is kept.
+	for _, ev := range []payment.Event{evs[0], evs[2], evs[3], evs[4], other} {
+		if err := st.MarkEventDelivered(ctx, ev.EventID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-100 * 24 * time.Hour).UTC()
+	if _, err := db.ExecContext(ctx, "UPDATE payment_events SET created_at = ? WHERE event_id IN (?, ?, ?, ?)",
+		old, evs[0].EventID, evs[1].EventID, evs[2].EventID, evs[3].EventID); err != nil {
+		t.Fatal(err)
+	}
+	if h := horizon("t1"); h != 0 {
+		t.Fatalf("horizon %d before any purge, want 0", h)
+	}
+	purge()
+	// P1, P3 and P4 are purged; P2 (owed) and P5 (recent) are kept.
+	if h := horizon("t1"); h != evs[3].Seq {
+		t.Fatalf("horizon %d, want %d: the position of P4, the last purged", h, evs[3].Seq)
+	}
+	if h := horizon("t2"); h != 0 {
+		t.Fatalf("t2's horizon %d, want 0: none of its events was purged", h)
+	}
+	left, err := st.ListTenantEvents(ctx, "t1", 0, 100)
+	if err != nil || len(left) != 2 || left[0].EventID != evs[1].EventID || left[1].EventID != evs[4].EventID {
+		t.Fatalf("events left: %+v %v, want P2's and P5's", left, err)
+	}
+	// P2's event, delivered late and purged, is below the horizon, which stays.
+	if err := st.MarkEventDelivered(ctx, evs[1].EventID); err != nil {
+		t.Fatal(err)
+	}
+	purge()
+	if h := horizon("t1"); h != evs[3].Seq {
+		t.Fatalf("horizon %d after P2's purge, want %d", h, evs[3].Seq)
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM payment_events WHERE tenant_id = 't1'"); n != 1 {
+		t.Fatalf("%d of t1's events left, want P5's", n)
+	}
+}

@@ -55,8 +55,9 @@ func StatementLockConn(held context.Context) int64 {
 // test makes fail.
 func SetStatementLockRelease(st *Store, query string) { st.releaseLock = query }
 
-// QPurgeDeliveredEvents is the purge of delivered events, for its EXPLAIN.
-const QPurgeDeliveredEvents = qPurgeDeliveredEvents
+// QPurgeDeliveredEvents is the purge's read of the delivered events it deletes, for its
+// EXPLAIN.
+const QPurgeDeliveredEvents = qDeliveredEventsToPurge
 
 // QPurgeResolvedAnomalies is the purge of resolved anomalies, for its EXPLAIN.
 const QPurgeResolvedAnomalies = qPurgeResolvedAnomalies

@@ -268,7 +268,7 @@ func txQueries() []string {
 		qUpsertOrder, qOrderState, qInsertPayment, qPaymentByNoForUpdate, qMarkPaid, qClose, qFail, qOrderPaid,
 		qOrderCancelled, qLockTenantFeed, qInsertEvent, qTenantByIDForUpdate, qUpdateTenant, qInsertTenant,
 		qKeepAlipayApp, qSetTenantCredentials,
-		qEventByIDForUpdate, qEventFailed,
+		qEventByIDForUpdate, qEventFailed, qDeliveredEventsToPurge,
 		qRefundByNo, qRefundByNoForUpdate, qTenantPaymentForUpdate, qReserveRefund, qReserveClosedRefund, qReleaseRefund, qInsertRefund,
 		qRefundSucceeded, qRefundFailed,
 	}

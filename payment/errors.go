@@ -23,6 +23,7 @@ const (
 	ETOOMANYRETRIES = "retries_exhausted"
 	EORDERPAID      = "order_already_paid" // the order has a PAID payment and the request did not opt in to re-purchase (409)
 	EFINISHING      = "payment_finishing"  // the order's last payment just ended and its run is still wrapping up; retry shortly (409)
+	ECURSOREXPIRED  = "cursor_expired"     // an events feed cursor older than the purge horizon: events after it were deleted (410)
 
 	EUNSUPPORTEDMEDIA = "unsupported_media_type" // a request body not declared as JSON (415)
 	ERATELIMITED      = "rate_limited"           // over a rate limit; retry after Retry-After (429)

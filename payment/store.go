@@ -417,6 +417,10 @@ type EventFeed interface {
 	ListTenantEvents(ctx context.Context, tenantID string, afterSeq int64, limit int) ([]Event, error)
 	// GetTenantEvent returns a tenant's event by id; another tenant's is ErrNotFound.
 	GetTenantEvent(ctx context.Context, tenantID, eventID string) (Event, error)
+	// FeedHorizon returns the highest Seq of the tenant's events the retention purge
+	// deleted, 0 if none: the oldest cursor still valid. Listing after a lower one would
+	// skip deleted events.
+	FeedHorizon(ctx context.Context, tenantID string) (int64, error)
 }
 
 // IdempotencyKeys are the durable records of the Idempotency-Key protocol.

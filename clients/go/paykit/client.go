@@ -338,9 +338,29 @@ func (c *Client) Events(cursor string, limit int) *Feed {
 // Cursor is where the next page starts.
 func (f *Feed) Cursor() string { return f.after }
 
+// CursorExpiredError is Next's error when the cursor is older than paykit's horizon:
+// events after it were deleted past their retention (410 cursor_expired). The feed's
+// cursor stays where it was; start a feed again from OldestCursor, knowing the events
+// before it are gone, or from the start ("") to list every event still kept.
+type CursorExpiredError struct {
+	// OldestCursor is the oldest cursor still valid.
+	OldestCursor string
+	// Err is the answer.
+	Err *Error
+}
+
+// Error says the cursor expired and where the feed can resume.
+func (e *CursorExpiredError) Error() string {
+	return fmt.Sprintf("%v (oldest cursor still valid: %q)", e.Err, e.OldestCursor)
+}
+
+// Unwrap returns the *Error of the answer.
+func (e *CursorExpiredError) Unwrap() error { return e.Err }
+
 // Next reads the page after the cursor and moves the cursor past it. more is true while
 // further events are already waiting; once it is false, poll Next again later for new
-// ones (an empty page leaves the cursor where it is).
+// ones (an empty page leaves the cursor where it is). A cursor older than paykit's
+// horizon is a *CursorExpiredError.
 func (f *Feed) Next(ctx context.Context) (events []Event, more bool, err error) {
 	params := &ListEventsParams{}
 	if f.after != "" {
@@ -354,6 +374,14 @@ func (f *Feed) Next(ctx context.Context) (events []Event, more bool, err error) 
 	r, err := send(ctx, f.c, func(ctx context.Context) (*ListEventsResponse, error) {
 		return f.c.raw.ListEventsWithResponse(ctx, params)
 	}, func(r *ListEventsResponse) http.Header { return r.HTTPResponse.Header })
+	var e *Error
+	if errors.As(err, &e) && e.Problem.Code == ProblemCodeCursorExpired {
+		expired := &CursorExpiredError{Err: e}
+		if e.Problem.OldestCursor != nil {
+			expired.OldestCursor = *e.Problem.OldestCursor
+		}
+		return nil, false, expired
+	}
 	if err != nil {
 		return nil, false, err
 	}

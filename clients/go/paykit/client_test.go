@@ -267,3 +267,29 @@ func TestRefundsReadsEveryPage(t *testing.T) {
 		t.Fatalf("queries %q", f.queries)
 	}
 }
+
+// A cursor older than paykit's purge horizon (events after it were deleted) is a
+// *CursorExpiredError naming the oldest cursor still valid, still an *Error with code
+// cursor_expired; it is not retried and the feed stays where it was.
+func TestFeedCursorExpired(t *testing.T) {
+	gone := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusGone)
+		_ = json.NewEncoder(w).Encode(map[string]any{"type": "https://paykit.dev/problems/cursor_expired", "title": "Gone",
+			"status": 410, "code": "cursor_expired", "detail": "events after cursor 2 were deleted", "oldest_cursor": "40"})
+	}
+	f, c := newFake(t, gone)
+	feed := c.Events("2", 0)
+	_, _, err := feed.Next(context.Background())
+	var expired *paykit.CursorExpiredError
+	if !errors.As(err, &expired) || expired.OldestCursor != "40" {
+		t.Fatalf("error %v (%#v), want a *CursorExpiredError with the oldest cursor 40", err, expired)
+	}
+	var e *paykit.Error
+	if !errors.As(err, &e) || e.StatusCode != http.StatusGone || paykit.ErrorCode(err) != paykit.ProblemCodeCursorExpired {
+		t.Fatalf("error %v, want it to be an *Error 410 cursor_expired too", err)
+	}
+	if len(f.keys) != 1 || feed.Cursor() != "2" {
+		t.Fatalf("%d requests, cursor %q; want 1 request and the cursor left at 2", len(f.keys), feed.Cursor())
+	}
+}

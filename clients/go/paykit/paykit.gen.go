@@ -193,6 +193,7 @@ const (
 	ProblemCodeBadSignature           ProblemCode = "bad_signature"
 	ProblemCodeChannelRefused         ProblemCode = "channel_refused"
 	ProblemCodeConflict               ProblemCode = "conflict"
+	ProblemCodeCursorExpired          ProblemCode = "cursor_expired"
 	ProblemCodeIllegalState           ProblemCode = "illegal_state"
 	ProblemCodeInFlight               ProblemCode = "in_flight"
 	ProblemCodeInternal               ProblemCode = "internal"
@@ -220,6 +221,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeChannelRefused:
 		return true
 	case ProblemCodeConflict:
+		return true
+	case ProblemCodeCursorExpired:
 		return true
 	case ProblemCodeIllegalState:
 		return true
@@ -472,12 +475,15 @@ type Problem struct {
 	// Code invalid 400 (also 413 and 405), unauthorized 401, not_found 404, conflict 409,
 	// in_flight 409, token_used 409, order_already_paid 409, payment_finishing 409,
 	// payment_not_paid 409, refund_exceeds_remaining 409, illegal_state 409,
-	// key_mismatch 422, unprocessable 422, channel_refused 422, bad_signature 400,
-	// unsupported_media_type 415, rate_limited 429, internal 500, unavailable 503,
-	// retries_exhausted 503.
-	Code    ProblemCode `json:"code"`
-	Detail  *string     `json:"detail,omitempty"`
-	Payment *Payment    `json:"payment,omitempty"`
+	// cursor_expired 410, key_mismatch 422, unprocessable 422, channel_refused 422,
+	// bad_signature 400, unsupported_media_type 415, rate_limited 429, internal 500,
+	// unavailable 503, retries_exhausted 503.
+	Code   ProblemCode `json:"code"`
+	Detail *string     `json:"detail,omitempty"`
+
+	// OldestCursor With `cursor_expired`: the oldest cursor of the events feed still valid, to pass as `after`.
+	OldestCursor *string  `json:"oldest_cursor,omitempty"`
+	Payment      *Payment `json:"payment,omitempty"`
 
 	// RequestId Also in X-Request-Id: the caller's X-Request-Id if it matches the pattern, else one paykit generates.
 	RequestId *string `json:"request_id,omitempty"`
@@ -491,9 +497,9 @@ type Problem struct {
 // ProblemCode invalid 400 (also 413 and 405), unauthorized 401, not_found 404, conflict 409,
 // in_flight 409, token_used 409, order_already_paid 409, payment_finishing 409,
 // payment_not_paid 409, refund_exceeds_remaining 409, illegal_state 409,
-// key_mismatch 422, unprocessable 422, channel_refused 422, bad_signature 400,
-// unsupported_media_type 415, rate_limited 429, internal 500, unavailable 503,
-// retries_exhausted 503.
+// cursor_expired 410, key_mismatch 422, unprocessable 422, channel_refused 422,
+// bad_signature 400, unsupported_media_type 415, rate_limited 429, internal 500,
+// unavailable 503, retries_exhausted 503.
 type ProblemCode string
 
 // Refund defines model for Refund.
@@ -536,6 +542,9 @@ type BadRequest = Problem
 
 // Conflict defines model for Conflict.
 type Conflict = Problem
+
+// CursorExpired defines model for CursorExpired.
+type CursorExpired = Problem
 
 // Internal defines model for Internal.
 type Internal = Problem
@@ -737,7 +746,8 @@ type ClientInterface interface {
 	//
 	// Every merchant-facing event (the webhooks), with where its delivery stands. Poll
 	// with `after` = the last `next_cursor`: with no new events it answers the same
-	// cursor again.
+	// cursor again. Delivered events are deleted past their retention: a cursor with
+	// deleted events after it answers 410 `cursor_expired` with `oldest_cursor`.
 	//
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -945,7 +955,8 @@ func (c *RawClient) CreateCheckoutToken(ctx context.Context, body CreateCheckout
 //
 // Every merchant-facing event (the webhooks), with where its delivery stands. Poll
 // with `after` = the last `next_cursor`: with no new events it answers the same
-// cursor again.
+// cursor again. Delivered events are deleted past their retention: a cursor with
+// deleted events after it answers 410 `cursor_expired` with `oldest_cursor`.
 //
 // Corresponds with GET /v1/events (the `ListEvents` operationId).
 func (c *RawClient) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1890,7 +1901,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Every merchant-facing event (the webhooks), with where its delivery stands. Poll
 	// with `after` = the last `next_cursor`: with no new events it answers the same
-	// cursor again.
+	// cursor again. Delivered events are deleted past their retention: a cursor with
+	// deleted events after it answers 410 `cursor_expired` with `oldest_cursor`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2244,6 +2256,8 @@ type ListEventsResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON410 the response for an HTTP 410 `application/problem+json` response
+	ApplicationproblemJSON410 *CursorExpired
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *TooManyRequests
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -2273,6 +2287,11 @@ func (r ListEventsResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON410 returns the response for an HTTP 410 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON410() *CursorExpired {
+	return r.ApplicationproblemJSON410
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -3284,7 +3303,8 @@ func (c *ClientWithResponses) CreateCheckoutTokenWithResponse(ctx context.Contex
 //
 // Every merchant-facing event (the webhooks), with where its delivery stands. Poll
 // with `after` = the last `next_cursor`: with no new events it answers the same
-// cursor again.
+// cursor again. Delivered events are deleted past their retention: a cursor with
+// deleted events after it answers 410 `cursor_expired` with `oldest_cursor`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3683,6 +3703,13 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 410:
+		var dest CursorExpired
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON410 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest TooManyRequests

@@ -1,7 +1,8 @@
 // paykit's merchant API for TypeScript: openapi-fetch over the types openapi-typescript
 // generates from openapi/openapi.yaml (src/schema.ts, never edited by hand), and what the
 // contract cannot say: one Idempotency-Key per logical request reused on its retries,
-// problem+json answers as PaykitError, and the events feed read page by page.
+// problem+json answers as PaykitError, and the events feed read page by page (a cursor
+// older than paykit's horizon as CursorExpiredError).
 import createClient from "openapi-fetch";
 import type { Client } from "openapi-fetch";
 import type { components, paths } from "./schema.js";
@@ -84,6 +85,23 @@ export class PaykitError extends Error {
   get temporary(): boolean {
     if ([429, 502, 503, 504].includes(this.status)) return true;
     return this.status === 409 && (this.code === "in_flight" || this.code === "payment_finishing");
+  }
+}
+
+/**
+ * EventFeed.next's error when the cursor is older than paykit's horizon: events after it
+ * were deleted past their retention (410 cursor_expired). The feed's cursor stays where
+ * it was; start a feed again from oldestCursor, knowing the events before it are gone, or
+ * from the start ("") to list every event still kept.
+ */
+export class CursorExpiredError extends PaykitError {
+  /** The oldest cursor still valid. */
+  readonly oldestCursor: string;
+
+  constructor(err: PaykitError) {
+    super(err.status, err.problem, null);
+    this.name = "CursorExpiredError";
+    this.oldestCursor = err.problem?.oldest_cursor ?? "";
   }
 }
 
@@ -306,10 +324,17 @@ export class EventFeed {
   /**
    * Reads the page after the cursor and moves the cursor past it. more is true while
    * further events are already waiting; once it is false, call next again later for new
-   * ones (an empty page leaves the cursor where it is).
+   * ones (an empty page leaves the cursor where it is). A cursor older than paykit's
+   * horizon throws a CursorExpiredError.
    */
   async next(signal?: AbortSignal): Promise<{ events: Event[]; more: boolean }> {
-    const page = await this.client.eventsPage(this.after, this.limit, signal);
+    let page;
+    try {
+      page = await this.client.eventsPage(this.after, this.limit, signal);
+    } catch (err) {
+      if (err instanceof PaykitError && err.code === "cursor_expired") throw new CursorExpiredError(err);
+      throw err;
+    }
     if (page.next_cursor) this.after = page.next_cursor;
     return { events: page.events, more: page.has_more };
   }

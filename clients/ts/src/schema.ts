@@ -162,7 +162,8 @@ export interface paths {
          * The tenant's outbox as a feed, oldest first
          * @description Every merchant-facing event (the webhooks), with where its delivery stands. Poll
          *     with `after` = the last `next_cursor`: with no new events it answers the same
-         *     cursor again.
+         *     cursor again. Delivered events are deleted past their retention: a cursor with
+         *     deleted events after it answers 410 `cursor_expired` with `oldest_cursor`.
          */
         get: operations["listEvents"];
         put?: never;
@@ -409,12 +410,12 @@ export interface components {
          * @description invalid 400 (also 413 and 405), unauthorized 401, not_found 404, conflict 409,
          *     in_flight 409, token_used 409, order_already_paid 409, payment_finishing 409,
          *     payment_not_paid 409, refund_exceeds_remaining 409, illegal_state 409,
-         *     key_mismatch 422, unprocessable 422, channel_refused 422, bad_signature 400,
-         *     unsupported_media_type 415, rate_limited 429, internal 500, unavailable 503,
-         *     retries_exhausted 503.
+         *     cursor_expired 410, key_mismatch 422, unprocessable 422, channel_refused 422,
+         *     bad_signature 400, unsupported_media_type 415, rate_limited 429, internal 500,
+         *     unavailable 503, retries_exhausted 503.
          * @enum {string}
          */
-        ProblemCode: "invalid" | "unauthorized" | "not_found" | "conflict" | "in_flight" | "token_used" | "order_already_paid" | "payment_finishing" | "payment_not_paid" | "refund_exceeds_remaining" | "illegal_state" | "key_mismatch" | "unprocessable" | "channel_refused" | "bad_signature" | "unsupported_media_type" | "rate_limited" | "internal" | "unavailable" | "retries_exhausted";
+        ProblemCode: "invalid" | "unauthorized" | "not_found" | "conflict" | "in_flight" | "token_used" | "order_already_paid" | "payment_finishing" | "payment_not_paid" | "refund_exceeds_remaining" | "illegal_state" | "cursor_expired" | "key_mismatch" | "unprocessable" | "channel_refused" | "bad_signature" | "unsupported_media_type" | "rate_limited" | "internal" | "unavailable" | "retries_exhausted";
         Problem: {
             /** @description https://paykit.dev/problems/<code> */
             type: string;
@@ -425,6 +426,8 @@ export interface components {
             /** @description Also in X-Request-Id: the caller's X-Request-Id if it matches the pattern, else one paykit generates. */
             request_id?: string;
             payment?: components["schemas"]["Payment"];
+            /** @description With `cursor_expired`: the oldest cursor of the events feed still valid, to pass as `after`. */
+            oldest_cursor?: string;
         };
     };
     responses: {
@@ -479,6 +482,21 @@ export interface components {
          *     Conflicts over an order carry its `payment`.
          */
         Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The cursor is older than the events feed's horizon (`cursor_expired`): events
+         *     after it were deleted past their retention, and listing from it would skip them.
+         *     `oldest_cursor` is the oldest cursor still valid: resume from it, knowing the
+         *     events before it are gone, or from the start (no `after`) to list every event
+         *     still kept, undelivered ones older than the horizon included.
+         */
+        CursorExpired: {
             headers: {
                 [name: string]: unknown;
             };
@@ -882,6 +900,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            410: components["responses"]["CursorExpired"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

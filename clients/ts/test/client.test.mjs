@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { test } from "node:test";
-import { Paykit, PaykitError } from "../dist/index.js";
+import { CursorExpiredError, Paykit, PaykitError } from "../dist/index.js";
 
 const checkout = {
   payment_no: "P1", tenant_id: "t", order_id: "o1", status: "PENDING", amount_fen: 100,
@@ -107,4 +107,25 @@ test("the feed moves its cursor and stays put on an empty page", async (t) => {
   assert.deepEqual(ids, ["1", "2", "3"]);
   assert.equal(feed.cursor, "c3");
   assert.deepEqual(seen.map((s) => s.url), ["/v1/events?limit=2", "/v1/events?after=c2&limit=2", "/v1/events?after=c3&limit=2"]);
+});
+
+test("a cursor past the purge horizon throws CursorExpiredError with the oldest cursor", async (t) => {
+  const { c, seen } = await fake(t, (req, res) => {
+    res.writeHead(410, { "Content-Type": "application/problem+json" });
+    res.end(JSON.stringify({
+      type: "https://paykit.dev/problems/cursor_expired", title: "Gone", status: 410, code: "cursor_expired",
+      detail: "events after cursor 2 were deleted", oldest_cursor: "40",
+    }));
+  });
+  const feed = c.events("2");
+  await assert.rejects(feed.next(), (err) => {
+    assert.ok(err instanceof CursorExpiredError, `not a CursorExpiredError: ${err}`);
+    assert.ok(err instanceof PaykitError);
+    assert.equal(err.status, 410);
+    assert.equal(err.code, "cursor_expired");
+    assert.equal(err.oldestCursor, "40");
+    return true;
+  });
+  assert.equal(seen.length, 1);
+  assert.equal(feed.cursor, "2");
 });
