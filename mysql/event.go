@@ -266,47 +266,52 @@ func (st *Store) PurgeDeliveredEvents(ctx context.Context, before time.Time, lim
 		return 0, fmt.Errorf("mysql: purge delivered events: move the horizon: %w", err)
 	}
 	var n int64
-	err := st.inTx(ctx, func(tx *sql.Tx) error {
-		n = 0
-		s, err := st.stmt(ctx, tx, qDeliveredEventsToPurge)
-		if err != nil {
-			return err
-		}
-		rows, err := s.QueryContext(ctx, dbTime(before), limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var ids, purged []any
-		for rows.Next() {
-			var (
-				id, seq         int64
-				tenantID, evtID string
-			)
-			if err := rows.Scan(&id, &tenantID, &seq, &evtID); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-			purged = append(purged, tenantID, seq, evtID, now)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		if _, err := st.exec(ctx, tx, fmt.Sprintf(qRecordPurgedEvents, strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", len(ids)), ", ")), purged...); err != nil {
-			return fmt.Errorf("record: %w", err)
-		}
-		res, err := st.exec(ctx, tx, fmt.Sprintf(qDeletePurgedEvents, placeholders(len(ids))), ids...)
-		if err != nil {
-			return fmt.Errorf("delete: %w", err)
-		}
-		n, err = res.RowsAffected()
+	err := st.inTx(ctx, func(tx *sql.Tx) (err error) {
+		n, err = st.purgeEventsTx(ctx, tx, before, limit, now)
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("mysql: purge delivered events: %w", err)
 	}
 	return n, nil
+}
+
+// purgeEventsTx deletes up to limit delivered events created before before in tx, each
+// recorded in purged_events at now, and returns how many it deleted.
+func (st *Store) purgeEventsTx(ctx context.Context, tx *sql.Tx, before time.Time, limit int, now time.Time) (int64, error) {
+	s, err := st.stmt(ctx, tx, qDeliveredEventsToPurge)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := s.QueryContext(ctx, dbTime(before), limit)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var ids, purged []any
+	for rows.Next() {
+		var (
+			id, seq         int64
+			tenantID, evtID string
+		)
+		if err := rows.Scan(&id, &tenantID, &seq, &evtID); err != nil {
+			return 0, err
+		}
+		ids = append(ids, id)
+		purged = append(purged, tenantID, seq, evtID, now)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if _, err := st.exec(ctx, tx, fmt.Sprintf(qRecordPurgedEvents, strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", len(ids)), ", ")), purged...); err != nil {
+		return 0, fmt.Errorf("record: %w", err)
+	}
+	res, err := st.exec(ctx, tx, fmt.Sprintf(qDeletePurgedEvents, placeholders(len(ids))), ids...)
+	if err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	return res.RowsAffected()
 }
