@@ -48,7 +48,10 @@ func TestDashboardAndAlertsReadExportedMetrics(t *testing.T) {
 	deadline := time.Now().Add(75 * time.Second) // the gauges refresh every 30 s
 	for {
 		workerText = string(do(t, "GET", st.workerAdminURL+"/metrics", nil, nil).body)
-		if v, ok := sampleValue(workerText, sweeper); ok && v > 0 {
+		// The gauges' first refresh may run while the worker is still creating its
+		// schedules (the audit's comes after the sweeper's): wait for one that saw them all.
+		audit := `paykit_schedule_paused{schedule="paykit-audit-` + st.taskQueue + `"}`
+		if v, ok := sampleValue(workerText, sweeper); ok && v > 0 && strings.Contains(workerText, audit) {
 			if age := float64(time.Now().Unix()) - v; age > 60 {
 				t.Errorf("%s = %v: the sweeper (every 2 s) last acted %.0f s ago", sweeper, v, age)
 			}

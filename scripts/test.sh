@@ -17,9 +17,11 @@ step() { # name, command...
   local name=$1 started=$SECONDS
   shift
   echo "==> $name" >&2
-  "$@"
-  step_times+=("$(printf '%6ds  %s' $((SECONDS - started)) "$name")")
+  local rc=0
+  "$@" || rc=$?
+  step_times+=("$(printf '%6ds  %s' $((SECONDS - started)) "$name")$( ((rc == 0)) || echo " (failed, exit $rc)")")
   echo "<== $name: $((SECONDS - started))s ($((SECONDS - run_started))s into the run)" >&2
+  return "$rc"
 }
 background_pids=()
 tidb_started=false
