@@ -128,16 +128,8 @@ func TestCancelsAreLimitedPerTenant(t *testing.T) {
 	s.tenant(t, "t2", k2)
 	srv := s.server(t, api.Config{Limits: api.Limits{Cancels: 1}}, nil) // bursts of 1
 	cancelOf := func(key string) (*http.Response, string) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/payments/P00000000000000000001/cancel", strings.NewReader(`{}`))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+		return post(t, srv.URL+"/v1/payments/P00000000000000000001/cancel", `{}`,
+			map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"})
 	}
 	if resp, body := cancelOf(k1); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("first cancel of an unknown payment: HTTP %d %s, want 404", resp.StatusCode, body)
