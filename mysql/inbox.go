@@ -13,8 +13,10 @@ import (
 // each of them is a range of idx_channel_notifications_due, however many settled rows the
 // table holds.
 const (
+	// qSettleNotification settles once: a second settle (a dispatch retried after its
+	// first settle committed) keeps the first outcome and time.
 	qSettleNotification = `UPDATE channel_notifications
-SET outcome = ?, settled_at = ?, dispatch_due_at = NULL, updated_at = ? WHERE id = ?`
+SET outcome = ?, settled_at = ?, dispatch_due_at = NULL, updated_at = ? WHERE id = ? AND settled_at IS NULL`
 	// qSettlePaidNotifications settles the payment notifications whose payment is PAID
 	// with their trade_no: the effect a paid notification exists for. A refund
 	// notification carries the same trade_no, and only its refund's outcome settles it.

@@ -221,3 +221,31 @@ func TestALateOutcomeLeavesASettledNotification(t *testing.T) {
 		}
 	}
 }
+
+// A notification is settled once: a second settle (a dispatch that retried after its
+// first settle committed, or one that raced the paid sweep) leaves the first outcome and
+// its time. Before, the second settle replaced both.
+func TestASettledNotificationKeepsItsFirstOutcome(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	n := record(t, st, inboxNote("NF1", "P1", "T1", time.Now().UTC(), 30*time.Second))
+	if err := st.SettleNotification(ctx, n.ID, "rejected: amount"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.NotificationByNotifyID(ctx, "alipay", "NF1")
+	if err != nil || first.SettledAt.IsZero() {
+		t.Fatalf("after the first settle: %+v %v", first, err)
+	}
+	time.Sleep(2 * time.Millisecond) // the second settle's clock reads later
+	if err := st.SettleNotification(ctx, n.ID, "ignored"); err != nil {
+		t.Fatalf("second settle: %v, want a no-op", err)
+	}
+	got, err := st.NotificationByNotifyID(ctx, "alipay", "NF1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Outcome != "rejected: amount" || !got.SettledAt.Equal(first.SettledAt) {
+		t.Fatalf("after a second settle: outcome %q settled %v, want %q settled %v",
+			got.Outcome, got.SettledAt, "rejected: amount", first.SettledAt)
+	}
+}
