@@ -88,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // AnomalyKinds are the kinds of anomaly a worker records: the payment and refund
 // workflows', the audit's (audit_<kind>) and the statement reconciliation's.
 func AnomalyKinds() []string {
-	kinds := []string{payment.AnomalyPaidAfterClose, payment.AnomalyUnverifiedSignal, "amount_mismatch", "refund_amount_mismatch", "refund_succeeded_after_fail", "refund_unconfirmed"}
+	kinds := []string{payment.AnomalyPaidAfterClose, payment.AnomalyUnverifiedSignal, "amount_mismatch", "refund_amount_mismatch", "refund_succeeded_after_fail", "refund_unconfirmed", "refund_stuck"}
 	for _, k := range audit.Kinds() {
 		kinds = append(kinds, audit.AnomalyPrefix+k)
 	}

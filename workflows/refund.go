@@ -42,6 +42,12 @@ type RefundTiming struct {
 	WebhookInitialInterval time.Duration `json:"webhook_initial_interval"`
 	WebhookMaxInterval     time.Duration `json:"webhook_max_interval"`
 	WebhookMaxAttempts     int32         `json:"webhook_max_attempts"`
+	// StuckAfter bounds a refund's life: one still not succeeded or failed that long
+	// after its first run started is reported once as a refund_stuck anomaly, and from
+	// then on asks Alipay SlowInterval apart (refundStuckAfter). It is never failed for
+	// it: money may have moved.
+	StuckAfter   time.Duration `json:"stuck_after"`
+	SlowInterval time.Duration `json:"slow_interval"`
 }
 
 // DefaultRefundTiming is the production timing of a refund.
@@ -57,6 +63,8 @@ func DefaultRefundTiming() RefundTiming {
 		WebhookInitialInterval: time.Second,
 		WebhookMaxInterval:     5 * time.Minute,
 		WebhookMaxAttempts:     20,
+		StuckAfter:             24 * time.Hour,
+		SlowInterval:           time.Hour,
 	}
 }
 
@@ -72,6 +80,8 @@ func (t RefundTiming) withDefaults() RefundTiming {
 	t.WebhookInitialInterval = positiveOr(t.WebhookInitialInterval, d.WebhookInitialInterval)
 	t.WebhookMaxInterval = positiveOr(t.WebhookMaxInterval, d.WebhookMaxInterval)
 	t.WebhookMaxAttempts = positiveOr(t.WebhookMaxAttempts, d.WebhookMaxAttempts)
+	t.StuckAfter = positiveOr(t.StuckAfter, d.StuckAfter)
+	t.SlowInterval = positiveOr(t.SlowInterval, d.SlowInterval)
 	return t
 }
 
@@ -112,6 +122,10 @@ type RefundState struct {
 	UnconfirmedRounds int `json:"unconfirmed_rounds,omitempty"`
 	// ShortfallSince is when Alipay first refused the refund for want of balance.
 	ShortfallSince time.Time `json:"shortfall_since,omitzero"`
+	// StartedAt is when the refund's first run started (carried across continue-as-new);
+	// StuckReported says the refund_stuck anomaly was recorded (refundStuckAfter).
+	StartedAt     time.Time `json:"started_at,omitzero"`
+	StuckReported bool      `json:"stuck_reported,omitempty"`
 	FailReason     string    `json:"fail_reason,omitempty"`
 	// LastError is the last unknown outcome, for the UI.
 	LastError   string `json:"last_error,omitempty"`
@@ -130,8 +144,9 @@ type refundRun struct {
 	st     RefundState
 	logger log.Logger
 	// confirmN is on for runs that started after refundConfirmN, canContinue after
-	// refundContinueAsNew.
-	confirmN, canContinue versionGate
+	// refundContinueAsNew, stuck after refundStuckAfter (asked only once a refund is
+	// past StuckAfter, so that no other refund records its marker).
+	confirmN, canContinue, stuck versionGate
 }
 
 // refundContinueAsNew: a refund still retrying continues as new once its history is
@@ -149,6 +164,12 @@ const refundContinueAsNew = "refund-continue-as-new"
 // before the change took "N" as success and queried a first-round refusal at once.
 const refundConfirmN = "refund-confirm-fund-change-n"
 
+// refundStuckAfter: a refund still open StuckAfter after its first run started is
+// reported once (refund_stuck, for an operator) and asks Alipay SlowInterval apart from
+// then on. Before, an outcome that stayed unknown (answers lost, the refund query
+// failing) was asked about a round apart for as long as it lasted, unreported.
+const refundStuckAfter = "refund-stuck-after"
+
 // RefundWorkflow carries out one refund exactly once. It asks Alipay with the refund's
 // fixed out_request_no until Alipay answers: an unknown outcome (ACQ.SYSTEM_ERROR, a
 // timeout, a 5xx) is retried with the same out_request_no and then checked with a refund
@@ -158,7 +179,7 @@ const refundConfirmN = "refund-confirm-fund-change-n"
 // delivered as the merchant webhook.
 func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundState, error) {
 	r := &refundRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
-	r.st = RefundState{TenantID: in.TenantID, RefundNo: in.RefundNo}
+	r.st = RefundState{TenantID: in.TenantID, RefundNo: in.RefundNo, StartedAt: workflow.Now(ctx)}
 	if err := workflow.SetQueryHandler(ctx, RefundStateQuery, func() (RefundState, error) { return r.st, nil }); err != nil {
 		return r.st, err
 	}
@@ -172,6 +193,10 @@ func RefundWorkflow(ctx workflow.Context, in RefundInput) (RefundState, error) {
 	if prev := in.State; prev != nil {
 		r.st.Rounds, r.st.Queries, r.st.NotFoundRounds, r.st.UnconfirmedRounds = prev.Rounds, prev.Queries, prev.NotFoundRounds, prev.UnconfirmedRounds
 		r.st.ShortfallSince, r.st.LastError, r.st.FundChange = prev.ShortfallSince, prev.LastError, prev.FundChange
+		r.st.StuckReported = prev.StuckReported
+		if !prev.StartedAt.IsZero() {
+			r.st.StartedAt = prev.StartedAt
+		}
 	}
 	r.upsertSearchAttributes(ctx)
 	if !ref.Status.Final() {
@@ -196,6 +221,7 @@ func (r *refundRun) refund(ctx workflow.Context, ref payment.Refund) error {
 				"history_length", workflow.GetInfo(ctx).GetCurrentHistoryLength())
 			return workflow.NewContinueAsNewError(ctx, RefundWorkflowName, next)
 		}
+		r.reportIfStuck(ctx)
 		r.st.Rounds++
 		workflow.SetCurrentDetails(ctx, r.details())
 		var res payment.RefundResult
@@ -240,7 +266,7 @@ func (r *refundRun) answered(ctx workflow.Context, ref payment.Refund, res payme
 	workflow.SetCurrentDetails(ctx, r.details())
 	wait := r.timing.ConfirmDelay
 	if r.st.UnconfirmedRounds > 0 {
-		wait = r.timing.RoundInterval
+		wait = r.roundInterval()
 	}
 	_ = workflow.Sleep(ctx, wait)
 	if found, _ := r.query(ctx, ref); found {
@@ -261,7 +287,7 @@ func (r *refundRun) answered(ctx workflow.Context, ref payment.Refund, res payme
 // after several such rounds whose query found no refund.
 func (r *refundRun) unanswered(ctx workflow.Context, ref payment.Refund, err error) (done bool) {
 	r.st.LastError = err.Error()
-	_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+	_ = workflow.Sleep(ctx, r.roundInterval())
 	found, known := r.query(ctx, ref)
 	switch {
 	case found:
@@ -284,7 +310,7 @@ func (r *refundRun) refused(ctx workflow.Context, ref payment.Refund, appErr *te
 		return false
 	}
 	if r.st.Rounds > 1 || r.st.Queries > 0 {
-		_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+		_ = workflow.Sleep(ctx, r.roundInterval())
 	} else if r.confirmN.on(ctx, refundConfirmN) {
 		_ = workflow.Sleep(ctx, r.timing.ConfirmDelay)
 	}
@@ -296,7 +322,7 @@ func (r *refundRun) refused(ctx workflow.Context, ref payment.Refund, appErr *te
 		r.fail(ctx, appErr.Message())
 		return true
 	}
-	_ = workflow.Sleep(ctx, r.timing.RoundInterval)
+	_ = workflow.Sleep(ctx, r.roundInterval())
 	return false
 }
 
@@ -316,6 +342,28 @@ func (r *refundRun) waitForBalance(ctx workflow.Context, ref payment.Refund, app
 	workflow.SetCurrentDetails(ctx, r.details())
 	_ = workflow.Sleep(ctx, r.timing.BalanceRetryInterval)
 	return true
+}
+
+// reportIfStuck records the refund_stuck anomaly once the refund is past StuckAfter.
+func (r *refundRun) reportIfStuck(ctx workflow.Context) {
+	if r.st.StuckReported || workflow.Now(ctx).Sub(r.st.StartedAt) < r.timing.StuckAfter || !r.stuck.on(ctx, refundStuckAfter) {
+		return
+	}
+	r.st.StuckReported = true
+	r.logger.Error("refund still open past its bound; asking alipay less often", "refund_no", r.st.RefundNo,
+		"started_at", r.st.StartedAt, "last_error", r.st.LastError)
+	r.recordAnomaly(ctx, "refund_stuck", "", fmt.Sprintf(
+		"refund %s (out_request_no %s, %d fen) still open %s after it started (rounds %d, queries %d); last error: %s; asking alipay every %s",
+		r.st.RefundNo, r.st.OutRequestNo, r.st.Amount, workflow.Now(ctx).Sub(r.st.StartedAt).Round(time.Minute),
+		r.st.Rounds, r.st.Queries, r.st.LastError, r.timing.SlowInterval))
+}
+
+// roundInterval is the wait between two rounds: SlowInterval once the refund is stuck.
+func (r *refundRun) roundInterval() time.Duration {
+	if r.st.StuckReported {
+		return r.timing.SlowInterval
+	}
+	return r.timing.RoundInterval
 }
 
 // historyLong reports whether the run should continue as new.

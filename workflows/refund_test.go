@@ -363,3 +363,45 @@ func TestRefundWorkflow_FundChangeNIsNeverFailed(t *testing.T) {
 		t.Fatalf("%d refund calls in two hours, want one a minute", f.refundCalls)
 	}
 }
+
+// TestRefundWorkflow_StuckRefundIsReportedAndSlowed: Alipay's refund answers are lost
+// and its refund query keeps failing, so the outcome stays unknown for good. The run
+// never fails the refund (money may have moved), but a refund has an overall bound:
+// past StuckAfter it is reported once as a refund_stuck anomaly, and from then on asks
+// Alipay SlowInterval apart rather than a round apart. Before, it asked every minute
+// for as long as it lasted and no operator heard of it.
+func TestRefundWorkflow_StuckRefundIsReportedAndSlowed(t *testing.T) {
+	f := refundFake{refundAnswers: []error{errors.New("read tcp: i/o timeout")}, queryErr: errors.New("alipay: 502")}
+	env := newRefundEnv(t, &f)
+	var callsAtBound int
+	env.RegisterDelayedCallback(func() { callsAtBound = f.refundCalls }, 24*time.Hour+time.Minute)
+	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(1_000_000) }, 34*time.Hour)
+	env.ExecuteWorkflow(workflows.RefundWorkflow, workflows.RefundInput{TenantID: "t1", RefundNo: "rf1",
+		Timing: workflows.RefundTiming{AttemptsPerRound: 1, RoundInterval: 10 * time.Minute, MaxRounds: 3,
+			MaxHistoryEvents: 500_000, StuckAfter: 24 * time.Hour, SlowInterval: time.Hour}})
+	var can *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &can) {
+		t.Fatalf("workflow error %v, want it to continue as new, still asking", err)
+	}
+	if f.r.Status != payment.RefundPending || f.failed != 0 {
+		t.Fatalf("refund %s (failed %d), want still pending", f.r.Status, f.failed)
+	}
+	if len(f.anomalies) != 1 || f.anomalies[0] != "refund_stuck" {
+		t.Fatalf("anomalies %v, want one refund_stuck", f.anomalies)
+	}
+	// A round (the refund, 10 min, the query) every 10 min for 24 h: about 144 refund
+	// calls; then about 10 more in the 10 h past the bound, an hour apart.
+	if callsAtBound < 135 || callsAtBound > 150 {
+		t.Fatalf("%d refund calls in the first 24 h, want a round every 10 min", callsAtBound)
+	}
+	if after := f.refundCalls - callsAtBound; after < 8 || after > 12 {
+		t.Fatalf("%d refund calls in the 10 h past the bound, want about one an hour", after)
+	}
+	var next workflows.RefundInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if next.State == nil || next.State.StartedAt.IsZero() || !next.State.StuckReported {
+		t.Fatalf("continued with state %+v, want the refund's start and its report carried", next.State)
+	}
+}
