@@ -521,16 +521,13 @@ func (r *paymentRun) openRefused(ctx workflow.Context, paymentNo, refusal string
 }
 
 func (r *paymentRun) upsertSearchAttributes(ctx workflow.Context) {
-	err := workflow.UpsertTypedSearchAttributes(ctx,
+	upsertSearchAttributes(ctx, r.logger,
 		SATenantID.ValueSet(r.st.TenantID),
 		SAOrderID.ValueSet(r.st.OrderID),
 		SAPaymentNo.ValueSet(r.st.PaymentNo),
 		SAPaymentStatus.ValueSet(r.st.Status.String()),
 		SAAmountFen.ValueSet(int64(r.st.Amount)),
 	)
-	if err != nil {
-		r.logger.Error("upsert search attributes", "err", err)
-	}
 }
 
 func (r *paymentRun) details() string {

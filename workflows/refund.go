@@ -126,7 +126,7 @@ type RefundState struct {
 	// StuckReported says the refund_stuck anomaly was recorded (refundStuckAfter).
 	StartedAt     time.Time `json:"started_at,omitzero"`
 	StuckReported bool      `json:"stuck_reported,omitempty"`
-	FailReason     string    `json:"fail_reason,omitempty"`
+	FailReason    string    `json:"fail_reason,omitempty"`
 	// LastError is the last unknown outcome, for the UI.
 	LastError   string `json:"last_error,omitempty"`
 	EventID     string `json:"event_id,omitempty"`
@@ -474,16 +474,13 @@ func (r *refundRun) deliverWebhook(ctx workflow.Context) {
 }
 
 func (r *refundRun) upsertSearchAttributes(ctx workflow.Context) {
-	err := workflow.UpsertTypedSearchAttributes(ctx,
+	upsertSearchAttributes(ctx, r.logger,
 		SATenantID.ValueSet(r.st.TenantID),
 		SAPaymentNo.ValueSet(r.st.PaymentNo),
 		SARefundNo.ValueSet(r.st.RefundNo),
 		SARefundStatus.ValueSet(r.st.Status.String()),
 		SAAmountFen.ValueSet(int64(r.st.Amount)),
 	)
-	if err != nil {
-		r.logger.Error("upsert search attributes", "err", err)
-	}
 }
 
 func (r *refundRun) details() string {

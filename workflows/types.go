@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/paykit/paykit/activities"
 	"github.com/paykit/paykit/payment"
@@ -254,4 +255,12 @@ type SweepInput struct {
 	// GrantLookback is how far back, by paid_at, lost grants are looked for (default
 	// activities.DefaultGrantLookback).
 	GrantLookback time.Duration `json:"grant_lookback"`
+}
+
+// upsertSearchAttributes writes a run's search attributes, which the Temporal UI's
+// filters read; a failure is logged, never fatal to the run.
+func upsertSearchAttributes(ctx workflow.Context, logger interface{ Error(string, ...any) }, attrs ...temporal.SearchAttributeUpdate) {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, attrs...); err != nil {
+		logger.Error("upsert search attributes", "err", err)
+	}
 }
