@@ -37,14 +37,6 @@ func pauseOtherSweepers(t *testing.T, keep *stack) {
 	pauseOthers(t, "paykit-sweeper-", worker.SweeperScheduleID(keep.taskQueue))
 }
 
-// pauseOtherReconcilers pauses the scheduled reconcilers of every other stack (they share
-// the database and would query this test's payments through their own Alipay call
-// limits) until the test ends.
-func pauseOtherReconcilers(t *testing.T, keep *stack) {
-	t.Helper()
-	pauseOthers(t, "paykit-reconcile-", worker.ReconcilerScheduleID(keep.taskQueue))
-}
-
 // pauseOthers pauses every schedule whose ID starts with prefix but keep until the test
 // ends.
 func pauseOthers(t *testing.T, prefix, keep string) {

@@ -62,7 +62,6 @@ func TestRandomizedFaults(t *testing.T) {
 	st := newStack(t, stackOptions{paymentTTL: 8 * time.Second, redisAddr: proxy.addr(), extraEnv: []string{
 		"PAYKIT_SWEEP_STALE_AFTER=10s", "PAYKIT_WEBHOOK_MAX_ATTEMPTS=3"}})
 	pauseOtherSweepers(t, st)
-	pauseOtherReconcilers(t, st)
 	tn := newTenant(t)
 	f := &faultRun{t: t, st: st, tn: tn, proxy: proxy, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		started: time.Now(), counts: map[string]int{}}

@@ -158,6 +158,8 @@ type Store struct {
 	// releaseLock, when a test sets it, is the statement that lets go of a statement
 	// lock (qReleaseStatementLock otherwise).
 	releaseLock string
+	// runScope is the stack's payment.RunScope (SetRunScope); '' for none.
+	runScope string
 }
 
 var (
@@ -188,6 +190,12 @@ func NewStore(db *sql.DB) *Store {
 		stmts: stmtCache{m: map[string]*sql.Stmt{}},
 	}
 }
+
+// SetRunScope gives the store the run scope (payment.RunScope) of the stack it serves,
+// before its first use: the payments it creates carry it, and its due queries and pending
+// walk read only that scope's payments and those from before scopes. A store without one
+// (the commands that create no payment) reads every payment.
+func (st *Store) SetRunScope(scope string) { st.runScope = scope }
 
 // DB returns the underlying database handle.
 func (st *Store) DB() *sql.DB { return st.db }

@@ -46,8 +46,8 @@ ON DUPLICATE KEY UPDATE
 	qOrderState = `SELECT status, COALESCE(paid_payment_no, '') FROM orders WHERE tenant_id = ? AND order_id = ?`
 
 	qInsertPayment = `INSERT INTO payments
-	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id, next_query_at, query_step_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?, ?)`
+	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id, next_query_at, query_step_ms, run_scope)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)`
 
 	qPaymentByNo          = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ?`
 	qPaymentByNoForUpdate = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? FOR UPDATE`
@@ -58,7 +58,10 @@ ORDER BY created_at DESC, id DESC`
 	// qPendingBefore reads a page of idx_payments_status_created (status, created_at, and
 	// the id InnoDB keeps in it) past a cursor.
 	qPendingBefore = `SELECT ` + paymentColumns + ` FROM payments WHERE status = 0 AND created_at < ?
-AND (created_at > ? OR (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT ?`
+AND (created_at > ? OR (created_at = ? AND id > ?))` + inScope + ` ORDER BY created_at, id LIMIT ?`
+	// inScope keeps a scan to the store's run scope (two arguments, both the scope): all
+	// payments for a store without one.
+	inScope = ` AND (? = '' OR run_scope IN ('', ?))`
 
 	qMarkPaid = `UPDATE payments SET status = 1, trade_no = ?, paid_at = ?, version = version + 1, updated_at = ?
 WHERE id = ? AND status = 0`
@@ -192,7 +195,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 		res, err := st.exec(ctx, tx, qInsertPayment,
 			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject, methodOrPage(np.Method),
 			np.Repurchase, expireAt, np.WorkflowID, sql.NullString{String: np.PayLink, Valid: np.PayLink != ""}, now, now, np.AlipayAppID,
-			firstQuery, queryStepMS(firstQuery, np))
+			firstQuery, queryStepMS(firstQuery, np), st.runScope)
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
@@ -553,7 +556,7 @@ func (st *Store) PendingPaymentsBefore(ctx context.Context, before time.Time, af
 	limit = clampLimit(limit)
 	at, id := walkFrom(after)
 	ps := []payment.Payment{}
-	err := st.query(ctx, qPendingBefore, []any{dbTime(before), at, at, id, limit}, func(rows *sql.Rows) error {
+	err := st.query(ctx, qPendingBefore, []any{dbTime(before), at, at, id, st.runScope, st.runScope, limit}, func(rows *sql.Rows) error {
 		p, err := scanPayment(rows)
 		ps = append(ps, p)
 		return err

@@ -13,8 +13,10 @@ const (
 	// qDueQueries reads the due part of idx_payments_next_query (status, next_query_at,
 	// and the id InnoDB keeps in it) past a cursor, past expiry left out: the close path
 	// asks Alipay about those.
+	// Of a store with a run scope, only that scope's payments and those from before
+	// scopes ('') are read (inScope); run_scope is read from the row, past the index.
 	qDueQueries = `SELECT id, payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), amount_fen, expire_at, next_query_at, queries, query_step_ms FROM payments
-WHERE status = 0 AND next_query_at <= ? AND expire_at > ? AND (next_query_at > ? OR (next_query_at = ? AND id > ?))
+WHERE status = 0 AND next_query_at <= ? AND expire_at > ? AND (next_query_at > ? OR (next_query_at = ? AND id > ?))` + inScope + `
 ORDER BY next_query_at, id LIMIT ?`
 	// qQueryMade is a compare-and-set on the due time the reconciler read. A query changes
 	// nothing of the payment's own: updated_at (ON UPDATE CURRENT_TIMESTAMP, which the
@@ -57,7 +59,7 @@ func (st *Store) DueQueries(ctx context.Context, now time.Time, after payment.Cu
 	at, id := walkFrom(after)
 	var due []payment.DueQuery
 	next := after
-	err := st.query(ctx, qDueQueries, []any{dbTime(now), dbTime(now), at, at, id, limit}, func(rows *sql.Rows) error {
+	err := st.query(ctx, qDueQueries, []any{dbTime(now), dbTime(now), at, at, id, st.runScope, st.runScope, limit}, func(rows *sql.Rows) error {
 		var q payment.DueQuery
 		var amount, stepMS int64
 		if err := rows.Scan(&next.ID, &q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries, &stepMS); err != nil {

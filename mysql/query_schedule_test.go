@@ -3,10 +3,12 @@ package mysql_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -210,5 +212,69 @@ func TestDueQueriesPageOnPastACursor(t *testing.T) {
 	var queries int
 	if err := db.QueryRow("SELECT queries FROM payments WHERE payment_no = ?", nos[0]).Scan(&queries); err != nil || queries != 32767 {
 		t.Fatalf("queries = %d, %v; want 32767", queries, err)
+	}
+}
+
+// Two stacks (Temporal namespace and task queue) on one database each reconcile and
+// re-drive only the payments whose runs are theirs: a store given a run scope writes it on
+// every payment it creates, and its due queries and pending walk read that scope's
+// payments and those created before payments had one (an empty scope), never another's. Before,
+// each stack's reconciler claimed and queried the other's payments, and its sweeper
+// started runs for them on its own task queue.
+func TestStacksSharingADatabaseReconcileTheirOwnPayments(t *testing.T) {
+	a, db := newStore(t)
+	b := mysql.NewStore(db)
+	t.Cleanup(func() { _ = b.Close() })
+	a.SetRunScope(payment.RunScope("default", "payments-a"))
+	b.SetRunScope(payment.RunScope("default", "payments-b"))
+	legacy := mysql.NewStore(db) // a build from before run scopes
+	t.Cleanup(func() { _ = legacy.Close() })
+	ctx := context.Background()
+	before := time.Now()
+	for _, c := range []struct {
+		st *mysql.Store
+		no string
+	}{{a, "P20261207scope00000000000A"}, {b, "P20261207scope00000000000B"}, {legacy, "P20261207scope00000000000L"}} {
+		np := newPayment("t1", "o-"+c.no, c.no)
+		np.QueryInterval = time.Minute
+		if _, _, err := c.st.CreatePendingPayment(ctx, np); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := time.Now().Add(2 * time.Minute)
+	for name, c := range map[string]struct {
+		st   *mysql.Store
+		want []string
+	}{
+		"a": {a, []string{"P20261207scope00000000000A", "P20261207scope00000000000L"}},
+		"b": {b, []string{"P20261207scope00000000000B", "P20261207scope00000000000L"}},
+	} {
+		due, _, err := c.st.DueQueries(ctx, later, payment.Cursor{}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, q := range due {
+			got = append(got, q.PaymentNo)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("stack %s: due %v, want %v", name, got, c.want)
+		}
+		pending, _, err := c.st.PendingPaymentsBefore(ctx, later, payment.Cursor{}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, p := range pending {
+			got = append(got, p.PaymentNo)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("stack %s: pending walk %v, want %v", name, got, c.want)
+		}
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM payments WHERE run_scope = 'default/payments-a' AND created_at >= ?", before.Add(-time.Second).UTC()); n != 1 {
+		t.Errorf("%d payments written with stack a's scope, want 1", n)
 	}
 }

@@ -244,6 +244,13 @@ func WorkflowID(tenantID, orderID string) string {
 	return "payment:" + tenantID + ":" + orderID
 }
 
+// RunScope names where a payment's runs live: the Temporal namespace and task queue of
+// the stack that created it. Stacks that share one database reconcile and re-drive only
+// the payments of their own scope (and those created before payments had one).
+func RunScope(namespace, taskQueue string) string {
+	return namespace + "/" + taskQueue
+}
+
 // Transition is the outcome of a compare-and-set on a payment's status. Changed is true
 // only for the one caller whose update moved the state; every other caller gets the
 // current state and decides what to do with it.

@@ -72,7 +72,10 @@ func openTracedStore(ctx context.Context, cfg config.Config, tr *tracing.Tracing
 	if err != nil {
 		return nil, fmt.Errorf("mysql at %s (is MariaDB running? start it with `start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`; a missing database is created by `paykit migrate`): %w", redactDSN(cfg.MySQLDSN), err)
 	}
-	return mysql.NewStore(db), nil
+	st := mysql.NewStore(db)
+	// Payments, and the reconciler's and the sweeper's scans, are this stack's.
+	st.SetRunScope(payment.RunScope(cfg.TemporalNamespace, cfg.TaskQueue))
+	return st, nil
 }
 
 // redactDSN hides the password of a DSN in an error message.
