@@ -146,22 +146,9 @@ func (s *Simulator) api(h apiHandler) http.HandlerFunc {
 // authenticate checks the headers, the merchant, its certificate serial, the timestamp
 // and the signature over the raw request-target and body.
 func (s *Simulator) authenticate(r *http.Request) (*call, *apiError) {
-	if !s.cfg.AllowMissingAcceptOrUA && (r.Header.Get("Accept") == "" || r.Header.Get("User-Agent") == "") {
-		return nil, refuse(http.StatusBadRequest, "INVALID_REQUEST", "Http头缺少Accept或User-Agent")
-	}
-	p, msg := parseAuthorization(r.Header.Get("Authorization"))
-	if msg != "" {
-		return nil, signError(msg)
-	}
-	m := s.merchant(p.MchID)
-	if m == nil {
-		return nil, mchNotExists()
-	}
-	if !strings.EqualFold(p.SerialNo, m.serial) {
-		return nil, signError(msgSerialMismatch)
-	}
-	if !checkTimestamp(p.Timestamp, s.now(), s.cfg.ClockSkew) {
-		return nil, signError(msgTimestampSkew)
+	p, m, e := s.authorize(r)
+	if e != nil {
+		return nil, e
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
@@ -181,6 +168,29 @@ func (s *Simulator) authenticate(r *http.Request) (*call, *apiError) {
 		return nil, signError(msgNonceReplayed)
 	}
 	return &call{r: r, body: body, m: m, auth: p, serial: r.Header.Get("Wechatpay-Serial")}, nil
+}
+
+// authorize checks everything but the signature: the headers, the merchant, its
+// certificate serial and the timestamp.
+func (s *Simulator) authorize(r *http.Request) (authParams, *merchant, *apiError) {
+	if !s.cfg.AllowMissingAcceptOrUA && (r.Header.Get("Accept") == "" || r.Header.Get("User-Agent") == "") {
+		return authParams{}, nil, refuse(http.StatusBadRequest, "INVALID_REQUEST", "Http头缺少Accept或User-Agent")
+	}
+	p, msg := parseAuthorization(r.Header.Get("Authorization"))
+	if msg != "" {
+		return p, nil, signError(msg)
+	}
+	m := s.merchant(p.MchID)
+	if m == nil {
+		return p, nil, mchNotExists()
+	}
+	if !strings.EqualFold(p.SerialNo, m.serial) {
+		return p, nil, signError(msgSerialMismatch)
+	}
+	if !checkTimestamp(p.Timestamp, s.now(), s.cfg.ClockSkew) {
+		return p, nil, signError(msgTimestampSkew)
+	}
+	return p, m, nil
 }
 
 // freshNonce records a merchant's nonce and reports whether it was unused within the

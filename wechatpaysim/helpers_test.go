@@ -348,3 +348,10 @@ func unix(tb testing.TB, s string) int64 {
 	}
 	return n
 }
+
+func newServer(tb testing.TB, h http.Handler) *httptest.Server {
+	tb.Helper()
+	srv := httptest.NewServer(h)
+	tb.Cleanup(srv.Close)
+	return srv
+}

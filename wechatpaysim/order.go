@@ -172,8 +172,8 @@ type orderRequest struct {
 }
 
 type orderAmount struct {
-	Total    *json.Number `json:"total"`
-	Currency string       `json:"currency"`
+	Total    json.RawMessage `json:"total"`
+	Currency string          `json:"currency"`
 }
 
 type orderPayer struct {
@@ -284,15 +284,16 @@ func checkNotifyURL(raw string) *apiError {
 }
 
 func checkAmount(a *orderAmount) (int64, *apiError) {
-	if a == nil || a.Total == nil {
+	if a == nil || len(a.Total) == 0 || string(a.Total) == "null" {
 		return 0, paramError("/amount/total", "", "必填字段缺失", "body")
 	}
-	total, err := strconv.ParseInt(a.Total.String(), 10, 64)
+	raw := string(a.Total)
+	total, err := strconv.ParseInt(raw, 10, 64) // a JSON string or a fraction does not parse
 	if err != nil {
-		return 0, paramError("/amount/total", a.Total.String(), "应为整数，单位为分", "body")
+		return 0, paramError("/amount/total", raw, "应为整数，单位为分", "body")
 	}
 	if total <= 0 {
-		return 0, paramError("/amount/total", a.Total.String(), "应大于0", "body")
+		return 0, paramError("/amount/total", raw, "应大于0", "body")
 	}
 	if a.Currency != "" && a.Currency != "CNY" {
 		return 0, paramError("/amount/currency", a.Currency, "Currency code is invalid", "body")

@@ -239,7 +239,7 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		sim.Close()
+		_ = sim.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -251,14 +251,14 @@ func serve(args []string, getenv func(string) string, stderr io.Writer) error {
 
 	select {
 	case err := <-errc:
-		sim.Close()
+		_ = sim.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
 	// Closing the simulator first releases requests held by a hang fault and stops
 	// pending notification deliveries, so Shutdown does not wait on them.
-	sim.Close()
+	_ = sim.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -55,7 +55,7 @@ func Start(tb testing.TB, mod func(*wechatpaysim.Config)) (*wechatpaysim.Simulat
 	srv := httptest.NewServer(sim.Handler())
 	tb.Cleanup(func() {
 		srv.Close()
-		sim.Close()
+		_ = sim.Close()
 	})
 	return sim, srv
 }
