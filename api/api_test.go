@@ -19,7 +19,7 @@ import (
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/payment/paymenttest"
-	"github.com/paykit/paykit/workflows"
+	"github.com/paykit/paykit/runs"
 )
 
 // fakeStore implements in memory every noun of api.Stores for handler tests; the real
@@ -372,7 +372,7 @@ type fakeOrch struct {
 	// errs answers the next checkouts in turn before err applies; updateIDs records them.
 	errs      []error
 	updateIDs []string
-	lastIn    workflows.PaymentInput
+	lastIn    runs.PaymentInput
 	err       error
 	errOnce   error // returned by the next checkout only
 	signalErr error
@@ -395,7 +395,7 @@ type fakeOrch struct {
 	redeliverResult activities.RedeliverResult
 	redeliverErr    error
 	// opened are the direct checkout's starts; startErr and startRunning what they answer.
-	opened       []workflows.PaymentInput
+	opened       []runs.PaymentInput
 	startErr     error
 	startRunning bool
 }
@@ -409,7 +409,7 @@ func (o *fakeOrch) StartRefund(context.Context, payment.Refund) error {
 
 // StartOpened records the direct checkout's start; startErr is what it answers, and
 // startRunning says that a run of the order is already running.
-func (o *fakeOrch) StartOpened(_ context.Context, in workflows.PaymentInput) (bool, error) {
+func (o *fakeOrch) StartOpened(_ context.Context, in runs.PaymentInput) (bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.startErr != nil {
@@ -422,7 +422,7 @@ func (o *fakeOrch) StartOpened(_ context.Context, in workflows.PaymentInput) (bo
 	return true, nil
 }
 
-func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
+func (o *fakeOrch) Checkout(_ context.Context, in runs.PaymentInput, updateID string) (runs.CheckoutResult, error) {
 	o.mu.Lock()
 	o.checkouts++
 	o.updateIDs = append(o.updateIDs, updateID)
@@ -441,21 +441,21 @@ func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, update
 	}
 	time.Sleep(o.delay)
 	if next != nil {
-		return workflows.CheckoutResult{}, next
+		return runs.CheckoutResult{}, next
 	}
 	if o.err != nil {
-		return workflows.CheckoutResult{}, o.err
+		return runs.CheckoutResult{}, o.err
 	}
-	return workflows.CheckoutResult{PaymentNo: "P1", TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount,
+	return runs.CheckoutResult{PaymentNo: "P1", TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount,
 		Currency: in.Currency, Subject: in.Subject, Status: payment.StatusPending, ExpireAt: time.Now().Add(time.Hour)}, nil
 }
-func (o *fakeOrch) Notify(context.Context, payment.Payment, workflows.NotificationPayload) (bool, error) {
+func (o *fakeOrch) Notify(context.Context, payment.Payment, runs.NotificationPayload) (bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.signals++
 	return o.signalErr == nil, o.signalErr
 }
-func (o *fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.NotificationPayload) error {
+func (o *fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, runs.NotificationPayload) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.signals++

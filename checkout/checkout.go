@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paykit/paykit/payment"
-	"github.com/paykit/paykit/workflows"
+	"github.com/paykit/paykit/runs"
 )
 
 // Stores are the records a checkout reads and writes, one interface per noun of package
@@ -29,10 +29,10 @@ type Stores struct {
 // Orchestrator is what a checkout needs from the workflow engine.
 type Orchestrator interface {
 	// Checkout runs the workflow's checkout update (UpdateWithStart) of the order.
-	Checkout(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error)
+	Checkout(ctx context.Context, in runs.PaymentInput, updateID string) (runs.CheckoutResult, error)
 	// StartOpened starts the run of a payment the checkout created and opened itself;
 	// started=false means a run of the order is already running.
-	StartOpened(ctx context.Context, in workflows.PaymentInput) (started bool, err error)
+	StartOpened(ctx context.Context, in runs.PaymentInput) (started bool, err error)
 }
 
 // Tokens are the one-time checkout tokens (Redis); every call may fail, and a checkout
@@ -116,18 +116,18 @@ const finishingRetries = 4
 // first activity inserts under the unique index (QR, whose code needs Alipay's precreate
 // after the insert). idemKey is the request's Idempotency-Key, if any: a retry with it
 // lands on the same workflow update and may spend the same token again.
-func (co *Checkout) Pay(ctx context.Context, tenantID string, req Request, idemKey string) (_ workflows.CheckoutResult, retErr error) {
+func (co *Checkout) Pay(ctx context.Context, tenantID string, req Request, idemKey string) (_ runs.CheckoutResult, retErr error) {
 	if err := req.Normalize(); err != nil {
-		return workflows.CheckoutResult{}, err
+		return runs.CheckoutResult{}, err
 	}
 	pendingFound, err := co.standing(ctx, tenantID, req)
 	if err != nil {
-		return workflows.CheckoutResult{}, err
+		return runs.CheckoutResult{}, err
 	}
 	binder, err := co.claimToken(ctx, tenantID, req, idemKey)
 	if err != nil {
 		co.metrics.checkouts.WithLabelValues("token_reused").Inc()
-		return workflows.CheckoutResult{}, err
+		return runs.CheckoutResult{}, err
 	}
 	if binder != "" {
 		defer func() {
@@ -136,14 +136,14 @@ func (co *Checkout) Pay(ctx context.Context, tenantID string, req Request, idemK
 			}
 		}()
 	}
-	in := workflows.PaymentInput{
+	in := runs.PaymentInput{
 		TenantID: tenantID, OrderID: req.OrderID, Amount: payment.Amount(req.AmountFen), Currency: req.Currency,
 		Subject: req.Subject, Method: req.Method, ReturnURL: req.ReturnURL, QuitURL: req.QuitURL, Repurchase: req.Repurchase,
 	}
 	res, path, err := co.run(ctx, in, updateID(tenantID, idemKey), pendingFound)
 	if err != nil {
 		co.metrics.checkouts.WithLabelValues(payment.ErrorCode(err)).Inc()
-		return workflows.CheckoutResult{}, co.refused(ctx, tenantID, req.OrderID, err)
+		return runs.CheckoutResult{}, co.refused(ctx, tenantID, req.OrderID, err)
 	}
 	co.metrics.checkouts.WithLabelValues("ok").Inc()
 	co.metrics.paths.WithLabelValues(path).Inc()
@@ -181,7 +181,7 @@ func updateID(tenantID, idemKey string) string {
 
 // run takes the direct path when it may, and the workflow's checkout update otherwise,
 // and says which answered.
-func (co *Checkout) run(ctx context.Context, in workflows.PaymentInput, updateID string, pendingFound bool) (workflows.CheckoutResult, string, error) {
+func (co *Checkout) run(ctx context.Context, in runs.PaymentInput, updateID string, pendingFound bool) (runs.CheckoutResult, string, error) {
 	if co.cfg.DirectTTL > 0 && in.Method != payment.MethodQR && !pendingFound {
 		res, done, err := co.directCheckout(ctx, in)
 		if done {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/paykit/paykit/payment"
-	"github.com/paykit/paykit/workflows"
+	"github.com/paykit/paykit/runs"
 )
 
 // directCheckout is the checkout of a page, wap or app payment, whose pay link is signed
@@ -31,7 +31,7 @@ import (
 // the sweeper re-drives it and it is closed at its expiry (nobody has its pay link); and
 // a notification for it (impossible without the link, but handled) starts its run
 // through the inbox.
-func (co *Checkout) directCheckout(ctx context.Context, in workflows.PaymentInput) (res workflows.CheckoutResult, done bool, err error) {
+func (co *Checkout) directCheckout(ctx context.Context, in runs.PaymentInput) (res runs.CheckoutResult, done bool, err error) {
 	now := time.Now()
 	expireAt := now.Add(co.cfg.DirectTTL).UTC().Truncate(time.Second)
 	no, err := newPaymentNo(now)
@@ -69,21 +69,21 @@ func (co *Checkout) directCheckout(ctx context.Context, in workflows.PaymentInpu
 		}
 	}
 	res, opened := openedWith(p, link)
-	started, err := co.orch.StartOpened(ctx, workflows.PaymentInput{
+	started, err := co.orch.StartOpened(ctx, runs.PaymentInput{
 		TenantID: p.TenantID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, Method: p.Method,
 		ReturnURL: in.ReturnURL, QuitURL: in.QuitURL, Repurchase: p.Repurchase, PaymentNo: p.PaymentNo, Opened: opened,
 	})
 	if err != nil {
-		return workflows.CheckoutResult{}, true, err
+		return runs.CheckoutResult{}, true, err
 	}
 	if !started {
-		return workflows.CheckoutResult{}, false, nil
+		return runs.CheckoutResult{}, false, nil
 	}
 	if p.Method.OrPage() != in.Method.OrPage() {
 		// Its run is started (the payment is recovered either way), but a checkout never
 		// gets a link of a method it did not ask for: it is told which one the order is
 		// being paid by.
-		return workflows.CheckoutResult{}, true, methodConflict(p)
+		return runs.CheckoutResult{}, true, methodConflict(p)
 	}
 	return res, true, nil
 }
@@ -92,7 +92,7 @@ func (co *Checkout) directCheckout(ctx context.Context, in workflows.PaymentInpu
 // created first: done=false (and no link) hands the checkout to the workflow's update
 // (the payment is no longer pending, or has no link yet), and a payment of another amount
 // is a conflict.
-func (co *Checkout) joinExisting(ctx context.Context, in workflows.PaymentInput, p payment.Payment) (link string, done bool, err error) {
+func (co *Checkout) joinExisting(ctx context.Context, in runs.PaymentInput, p payment.Payment) (link string, done bool, err error) {
 	if p.Status != payment.StatusPending {
 		return "", false, nil
 	}
@@ -109,9 +109,9 @@ func (co *Checkout) joinExisting(ctx context.Context, in workflows.PaymentInput,
 // openedWith is the checkout's answer and the run's opened payment for the pending
 // payment p and its link. The link is of the method the payment was created with, which
 // a checkout that found another checkout's payment may not share.
-func openedWith(p payment.Payment, link string) (workflows.CheckoutResult, *workflows.OpenedPayment) {
-	opened := &workflows.OpenedPayment{ExpireAt: p.ExpireAt.UTC(), QueryScheduled: p.QueryScheduled}
-	res := workflows.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
+func openedWith(p payment.Payment, link string) (runs.CheckoutResult, *runs.OpenedPayment) {
+	opened := &runs.OpenedPayment{ExpireAt: p.ExpireAt.UTC(), QueryScheduled: p.QueryScheduled}
+	res := runs.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
 		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
 	switch p.Method {
 	case payment.MethodApp:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/paykit/paykit/checkout"
 	"github.com/paykit/paykit/payment"
-	"github.com/paykit/paykit/workflows"
+	"github.com/paykit/paykit/runs"
 )
 
 // fakeStore is the Stores of a checkout: payment.Payments and payment.PayLinks over a map,
@@ -129,18 +129,18 @@ func (f *fakeStore) PendingPayLink(_ context.Context, tenantID, no string) (stri
 // fakeOrch is the Orchestrator: it records the checkout updates and starts asked of it.
 type fakeOrch struct {
 	updateIDs []string
-	lastIn    workflows.PaymentInput
+	lastIn    runs.PaymentInput
 	// errs answer the next checkout updates, one each; err answers the rest.
 	errs []error
 	err  error
 	// opened are the inputs of StartOpened; startErr fails it and startRunning answers
 	// started=false (a run of the order is already running).
-	opened       []workflows.PaymentInput
+	opened       []runs.PaymentInput
 	startErr     error
 	startRunning bool
 }
 
-func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
+func (o *fakeOrch) Checkout(_ context.Context, in runs.PaymentInput, updateID string) (runs.CheckoutResult, error) {
 	o.updateIDs = append(o.updateIDs, updateID)
 	o.lastIn = in
 	err := o.err
@@ -148,13 +148,13 @@ func (o *fakeOrch) Checkout(_ context.Context, in workflows.PaymentInput, update
 		err, o.errs = o.errs[0], o.errs[1:]
 	}
 	if err != nil {
-		return workflows.CheckoutResult{}, err
+		return runs.CheckoutResult{}, err
 	}
-	return workflows.CheckoutResult{PaymentNo: "PUPDATE", TenantID: in.TenantID, OrderID: in.OrderID, Status: payment.StatusPending,
+	return runs.CheckoutResult{PaymentNo: "PUPDATE", TenantID: in.TenantID, OrderID: in.OrderID, Status: payment.StatusPending,
 		Amount: in.Amount, Currency: in.Currency, Subject: in.Subject}, nil
 }
 
-func (o *fakeOrch) StartOpened(_ context.Context, in workflows.PaymentInput) (bool, error) {
+func (o *fakeOrch) StartOpened(_ context.Context, in runs.PaymentInput) (bool, error) {
 	if o.startErr != nil {
 		return false, o.startErr
 	}

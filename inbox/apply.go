@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/paykit/paykit/payment"
-	"github.com/paykit/paykit/workflows"
+	"github.com/paykit/paykit/runs"
 )
 
 // applyNotification checks a verified, recorded notification against our records and
@@ -49,7 +49,7 @@ func (ib *Inbox) applyNotification(ctx context.Context, n payment.Notification) 
 		log.InfoContext(ctx, "alipay notification does not advance the payment", "trade_status", n.TradeStatus)
 		return outcomeIgnored, true
 	}
-	sig := workflows.NotificationPayload{
+	sig := runs.NotificationPayload{
 		NotifyID: n.NotifyID, TradeNo: n.TradeNo, PaymentNo: n.PaymentNo, TradeStatus: n.TradeStatus,
 		State: n.State, Amount: n.TotalAmount, PaidAt: n.PaidAt,
 	}
@@ -199,7 +199,7 @@ func (ib *Inbox) reject(ctx context.Context, log *slog.Logger, p payment.Payment
 }
 
 // deliverSignal signals the payment's workflow, re-driving it if it is not running.
-func (ib *Inbox) deliverSignal(ctx context.Context, log *slog.Logger, p payment.Payment, sig workflows.NotificationPayload) (string, bool) {
+func (ib *Inbox) deliverSignal(ctx context.Context, log *slog.Logger, p payment.Payment, sig runs.NotificationPayload) (string, bool) {
 	running, err := ib.orch.Notify(ctx, p, sig)
 	if err != nil {
 		log.ErrorContext(ctx, "signal payment workflow failed; handed over again later", "err", err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/payment"
-	"github.com/paykit/paykit/workflows"
+	"github.com/paykit/paykit/runs"
 )
 
 // Defaults of the inbox (Config.SettleBound, SweepInterval, Retention).
@@ -130,9 +130,9 @@ type Stores struct {
 // Orchestrator is what the inbox needs from the workflow engine.
 type Orchestrator interface {
 	// Notify signals the run of a payment; running=false if it has none.
-	Notify(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) (running bool, err error)
+	Notify(ctx context.Context, p payment.Payment, n runs.NotificationPayload) (running bool, err error)
 	// NotifyOrRedrive starts a run that adopts the pending payment p and signals it.
-	NotifyOrRedrive(ctx context.Context, p payment.Payment, n workflows.NotificationPayload) error
+	NotifyOrRedrive(ctx context.Context, p payment.Payment, n runs.NotificationPayload) error
 	// StartRefund makes sure a workflow is working on a pending refund.
 	StartRefund(ctx context.Context, r payment.Refund) error
 }

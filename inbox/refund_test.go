@@ -12,7 +12,7 @@ import (
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/payment/paymenttest"
-	"github.com/paykit/paykit/workflows"
+	"github.com/paykit/paykit/runs"
 )
 
 // An acknowledged refund notification whose first hand-over was lost (the API died right
@@ -182,11 +182,11 @@ func (fakeGateway) DecodeNotification(_ context.Context, form url.Values) (payme
 // fakeOrch accepts every signal and refund start.
 type fakeOrch struct{}
 
-func (fakeOrch) Notify(context.Context, payment.Payment, workflows.NotificationPayload) (bool, error) {
+func (fakeOrch) Notify(context.Context, payment.Payment, runs.NotificationPayload) (bool, error) {
 	return true, nil
 }
 
-func (fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, workflows.NotificationPayload) error {
+func (fakeOrch) NotifyOrRedrive(context.Context, payment.Payment, runs.NotificationPayload) error {
 	return nil
 }
 

@@ -62,7 +62,7 @@ type paymentRun struct {
 // grant the benefit and notify the merchant. Its workflow ID is the business key
 // payment:{tenant}:{order}.
 func PaymentWorkflow(ctx workflow.Context, in PaymentInput) (PaymentState, error) {
-	r := &paymentRun{in: in, timing: in.Timing.withDefaults(), logger: workflow.GetLogger(ctx)}
+	r := &paymentRun{in: in, timing: in.Timing.WithDefaults(), logger: workflow.GetLogger(ctx)}
 	changes := workflow.GetVersion(ctx, PaymentChangesID, workflow.DefaultVersion, PaymentChangesVersion)
 	r.current, r.v2, r.v3, r.v4 = changes >= 1, changes >= 2, changes >= 3, changes >= 4
 	if r.current {
