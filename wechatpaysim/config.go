@@ -38,8 +38,8 @@ const (
 
 // DefaultNotifySchedule returns WeChat Pay's redelivery intervals for an unacknowledged
 // notification ("15s/15s/30s/3m/10m/20m/30m/30m/30m/60m/3h/3h/3h/6h/6h", 24h04m in all):
-// after the first delivery, each interval separates one delivery from the next, so there
-// are up to 16 deliveries.
+// the first interval counts from the first delivery (the docs do not say), each one
+// separates a delivery from the next, so there are up to 16 deliveries.
 func DefaultNotifySchedule() []time.Duration {
 	m, h := time.Minute, time.Hour
 	return []time.Duration{

@@ -128,9 +128,9 @@ func (s *Simulator) notifyLocked(o *order, eventType, summary string) {
 	go s.deliver(n, start, probe)
 }
 
-// deliver runs the schedule: delivery k is due at start plus the (scaled) sum of the
-// first k-1 intervals. It stops at the first acknowledgement, after the last delivery,
-// on Reset, or when the simulator closes.
+// deliver runs the schedule: the first delivery goes out at start, and delivery k at the
+// first one's time plus the (scaled) sum of the first k-1 intervals. It stops at the
+// first acknowledgement, after the last delivery, on Reset, or when the simulator closes.
 func (s *Simulator) deliver(n *notification, start time.Time, probe bool) {
 	defer s.wg.Done()
 	sched := s.cfg.NotifySchedule
@@ -145,19 +145,24 @@ func (s *Simulator) deliver(n *notification, start time.Time, probe bool) {
 		if k == 1 && probe {
 			s.record(s.post(n, AttemptProbe, 0, s.now()))
 		}
-		if s.attempt(n, k) {
+		e, done := s.attempt(n, k)
+		if done {
 			return
+		}
+		if k == 1 {
+			start = e.At
 		}
 	}
 	s.log.Warn("notification never acknowledged", "id", n.id, "out_trade_no", n.outTradeNo, "deliveries", len(sched)+1)
 }
 
-// attempt makes delivery k, freshly signed, and reports whether it was acknowledged.
-func (s *Simulator) attempt(n *notification, k int) bool {
+// attempt makes delivery k, freshly signed, and reports whether the schedule is done
+// (acknowledged, or the notification forgotten by Reset).
+func (s *Simulator) attempt(n *notification, k int) (NotificationAttempt, bool) {
 	s.mu.Lock()
 	if n.cancelled {
 		s.mu.Unlock()
-		return true
+		return NotificationAttempt{}, true
 	}
 	drop := s.notifyFault.DropDeliveries > 0
 	if drop {
@@ -179,7 +184,7 @@ func (s *Simulator) attempt(n *notification, k int) bool {
 		e.Acknowledged, e.Error = false, "answer lost by fault"
 	}
 	s.record(e)
-	return e.Acknowledged
+	return e, e.Acknowledged
 }
 
 func (s *Simulator) record(e NotificationAttempt) {

@@ -170,7 +170,9 @@ func TestNotificationAcknowledgement(t *testing.T) {
 			<-r.Context().Done()
 		}, false, "deadline exceeded"},
 		{"SUCCESS required, 200 empty", true, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) }, false, ""},
-		{"SUCCESS required, 200 SUCCESS", true, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"code":"SUCCESS","message":"成功"}`)) }, true, ""},
+		{"SUCCESS required, 200 SUCCESS", true, func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"code":"SUCCESS","message":"成功"}`))
+		}, true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
