@@ -3,6 +3,9 @@
 # that the linter's dependencies never reach paykit's), with .golangci.yml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The compiler collects garbage a quarter as often: a fifth less CPU for a cold build
+# (PAYKIT_BUILD_GOGC; see docs/testing.md).
+export GOGC=${PAYKIT_BUILD_GOGC:-400}
 mkdir -p .bin
 if [ ! -x .bin/golangci-lint ] || [ tools/lint/go.mod -nt .bin/golangci-lint ]; then
   go -C tools/lint build -o ../../.bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint

@@ -11,16 +11,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step prints its time, and the run ends (pass or fail) with every step's time: where
 # a cold run's minutes go (tool builds, compiles, passes) is read off the output.
+# Beside its wall time, each step prints the CPU its own processes used (user + system, of
+# the children it waited for: a background build is counted in the step that waits for
+# it) and how busy the machine's cores were meanwhile, so that idle cores show.
 run_started=$SECONDS
 step_times=()
+hz=$(getconf CLK_TCK)
+cores=$(nproc)
+children_cpu() { awk '{print $16 + $17}' /proc/$$/stat; }        # clock ticks
+machine_cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; } # busy idle
 step() { # name, command...
-  local name=$1 started=$SECONDS
+  local name=$1 started=$SECONDS cpu0 busy0 idle0
   shift
+  cpu0=$(children_cpu)
+  read -r busy0 idle0 < <(machine_cpu)
   echo "==> $name" >&2
   local rc=0
   "$@" || rc=$?
-  step_times+=("$(printf '%6ds  %s' $((SECONDS - started)) "$name")$( ((rc == 0)) || echo " (failed, exit $rc)")")
-  echo "<== $name: $((SECONDS - started))s ($((SECONDS - run_started))s into the run)" >&2
+  local cpu busy idle pct
+  cpu=$((($(children_cpu) - cpu0) / hz))
+  read -r busy idle < <(machine_cpu)
+  pct=$(( (busy - busy0) * 100 / (busy - busy0 + idle - idle0 + 1) ))
+  step_times+=("$(printf '%6ds %6ds %4d%%  %s' $((SECONDS - started)) "$cpu" "$pct" "$name")$( ((rc == 0)) || echo " (failed, exit $rc)")")
+  echo "<== $name: $((SECONDS - started))s, cpu ${cpu}s, cores ${pct}% busy ($((SECONDS - run_started))s into the run)" >&2
   return "$rc"
 }
 background_pids=()
@@ -31,7 +44,8 @@ finish() {
   kill "${background_pids[@]}" 2>/dev/null || true
   if $tidb_started; then scripts/tidb.sh stop || true; fi
   {
-    echo "step times (wall clock; the tool builds run in the background beside the steps):"
+    echo "step times (wall clock, the step's own CPU, how busy the machine's $cores cores were; the tool builds run in the background beside the steps):"
+    echo "  wall    cpu  busy  step"
     printf '%s\n' "${step_times[@]}"
     for log in .artifacts/build-tidb.log .artifacts/build-helm.log; do
       [ -f "$log" ] && grep -h '^built in' "$log" | sed "s|^|        $(basename "$log" .log): |"
@@ -46,6 +60,10 @@ timed_build() {
   shift 2
   { local started=$SECONDS; "$@" && echo "built in $((SECONDS - started))s"; } >"$log" 2>&1
 }
+# The modules of the tools the later steps build, downloaded in the background while the
+# first builds compile (on a fresh machine the downloads are minutes of network waiting).
+(for m in tools/lint tools/oapi-codegen tools/alipay-gopay-check; do go -C "$m" mod download; done) >/dev/null 2>&1 &
+background_pids+=("$!")
 step services scripts/services.sh
 step build-temporal scripts/build-temporal.sh
 # The TiDB server for the TiDB pass near the end, built at the lowest CPU priority while the
