@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -29,6 +30,11 @@ type ReconcileDueInput struct {
 	Page     int           `json:"page"`
 	Parallel int           `json:"parallel"`
 	Budget   time.Duration `json:"budget"`
+	// Every and Until make the run a loop: a pass every Every (at once after a pass that
+	// left payments due) until Until, an absolute time, so that a retry of the run ends
+	// when the first attempt would have. Without them the run is one pass.
+	Every time.Duration `json:"every,omitempty"`
+	Until time.Time     `json:"until,omitzero"`
 }
 
 // ReconcileDueResult counts what one run of the reconciler did.
@@ -41,9 +47,26 @@ type ReconcileDueResult struct {
 	// written: no query was made of them, and they are due again on the next run.
 	Unclaimable int `json:"unclaimable,omitempty"`
 	// Behind is true when the run left payments due: its budget ended first, or an app had
-	// no turn of its call limit for them within it.
+	// no turn of its call limit for them within it (of a loop: its last pass).
 	Behind bool `json:"behind,omitempty"`
+	// Passes counts a loop's passes.
+	Passes int `json:"passes,omitempty"`
 }
+
+// add counts pass into the result of a loop.
+func (r *ReconcileDueResult) add(pass ReconcileDueResult) {
+	r.Queried += pass.Queried
+	r.Paid += pass.Paid
+	r.Woken += pass.Woken
+	r.Failed += pass.Failed
+	r.Unclaimable += pass.Unclaimable
+	r.Behind = pass.Behind
+	r.Passes++
+}
+
+// errWorkerStopping ends a reconciler loop whose worker stops: the run's retry carries on
+// at another worker until the same Until.
+var errWorkerStopping = errors.New("reconcile: worker stopping; the run's retry carries on")
 
 // maxClaimFailures is how many claims in a row may fail before a run gives up: so many
 // rows refusing one after another says the database refuses writes, and it bounds the
@@ -86,6 +109,54 @@ const reconcileBeat = 10 * time.Second
 // turned into a loop. A run whose only due payments are unclaimable therefore fails too;
 // it holds up no other payment.
 func (a *Activities) ReconcileDue(ctx context.Context, in ReconcileDueInput) (ReconcileDueResult, error) {
+	if in.Every <= 0 || in.Until.IsZero() {
+		return a.reconcilePass(ctx, in)
+	}
+	var total ReconcileDueResult
+	stop := activity.GetWorkerStopChannel(ctx)
+	for next := time.Now(); ; {
+		pass, err := a.reconcilePass(ctx, in)
+		total.add(pass)
+		if err != nil {
+			return total, err
+		}
+		next = next.Add(in.Every)
+		if pass.Behind {
+			next = time.Now()
+		}
+		if !next.Before(in.Until) {
+			return total, nil
+		}
+		if err := waitForPass(ctx, stop, next, total); err != nil {
+			return total, err
+		}
+	}
+}
+
+// waitForPass waits until the loop's next pass, heartbeating, and returns early with
+// errWorkerStopping when the worker stops.
+func waitForPass(ctx context.Context, stop <-chan struct{}, next time.Time, sofar ReconcileDueResult) error {
+	timer := time.NewTimer(time.Until(next))
+	defer timer.Stop()
+	beat := time.NewTicker(reconcileBeat)
+	defer beat.Stop()
+	activity.RecordHeartbeat(ctx, sofar)
+	for {
+		select {
+		case <-timer.C:
+			return nil
+		case <-beat.C:
+			activity.RecordHeartbeat(ctx, sofar)
+		case <-stop:
+			return errWorkerStopping
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// reconcilePass is one pass of the reconciler over the payments due when it starts.
+func (a *Activities) reconcilePass(ctx context.Context, in ReconcileDueInput) (ReconcileDueResult, error) {
 	// The run takes what was due when it started: the payments it claims move past now,
 	// so its walk of the due ones ends.
 	now := time.Now()

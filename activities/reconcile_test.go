@@ -490,3 +490,65 @@ func TestReconcileDueEndsWhenNothingIsLeft(t *testing.T) {
 		t.Fatalf("a run of 32 workers over 3 due payments: %+v in %s, want 3 queried well within its one-minute budget", res, took.Round(time.Millisecond))
 	}
 }
+
+// A reconciler run is a loop: one activity makes a pass every Every until its Until, so
+// the schedule that starts it runs a few times an hour instead of every Every (the
+// workflow runs, history events and visibility records of an idle task queue, divided
+// by the passes a run makes). A payment that comes due while the run is going is queried
+// at its next pass, not at the next run; the run ends at its Until.
+func TestReconcileDueLoopsUntilItsEnd(t *testing.T) {
+	f := newFixture(t)
+	first := f.duePaymentsOn(t, testAppID, 1)
+	later := f.createInput("due-later")
+	np := payment.NewPayment{PaymentNo: later.PaymentNo, TenantID: later.TenantID, OrderID: later.OrderID, Amount: later.Amount,
+		Currency: later.Currency, Subject: later.Subject, ExpireAt: later.ExpireAt, WorkflowID: later.WorkflowID,
+		QueryInterval: 30 * time.Second, AlipayAppID: testAppID}
+	if _, _, err := f.store.CreatePendingPayment(context.Background(), np); err != nil {
+		t.Fatal(err)
+	}
+	// It comes due a second into the run.
+	time.AfterFunc(time.Second, func() {
+		if _, err := f.db.Exec("UPDATE payments SET next_query_at = ? WHERE payment_no = ?", time.Now().UTC().Add(-time.Millisecond), later.PaymentNo); err != nil {
+			t.Error(err)
+		}
+	})
+	start := time.Now()
+	in := activities.ReconcileDueInput{Interval: time.Hour, Page: 10, Parallel: 4, Budget: time.Minute,
+		Every: 250 * time.Millisecond, Until: start.Add(3 * time.Second)}
+	var res activities.ReconcileDueResult
+	if err := f.remote(t, &res, f.acts.ReconcileDue, in); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if res.Queried != 2 || res.Passes < 8 || res.Passes > 13 {
+		t.Fatalf("result %+v, want both payments queried over about 12 passes", res)
+	}
+	if took < 2500*time.Millisecond || took > 4*time.Second {
+		t.Fatalf("the run took %s, want it to end at its Until (3 s)", took.Round(time.Millisecond))
+	}
+	for _, no := range append(first, later.PaymentNo) {
+		if q := f.sim.Calls(no)["alipay.trade.query"]; q != 1 {
+			t.Errorf("%s: %d queries at Alipay, want 1", no, q)
+		}
+	}
+}
+
+// A worker that stops ends its reconciler loop at once with an error, so that the
+// run's retry carries on at another worker until the same Until, rather than holding the
+// worker's shutdown for the rest of the loop or leaving the schedule's next run to come.
+func TestReconcileDueLoopEndsWhenItsWorkerStops(t *testing.T) {
+	f := newFixture(t)
+	stop := make(chan struct{})
+	f.env.SetWorkerStopChannel(stop)
+	time.AfterFunc(500*time.Millisecond, func() { close(stop) })
+	start := time.Now()
+	in := activities.ReconcileDueInput{Interval: time.Hour, Page: 10, Parallel: 4, Budget: time.Minute,
+		Every: 100 * time.Millisecond, Until: start.Add(time.Minute)}
+	err := f.remote(t, nil, f.acts.ReconcileDue, in)
+	if err == nil || !strings.Contains(err.Error(), "worker stopping") {
+		t.Fatalf("error %v, want the loop to end because its worker stops", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the loop ended %s after its worker began stopping, want at once", took.Round(time.Millisecond))
+	}
+}

@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/workflows"
 )
 
 // TestAbandonedCheckoutsCostTheirQueriesOnly: payments nobody pays, opened by the API (page)
@@ -16,9 +21,15 @@ import (
 // workflow tasks: its start, its expiry (with the close path) and the closed webhook's
 // end. One paid while every notification is lost ends PAID through the reconciler's
 // wake, before its expiry.
+//
+// The reconciler's own cost is a run per period, not per pass: over the test (its passes 1
+// s apart, a run making a minute of them) the stack's ReconcilerWorkflow runs are counted
+// with their history events, and there are at most the minutes begun plus one. Before,
+// the schedule started a run for every pass, one a second.
 func TestAbandonedCheckoutsCostTheirQueriesOnly(t *testing.T) {
 	resetFaults(t)
 	ttl := 12 * time.Second
+	started := time.Now()
 	st := newStack(t, stackOptions{paymentTTL: ttl})
 	tn := newTenant(t)
 	simFault(t, "/notifications", map[string]any{"drop_next": 1000})
@@ -71,4 +82,40 @@ func TestAbandonedCheckoutsCostTheirQueriesOnly(t *testing.T) {
 	}
 	t.Logf("%d abandoned payments: at most %d reconciler queries and %d workflow tasks each; the paid one PAID on the reconciler's wake at %s",
 		len(abandoned), maxQ, maxTasks, final.WokenAt.Format(time.RFC3339Nano))
+
+	took := time.Since(started)
+	runs, events := reconcilerRuns(t, st.taskQueue)
+	if limit := int(took/time.Minute) + 2; runs > limit {
+		t.Errorf("%d reconciler runs in %s, want at most %d: a run per minute-long span, not per 1 s pass", runs, took.Round(time.Second), limit)
+	}
+	t.Logf("reconciler over %s with 1 s passes: %d workflow runs, %d history events in all (one run per pass would be %d runs)",
+		took.Round(time.Second), runs, events, int(took/time.Second))
+}
+
+// reconcilerRuns counts the ReconcilerWorkflow runs of a task queue and their history
+// events.
+func reconcilerRuns(t *testing.T, taskQueue string) (runs, events int) {
+	t.Helper()
+	ctx := context.Background()
+	query := fmt.Sprintf("WorkflowType = '%s' AND TaskQueue = '%s'", workflows.ReconcilerWorkflowName, taskQueue)
+	var token []byte
+	for {
+		resp, err := env.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.GetExecutions() {
+			runs++
+			it := env.tc.GetWorkflowHistory(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for it.HasNext() {
+				if _, err := it.Next(); err != nil {
+					t.Fatal(err)
+				}
+				events++
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return runs, events
+		}
+	}
 }

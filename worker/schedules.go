@@ -12,7 +12,7 @@ func Schedules(cfg Config) []gauges.Schedule {
 	cfg = cfg.withReconcilerDefaults()
 	list := []gauges.Schedule{
 		{ID: SweeperScheduleID(cfg.TaskQueue), Every: cfg.SweepEvery},
-		{ID: ReconcilerScheduleID(cfg.TaskQueue), Every: cfg.ReconcilerEvery},
+		{ID: ReconcilerScheduleID(cfg.TaskQueue), Every: ReconcilerSpan(cfg.ReconcilerEvery)},
 		{ID: PurgeScheduleID(cfg.TaskQueue), Every: cfg.PurgeEvery},
 		{ID: AuditScheduleID(cfg.TaskQueue), Every: cfg.AuditEvery},
 	}

@@ -176,6 +176,12 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 		every  time.Duration
 		action *client.ScheduleWorkflowAction
 		note   string
+		// overlap is the policy for a start while the last run goes on: skip it, but for
+		// the reconciler, whose run ends near the next start and must be followed at once.
+		overlap enumspb.ScheduleOverlapPolicy
+		// startNow starts a new schedule's first run at once rather than at its period's
+		// first mark (the reconciler's period is minutes long).
+		startNow bool
 	}{
 		{
 			id: SweeperScheduleID(cfg.TaskQueue), every: cfg.SweepEvery,
@@ -189,15 +195,17 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 			},
 		},
 		{
-			id: ReconcilerScheduleID(cfg.TaskQueue), every: cfg.ReconcilerEvery,
-			note: "Queries Alipay about the pending payments whose next query is due and wakes the runs of those Alipay says are paid.",
+			id: ReconcilerScheduleID(cfg.TaskQueue), every: ReconcilerSpan(cfg.ReconcilerEvery),
+			overlap: enumspb.SCHEDULE_OVERLAP_POLICY_BUFFER_ONE, startNow: true,
+			note: "Queries Alipay, every PAYKIT_RECONCILER_EVERY, about the pending payments whose next query is due and wakes the runs of those Alipay says are paid; a run makes the passes of one period.",
 			action: &client.ScheduleWorkflowAction{
 				ID: "paykit-reconcile-run-" + cfg.TaskQueue, Workflow: workflows.ReconcilerWorkflowName, TaskQueue: cfg.TaskQueue,
 				Args: []any{workflows.ReconcilerInput{
 					Interval: cfg.ReconcileInterval, Page: 500, Parallel: 32, Budget: reconcilerBudget(cfg.ReconcilerEvery),
+					Every: cfg.ReconcilerEvery, Span: ReconcilerSpan(cfg.ReconcilerEvery),
 				}},
-				// Three attempts of the activity, each its budget and two minutes.
-				WorkflowRunTimeout: 3*(reconcilerBudget(cfg.ReconcilerEvery)+2*time.Minute) + time.Minute,
+				// The loop, then its retries' last passes, each its budget and two minutes.
+				WorkflowRunTimeout: ReconcilerSpan(cfg.ReconcilerEvery) + 8*(reconcilerBudget(cfg.ReconcilerEvery)+2*time.Minute) + time.Minute,
 			},
 		},
 		{
@@ -222,8 +230,13 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 	sc := c.ScheduleClient()
 	for _, s := range specs {
 		spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: s.every}}}
+		overlap := s.overlap
+		if overlap == enumspb.SCHEDULE_OVERLAP_POLICY_UNSPECIFIED {
+			overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+		}
 		_, err := sc.Create(ctx, client.ScheduleOptions{
-			ID: s.id, Spec: spec, Action: s.action, Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, Note: s.note,
+			ID: s.id, Spec: spec, Action: s.action, Overlap: overlap, Note: s.note,
+			TriggerImmediately: s.startNow,
 		})
 		if err == nil {
 			continue
@@ -236,7 +249,7 @@ func EnsureSchedules(ctx context.Context, c client.Client, cfg Config) error {
 			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
 				in.Description.Schedule.Spec = &spec
 				in.Description.Schedule.Action = action
-				in.Description.Schedule.Policy.Overlap = enumspb.SCHEDULE_OVERLAP_POLICY_SKIP
+				in.Description.Schedule.Policy.Overlap = overlap
 				return &client.ScheduleUpdate{Schedule: &in.Description.Schedule}, nil
 			},
 		})
@@ -263,6 +276,13 @@ func (cfg Config) withReconcilerDefaults() Config {
 // quarter of it, from 1 to 15 s, so that a due query waits at most that for its run.
 func DefaultReconcilerEvery(interval time.Duration) time.Duration {
 	return min(max(interval/4, time.Second), 15*time.Second)
+}
+
+// ReconcilerSpan is the reconciler schedule's period, which one run spends making a
+// pass every every: twenty passes, from one to five minutes (a run every five minutes at
+// the default 15 s, instead of one per pass).
+func ReconcilerSpan(every time.Duration) time.Duration {
+	return min(max(20*every, time.Minute), 5*time.Minute)
 }
 
 // reconcilerBudget is how long a run of the reconciler starts queries: four schedule

@@ -91,7 +91,7 @@ func Vars() []Var {
 		{Name: "PAYKIT_ALIPAY_CALL_BURST", Default: "50", Doc: "the burst of `PAYKIT_ALIPAY_CALL_RATE`"},
 		{Name: "PAYKIT_ALIPAY_CALL_HOLD", Default: "1s", Doc: "how long every process holds an app's limited calls after Alipay answers 40005 (over its call frequency)"},
 		{Name: "PAYKIT_CHECKOUT_DIRECT", Default: "true", Doc: "a page, wap or app checkout is created by the API, which starts its workflow without waiting for its first task; `false` leaves every checkout to the workflow's checkout update"},
-		{Name: "PAYKIT_RECONCILER_EVERY", Shown: "`PAYKIT_RECONCILE_INTERVAL` / 4, within 1 s to 15 s", Doc: "the scheduled reconciler's schedule (`paykit-reconcile-<queue>`): each run queries Alipay about the pending payments whose next query is due and wakes the runs of those Alipay says are paid"},
+		{Name: "PAYKIT_RECONCILER_EVERY", Shown: "`PAYKIT_RECONCILE_INTERVAL` / 4, within 1 s to 15 s", Doc: "how often the scheduled reconciler (`paykit-reconcile-<queue>`) makes a pass: each queries Alipay about the pending payments whose next query is due and wakes the runs of those Alipay says are paid; one run makes twenty passes (from 1 to 5 minutes of them), and the schedule starts one each such period"},
 		{Name: "PAYKIT_SWEEP_EVERY", Default: "1m", Doc: "the sweeper's schedule"},
 		{Name: "PAYKIT_SWEEP_STALE_AFTER", Shown: "`PAYKIT_PAYMENT_TTL` + 2 × `PAYKIT_RECONCILE_INTERVAL`", Doc: "how old a pending payment is before the sweeper looks at it"},
 		{Name: "PAYKIT_SWEEP_GRANT_GRACE", Default: durationText(activities.DefaultGrantGrace), Doc: "how long after MarkPaid the sweeper grants a benefit the workflow has not"},
