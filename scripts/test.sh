@@ -6,7 +6,8 @@
 # the Alipay notification boundary; then the e2e happy path, two storms and the two-API two-worker topology again on
 # the real Temporal server on PostgreSQL with a second server node killed mid-storm, and the happy path, the topology storm and the refund
 # storms once more on that server with mutual TLS; the Redis tests and the storms on a Redis Cluster;
-# the storage tests, the storms, the topology and a shortened fault suite on TiDB.
+# the storage tests, the storms, the topology and a shortened fault suite on TiDB; and the WeChat Pay simulator
+# against two independent WeChat Pay v3 clients (gopay's wechat/v3 and the npm wechatpay-axios-plugin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step prints its time, and the run ends (pass or fail) with every step's time: where
@@ -152,5 +153,9 @@ tidb_started=false
 step alipay-sdk-check tools/alipay-sdk-check/run.sh
 # A second independent Go client (gopay), which posts to gateway.do?charset=utf-8.
 step alipay-gopay-check tools/alipay-gopay-check/run.sh
+# The WeChat Pay simulator against gopay's wechat/v3, unchanged but for SetProxyHost.
+step wechatpay-gopay-check tools/wechatpay-gopay-check/run.sh
+# The WeChat Pay simulator against the npm wechatpay-axios-plugin, which verifies every answer itself.
+step wechatpay-npm-check tools/wechatpay-npm-check/run.sh
 # Real webhook deliveries verified with the official Standard Webhooks library for Node.
 step standardwebhooks-check tools/standardwebhooks-check/run.sh
