@@ -223,11 +223,18 @@ func (s *Simulator) validateOrder(c *call, tradeType string, now time.Time) (pla
 	if p.req.AppID == "" {
 		return p, paramError("/appid", "", "必填字段缺失", "body")
 	}
-	if !c.m.hasAppID(p.req.AppID) {
+	if !s.appIDBound(c.m, p.req.AppID) {
 		return p, refuse(http.StatusBadRequest, "APPID_MCHID_NOT_MATCH", "appid和mch_id不匹配")
 	}
 	p.print = fingerprint(tradeType, c.body)
 	return p, nil
+}
+
+// appIDBound reports whether appid is bound to m (AddMerchant may bind more meanwhile).
+func (s *Simulator) appIDBound(m *merchant, appid string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m.hasAppID(appid)
 }
 
 // checkBodyMchID: the body's mchid must be a merchant, and the one that signed.
