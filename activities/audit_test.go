@@ -62,7 +62,7 @@ func TestAudit_RunTwiceRecordsEachAnomalyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.acts.Gateway.Precreate(ctx, payment.TradeRequest{PaymentNo: p.PaymentNo, Subject: p.Subject,
+		if _, err := f.acts.Gateway.Open(ctx, payment.TradeRequest{PaymentNo: p.PaymentNo, Method: payment.MethodQR, Subject: p.Subject,
 			Amount: p.Amount, ExpireAt: p.ExpireAt}); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestAuditRecheck_ComesBackToWhatItCouldNotVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.acts.Gateway.Precreate(ctx, payment.TradeRequest{PaymentNo: p.PaymentNo, Subject: p.Subject,
+		if _, err := f.acts.Gateway.Open(ctx, payment.TradeRequest{PaymentNo: p.PaymentNo, Method: payment.MethodQR, Subject: p.Subject,
 			Amount: p.Amount, ExpireAt: p.ExpireAt}); err != nil {
 			t.Fatal(err)
 		}

@@ -28,25 +28,16 @@ type OpenTradeResult struct {
 	OrderString string `json:"order_string,omitempty"`
 }
 
-// link is the one way to pay the result carries.
-func (r OpenTradeResult) link() string {
-	switch {
-	case r.PayURL != "":
-		return r.PayURL
-	case r.QRCode != "":
-		return r.QRCode
-	}
-	return r.OrderString
-}
-
-// OpenTrade builds the page or wap pay URL or the app order string, or precreates the QR
-// trade. Each is keyed by out_trade_no, so repeating it creates no second trade.
+// OpenTrade opens the trade of the payment's method at its channel (Alipay: signs the page
+// or wap pay URL or the app order string, or precreates the QR trade). It is keyed by
+// out_trade_no, so repeating it creates no second trade.
 // time_expire is the local expiry truncated to the second, never later. The result is
 // kept with the payment while it is pending, so that GET /v1/payments/{no} can show it
 // again; if that write fails the activity fails and is retried.
 func (a *Activities) OpenTrade(ctx context.Context, in OpenTradeInput) (OpenTradeResult, error) {
 	req := payment.TradeRequest{
 		PaymentNo: in.PaymentNo,
+		Method:    in.Method,
 		Subject:   in.Subject,
 		Amount:    in.Amount,
 		ExpireAt:  in.ExpireAt.Truncate(time.Second),
@@ -57,34 +48,12 @@ func (a *Activities) OpenTrade(ctx context.Context, in OpenTradeInput) (OpenTrad
 	if err != nil {
 		return OpenTradeResult{}, err
 	}
-	var res OpenTradeResult
-	switch in.Method {
-	case payment.MethodQR:
-		qr, err := gw.Precreate(ctx, req)
-		if err != nil {
-			return OpenTradeResult{}, classify("precreate", err)
-		}
-		res.QRCode = qr
-	case payment.MethodWap:
-		url, err := gw.WapPayURL(ctx, req)
-		if err != nil {
-			return OpenTradeResult{}, classify("wap pay url", err)
-		}
-		res.PayURL = url
-	case payment.MethodApp:
-		s, err := gw.AppPayOrderString(ctx, req)
-		if err != nil {
-			return OpenTradeResult{}, classify("app pay order string", err)
-		}
-		res.OrderString = s
-	default:
-		url, err := gw.PagePayURL(ctx, req)
-		if err != nil {
-			return OpenTradeResult{}, classify("page pay url", err)
-		}
-		res.PayURL = url
+	h, err := gw.Open(ctx, req)
+	if err != nil {
+		return OpenTradeResult{}, classify("open trade ("+string(in.Method)+")", err)
 	}
-	if err := a.Store.SetPayLink(ctx, in.PaymentNo, res.link()); err != nil {
+	res := OpenTradeResult{PayURL: h.PayURL, QRCode: h.QRCode, OrderString: h.OrderString}
+	if err := a.Store.SetPayLink(ctx, in.PaymentNo, h.Link()); err != nil {
 		return OpenTradeResult{}, fmt.Errorf("keep pay link: %w", err)
 	}
 	return res, nil

@@ -35,8 +35,11 @@ func (f *fakeStore) CreatePendingPayment(_ context.Context, np payment.NewPaymen
 	return p, false, nil
 }
 
-func (fakeGateway) PagePayURL(_ context.Context, req payment.TradeRequest) (string, error) {
-	return "https://cashier.test/pay?out_trade_no=" + req.PaymentNo + "&time_expire=" + req.ExpireAt.Format(time.RFC3339), nil
+func (fakeGateway) SignedHandOff(_ context.Context, req payment.TradeRequest) (payment.HandOff, bool, error) {
+	if req.Method == payment.MethodQR {
+		return payment.HandOff{}, false, nil
+	}
+	return payment.HandOff{PayURL: "https://cashier.test/pay?out_trade_no=" + req.PaymentNo + "&time_expire=" + req.ExpireAt.Format(time.RFC3339)}, true, nil
 }
 
 // A page checkout is answered from the API's own insert and the workflow's start, with no

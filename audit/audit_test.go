@@ -87,8 +87,8 @@ func (e *env) payAtAlipay(tb testing.TB, paymentNo string, amount payment.Amount
 
 func (e *env) openTrade(tb testing.TB, paymentNo string, amount payment.Amount) {
 	tb.Helper()
-	if _, err := e.gw.Precreate(context.Background(), payment.TradeRequest{
-		PaymentNo: paymentNo, Subject: "audit", Amount: amount, ExpireAt: time.Now().Add(15 * time.Minute),
+	if _, err := e.gw.Open(context.Background(), payment.TradeRequest{
+		PaymentNo: paymentNo, Method: payment.MethodQR, Subject: "audit", Amount: amount, ExpireAt: time.Now().Add(15 * time.Minute),
 	}); err != nil {
 		tb.Fatalf("precreate %s: %v", paymentNo, err)
 	}

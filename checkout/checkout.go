@@ -179,10 +179,11 @@ func updateID(tenantID, idemKey string) string {
 	return "checkout-" + hash(tenantID + "\x00" + idemKey)[:40]
 }
 
-// run takes the direct path when it may, and the workflow's checkout update otherwise,
-// and says which answered.
+// run takes the direct path when it may (a method whose link the channel lets paykit
+// sign: directCheckout says), and the workflow's checkout update otherwise, and says
+// which answered.
 func (co *Checkout) run(ctx context.Context, in runs.PaymentInput, updateID string, pendingFound bool) (runs.CheckoutResult, string, error) {
-	if co.cfg.DirectTTL > 0 && in.Method != payment.MethodQR && !pendingFound {
+	if co.cfg.DirectTTL > 0 && !pendingFound {
 		res, done, err := co.directCheckout(ctx, in)
 		if done {
 			return res, pathDirect, err

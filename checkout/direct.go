@@ -12,8 +12,10 @@ import (
 	"github.com/paykit/paykit/runs"
 )
 
-// directCheckout is the checkout of a page, wap or app payment, whose pay link is signed
-// here with no call to Alipay. The API signs the link, creates the pending payment with it
+// directCheckout is the checkout of a payment whose hand-off the channel lets paykit sign
+// with no call to it (Alipay's page, wap and app pay: payment.Gateway's SignedHandOff);
+// any other method is done=false before anything is written. The API signs the link,
+// creates the pending payment with it
 // in one transaction (the active-order unique index is the payment's identity: one
 // pending payment per order), starts the payment's workflow, which adopts the committed
 // row with no activity in its first task, and answers without waiting for any workflow
@@ -43,12 +45,18 @@ func (co *Checkout) directCheckout(ctx context.Context, in runs.PaymentInput) (r
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry",
 			Err: fmt.Errorf("gateway of tenant %s: %w", in.TenantID, err)}
 	}
-	link, _, err := payment.SignedPayLink(ctx, app.Gateway, in.Method, payment.TradeRequest{
-		PaymentNo: no, Subject: in.Subject, Amount: in.Amount, ExpireAt: expireAt, ReturnURL: in.ReturnURL, QuitURL: in.QuitURL,
+	h, signed, err := app.Gateway.SignedHandOff(ctx, payment.TradeRequest{
+		PaymentNo: no, Method: in.Method, Subject: in.Subject, Amount: in.Amount, ExpireAt: expireAt,
+		ReturnURL: in.ReturnURL, QuitURL: in.QuitURL,
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return res, true, channelRefusal(err)
+	case !signed:
+		// Only the channel can open this method's trade: the workflow's checkout opens it.
+		return res, false, nil
 	}
+	link := h.Link()
 	p, existed, err := co.store.CreatePendingPayment(ctx, payment.NewPayment{
 		PaymentNo: no, TenantID: in.TenantID, OrderID: in.OrderID, Amount: in.Amount, Currency: in.Currency,
 		Subject: in.Subject, Method: in.Method, Repurchase: in.Repurchase, ExpireAt: expireAt,

@@ -2,12 +2,11 @@ package checkout_test
 
 import (
 	"context"
-	"errors"
-	"net/url"
 	"sync"
 
 	"github.com/paykit/paykit/checkout"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/payment/paymenttest"
 	"github.com/paykit/paykit/runs"
 )
 
@@ -208,41 +207,24 @@ func (t *fakeTokens) ReleaseToken(_ context.Context, _, token, binder string) er
 	return nil
 }
 
-// fakeGateway signs pay links; nothing else of the gateway is a checkout's to call.
-type fakeGateway struct{ refuse *payment.ChannelError }
+// fakeGateway signs the hand-offs of page, wap and app payments, as Alipay's adapter
+// does, and opens nothing: a QR payment's trade is the workflow's to open. Any other call
+// fails with its name (paymenttest.Gateway).
+type fakeGateway struct {
+	paymenttest.Gateway
+	refuse *payment.ChannelError
+}
 
-var errNotACheckoutCall = errors.New("not a checkout's call")
-
-func (g fakeGateway) sign(kind string, req payment.TradeRequest) (string, error) {
-	if g.refuse != nil {
-		return "", g.refuse
+func (g fakeGateway) SignedHandOff(_ context.Context, req payment.TradeRequest) (payment.HandOff, bool, error) {
+	if req.Method == payment.MethodQR {
+		return payment.HandOff{}, false, nil
 	}
-	return "https://cashier.test/" + kind + "?out_trade_no=" + req.PaymentNo, nil
-}
-func (g fakeGateway) PagePayURL(_ context.Context, req payment.TradeRequest) (string, error) {
-	return g.sign("page", req)
-}
-func (g fakeGateway) WapPayURL(_ context.Context, req payment.TradeRequest) (string, error) {
-	return g.sign("wap", req)
-}
-func (g fakeGateway) AppPayOrderString(_ context.Context, req payment.TradeRequest) (string, error) {
-	return g.sign("app", req)
-}
-func (fakeGateway) Precreate(context.Context, payment.TradeRequest) (string, error) {
-	return "", errNotACheckoutCall
-}
-func (fakeGateway) Query(context.Context, string) (payment.Trade, error) {
-	return payment.Trade{}, errNotACheckoutCall
-}
-func (fakeGateway) Close(context.Context, string) (payment.CloseOutcome, error) {
-	return 0, errNotACheckoutCall
-}
-func (fakeGateway) Refund(context.Context, payment.RefundRequest) (payment.RefundResult, error) {
-	return payment.RefundResult{}, errNotACheckoutCall
-}
-func (fakeGateway) QueryRefund(context.Context, string, string) (payment.RefundStatusAtChannel, error) {
-	return payment.RefundStatusAtChannel{}, errNotACheckoutCall
-}
-func (fakeGateway) DecodeNotification(context.Context, url.Values) (payment.Notification, error) {
-	return payment.Notification{}, errNotACheckoutCall
+	if g.refuse != nil {
+		return payment.HandOff{}, false, g.refuse
+	}
+	link := "https://cashier.test/" + string(req.Method) + "?out_trade_no=" + req.PaymentNo
+	if req.Method == payment.MethodApp {
+		return payment.HandOff{OrderString: link}, true, nil
+	}
+	return payment.HandOff{PayURL: link}, true, nil
 }

@@ -61,12 +61,27 @@ type cashierRewrite struct {
 	base *url.URL
 }
 
-func (c cashierRewrite) PagePayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
-	return c.rewrite(c.Gateway.PagePayURL(ctx, req))
+// Open implements payment.Gateway.
+func (c cashierRewrite) Open(ctx context.Context, req payment.TradeRequest) (payment.HandOff, error) {
+	h, err := c.Gateway.Open(ctx, req)
+	return c.rewriteHandOff(h, err)
 }
 
-func (c cashierRewrite) WapPayURL(ctx context.Context, req payment.TradeRequest) (string, error) {
-	return c.rewrite(c.Gateway.WapPayURL(ctx, req))
+// SignedHandOff implements payment.Gateway.
+func (c cashierRewrite) SignedHandOff(ctx context.Context, req payment.TradeRequest) (payment.HandOff, bool, error) {
+	h, ok, err := c.Gateway.SignedHandOff(ctx, req)
+	h, err = c.rewriteHandOff(h, err)
+	return h, ok && err == nil, err
+}
+
+// rewriteHandOff rewrites a hand-off's cashier URL; a QR code or an app's order string is
+// kept as it is.
+func (c cashierRewrite) rewriteHandOff(h payment.HandOff, err error) (payment.HandOff, error) {
+	if err != nil || h.PayURL == "" {
+		return h, err
+	}
+	h.PayURL, err = c.rewrite(h.PayURL, nil)
+	return h, err
 }
 
 // BillDownloadURL keeps the bill capability of the wrapped gateway.

@@ -199,14 +199,14 @@ func (g limited) BillDownloadURL(ctx context.Context, billDate string) (string, 
 	return u, err
 }
 
-// Precreate, Refund: a buyer's or a merchant's request, never held back; a throttling
-// answer still holds the app's other calls.
+// Open, Refund: a buyer's or a merchant's request, never held back; a throttling answer
+// still holds the app's other calls.
 
-// Precreate implements payment.Gateway.
-func (g limited) Precreate(ctx context.Context, req payment.TradeRequest) (string, error) {
-	qr, err := g.Gateway.Precreate(ctx, req)
+// Open implements payment.Gateway.
+func (g limited) Open(ctx context.Context, req payment.TradeRequest) (payment.HandOff, error) {
+	h, err := g.Gateway.Open(ctx, req)
 	g.seen(ctx, err)
-	return qr, err
+	return h, err
 }
 
 // Refund implements payment.Gateway.

@@ -25,8 +25,8 @@ func (g answering) Close(context.Context, string) (payment.CloseOutcome, error) 
 func (g answering) QueryRefund(context.Context, string, string) (payment.RefundStatusAtChannel, error) {
 	return payment.RefundStatusAtChannel{}, g.err
 }
-func (g answering) Precreate(context.Context, payment.TradeRequest) (string, error) {
-	return "qr", g.err
+func (g answering) Open(context.Context, payment.TradeRequest) (payment.HandOff, error) {
+	return payment.HandOff{QRCode: "qr"}, g.err
 }
 func (g answering) Refund(context.Context, payment.RefundRequest) (payment.RefundResult, error) {
 	return payment.RefundResult{}, g.err
@@ -67,8 +67,11 @@ func TestLimitedGateway(t *testing.T) {
 		},
 	}
 	asked := map[string]func(payment.Gateway) error{
-		"precreate": func(g payment.Gateway) error { _, err := g.Precreate(ctx, payment.TradeRequest{}); return err },
-		"refund":    func(g payment.Gateway) error { _, err := g.Refund(ctx, payment.RefundRequest{}); return err },
+		"open": func(g payment.Gateway) error {
+			_, err := g.Open(ctx, payment.TradeRequest{Method: payment.MethodQR})
+			return err
+		},
+		"refund": func(g payment.Gateway) error { _, err := g.Refund(ctx, payment.RefundRequest{}); return err },
 	}
 	limited := &payment.ChannelError{Op: "x", Code: gateways.CodeCallLimited, Retryable: true}
 	for name, call := range own {

@@ -48,6 +48,9 @@ const (
 // TradeRequest asks the channel to create a trade for a pending payment.
 type TradeRequest struct {
 	PaymentNo string
+	// Method is how the buyer pays: it picks the channel's product (a cashier page, a QR
+	// code, an app's order).
+	Method    Method
 	Subject   string
 	Amount    Amount
 	// ExpireAt is sent as time_expire. It must not be later than the local expiry, so a
@@ -142,21 +145,39 @@ func (n Notification) IsRefund() bool {
 	return n.OutBizNo != "" || n.RefundFee > 0 || n.GmtRefund != ""
 }
 
+// HandOff is what a buyer is handed to pay a trade: a cashier URL (page, wap), the
+// content of a QR code, or the order string the merchant's app passes to the channel's
+// app SDK. One of them is set.
+type HandOff struct {
+	PayURL      string
+	QRCode      string
+	OrderString string
+}
+
+// Link returns the one way to pay the hand-off carries.
+func (h HandOff) Link() string {
+	switch {
+	case h.PayURL != "":
+		return h.PayURL
+	case h.QRCode != "":
+		return h.QRCode
+	}
+	return h.OrderString
+}
+
 // Gateway is the payment channel as the domain sees it. Implementations return
 // *ChannelError for failures so callers can tell retryable from permanent ones.
 type Gateway interface {
-	// PagePayURL returns the signed cashier URL for alipay.trade.page.pay. No trade
-	// exists at Alipay until the buyer opens it.
-	PagePayURL(ctx context.Context, req TradeRequest) (string, error)
-	// WapPayURL returns the signed cashier URL for alipay.trade.wap.pay, for a phone's
-	// browser. As with page pay, no trade exists until the buyer opens it.
-	WapPayURL(ctx context.Context, req TradeRequest) (string, error)
-	// AppPayOrderString returns the signed order string of alipay.trade.app.pay, which
-	// the merchant's app hands to the Alipay app SDK. No trade exists until the buyer's
-	// Alipay app submits it.
-	AppPayOrderString(ctx context.Context, req TradeRequest) (string, error)
-	// Precreate creates the trade now and returns its QR code content.
-	Precreate(ctx context.Context, req TradeRequest) (string, error)
+	// Open opens the trade of req.Method and returns the buyer's hand-off: for a method
+	// whose link paykit signs, the signed link (the channel holds no trade until the buyer
+	// uses it, as with Alipay's page, wap and app pay); otherwise the channel's answer to
+	// creating the trade (Alipay's precreate). It is keyed by req.PaymentNo: repeated, it
+	// opens no second trade.
+	Open(ctx context.Context, req TradeRequest) (HandOff, error)
+	// SignedHandOff is Open for a method whose link paykit signs itself, with no call to
+	// the channel; ok is false for a method that only the channel can open (Open), and
+	// nothing is done then.
+	SignedHandOff(ctx context.Context, req TradeRequest) (h HandOff, ok bool, err error)
 	// Query returns the trade's state; an unknown trade is TradeNotExist with a nil error.
 	Query(ctx context.Context, paymentNo string) (Trade, error)
 	// Close closes an unpaid trade.
@@ -183,23 +204,6 @@ type Paced interface {
 	// takes the turn first, so that what it wrote never waits for the app's limit, and
 	// one that serves several apps serves another meanwhile.
 	Turn(ctx context.Context) (Gateway, time.Duration, error)
-}
-
-// SignedPayLink returns the pay link of a method whose link is signed here, with no call
-// to Alipay: a page or wap cashier URL, or an app order string. ok is false for a QR
-// payment, whose code only Alipay's precreate gives.
-func SignedPayLink(ctx context.Context, gw Gateway, m Method, req TradeRequest) (link string, ok bool, err error) {
-	switch m {
-	case MethodQR:
-		return "", false, nil
-	case MethodWap:
-		link, err = gw.WapPayURL(ctx, req)
-	case MethodApp:
-		link, err = gw.AppPayOrderString(ctx, req)
-	default:
-		link, err = gw.PagePayURL(ctx, req)
-	}
-	return link, err == nil, err
 }
 
 // ChannelError is a failure talking to the payment channel.

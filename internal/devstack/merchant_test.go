@@ -43,8 +43,9 @@ func TestDemoMerchantVerifiesTheCashierReturn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payURL, err := cashier.WapPayURL(context.Background(), payment.TradeRequest{PaymentNo: "PDEMORET", Subject: "demo", Amount: 990,
+	h, err := cashier.Open(context.Background(), payment.TradeRequest{PaymentNo: "PDEMORET", Method: payment.MethodWap, Subject: "demo", Amount: 990,
 		ExpireAt: time.Now().Add(time.Hour), ReturnURL: merchant.URL + "/return"})
+	payURL := h.PayURL
 	if err != nil || !strings.HasPrefix(payURL, sim.URL+"/") {
 		t.Fatalf("wap url %q %v", payURL, err)
 	}

@@ -19,24 +19,14 @@ func notFaked(call string) error {
 	return &payment.ChannelError{Op: "paymenttest.Gateway." + call, SubCode: "NOT_FAKED", Message: "not faked in this test"}
 }
 
-// PagePayURL implements payment.Gateway.
-func (Gateway) PagePayURL(context.Context, payment.TradeRequest) (string, error) {
-	return "", notFaked("PagePayURL")
+// Open implements payment.Gateway.
+func (Gateway) Open(context.Context, payment.TradeRequest) (payment.HandOff, error) {
+	return payment.HandOff{}, notFaked("Open")
 }
 
-// WapPayURL implements payment.Gateway.
-func (Gateway) WapPayURL(context.Context, payment.TradeRequest) (string, error) {
-	return "", notFaked("WapPayURL")
-}
-
-// AppPayOrderString implements payment.Gateway.
-func (Gateway) AppPayOrderString(context.Context, payment.TradeRequest) (string, error) {
-	return "", notFaked("AppPayOrderString")
-}
-
-// Precreate implements payment.Gateway.
-func (Gateway) Precreate(context.Context, payment.TradeRequest) (string, error) {
-	return "", notFaked("Precreate")
+// SignedHandOff implements payment.Gateway.
+func (Gateway) SignedHandOff(context.Context, payment.TradeRequest) (payment.HandOff, bool, error) {
+	return payment.HandOff{}, false, notFaked("SignedHandOff")
 }
 
 // Query implements payment.Gateway.
