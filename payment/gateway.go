@@ -59,6 +59,10 @@ type TradeRequest struct {
 	ReturnURL string
 	// QuitURL is where a wap cashier sends a buyer who gives up (wap pay only).
 	QuitURL string
+	// OpenID is the payer's openid under the merchant's appid (WeChat Pay JSAPI), and
+	// ClientIP the buyer's address (WeChat Pay H5).
+	OpenID   string
+	ClientIP string
 }
 
 // Trade is the result of alipay.trade.query.

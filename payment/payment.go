@@ -92,6 +92,13 @@ const (
 	MethodQR   Method = "qr"   // alipay.trade.precreate: a QR code to scan
 	MethodWap  Method = "wap"  // alipay.trade.wap.pay: a cashier URL for a phone's browser
 	MethodApp  Method = "app"  // alipay.trade.app.pay: an order string for the Alipay app SDK
+
+	// WeChat Pay's methods. The WeChat Pay adapter (wechatpay/) opens their trades; the
+	// API accepts them once the channel's notifications reach the inbox (Validate).
+	MethodWechatNative Method = "wechat_native" // a code_url to show as a QR code
+	MethodWechatJSAPI  Method = "wechat_jsapi"  // the paySign parameters for WeixinJSBridge (payer openid required)
+	MethodWechatH5     Method = "wechat_h5"     // an h5_url for a phone's browser outside WeChat
+	MethodWechatApp    Method = "wechat_app"    // the signed parameters for the WeChat app SDK
 )
 
 // OrPage is m, or MethodPage for a payment recorded without a method (before 0009).
