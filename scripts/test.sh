@@ -63,7 +63,7 @@ timed_build() {
 }
 # The modules of the tools the later steps build, downloaded in the background while the
 # first builds compile (on a fresh machine the downloads are minutes of network waiting).
-(for m in tools/lint tools/oapi-codegen tools/alipay-gopay-check; do go -C "$m" mod download; done) >/dev/null 2>&1 &
+(for m in tools/lint tools/oapi-codegen tools/alipay-gopay-check tools/wechatpay-gopay-check; do go -C "$m" mod download; done) >/dev/null 2>&1 &
 background_pids+=("$!")
 step services scripts/services.sh
 step build-temporal scripts/build-temporal.sh
