@@ -3,6 +3,7 @@ package payment
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"time"
 )
@@ -50,9 +51,9 @@ type TradeRequest struct {
 	PaymentNo string
 	// Method is how the buyer pays: it picks the channel's product (a cashier page, a QR
 	// code, an app's order).
-	Method    Method
-	Subject   string
-	Amount    Amount
+	Method  Method
+	Subject string
+	Amount  Amount
 	// ExpireAt is sent as time_expire. It must not be later than the local expiry, so a
 	// payment closed locally can never be paid afterwards.
 	ExpireAt  time.Time
@@ -140,6 +141,14 @@ type Notification struct {
 	OutBizNo  string
 	RefundFee Amount
 	GmtRefund string
+}
+
+// RawNotification is a channel's notification as it arrived: its headers and the exact
+// bytes of its body, which the channel signed (WeChat Pay signs the body with the
+// timestamp and nonce of its headers).
+type RawNotification struct {
+	Header http.Header
+	Body   []byte
 }
 
 // IsRefund reports whether the notification announces a refund. Such a notification is

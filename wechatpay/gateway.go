@@ -39,6 +39,10 @@ type Config struct {
 	// GET /v3/certificates at New, and again when an answer names another serial.
 	PublicKeyPEM string
 	PublicKeyID  string
+	// PlatformCertificatesToo, with the public key, fetches the platform certificates as
+	// well: while a merchant switches to the public key, WeChat Pay signs some
+	// notifications with either, and each names its key in Wechatpay-Serial.
+	PlatformCertificatesToo bool
 	// BaseURL replaces ProductionBaseURL (a simulator, a proxy).
 	BaseURL string
 	// NotifyURL is where WeChat Pay sends the merchant's notifications.
@@ -50,6 +54,7 @@ type Gateway struct {
 	cfg    Config
 	client *wechat.ClientV3
 	loc    *time.Location
+	keys   notifyKeys
 }
 
 // New builds the gateway of cfg's merchant, with answer verification on: the public key
@@ -72,19 +77,31 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("wechatpay: client: %w", err)
 	}
 	c.SetProxyHost(cfg.BaseURL)
-	switch {
-	case cfg.PublicKeyPEM != "":
-		if !strings.HasPrefix(cfg.PublicKeyID, "PUB_KEY_ID_") {
-			return nil, fmt.Errorf("wechatpay: PublicKeyID %q must start with PUB_KEY_ID_", cfg.PublicKeyID)
-		}
-		err = c.AutoVerifySignByPublicKey([]byte(cfg.PublicKeyPEM), cfg.PublicKeyID)
-	default:
-		err = c.AutoVerifySign(false)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("wechatpay: answer verification: %w", err)
+	if err := verifyAnswers(c, cfg); err != nil {
+		return nil, err
 	}
 	return &Gateway{cfg: cfg, client: c, loc: time.FixedZone("CST", 8*3600)}, nil
+}
+
+// verifyAnswers turns on gopay's verification of every answer: with the platform
+// certificates (fetched now), the WeChat Pay public key, or both during a switch (the
+// public key last, so that requests name it and answers are signed with it).
+func verifyAnswers(c *wechat.ClientV3, cfg Config) error {
+	if cfg.PublicKeyPEM == "" || cfg.PlatformCertificatesToo {
+		if err := c.AutoVerifySign(false); err != nil {
+			return fmt.Errorf("wechatpay: fetch the platform certificates: %w", err)
+		}
+	}
+	if cfg.PublicKeyPEM == "" {
+		return nil
+	}
+	if !strings.HasPrefix(cfg.PublicKeyID, "PUB_KEY_ID_") {
+		return fmt.Errorf("wechatpay: PublicKeyID %q must start with PUB_KEY_ID_", cfg.PublicKeyID)
+	}
+	if err := c.AutoVerifySignByPublicKey([]byte(cfg.PublicKeyPEM), cfg.PublicKeyID); err != nil {
+		return fmt.Errorf("wechatpay: the WeChat Pay public key: %w", err)
+	}
+	return nil
 }
 
 // SignedHandOff implements payment.Gateway: every WeChat method's hand-off comes from
