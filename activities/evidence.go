@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -49,11 +48,7 @@ func (a *Activities) confirmNotification(ctx context.Context, in MarkPaidInput) 
 	if err != nil {
 		return payment.Notification{}, "", fmt.Errorf("confirm notification %s: %w", in.NotifyID, err)
 	}
-	form, err := url.ParseQuery(rec.Raw)
-	if err != nil {
-		return payment.Notification{}, fmt.Sprintf("recorded notification %q is not a form: %v", in.NotifyID, err), nil
-	}
-	n, err := gw.DecodeNotification(ctx, form)
+	n, err := gw.DecodeNotification(ctx, payment.RawNotification{Body: []byte(rec.Raw)})
 	if err != nil {
 		return payment.Notification{}, fmt.Sprintf("recorded notification %q does not verify with the payment's app: %v", in.NotifyID, err), nil
 	}

@@ -49,7 +49,7 @@ func TestCertModeOverHTTP(t *testing.T) {
 	if err != nil || tr.State != payment.TradePaid || tr.Amount != 1234 {
 		t.Fatalf("query = %+v, %v", tr, err)
 	}
-	note, err := e.gw.DecodeNotification(ctx, e.sink.next(t, 5*time.Second).form)
+	note, err := e.gw.DecodeForm(ctx, e.sink.next(t, 5*time.Second).form)
 	if err != nil || note.State != payment.TradePaid || note.PaymentNo != req.PaymentNo {
 		t.Fatalf("notification = %+v, %v", note, err)
 	}
@@ -120,11 +120,11 @@ func TestCertModeForgedCertSN(t *testing.T) {
 	}
 	// A notification naming an unknown certificate is refused too.
 	form := e.sink.next(t, 5*time.Second).form
-	if _, err := e.gw.DecodeNotification(ctx, form); err != nil {
+	if _, err := e.gw.DecodeForm(ctx, form); err != nil {
 		t.Fatalf("the genuine notification: %v", err)
 	}
 	form.Set("alipay_cert_sn", "00112233445566778899aabbccddeeff")
-	if _, err := e.gw.DecodeNotification(ctx, form); payment.ErrorCode(err) != payment.EBADSIGNATURE {
+	if _, err := e.gw.DecodeForm(ctx, form); payment.ErrorCode(err) != payment.EBADSIGNATURE {
 		t.Fatalf("notification with a forged alipay_cert_sn: %v", err)
 	}
 }

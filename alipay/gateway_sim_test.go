@@ -53,7 +53,7 @@ func TestPrecreateQueryPayRefundOverHTTP(t *testing.T) {
 	}
 
 	n := e.sink.next(t, 5*time.Second)
-	note, err := e.gw.DecodeNotification(ctx, n.form)
+	note, err := e.gw.DecodeForm(ctx, n.form)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestDecodeNotificationChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := e.sink.next(t, 5*time.Second).form
-	if _, err := e.gw.DecodeNotification(ctx, good); err != nil {
+	if _, err := e.gw.DecodeForm(ctx, good); err != nil {
 		t.Fatalf("genuine notification rejected: %v", err)
 	}
 	keys := testKeys(t)
@@ -564,7 +564,7 @@ func TestDecodeNotificationChecks(t *testing.T) {
 				form[k] = append([]string{}, v...)
 			}
 			tc.mod(form)
-			_, err = gw.DecodeNotification(ctx, form)
+			_, err = gw.DecodeForm(ctx, form)
 			if payment.ErrorCode(err) != tc.code {
 				t.Fatalf("error = %v (code %q); want %s", err, payment.ErrorCode(err), tc.code)
 			}

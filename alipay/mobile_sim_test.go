@@ -70,7 +70,7 @@ func TestWapPayRoundTrip(t *testing.T) {
 		r.AppID != testAppID || r.SellerID != testSellerID || r.Timestamp.IsZero() {
 		t.Fatalf("return = %+v", r)
 	}
-	note, err := e.gw.DecodeNotification(ctx, e.sink.next(t, 5*time.Second).form)
+	note, err := e.gw.DecodeForm(ctx, e.sink.next(t, 5*time.Second).form)
 	if err != nil || note.State != payment.TradePaid || note.PaymentNo != req.PaymentNo {
 		t.Fatalf("notification = %+v, %v", note, err)
 	}

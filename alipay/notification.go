@@ -44,12 +44,22 @@ func refuseRepeated(form url.Values) error {
 	return payment.Errorf(payment.EINVALID, "notification repeats parameter %q", repeated[0])
 }
 
-// DecodeNotification verifies an asynchronous notification form (signature over every
+// DecodeNotification implements payment.Gateway: the body is the notification's form
+// (ParseNotificationBody), decoded by DecodeForm.
+func (g *Gateway) DecodeNotification(ctx context.Context, raw payment.RawNotification) (payment.Notification, error) {
+	form, err := ParseNotificationBody(raw.Body)
+	if err != nil {
+		return payment.Notification{}, err
+	}
+	return g.DecodeForm(ctx, form)
+}
+
+// DecodeForm verifies an asynchronous notification form (signature over every
 // field but sign and sign_type) and checks that it is addressed to this app_id and
 // seller_id. Signature failures are EBADSIGNATURE, foreign app or seller EUNPROCESSABLE,
 // malformed fields EINVALID. It does not check out_trade_no or the amount against a
 // payment: payment.CheckNotification does.
-func (g *Gateway) DecodeNotification(ctx context.Context, form url.Values) (payment.Notification, error) {
+func (g *Gateway) DecodeForm(ctx context.Context, form url.Values) (payment.Notification, error) {
 	if err := checkSigned(form); err != nil {
 		return payment.Notification{}, err
 	}

@@ -24,7 +24,7 @@ func boundary(gw *alipay.Gateway, raw []byte) (payment.Notification, error) {
 	if err != nil {
 		return payment.Notification{}, err
 	}
-	return gw.DecodeNotification(context.Background(), form)
+	return gw.DecodeForm(context.Background(), form)
 }
 
 // genuineSet is the genuine notifications signed by the simulator, by notify_id, with

@@ -113,7 +113,7 @@ func TestPagePayRoundTrip(t *testing.T) {
 	}
 
 	n := e.sink.next(t, 5*time.Second)
-	note, err := e.gw.DecodeNotification(ctx, n.form)
+	note, err := e.gw.DecodeForm(ctx, n.form)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestPagePayExpiry(t *testing.T) {
 	}
 
 	n := e.sink.next(t, 5*time.Second) // the opened trade closes by itself
-	note, err := e.gw.DecodeNotification(ctx, n.form)
+	note, err := e.gw.DecodeForm(ctx, n.form)
 	if err != nil {
 		t.Fatal(err)
 	}

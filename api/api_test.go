@@ -355,7 +355,8 @@ func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, held payment.Idempo
 
 type fakeGateway struct{ paymenttest.Gateway }
 
-func (fakeGateway) DecodeNotification(_ context.Context, form url.Values) (payment.Notification, error) {
+func (fakeGateway) DecodeNotification(_ context.Context, raw payment.RawNotification) (payment.Notification, error) {
+	form, _ := url.ParseQuery(string(raw.Body))
 	if form.Get("sign") != "good" {
 		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "bad signature"}
 	}

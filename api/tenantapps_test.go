@@ -19,7 +19,8 @@ type appGateway struct {
 	appID, key string
 }
 
-func (g appGateway) DecodeNotification(_ context.Context, form url.Values) (payment.Notification, error) {
+func (g appGateway) DecodeNotification(_ context.Context, raw payment.RawNotification) (payment.Notification, error) {
+	form, _ := url.ParseQuery(string(raw.Body))
 	if form.Get("sign") != g.key {
 		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "bad signature"}
 	}

@@ -341,7 +341,7 @@ func (ib *Inbox) redecode(ctx context.Context, rec payment.ChannelNotification) 
 	if err != nil {
 		return payment.Notification{}, err
 	}
-	return ib.decodeNotification(ctx, form)
+	return ib.decodeNotification(ctx, form, []byte(rec.Raw))
 }
 
 func (ib *Inbox) recordUnsettled(ctx context.Context, log *slog.Logger, rec payment.ChannelNotification, now time.Time) {

@@ -59,7 +59,7 @@ func (ib *Inbox) Receive(ctx context.Context, raw []byte, requestID string) bool
 		}
 		return false
 	}
-	n, err := ib.decodeNotification(ctx, form)
+	n, err := ib.decodeNotification(ctx, form, raw)
 	if err != nil {
 		ib.keepUnverified(ctx, raw, form, requestID, err)
 		return false
@@ -132,10 +132,10 @@ func (ib *Inbox) record(ctx context.Context, raw []byte, n payment.Notification)
 
 // decodeNotification verifies a notification with the key of the app it names, and only
 // that key: an app_id no tenant uses is refused.
-func (ib *Inbox) decodeNotification(ctx context.Context, form url.Values) (payment.Notification, error) {
+func (ib *Inbox) decodeNotification(ctx context.Context, form url.Values, raw []byte) (payment.Notification, error) {
 	gw, err := ib.gateways.ForApp(ctx, form.Get("app_id"))
 	if err != nil {
 		return payment.Notification{}, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
 	}
-	return gw.DecodeNotification(ctx, form)
+	return gw.DecodeNotification(ctx, payment.RawNotification{Body: raw})
 }

@@ -168,7 +168,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // fakeGateway verifies a notification signed "good" and reads it from its form.
 type fakeGateway struct{ paymenttest.Gateway }
 
-func (fakeGateway) DecodeNotification(_ context.Context, form url.Values) (payment.Notification, error) {
+func (fakeGateway) DecodeNotification(_ context.Context, raw payment.RawNotification) (payment.Notification, error) {
+	form, _ := url.ParseQuery(string(raw.Body))
 	if form.Get("sign") != "good" {
 		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "bad signature"}
 	}

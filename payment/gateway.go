@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -200,10 +199,10 @@ type Gateway interface {
 	// QueryRefund asks whether a refund request took effect (after a timeout, say). A
 	// refund or trade Alipay does not know is Found=false with a nil error.
 	QueryRefund(ctx context.Context, paymentNo, outRequestNo string) (RefundStatusAtChannel, error)
-	// DecodeNotification verifies the signature of a notification form and checks that it
-	// is addressed to this app and seller. It does not check the amount or the
+	// DecodeNotification verifies the signature of a notification as it arrived and
+	// checks that it is addressed to this app (merchant) and seller. It does not check the amount or the
 	// out_trade_no; CheckNotification does that against the stored payment.
-	DecodeNotification(ctx context.Context, form url.Values) (Notification, error)
+	DecodeNotification(ctx context.Context, raw RawNotification) (Notification, error)
 }
 
 // Paced is the capability of a Gateway whose calls on paykit's own initiative (queries,

@@ -3,7 +3,6 @@ package paymenttest
 
 import (
 	"context"
-	"net/url"
 
 	"github.com/paykit/paykit/payment"
 )
@@ -50,6 +49,6 @@ func (Gateway) QueryRefund(context.Context, string, string) (payment.RefundStatu
 }
 
 // DecodeNotification implements payment.Gateway.
-func (Gateway) DecodeNotification(context.Context, url.Values) (payment.Notification, error) {
+func (Gateway) DecodeNotification(context.Context, payment.RawNotification) (payment.Notification, error) {
 	return payment.Notification{}, notFaked("DecodeNotification")
 }
