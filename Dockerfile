@@ -8,7 +8,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/paykit ./cmd/paykit && \
+# The release `paykit version` prints: the context has no .git to describe, so the build
+# names it (docker build --build-arg PAYKIT_RELEASE=$(go run ./internal/releases/describe) .).
+ARG PAYKIT_RELEASE=unreleased
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/paykit/paykit/internal/buildinfo.release=${PAYKIT_RELEASE}" -o /out/paykit ./cmd/paykit && \
     CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o /out/alipaysim ./cmd/alipaysim && \
     mkdir -m 1777 /out/tmp
 

@@ -47,7 +47,8 @@ commands:
             exits 1 on discrepancies, 2 if there is no report (see: paykit statement -h)
   probe     GET a URL (probe http://127.0.0.1:8084/readyz) and exit 1 unless it answers
             2xx within 3 s: the health check of an image without curl
-  version   print the build: version, commit and Go version (also the paykit_build_info metric)
+  version   print the build: release, module version, commit and Go version (also the
+            paykit_build_info metric)
   trace     print a payment's spans as a tree from a PAYKIT_TRACE_FILE (see: paykit trace -h)
 
 Configuration comes from the environment; see docs/operate/configuration.md.`
