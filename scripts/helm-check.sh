@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Helm chart deploy/helm/paykit: `helm lint` and `helm template` with each values
 # file of its ci/ directory (minimal; production with Temporal mTLS and existing Secrets;
-# TiDB plus a Redis Cluster; Alipay's certificate mode with the migration's own DSN), then
+# TiDB plus a Redis Cluster; Alipay's certificate mode with the migration's own DSN; Worker
+# Versioning with two builds, and its rainbow deployment's steps), then
 # tools/helmcheck decodes every rendered object strictly into the Kubernetes API types
 # (unknown fields and kinds fail), checks the chart's promises (probes,
 # PodDisruptionBudgets, non-root, read-only root filesystem, termination grace, the hook
@@ -55,6 +56,28 @@ if .bin/helm template paykit "$chart" -f "$chart/ci/minimal.yaml" --kube-version
   echo "helm template for Kubernetes 1.29 rendered; want it refused (kubeVersion)" >&2
   exit 1
 fi
+# Worker Versioning's rainbow deployment (ci/rainbow.yaml has two builds): the old build
+# alone, then the new one added beside it, then the old one dropped once drained; adding a
+# build adds its Deployment and changes nothing of the old one's, and dropping it touches
+# nothing else (helmcheck -rainbow).
+rainbow=$chart/ci/rainbow.yaml
+.bin/helm template paykit "$chart" -f "$rainbow" --namespace paykit \
+  --set-json 'worker.versions=[{"buildId":"v0-2-0","tag":"v0.2.0","replicas":1}]' >.artifacts/helm/rainbow-before.yaml
+.bin/helm template paykit "$chart" -f "$rainbow" --namespace paykit \
+  --set-json 'worker.versions=[{"buildId":"v0-3-0","tag":"v0.3.0"}]' >.artifacts/helm/rainbow-after.yaml
+.bin/helmcheck -rainbow .artifacts/helm/rainbow-before.yaml .artifacts/helm/rainbow.yaml .artifacts/helm/rainbow-after.yaml
+# Versions a release cannot run are refused, naming the value.
+for bad in 'worker.versions=[{"buildId":"v0-2-0"}]' \
+  'worker.versioning.enabled=true' \
+  'worker.versioning.enabled=true,worker.versions=[{"buildId":"v0.2.0"}]' \
+  'worker.versioning.enabled=true,worker.versions=[{"buildId":"a"},{"buildId":"a"}]' \
+  'env={"PAYKIT_WORKER_BUILD_ID":"a"}'; do
+  if out=$(.bin/helm template paykit "$chart" -f "$chart/ci/minimal.yaml" --set-json "$bad" 2>&1); then
+    echo "helm template with $bad rendered; want it refused" >&2
+    exit 1
+  fi
+  grep -qE 'worker\.version|env\.PAYKIT_WORKER' <<<"$out" || { echo "helm template with $bad: $out" >&2; exit 1; }
+done
 if [ "${#rendered[@]}" -lt 4 ]; then
   echo "want at least four values files in $chart/ci" >&2
   exit 1

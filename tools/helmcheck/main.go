@@ -45,7 +45,11 @@ const shutdownGrace = 20
 func main() {
 	alerts := flag.String("alerts", "deploy/prometheus/alerts.yml", "the alert rules the PrometheusRule must carry")
 	valuesDir := flag.String("values", "", "the directory of the values files the renders came from, by name (default: the chart's defaults)")
+	rainbow := flag.Bool("rainbow", false, "the three renders are a rainbow deployment's steps: before, with a new build, with the old build dropped")
 	flag.Parse()
+	if *rainbow {
+		os.Exit(runRainbow(flag.Args()))
+	}
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: helmcheck -alerts alerts.yml [-values dir] rendered.yaml...")
 		os.Exit(2)
@@ -79,6 +83,39 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// runRainbow decodes the three renders of a rainbow deployment and checks its steps.
+func runRainbow(names []string) int {
+	if len(names) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: helmcheck -rainbow before.yaml during.yaml after.yaml")
+		return 2
+	}
+	var steps []rendered
+	for _, name := range names {
+		raw, err := os.ReadFile(name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		r, errs := decode(raw)
+		for _, e := range errs {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, e)
+		}
+		if len(errs) > 0 {
+			return 1
+		}
+		steps = append(steps, r)
+	}
+	errs := rainbowErrors(steps[0], steps[1], steps[2])
+	for _, e := range errs {
+		fmt.Fprintf(os.Stderr, "rainbow %s: %v\n", strings.Join(names, " → "), e)
+	}
+	if len(errs) > 0 {
+		return 1
+	}
+	fmt.Printf("rainbow %s: a new build adds its worker Deployment and changes nothing else; the drained build's goes alone\n", strings.Join(names, " → "))
+	return 0
 }
 
 // readAlerts decodes a Prometheus rules file strictly into the PrometheusRule's groups.
@@ -174,6 +211,14 @@ func stripComments(b []byte) []byte {
 // check decodes every document of one `helm template` output strictly and checks the
 // chart's promises on it, and that it does what its values ask.
 func check(raw []byte, alerts []monv1.RuleGroup, in intent) (rendered, []error) {
+	r, errs := decode(raw)
+	errs = append(errs, r.promises(alerts)...)
+	errs = append(errs, r.workerErrors(in)...)
+	return r, append(errs, r.intentErrors(in)...)
+}
+
+// decode decodes every document of one `helm template` output strictly.
+func decode(raw []byte) (rendered, []error) {
 	var r rendered
 	var errs []error
 	for i, doc := range splitDocuments(raw) {
@@ -197,8 +242,7 @@ func check(raw []byte, alerts []monv1.RuleGroup, in intent) (rendered, []error) 
 		}
 		r.objects = append(r.objects, object{kind: tm.Kind, name: name, v: v})
 	}
-	errs = append(errs, r.promises(alerts)...)
-	return r, append(errs, r.intentErrors(in)...)
+	return r, errs
 }
 
 func (r rendered) promises(alerts []monv1.RuleGroup) []error {

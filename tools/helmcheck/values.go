@@ -29,6 +29,8 @@ type intent struct {
 			Key            string `json:"key"`
 		} `json:"migrate"`
 	} `json:"mysql"`
+	// Worker is how the workers run: with Worker Versioning, one Deployment per build.
+	Worker workerIntent `json:"worker"`
 	Alipay struct {
 		// Certificates, from an existing Secret, put the default app in certificate mode.
 		Certificates struct {

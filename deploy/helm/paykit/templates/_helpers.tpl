@@ -318,3 +318,47 @@ containers:
 volumes:
   {{- include "paykit.volumes" $cmd | nindent 2 }}
 {{- end -}}
+
+{{/* The Worker Deployment the versioned workers poll as: worker.versioning.deploymentName, or paykit-<task queue> as paykit itself defaults it. */}}
+{{- define "paykit.workerDeploymentName" -}}
+{{- .Values.worker.versioning.deploymentName | default (printf "paykit-%s" (.Values.temporal.taskQueue | replace "." "-")) -}}
+{{- end -}}
+
+{{/*
+The worker Deployments to render, as a YAML list of {name, buildId, image, replicas}:
+without versioning the one worker Deployment as before; with it one per worker.versions
+entry, refused unless each names a distinct build id that can name a Deployment.
+*/}}
+{{- define "paykit.workers" -}}
+{{- range $k := list "PAYKIT_WORKER_VERSIONING" "PAYKIT_WORKER_DEPLOYMENT" "PAYKIT_WORKER_BUILD_ID" -}}
+{{- if hasKey $.Values.env $k -}}
+{{- fail (printf "env.%s: set worker.versioning and worker.versions instead" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- $workers := list -}}
+{{- if not .Values.worker.versioning.enabled -}}
+{{- if .Values.worker.versions -}}
+{{- fail "worker.versions: each build runs as a Worker Deployment Version; set worker.versioning.enabled" -}}
+{{- end -}}
+{{- $workers = append $workers (dict "name" "worker" "buildId" "" "image" (include "paykit.image" .) "replicas" .Values.worker.replicas) -}}
+{{- else -}}
+{{- if not .Values.worker.versions -}}
+{{- fail "worker.versioning.enabled: list the builds to run in worker.versions (at least one: {buildId, tag})" -}}
+{{- end -}}
+{{- $seen := dict -}}
+{{- range .Values.worker.versions -}}
+{{- $id := toString (required "worker.versions: every entry needs a buildId" .buildId) -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$" $id) -}}
+{{- fail (printf "worker.versions: buildId %q: lower-case letters, digits and '-', at most 32, no dots (it names the worker's Deployment and its Worker Deployment Version)" $id) -}}
+{{- end -}}
+{{- if hasKey $seen $id -}}
+{{- fail (printf "worker.versions: buildId %q listed twice" $id) -}}
+{{- end -}}
+{{- $_ := set $seen $id true -}}
+{{- $tag := .tag | default $.Values.image.tag | default $.Chart.AppVersion -}}
+{{- $replicas := ternary .replicas $.Values.worker.replicas (hasKey . "replicas") -}}
+{{- $workers = append $workers (dict "name" (printf "worker-%s" $id) "buildId" $id "image" (printf "%s:%s" $.Values.image.repository $tag) "replicas" $replicas) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $workers -}}
+{{- end -}}
