@@ -434,6 +434,9 @@ type stackOptions struct {
 	noWorker   bool
 	taskQueue  string
 	extraEnv   []string
+	// bin is the paykit binary the stack runs: this build's unless set (an earlier
+	// release's, buildRelease).
+	bin string
 }
 
 // newStack starts an API server and a worker with the given settings; they are stopped
@@ -512,13 +515,17 @@ func startStack(name string, o stackOptions) (*stack, error) {
 		"PAYKIT_WEBHOOK_ALLOW_HTTP=true",
 		"PAYKIT_WEBHOOK_ALLOW_PRIVATE=true",
 	}, env.temporalEnv...), o.extraEnv...)
+	bin := o.bin
+	if bin == "" {
+		bin = env.paykitBin
+	}
 	var err error
 	if !o.noWorker {
-		if st.worker, err = env.start(name+"-worker", env.paykitBin, []string{"worker"}, st.env); err != nil {
+		if st.worker, err = env.start(name+"-worker", bin, []string{"worker"}, st.env); err != nil {
 			return st, err
 		}
 	}
-	if st.api, err = env.start(name+"-api", env.paykitBin, []string{"api"}, st.env); err != nil {
+	if st.api, err = env.start(name+"-api", bin, []string{"api"}, st.env); err != nil {
 		return st, err
 	}
 	if err := waitAPI(st.apiURL, st.apiAdminURL); err != nil {

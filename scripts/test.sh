@@ -4,7 +4,8 @@
 # the Alipay simulator tests (also against Alipay's official Node SDK), and the end-to-end tests that run the Temporal dev server,
 # the simulator, the API and the worker as real processes talking real HTTP; the 90 s soak on a Temporal server of its own; a bounded fuzz of
 # the Alipay notification boundary; then the e2e happy path, two storms and the two-API two-worker topology again on
-# the real Temporal server on PostgreSQL with a second server node killed mid-storm, and the happy path, the topology storm and the refund
+# the real Temporal server on PostgreSQL with a second server node killed mid-storm and an upgrade from the previous release and back with
+# Worker Versioning under traffic, and the happy path, the topology storm and the refund
 # storms once more on that server with mutual TLS; the Redis tests and the storms on a Redis Cluster;
 # the storage tests, the storms, the topology and a shortened fault suite on TiDB; and the WeChat Pay simulator
 # against two independent WeChat Pay v3 clients (gopay's wechat/v3 and the npm wechatpay-axios-plugin).
@@ -122,9 +123,11 @@ PAYKIT_SOAK_STALL_DIR="$PWD/.artifacts/soak" step soak go test -race -count=1 -t
 # The notification boundary, fuzzed from genuine signed bodies for a bounded time.
 step fuzz go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
 # TestTemporalNodeKilledMidStorm starts a second server node on the same databases and
-# SIGKILLs it while merchants check out and refund and buyers pay.
-PAYKIT_E2E_TEMPORAL=postgres step temporal-postgres go test -race -count=1 -timeout 10m \
-  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestTemporalNodeKilledMidStorm)$' ./e2e
+# SIGKILLs it while merchants check out and refund and buyers pay;
+# TestUpgradeStormWithWorkerVersioning upgrades from the previous release (built from its
+# commit) to this build and back under the same kind of traffic, with no failed workflow task.
+PAYKIT_E2E_TEMPORAL=postgres step temporal-postgres go test -race -count=1 -timeout 15m \
+  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestTemporalNodeKilledMidStorm|TestUpgradeStormWithWorkerVersioning)$' ./e2e
 # The same server with mutual TLS on its frontend and internode traffic, on certificates
 # made for the run (scripts/temporal-certs.sh); every paykit process presents the run's
 # client certificate, and the server refuses a client without one or with another CA's.
