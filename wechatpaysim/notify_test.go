@@ -211,12 +211,12 @@ func TestSignatureProbes(t *testing.T) {
 	if _, err := h.sim.Pay(mchID, "PROBE00001", wechatpaysim.PayOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	probe, real := s.next(t, 5*time.Second), s.next(t, 5*time.Second)
+	probe, genuine := s.next(t, 5*time.Second), s.next(t, 5*time.Second)
 	if !regexp.MustCompile(`^WECHATPAY/SIGNTEST/[0-9A-F]{32}$`).MatchString(probe.header.Get("Wechatpay-Signature")) ||
-		string(probe.body) != string(real.body) {
+		string(probe.body) != string(genuine.body) {
 		t.Fatalf("probe %v", probe.header)
 	}
-	h.decryptNotification(t, real)
+	h.decryptNotification(t, genuine)
 	eventually(t, 5*time.Second, "both attempts", func() bool { return len(h.sim.Notifications()) == 2 })
 	a := h.sim.Notifications()
 	if a[0].Kind != "probe" || a[0].Acknowledged || a[0].StatusCode != 401 || a[1].Kind != "delivery" || !a[1].Acknowledged {

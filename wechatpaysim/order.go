@@ -386,12 +386,12 @@ func (s *Simulator) placeOrder(tradeType string) apiHandler {
 }
 
 // repeatLocked answers an out_trade_no placed before.
-func (s *Simulator) repeatLocked(o *order, tradeType, print string, now time.Time) (answer, *apiError) {
+func (s *Simulator) repeatLocked(o *order, tradeType, fp string, now time.Time) (answer, *apiError) {
 	s.expireLocked(o, now)
 	switch {
 	case o.state == StateClosed:
 		return answer{}, refuse(http.StatusBadRequest, "ORDER_CLOSED", "订单已关闭")
-	case o.tradeType != tradeType || o.fingerprint != print:
+	case o.tradeType != tradeType || o.fingerprint != fp:
 		return answer{}, refuse(http.StatusForbidden, "OUT_TRADE_NO_USED", "商户订单号重复")
 	case o.paid():
 		return answer{}, refuse(http.StatusBadRequest, "ORDERPAID", "该订单已支付")

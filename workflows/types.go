@@ -60,15 +60,27 @@ func SearchAttributeTypes() map[string]string {
 
 // The messages between the API side and the payment runs live in package runs, which
 // imports no workflow or activity code; the workflow code names them here.
-type (
-	Timing              = runs.Timing
-	PaymentInput        = runs.PaymentInput
-	OpenedPayment       = runs.OpenedPayment
-	PaymentState        = runs.PaymentState
-	CheckoutRequest     = runs.CheckoutRequest
-	CheckoutResult      = runs.CheckoutResult
-	NotificationPayload = runs.NotificationPayload
-)
+
+// Timing is runs.Timing.
+type Timing = runs.Timing
+
+// PaymentInput is runs.PaymentInput.
+type PaymentInput = runs.PaymentInput
+
+// OpenedPayment is runs.OpenedPayment.
+type OpenedPayment = runs.OpenedPayment
+
+// PaymentState is runs.PaymentState.
+type PaymentState = runs.PaymentState
+
+// CheckoutRequest is runs.CheckoutRequest.
+type CheckoutRequest = runs.CheckoutRequest
+
+// CheckoutResult is runs.CheckoutResult.
+type CheckoutResult = runs.CheckoutResult
+
+// NotificationPayload is runs.NotificationPayload.
+type NotificationPayload = runs.NotificationPayload
 
 // DefaultTiming is the production timing of a payment.
 func DefaultTiming() Timing { return runs.DefaultTiming() }
