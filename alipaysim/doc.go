@@ -97,9 +97,13 @@ Faults
   POST   /_sim/faults/gateway               {"mode":"system_error"|"http_error"|"hang","count":1,
                                              "method":"alipay.trade.query"?,"status":502?,
                                              "after_processing":false}
-  POST   /_sim/faults/throttle              {"rate":R,"burst":B}: each app's calls past R a second (bursts
-                                             of B) are answered code 40005 (调用频次超限) and not carried
-                                             out; rate 0 lifts it; GET /_sim/faults counts them ("throttled")
+  POST   /_sim/faults/throttle              {"app_id"?,"rate":R,"burst":B}: each app's calls past R a second
+                                             (bursts of B) are answered code 40005 (调用频次超限) and not
+                                             carried out; rate 0 lifts it. With app_id, that app's own
+                                             throttle, in place of the all-apps one for it alone (the other
+                                             apps keep theirs; rate 0 lifts the app's own). GET /_sim/faults
+                                             shows them ("throttle", "app_throttles") and counts the calls
+                                             refused ("throttled", "throttled_by_app")
   POST   /_sim/faults/notifications         any of {"drop_next":N,"copies":K,"delay_ms":D,"hold":true}
   POST   /_sim/faults/refunds               {"processing_next":N,"settle_ms":D,"fail":false,"query_lag_ms":L}:
                                              the next N new refunds answer fund_change "N" while processing,

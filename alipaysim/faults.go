@@ -61,9 +61,14 @@ type FaultState struct {
 	Notifications NotificationFaults `json:"notifications"`
 	Refunds       RefundFaults       `json:"refunds"`
 	Held          int                `json:"held"`
-	Throttle      Throttle           `json:"throttle"`
-	// Throttled counts the calls answered 40005 since the throttle was last set.
-	Throttled int `json:"throttled"`
+	// Throttle is the all-apps throttle, AppThrottles the apps' own (by app_id), each in
+	// place of the all-apps one for its app.
+	Throttle     Throttle   `json:"throttle"`
+	AppThrottles []Throttle `json:"app_throttles"`
+	// Throttled counts the calls answered 40005 since the throttle was last set, and
+	// ThrottledByApp the same by app_id (an app's own throttle set again restarts its count).
+	Throttled      int            `json:"throttled"`
+	ThrottledByApp map[string]int `json:"throttled_by_app"`
 }
 
 // SetRefundFaults replaces the refund fault settings.
@@ -114,13 +119,16 @@ func (s *Simulator) SetNotificationFaults(f NotificationFaults) {
 func (s *Simulator) Faults() FaultState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	byApp, throttled := s.throttledCounts()
 	return FaultState{
-		Gateway:       append([]GatewayFault{}, s.gatewayFaults...),
-		Notifications: s.notifyFaults,
-		Refunds:       s.refundFaults,
-		Held:          len(s.held),
-		Throttle:      s.throttle,
-		Throttled:     s.throttled,
+		Gateway:        append([]GatewayFault{}, s.gatewayFaults...),
+		Notifications:  s.notifyFaults,
+		Refunds:        s.refundFaults,
+		Held:           len(s.held),
+		Throttle:       s.throttle,
+		AppThrottles:   s.appThrottleList(),
+		Throttled:      throttled,
+		ThrottledByApp: byApp,
 	}
 }
 
@@ -131,7 +139,7 @@ func (s *Simulator) ResetFaults() {
 	s.gatewayFaults = nil
 	s.notifyFaults = NotificationFaults{Copies: 1}
 	s.refundFaults = RefundFaults{}
-	s.throttle, s.throttleTAT, s.throttled = Throttle{}, nil, 0
+	s.throttle, s.appThrottles, s.throttleTAT, s.throttled = Throttle{}, nil, nil, nil
 	s.payOnClose = make(map[string]string)
 }
 

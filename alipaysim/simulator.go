@@ -50,8 +50,9 @@ type Simulator struct {
 	notifyFaults  NotificationFaults
 	refundFaults  RefundFaults
 	throttle      Throttle             // Alipay's call frequency limit per app (throttle.go)
+	appThrottles  map[string]Throttle  // app_id → the app's own limit, in place of throttle
 	throttleTAT   map[string]time.Time // app_id → the throttle's theoretical arrival time
-	throttled     int                  // calls answered 40005
+	throttled     map[string]int       // app_id → calls answered 40005
 	gen           uint64               // bumped by Reset, so that timers of forgotten refunds do nothing
 	held          []*notification
 	payOnClose    map[string]string // out_trade_no → buyer_id
