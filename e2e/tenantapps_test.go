@@ -272,3 +272,39 @@ func signNotification(t *testing.T, privPEM string, form url.Values) {
 	form.Set("sign", base64.StdEncoding.EncodeToString(sig))
 	form.Set("sign_type", "RSA2")
 }
+
+// ownAppTenant registers an Alipay app of its own (app and Alipay keys of its own) at the
+// simulator and sets a tenant on it with `paykit tenant`, as an operator does: its keys
+// are sealed at rest with a secrets key of the test's. The processes that serve the
+// tenant need secretsEnv to open them.
+func ownAppTenant(t *testing.T, app, seller string) (tn tenant, secretsEnv []string) {
+	t.Helper()
+	k, err := alipaysim.GenerateKeys(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := json.Marshal(map[string]string{"app_id": app, "seller_id": seller, "app_public_key": k.AppPublicKeyPEM, "alipay_private_key": k.AlipayPrivateKeyPEM})
+	if r := do(t, http.MethodPost, env.simURL+"/_sim/apps", map[string]string{"Content-Type": "application/json"}, reg); r.status != http.StatusOK {
+		t.Fatalf("register app %s at the simulator: HTTP %d %s", app, r.status, r.body)
+	}
+	dir := t.TempDir()
+	privFile, pubFile := filepath.Join(dir, "app_private_key.pem"), filepath.Join(dir, "alipay_public_key.pem")
+	if err := os.WriteFile(privFile, []byte(k.AppPrivateKeyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pubFile, []byte(k.AlipayPublicKeyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := secrets.NewKey("k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretsEnv = []string{"PAYKIT_SECRETS_KEYS=" + key}
+	tn = tenant{id: "t" + randHex(4), apiKey: "sk_test_" + randHex(16), secret: "whsec_" + randHex(16)}
+	env.merchant.setSecret(tn.id, tn.secret)
+	paykitCmd(t, secretsEnv, "tenant", "-id", tn.id, "-api-key", tn.apiKey,
+		"-notify-url", env.merchant.url+"/webhooks/"+tn.id, "-webhook-secret", tn.secret,
+		"-alipay-app-id", app, "-alipay-seller-id", seller,
+		"-alipay-app-private-key-file", privFile, "-alipay-public-key-file", pubFile)
+	return tn, secretsEnv
+}
