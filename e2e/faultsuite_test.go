@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -27,12 +29,14 @@ import (
 // races with expiry, duplicated partial refunds of paid payments (keyless ones too, which
 // must be refused), refunds Alipay answers fund_change "N" while processing them,
 // with a lagging refund query, and refund notifications recorded and acknowledged by an
-// API that dies before handing them over, and Alipay throttling the app's calls (40005).
-// Then it heals the
-// system, waits for every payment and refund to settle and checks the promise: the
-// simulator's ledger and MySQL agree (refunds to the fen), no order is charged twice and
-// no payment refunded above its amount, every PAID payment has one grant and a delivered
-// webhook, and `paykit audit` finds nothing.
+// API that dies before handing them over, and Alipay throttling every app's calls, or
+// the second app's alone (40005). Two tenants share the run's order slots: the first on
+// the environment's Alipay app, the second on an app of its own. Then it heals the
+// system, waits for every payment and refund to settle and checks the promise for both:
+// the simulator's ledger and MySQL agree (refunds to the fen), no order is charged twice
+// and no payment refunded above its amount, every PAID payment has one grant and a
+// delivered webhook and became PAID within its bound (paidBound), the first app's paid
+// while the second alone was throttled included, and `paykit audit` finds nothing.
 //
 // The schedule comes from a seed, printed first; PAYKIT_FAULT_SEED replays it (the
 // actions and their order; thread timing still varies) and PAYKIT_FAULT_DURATION sets how
@@ -59,19 +63,23 @@ func TestRandomizedFaults(t *testing.T) {
 
 	resetFaults(t)
 	proxy := newTCPProxy(t, singleRedisAddr())
-	st := newStack(t, stackOptions{paymentTTL: 8 * time.Second, redisAddr: proxy.addr(), extraEnv: []string{
-		"PAYKIT_SWEEP_STALE_AFTER=10s", "PAYKIT_WEBHOOK_MAX_ATTEMPTS=3"}})
+	// The second app's id is drawn apart from the seed: the simulator is shared, and an
+	// app is registered once with its keys.
+	secondApp := fmt.Sprintf("2021%012d", rand.Uint64N(1e12))
+	second, secretsEnv := ownAppTenant(t, secondApp, "2088"+secondApp[4:])
+	st := newStack(t, stackOptions{paymentTTL: faultPaymentTTL, redisAddr: proxy.addr(), extraEnv: append([]string{
+		"PAYKIT_SWEEP_STALE_AFTER=" + faultSweepStaleAfter.String(), "PAYKIT_WEBHOOK_MAX_ATTEMPTS=3"}, secretsEnv...)})
 	pauseOtherSweepers(t, st)
-	tn := newTenant(t)
-	f := &faultRun{t: t, st: st, tn: tn, proxy: proxy, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		started: time.Now(), counts: map[string]int{}}
+	f := &faultRun{t: t, st: st, tns: []tenant{newTenant(t), second}, secondApp: secondApp, proxy: proxy,
+		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), started: time.Now(), counts: map[string]int{}}
 	for i := range 24 {
 		method := payment.MethodPage
 		if i%3 == 0 {
 			method = payment.MethodQR
 		}
 		base := fmt.Sprintf("fz%02d", i)
-		f.orders = append(f.orders, &faultOrder{base: base, ids: []string{base + "-0"}, fen: int64(100 + i), method: method})
+		// Every other slot is the second tenant's, on its own app.
+		f.orders = append(f.orders, &faultOrder{base: base, tn: f.tns[i%2], ids: []string{base + "-0"}, fen: int64(100 + i), method: method})
 	}
 
 	var wg sync.WaitGroup
@@ -83,6 +91,7 @@ func TestRandomizedFaults(t *testing.T) {
 			}
 		})
 	}
+	stopWatch := f.watchAlipay()
 	deadline := time.Now().Add(dur)
 	for time.Now().Before(deadline) {
 		work <- f.next()
@@ -91,15 +100,35 @@ func TestRandomizedFaults(t *testing.T) {
 	close(work)
 	wg.Wait()
 	f.heal()
+	stopWatch()
 	t.Logf("actions: %v", f.counts)
 	f.settle(150 * time.Second)
 	f.check()
 }
 
-// faultOrder is one slot of the run. Once its order is paid (and so final), the slot moves
-// on to a new order id, so that new payments keep being made for the whole run.
+const (
+	// faultPaymentTTL is the life of the run's payments, and faultSweepStaleAfter how
+	// long a pending payment may go without its run before the sweeper re-drives it.
+	faultPaymentTTL      = 8 * time.Second
+	faultSweepStaleAfter = 10 * time.Second
+	// paidBound is how long a payment paid at Alipay may take to be PAID here once it is
+	// due, counting only the time in which no fault held up its app's payments (see
+	// faultRun.disturbed; for the second app, its own throttle too, which must not hold
+	// up the first app's). It is due when Alipay took the money, or at its expiry if that
+	// is later: a lost notification leaves it to the reconciler's queries, and after the
+	// last of those the close path asks Alipay at expiry. The bound covers a close path
+	// Alipay failed, tried again after up to 8 intervals with calls of up to 10 s that
+	// hang; and a run the faults ended, re-driven by the sweeper once stale
+	// (faultSweepStaleAfter) on its next sweep.
+	paidBound = faultSweepStaleAfter + 20*time.Second
+)
+
+// faultOrder is one slot of the run, of one tenant. Once its order is paid (and so
+// final), the slot moves on to a new order id, so that new payments keep being made for
+// the whole run.
 type faultOrder struct {
 	base   string
+	tn     tenant
 	fen    int64
 	method payment.Method
 	mu     sync.Mutex
@@ -111,15 +140,23 @@ type faultOrder struct {
 }
 
 type faultRun struct {
-	t       *testing.T
-	st      *stack
-	tn      tenant
-	proxy   *tcpProxy
-	rng     *rand.Rand // used by the scheduling goroutine only
-	started time.Time
-	orders  []*faultOrder
-	mu      sync.Mutex
-	counts  map[string]int
+	t  *testing.T
+	st *stack
+	// tns are the run's tenants: the first on the environment's Alipay app, the second
+	// on secondApp, its own.
+	tns       []tenant
+	secondApp string
+	proxy     *tcpProxy
+	rng       *rand.Rand // used by the scheduling goroutine only
+	started   time.Time
+	orders    []*faultOrder
+	mu        sync.Mutex
+	counts    map[string]int
+	// secondThrottled are the spans of time the second app's own throttle was on, and
+	// disturbed those of the faults that hold up every app's payments (Alipay failing or
+	// throttling every call, a process down or frozen, Redis gone).
+	secondThrottled []timeSpan
+	disturbed       []timeSpan
 	// procMu serializes kills and restarts of the processes.
 	procMu   sync.Mutex
 	answered atomic.Int64
@@ -135,7 +172,7 @@ func (f *faultRun) count(action string) {
 // scheduling goroutine, so a seed gives the same sequence of actions.
 func (f *faultRun) next() func() {
 	o := f.orders[f.rng.IntN(len(f.orders))]
-	r := f.rng.IntN(106)
+	r := f.rng.IntN(108)
 	switch {
 	case r < 30:
 		mode, copies := f.rng.IntN(5), 1+f.rng.IntN(6)
@@ -143,6 +180,17 @@ func (f *faultRun) next() func() {
 		return func() { f.checkout(o, mode, copies, fresh) }
 	case r < 50:
 		return func() { f.pay(o) }
+	case r < 78:
+		return f.nextFault(o, r)
+	default:
+		return f.nextLater(o, r)
+	}
+}
+
+// nextFault draws the rest of an action of the schedule's second part (r in [50, 78)):
+// notification, gateway and refund faults, disturbed workflows, crashes, Redis outages.
+func (f *faultRun) nextFault(o *faultOrder, r int) func() {
+	switch {
 	case r < 58:
 		var body map[string]any
 		switch f.rng.IntN(4) {
@@ -184,19 +232,29 @@ func (f *faultRun) next() func() {
 		pause := time.Duration(500+f.rng.IntN(2500)) * time.Millisecond
 		return func() {
 			f.count("redis_down")
+			defer f.disturbance()()
 			f.proxy.setDown(true)
 			time.Sleep(pause)
 			f.proxy.setDown(false)
 		}
-	case r < 78:
+	default:
 		// Redis hangs: connections stay open, nothing is answered.
 		pause := time.Duration(500+f.rng.IntN(2500)) * time.Millisecond
 		return func() {
 			f.count("redis_hang")
+			defer f.disturbance()()
 			f.proxy.setHung(true)
 			time.Sleep(pause)
 			f.proxy.setHung(false)
 		}
+	}
+}
+
+// nextLater draws the rest of an action of the schedule's last part (r in [78, 108)):
+// races with expiry, refunds, releases, frozen Temporal, lost hand-overs, throttling and
+// outages at Alipay.
+func (f *faultRun) nextLater(o *faultOrder, r int) func() {
+	switch {
 	case r < 84:
 		return func() { f.payOnClose(o) }
 	case r < 90:
@@ -231,6 +289,11 @@ func (f *faultRun) next() func() {
 			time.Sleep(pause)
 			f.control(http.MethodPost, "/_sim/faults/throttle", map[string]any{"rate": 0})
 		}
+	case r < 107:
+		// Alipay throttling the second app alone, hard: the first app's calls go on.
+		body := map[string]any{"app_id": f.secondApp, "rate": 1 + f.rng.IntN(5), "burst": 1 + f.rng.IntN(3)}
+		pause := time.Duration(1000+f.rng.IntN(3000)) * time.Millisecond
+		return func() { f.throttleSecondApp(body, pause) }
 	default:
 		// Alipay failing for a long window: every call of the next 20 to 50 answers
 		// SYSTEM_ERROR (trades that cannot be opened, queries and closes that fail).
@@ -239,12 +302,87 @@ func (f *faultRun) next() func() {
 	}
 }
 
+// timeSpan is a span of wall-clock time.
+type timeSpan struct{ from, to time.Time }
+
+// throttleSecondApp throttles the second app alone (body) for pause, and records the
+// span in which it was.
+func (f *faultRun) throttleSecondApp(body map[string]any, pause time.Duration) {
+	f.count("alipay_throttled_second_app")
+	f.control(http.MethodPost, "/_sim/faults/throttle", body)
+	from := time.Now()
+	time.Sleep(pause)
+	to := time.Now()
+	f.control(http.MethodPost, "/_sim/faults/throttle", map[string]any{"app_id": f.secondApp, "rate": 0})
+	f.mu.Lock()
+	f.secondThrottled = append(f.secondThrottled, timeSpan{from, to})
+	f.mu.Unlock()
+}
+
+// disturbance records a fault that holds up every app's payments from now until the
+// function it returns is called.
+func (f *faultRun) disturbance() func() {
+	from := time.Now()
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.disturbed = append(f.disturbed, timeSpan{from, time.Now()})
+	}
+}
+
+// watchAlipay records, until the function it returns is called, the spans in which
+// Alipay failed calls of every app (gateway faults queued and not yet taken) or throttled
+// them all: the faults are taken by whichever calls come first, so only the simulator
+// knows when they end.
+func (f *faultRun) watchAlipay() (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		var end func()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				if end != nil {
+					end()
+				}
+				return
+			case <-tick.C:
+			}
+			failing := f.alipayFailing()
+			if failing && end == nil {
+				end = f.disturbance()
+			} else if !failing && end != nil {
+				end()
+				end = nil
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+// alipayFailing reports whether the simulator has gateway faults queued or throttles
+// every app (an unanswered question counts as failing).
+func (f *faultRun) alipayFailing() bool {
+	r, err := try(http.MethodGet, env.simURL+"/_sim/faults", nil, nil)
+	if err != nil {
+		return true
+	}
+	var fs alipaysim.FaultState
+	if err := json.Unmarshal(r.body, &fs); err != nil {
+		return true
+	}
+	return len(fs.Gateway) > 0 || fs.Throttle.Rate > 0
+}
+
 // pauseTemporal freezes the Temporal server (SIGSTOP) for pause: notifications are still
 // acknowledged on their record, and handed over once it is back.
 func (f *faultRun) pauseTemporal(pause time.Duration) {
 	f.procMu.Lock()
 	defer f.procMu.Unlock()
 	f.count("temporal_paused")
+	defer f.disturbance()()
 	if err := env.temporal.pause(true); err != nil {
 		f.t.Error(err)
 		return
@@ -262,6 +400,7 @@ func (f *faultRun) apiDiesBeforeHandOver(pause time.Duration) {
 	f.procMu.Lock()
 	defer f.procMu.Unlock()
 	f.count("api_dies_before_hand_over")
+	defer f.disturbance()()
 	if err := env.temporal.pause(true); err != nil {
 		f.t.Error(err)
 		return
@@ -342,7 +481,7 @@ func acceptableCheckout(r response) bool {
 // token, 4 the order's last token again under a fresh key.
 func (f *faultRun) checkout(o *faultOrder, mode, copies int, fresh string) {
 	f.count(fmt.Sprintf("checkout_mode%d", mode))
-	h := map[string]string{"Authorization": "Bearer " + f.tn.apiKey, "Content-Type": "application/json"}
+	h := map[string]string{"Authorization": "Bearer " + o.tn.apiKey, "Content-Type": "application/json"}
 	f.rotate(o)
 	o.mu.Lock()
 	id, key, b, token := o.cur(), o.lastKey, o.lastBody, o.token
@@ -408,7 +547,7 @@ func (o *faultOrder) current() string {
 // rotate moves the slot to a new order once its current order is paid.
 func (f *faultRun) rotate(o *faultOrder) {
 	id := o.current()
-	if _, paid, err := env.store.OrderPaidPayment(context.Background(), f.tn.id, id); err != nil || !paid {
+	if _, paid, err := env.store.OrderPaidPayment(context.Background(), o.tn.id, id); err != nil || !paid {
 		return
 	}
 	o.mu.Lock()
@@ -421,7 +560,7 @@ func (f *faultRun) rotate(o *faultOrder) {
 
 // pending returns the order's pending payment, if any.
 func (f *faultRun) pending(o *faultOrder) (payment.Payment, bool) {
-	ps, err := env.store.ListOrderPayments(context.Background(), f.tn.id, o.current())
+	ps, err := env.store.ListOrderPayments(context.Background(), o.tn.id, o.current())
 	if err != nil {
 		return payment.Payment{}, false
 	}
@@ -480,25 +619,31 @@ func acceptableRefund(r response, keyless bool) bool {
 }
 
 // refund sends copies concurrent refund requests of fen for one of the run's PAID
-// payments (pick chooses which), all with the same Idempotency-Key (or none).
+// payments (pick chooses which), all with the same Idempotency-Key (or none), as the
+// payment's tenant.
 func (f *faultRun) refund(pick uint32, fen int64, copies int, key string) {
-	var paid []string
+	type paidOf struct {
+		no string
+		tn tenant
+	}
+	var paid []paidOf
 	for _, o := range f.orders {
 		o.mu.Lock()
 		ids := append([]string(nil), o.ids...)
 		o.mu.Unlock()
 		for _, id := range ids {
-			if p, ok, err := env.store.OrderPaidPayment(context.Background(), f.tn.id, id); err == nil && ok {
-				paid = append(paid, p.PaymentNo)
+			if p, ok, err := env.store.OrderPaidPayment(context.Background(), o.tn.id, id); err == nil && ok {
+				paid = append(paid, paidOf{p.PaymentNo, o.tn})
 			}
 		}
 	}
 	if len(paid) == 0 {
 		return
 	}
-	p := payment.Payment{PaymentNo: paid[int(pick)%len(paid)]}
+	picked := paid[int(pick)%len(paid)]
+	p := payment.Payment{PaymentNo: picked.no}
 	f.count("refund")
-	h := map[string]string{"Authorization": "Bearer " + f.tn.apiKey, "Content-Type": "application/json"}
+	h := map[string]string{"Authorization": "Bearer " + picked.tn.apiKey, "Content-Type": "application/json"}
 	if key != "" {
 		h["Idempotency-Key"] = key
 	}
@@ -540,7 +685,7 @@ func (f *faultRun) payAtExpiry(o *faultOrder) {
 
 func (f *faultRun) disturbWorkflow(o *faultOrder, terminate bool) {
 	ctx := context.Background()
-	wid := payment.WorkflowID(f.tn.id, o.current())
+	wid := payment.WorkflowID(o.tn.id, o.current())
 	if terminate {
 		f.count("terminate")
 		_ = env.tc.TerminateWorkflow(ctx, wid, "", "fault suite")
@@ -559,6 +704,7 @@ func (f *faultRun) crash(which int, pause time.Duration) {
 		p, name = f.st.api, "api"
 	}
 	f.count("kill_" + name)
+	defer f.disturbance()()
 	p.kill()
 	time.Sleep(pause)
 	if err := p.run(); err != nil {
@@ -581,19 +727,34 @@ func (f *faultRun) heal() {
 	}
 }
 
+// tenantIn is the SQL condition that col names one of the run's tenants, whose ids
+// (tenantArgs) are its arguments.
+func (f *faultRun) tenantIn(col string) string {
+	return col + " IN (?" + strings.Repeat(", ?", len(f.tns)-1) + ")"
+}
+
+func (f *faultRun) tenantArgs(more ...any) []any {
+	args := make([]any, 0, len(f.tns)+len(more))
+	for _, tn := range f.tns {
+		args = append(args, tn.id)
+	}
+	return append(args, more...)
+}
+
 // settle waits until no payment of the run is pending and every PAID one has its grant
 // and a delivered payment.paid event.
 func (f *faultRun) settle(d time.Duration) {
 	deadline := time.Now().Add(d)
+	in, args := f.tenantIn("tenant_id"), f.tenantArgs()
 	for {
-		pending := count(f.t, "SELECT COUNT(*) FROM payments WHERE tenant_id = ? AND status = 0", f.tn.id)
-		ungranted := count(f.t, `SELECT COUNT(*) FROM payments p WHERE p.tenant_id = ? AND p.status = 1
-			AND NOT EXISTS (SELECT 1 FROM benefit_grants g WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no)`, f.tn.id)
-		undelivered := count(f.t, `SELECT COUNT(*) FROM payment_events WHERE tenant_id = ? AND delivered = 0`, f.tn.id)
-		refunding := count(f.t, "SELECT COUNT(*) FROM refunds WHERE tenant_id = ? AND status = 0", f.tn.id)
+		pending := count(f.t, "SELECT COUNT(*) FROM payments WHERE "+in+" AND status = 0", args...)
+		ungranted := count(f.t, `SELECT COUNT(*) FROM payments p WHERE `+f.tenantIn("p.tenant_id")+` AND p.status = 1
+			AND NOT EXISTS (SELECT 1 FROM benefit_grants g WHERE g.tenant_id = p.tenant_id AND g.payment_no = p.payment_no)`, args...)
+		undelivered := count(f.t, `SELECT COUNT(*) FROM payment_events WHERE `+in+` AND delivered = 0`, args...)
+		refunding := count(f.t, "SELECT COUNT(*) FROM refunds WHERE "+in+" AND status = 0", args...)
 		// Every notification acknowledged to Alipay has had its effect.
 		unsettled := count(f.t, `SELECT COUNT(*) FROM channel_notifications n JOIN payments p ON p.payment_no = n.payment_no
-			WHERE p.tenant_id = ? AND n.dispatch_due_at IS NOT NULL`, f.tn.id)
+			WHERE `+f.tenantIn("p.tenant_id")+` AND n.dispatch_due_at IS NOT NULL`, args...)
 		if pending == 0 && ungranted == 0 && undelivered == 0 && refunding == 0 && unsettled == 0 {
 			f.t.Logf("settled %s after the faults ended", time.Since(deadline.Add(-d)).Round(time.Second))
 			return
@@ -606,33 +767,53 @@ func (f *faultRun) settle(d time.Duration) {
 	}
 }
 
-// check compares the simulator's ledger with MySQL and runs the auditor.
+// check compares the simulator's ledger with MySQL for both tenants, checks that every
+// paid payment was PAID within its bound, and runs the auditor.
 func (f *faultRun) check() {
 	t := f.t
-	r := do(t, http.MethodGet, env.simURL+"/_sim/trades", nil, nil)
-	var ledger []struct {
-		OutTradeNo  string `json:"out_trade_no"`
-		TradeNo     string `json:"trade_no"`
-		TradeStatus string `json:"trade_status"`
-		TotalFen    int64  `json:"total_fen"`
-		RefundedFen int64  `json:"refunded_fen"`
+	var ledger []alipaysim.Trade
+	do(t, http.MethodGet, env.simURL+"/_sim/trades", nil, nil).json(t, &ledger)
+	ps, orderIDs := f.payments()
+	localPaid := f.checkPaidAtAlipay(ps, ledger)
+	f.checkRefunds(ps, ledger)
+	if n := count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE "+f.tenantIn("tenant_id"), f.tenantArgs()...); n != 0 {
+		t.Errorf("%d anomalies recorded", n)
+		f.logAnomalies()
 	}
-	if err := json.Unmarshal(r.body, &ledger); err != nil {
-		var wrapped struct {
-			Trades json.RawMessage `json:"trades"`
+	grants := f.checkGrantsAndWebhooks(localPaid)
+	f.checkPaidInBound(ps, ledger)
+	f.audit()
+	t.Logf("%d orders, %d payments (%d PAID, each once at Alipay and locally, %d grants), %d checkout answers",
+		orderIDs, len(ps), localPaid, grants, f.answered.Load())
+	for i, tn := range f.tns {
+		n, paid := 0, 0
+		for _, p := range ps {
+			if p.TenantID == tn.id {
+				n++
+				if p.Status == payment.StatusPaid {
+					paid++
+				}
+			}
 		}
-		if err2 := json.Unmarshal(r.body, &wrapped); err2 != nil || json.Unmarshal(wrapped.Trades, &ledger) != nil {
-			t.Fatalf("ledger: %v %s", err, r.body[:min(len(r.body), 300)])
+		app := appID
+		if i > 0 {
+			app = f.secondApp
 		}
+		t.Logf("tenant %s on app %s: %d payments, %d PAID", tn.id, app, n, paid)
 	}
+}
+
+// payments reads every payment of every order id the run's slots used, and checks that
+// no order has two PAID.
+func (f *faultRun) payments() (map[string]payment.Payment, int) {
 	ps := map[string]payment.Payment{}
 	orderIDs := 0
 	for _, o := range f.orders {
 		for _, id := range o.ids {
 			orderIDs++
-			list, err := env.store.ListOrderPayments(context.Background(), f.tn.id, id)
+			list, err := env.store.ListOrderPayments(context.Background(), o.tn.id, id)
 			if err != nil {
-				t.Fatal(err)
+				f.t.Fatal(err)
 			}
 			paid := 0
 			for _, p := range list {
@@ -642,22 +823,31 @@ func (f *faultRun) check() {
 				}
 			}
 			if paid > 1 {
-				t.Errorf("order %s has %d PAID payments", id, paid)
+				f.t.Errorf("order %s of tenant %s has %d PAID payments", id, o.tn.id, paid)
 			}
 		}
 	}
-	paidAtAlipay := 0
+	return ps, orderIDs
+}
+
+// paidAtAlipay reports whether the ledger holds tr as paid (refunded in full included).
+func paidAtAlipay(tr alipaysim.Trade) bool {
+	refundedInFull := tr.TradeStatus == "TRADE_CLOSED" && tr.RefundedFen > 0 && tr.RefundedFen == tr.TotalFen
+	return tr.TradeStatus == "TRADE_SUCCESS" || tr.TradeStatus == "TRADE_FINISHED" || refundedInFull
+}
+
+// checkPaidAtAlipay checks that the payments paid at Alipay are those PAID locally, and
+// returns how many are.
+func (f *faultRun) checkPaidAtAlipay(ps map[string]payment.Payment, ledger []alipaysim.Trade) int {
+	paid := 0
 	for _, tr := range ledger {
 		p, ours := ps[tr.OutTradeNo]
-		if !ours {
+		if !ours || !paidAtAlipay(tr) {
 			continue
 		}
-		refundedInFull := tr.TradeStatus == "TRADE_CLOSED" && tr.RefundedFen > 0 && tr.RefundedFen == tr.TotalFen
-		if tr.TradeStatus == "TRADE_SUCCESS" || tr.TradeStatus == "TRADE_FINISHED" || refundedInFull {
-			paidAtAlipay++
-			if p.Status != payment.StatusPaid || p.TradeNo != tr.TradeNo || int64(p.Amount) != tr.TotalFen {
-				t.Errorf("paid at Alipay but %s locally: %+v (trade %s, %d fen)", p.Status, p, tr.TradeNo, tr.TotalFen)
-			}
+		paid++
+		if p.Status != payment.StatusPaid || p.TradeNo != tr.TradeNo || int64(p.Amount) != tr.TotalFen {
+			f.t.Errorf("paid at Alipay but %s locally: %+v (trade %s, %d fen)", p.Status, p, tr.TradeNo, tr.TotalFen)
 		}
 	}
 	localPaid := 0
@@ -666,12 +856,41 @@ func (f *faultRun) check() {
 			localPaid++
 		}
 	}
-	if localPaid != paidAtAlipay {
-		t.Errorf("%d PAID locally, %d paid at Alipay", localPaid, paidAtAlipay)
+	if localPaid != paid {
+		f.t.Errorf("%d PAID locally, %d paid at Alipay", localPaid, paid)
 	}
-	// Refunds agree to the fen: what Alipay refunded is what MySQL holds as SUCCEEDED
-	// and as refunded_fen, and never more than was paid.
-	refunds, refundedFen := 0, int64(0)
+	return localPaid
+}
+
+// checkRefunds checks that refunds agree to the fen: what Alipay refunded is what MySQL
+// holds as SUCCEEDED and as refunded_fen, never more than was paid, and each succeeded
+// refund reached its merchant once.
+func (f *faultRun) checkRefunds(ps map[string]payment.Payment, ledger []alipaysim.Trade) {
+	t := f.t
+	refundedFen := f.checkRefundedFen(ps, ledger)
+	refunds, failedAtAlipay := f.refundsAtAlipay(ps)
+	if n := count(t, "SELECT COUNT(*) FROM refunds WHERE "+f.tenantIn("tenant_id")+" AND status = 1", f.tenantArgs()...); n != refunds {
+		t.Errorf("%d refunds SUCCEEDED locally, %d fund changes at Alipay", n, refunds)
+	}
+	seen := map[string]bool{}
+	for _, tn := range f.tns {
+		for _, w := range env.merchant.received(tn.id) {
+			if w.typ == payment.EventRefundSucceeded {
+				seen[w.eventID] = true
+			}
+		}
+	}
+	if len(seen) != refunds {
+		t.Errorf("merchant received %d distinct refund.succeeded events for %d refunds", len(seen), refunds)
+	}
+	t.Logf("%d refunds, %d fen refunded, each once at Alipay and locally (%d more answered fund_change N and then failed at Alipay)", refunds, refundedFen, failedAtAlipay)
+}
+
+// checkRefundedFen checks each of the run's trades: refunded at Alipay what MySQL holds
+// as SUCCEEDED and as refunded_fen, never more than was paid. It returns the fen refunded.
+func (f *faultRun) checkRefundedFen(ps map[string]payment.Payment, ledger []alipaysim.Trade) int64 {
+	t := f.t
+	refundedFen := int64(0)
 	for _, tr := range ledger {
 		p, ours := ps[tr.OutTradeNo]
 		if !ours {
@@ -688,62 +907,182 @@ func (f *faultRun) check() {
 		}
 		refundedFen += tr.RefundedFen
 	}
+	return refundedFen
+}
+
+// refundsAtAlipay counts the run's refunds that succeeded at Alipay, and those that
+// answered fund_change "N" and then failed there; any other is still open after the run
+// settled, which fails the test.
+func (f *faultRun) refundsAtAlipay(ps map[string]payment.Payment) (succeeded, failed int) {
+	t := f.t
 	var simRefundRows []simRefund
-	failedAtAlipay := 0 // processing refunds that failed at Alipay (refund faults)
 	do(t, http.MethodGet, env.simURL+"/_sim/refunds", nil, nil).json(t, &simRefundRows)
 	for _, sr := range simRefundRows {
 		if _, ours := ps[sr.OutTradeNo]; ours && sr.State == "succeeded" {
-			refunds++
+			succeeded++
 		} else if ours && sr.State == "failed" {
-			failedAtAlipay++
+			failed++
 		} else if ours {
 			t.Errorf("refund %s of %s is %q at Alipay after the run settled", sr.OutRequestNo, sr.OutTradeNo, sr.State)
 		}
 	}
-	if n := count(t, "SELECT COUNT(*) FROM refunds WHERE tenant_id = ? AND status = 1", f.tn.id); n != refunds {
-		t.Errorf("%d refunds SUCCEEDED locally, %d fund changes at Alipay", n, refunds)
-	}
-	seenRefunds := map[string]bool{}
-	for _, w := range env.merchant.received(f.tn.id) {
-		if w.typ == payment.EventRefundSucceeded {
-			seenRefunds[w.eventID] = true
-		}
-	}
-	if len(seenRefunds) != refunds {
-		t.Errorf("merchant received %d distinct refund.succeeded events for %d refunds", len(seenRefunds), refunds)
-	}
-	t.Logf("%d refunds, %d fen refunded, each once at Alipay and locally (%d more answered fund_change N and then failed at Alipay)", refunds, refundedFen, failedAtAlipay)
-	if n := count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE tenant_id = ?", f.tn.id); n != 0 {
-		t.Errorf("%d anomalies recorded", n)
-		f.logAnomalies()
-	}
-	grants := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE tenant_id = ?", f.tn.id)
+	return succeeded, failed
+}
+
+// checkGrantsAndWebhooks checks that every PAID payment has one grant and one
+// payment.paid event at its merchant, every webhook signed; it returns the grants.
+func (f *faultRun) checkGrantsAndWebhooks(localPaid int) int {
+	t := f.t
+	grants := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE "+f.tenantIn("tenant_id"), f.tenantArgs()...)
 	if grants != localPaid {
 		t.Errorf("%d grants for %d PAID payments", grants, localPaid)
 	}
 	seen := map[string]bool{}
-	for _, w := range env.merchant.received(f.tn.id) {
-		if w.typ == payment.EventPaymentPaid {
-			seen[w.eventID] = true
-		}
-		if !w.verified {
-			t.Errorf("webhook %s with a bad signature", w.eventID)
+	for _, tn := range f.tns {
+		for _, w := range env.merchant.received(tn.id) {
+			if w.typ == payment.EventPaymentPaid {
+				seen[w.eventID] = true
+			}
+			if !w.verified {
+				t.Errorf("webhook %s of tenant %s with a bad signature", w.eventID, tn.id)
+			}
 		}
 	}
 	if len(seen) != localPaid {
 		t.Errorf("merchant received %d distinct payment.paid events for %d PAID payments", len(seen), localPaid)
 	}
-	f.audit()
-	t.Logf("%d orders, %d payments (%d PAID, each once at Alipay and locally, %d grants), %d checkout answers",
-		orderIDs, len(ps), localPaid, grants, f.answered.Load())
+	return grants
 }
 
-// logAnomalies prints each anomaly of the run's tenant, with the history of its payment's
+// checkPaidInBound checks that every payment paid at Alipay, of either app, became
+// PAID within paidBound of when it was due (the payment.paid event is written with the
+// transition), the first app's paid while the second app's own throttle was on
+// included: one app's throttling holds up no other app's payments.
+func (f *faultRun) checkPaidInBound(ps map[string]payment.Payment, ledger []alipaysim.Trade) {
+	t := f.t
+	paidHere := f.paidEventTimes()
+	f.mu.Lock()
+	spans := map[string][]timeSpan{
+		f.tns[0].id: mergeSpans(f.disturbed),
+		f.tns[1].id: mergeSpans(append(append([]timeSpan(nil), f.disturbed...), f.secondThrottled...)),
+	}
+	f.mu.Unlock()
+	// The most undisturbed time a payment took once due, by tenant, and of the first
+	// tenant's paid while the second app's own throttle was on.
+	longest := map[string]time.Duration{}
+	inThrottle, inThrottleLongest := 0, time.Duration(0)
+	for _, tr := range ledger {
+		p, ours := ps[tr.OutTradeNo]
+		if !ours || !paidAtAlipay(tr) {
+			continue
+		}
+		at, ok := paidHere[p.PaymentNo]
+		if !ok {
+			t.Errorf("payment %s (tenant %s) paid at Alipay has no payment.paid event", p.PaymentNo, p.TenantID)
+			continue
+		}
+		due := tr.PaidAt
+		if p.ExpireAt.After(due) {
+			due = p.ExpireAt
+		}
+		took := undisturbed(due, at, spans[p.TenantID])
+		if took > paidBound {
+			t.Errorf("payment %s (tenant %s, order %s) paid at Alipay at %s, due at %s, PAID here at %s: %s of it undisturbed, past its bound (%s)",
+				p.PaymentNo, p.TenantID, p.OrderID, stamp(tr.PaidAt), stamp(due), stamp(at), took.Round(time.Millisecond), paidBound)
+		}
+		longest[p.TenantID] = max(longest[p.TenantID], took)
+		if p.TenantID == f.tns[0].id && f.secondThrottledAt(tr.PaidAt) {
+			inThrottle++
+			inThrottleLongest = max(inThrottleLongest, took)
+		}
+	}
+	t.Logf("paid at Alipay to PAID here, undisturbed time after due, at most: %s (first app), %s (second app), bound %s; %d payments of the first app paid while the second app alone was throttled (%d spans), at most %s",
+		longest[f.tns[0].id].Round(time.Millisecond), longest[f.tns[1].id].Round(time.Millisecond), paidBound,
+		inThrottle, len(f.secondThrottled), inThrottleLongest.Round(time.Millisecond))
+}
+
+// paidEventTimes is when each payment of the run's tenants was PAID here: the time of its
+// payment.paid event, written in the transition's transaction.
+func (f *faultRun) paidEventTimes() map[string]time.Time {
+	paid := map[string]time.Time{}
+	rows, err := env.db.Query(`SELECT payment_no, MIN(created_at) FROM payment_events WHERE `+f.tenantIn("tenant_id")+
+		` AND type = ? GROUP BY payment_no`, f.tenantArgs(payment.EventPaymentPaid)...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var no string
+		var at time.Time
+		if err := rows.Scan(&no, &at); err != nil {
+			f.t.Fatal(err)
+		}
+		paid[no] = at
+	}
+	if err := rows.Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return paid
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+// mergeSpans sorts spans and joins those that overlap.
+func mergeSpans(spans []timeSpan) []timeSpan {
+	sorted := append([]timeSpan(nil), spans...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].from.Before(sorted[j].from) })
+	var out []timeSpan
+	for _, s := range sorted {
+		if n := len(out); n > 0 && !s.from.After(out[n-1].to) {
+			if s.to.After(out[n-1].to) {
+				out[n-1].to = s.to
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// undisturbed is how much of [from, to) none of the merged spans covers.
+func undisturbed(from, to time.Time, merged []timeSpan) time.Duration {
+	if !to.After(from) {
+		return 0
+	}
+	d := to.Sub(from)
+	for _, s := range merged {
+		lo, hi := s.from, s.to
+		if lo.Before(from) {
+			lo = from
+		}
+		if hi.After(to) {
+			hi = to
+		}
+		if hi.After(lo) {
+			d -= hi.Sub(lo)
+		}
+	}
+	return d
+}
+
+// secondThrottledAt reports whether the second app's own throttle was on at at.
+func (f *faultRun) secondThrottledAt(at time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.secondThrottled {
+		if !at.Before(s.from) && !at.After(s.to) {
+			return true
+		}
+	}
+	return false
+}
+
+// logAnomalies prints each anomaly of the run's tenants, with the history of its payment's
 // status, so that a failing run says what was found without its database, which the stack
 // drops.
 func (f *faultRun) logAnomalies() {
 	rows, err := env.db.Query(`SELECT kind, payment_no, subject, trade_no, detail, created_at FROM payment_anomalies
-		WHERE tenant_id = ? ORDER BY id`, f.tn.id)
+		WHERE `+f.tenantIn("tenant_id")+` ORDER BY id`, f.tenantArgs()...)
 	if err != nil {
 		f.t.Errorf("list anomalies: %v", err)
 		return
@@ -763,8 +1102,14 @@ func (f *faultRun) logAnomalies() {
 }
 
 // audit runs `paykit audit` over the run's window against the same database, Alipay and
-// Temporal; it must exit 0 with no findings.
-func (f *faultRun) audit() { auditClean(f.t, f.st, f.started, f.tn.id) }
+// Temporal, for each of the run's tenants; it must exit 0 with no findings.
+func (f *faultRun) audit() {
+	ids := make([]string, len(f.tns))
+	for i, tn := range f.tns {
+		ids[i] = tn.id
+	}
+	auditClean(f.t, f.st, f.started, ids...)
+}
 
 func lastLine(s string) string {
 	s = strings.TrimSpace(s)
