@@ -970,7 +970,7 @@ func (f *faultRun) checkPaidInBound(ps map[string]payment.Payment, ledger []alip
 	// The most undisturbed time a payment took once due, by tenant, and of the first
 	// tenant's paid while the second app's own throttle was on.
 	longest := map[string]time.Duration{}
-	inThrottle, inThrottleLongest := 0, time.Duration(0)
+	inThrottle, inThrottleLongest, inThrottleLag := 0, time.Duration(0), time.Duration(0)
 	for _, tr := range ledger {
 		p, ours := ps[tr.OutTradeNo]
 		if !ours || !paidAtAlipay(tr) {
@@ -994,11 +994,12 @@ func (f *faultRun) checkPaidInBound(ps map[string]payment.Payment, ledger []alip
 		if p.TenantID == f.tns[0].id && f.secondThrottledAt(tr.PaidAt) {
 			inThrottle++
 			inThrottleLongest = max(inThrottleLongest, took)
+			inThrottleLag = max(inThrottleLag, at.Sub(tr.PaidAt))
 		}
 	}
-	t.Logf("paid at Alipay to PAID here, undisturbed time after due, at most: %s (first app), %s (second app), bound %s; %d payments of the first app paid while the second app alone was throttled (%d spans), at most %s",
+	t.Logf("paid at Alipay to PAID here, undisturbed time after due, at most: %s (first app), %s (second app), bound %s; %d payments of the first app paid while the second app alone was throttled (%d spans), at most %s (%s from Alipay to PAID here)",
 		longest[f.tns[0].id].Round(time.Millisecond), longest[f.tns[1].id].Round(time.Millisecond), paidBound,
-		inThrottle, len(f.secondThrottled), inThrottleLongest.Round(time.Millisecond))
+		inThrottle, len(f.secondThrottled), inThrottleLongest.Round(time.Millisecond), inThrottleLag.Round(time.Millisecond))
 }
 
 // paidEventTimes is when each payment of the run's tenants was PAID here: the time of its
