@@ -53,6 +53,14 @@ func frequencyLimited() *apiError {
 	return refuse(http.StatusTooManyRequests, "FREQUENCY_LIMITED", "频率超限")
 }
 
+// frequencyLimitedAt is the 429 of a path: a refund's warns it may have been accepted.
+func frequencyLimitedAt(path string) *apiError {
+	if strings.HasPrefix(path, refundPath) {
+		return refuse(http.StatusTooManyRequests, "FREQUENCY_LIMITED", "该笔退款为受理中，请调用查单接口确认或降低频率原单重试")
+	}
+	return frequencyLimited()
+}
+
 func mchNotExists() *apiError {
 	return refuse(http.StatusBadRequest, "MCH_NOT_EXISTS", "商户号不存在")
 }
@@ -90,10 +98,13 @@ type call struct {
 	serial string // the request's Wechatpay-Serial
 }
 
-// answer is a successful v3 answer; a nil body is 204 No Content.
+// answer is a successful v3 answer; a nil body is 204 No Content. An unsigned answer
+// (the bill download) is written as it is, with its content type.
 type answer struct {
-	status int
-	body   []byte
+	status      int
+	body        []byte
+	unsigned    bool
+	contentType string
 }
 
 func jsonAnswer(v any) answer {
@@ -120,7 +131,7 @@ func (s *Simulator) api(h apiHandler) http.HandlerFunc {
 			return
 		}
 		if s.overLimit(c.m.id) {
-			s.writeError(w, c, frequencyLimited())
+			s.throttled429(w, c, h)
 			return
 		}
 		f, faulty := s.takeFault(r.URL.Path)
@@ -137,10 +148,26 @@ func (s *Simulator) api(h apiHandler) http.HandlerFunc {
 			s.applyFault(w, r, c, f)
 		case e != nil:
 			s.writeError(w, c, e)
+		case a.unsigned:
+			w.Header().Set("Content-Type", a.contentType)
+			w.WriteHeader(a.status)
+			_, _ = w.Write(a.body)
 		default:
 			s.writeSigned(w, c, a, "")
 		}
 	}
+}
+
+// throttled429 answers a call over the merchant's limit 429; with
+// Throttle.AcceptRefunds a refund is carried out first.
+func (s *Simulator) throttled429(w http.ResponseWriter, c *call, h apiHandler) {
+	s.mu.Lock()
+	accept := s.throttle.AcceptRefunds && c.r.Method == http.MethodPost && c.r.URL.Path == refundPath
+	s.mu.Unlock()
+	if accept {
+		_, _ = h(c)
+	}
+	s.writeError(w, c, frequencyLimitedAt(c.r.URL.Path))
 }
 
 // authenticate checks the headers, the merchant, its certificate serial, the timestamp

@@ -34,6 +34,27 @@ const (
 	APIHost = "https://api.mch.weixin.qq.com"
 	// ControlPrefix is the prefix of the simulator's own control API and cashier.
 	ControlPrefix = "/_sim"
+
+	// DefaultRefundDelay is how long a refund stays PROCESSING before it succeeds (scaled
+	// by TimeScale). No source gives a figure; a minute keeps PROCESSING observable.
+	DefaultRefundDelay = time.Minute
+	// DefaultRefundMaxPerOrder is how many refunds an order may have ("部分退款不超过50次").
+	DefaultRefundMaxPerOrder = 50
+	// DefaultRefundInterval is the least time between two refunds of the same order.
+	DefaultRefundInterval = time.Minute
+	// DefaultRefundWindow is how long after success_time an order can be refunded.
+	DefaultRefundWindow = 365 * 24 * time.Hour
+	// DefaultBillReadyHour is the hour (Beijing time) of the next day when a day's trade
+	// bill becomes ready: the newer pages say "每日10点后" (the older ones 09:00 to start,
+	// 10:00 to fetch).
+	DefaultBillReadyHour = 10
+	// DefaultBillURLLifetime is how long a bill's download_url works (the newer pages say
+	// 5 minutes, the older ones 30 seconds).
+	DefaultBillURLLifetime = 5 * time.Minute
+	// DefaultFeeRateBP is the fee rate in hundredths of a percent (60 is 0.60%).
+	DefaultFeeRateBP = 60
+	// BillHistory is how far back a trade bill can be asked for.
+	BillHistory = 3 // months
 )
 
 // DefaultNotifySchedule returns WeChat Pay's redelivery intervals for an unacknowledged
@@ -87,6 +108,37 @@ const (
 	CloseClosedOrderClosed = "order_closed"
 )
 
+// Refusals of a refund whose out_refund_no exists with another amount or order
+// (Config.RefundMismatch): v3 documents no code.
+const (
+	// RefundMismatchInvalidRequest answers 400 INVALID_REQUEST, the v3 code for a request
+	// well formed but against the business rules.
+	RefundMismatchInvalidRequest = "invalid_request"
+	// RefundMismatchFeeMismatch answers 400 REFUND_FEE_MISMATCH, v2's code.
+	RefundMismatchFeeMismatch = "refund_fee_mismatch"
+)
+
+// Refusals of a refund above what is left to refund (Config.OverRefund): v3 has no
+// dedicated code.
+const (
+	// OverRefundInvalidRequest answers 400 INVALID_REQUEST (v2: INVALID_REQUEST
+	// "refund_fee大于可退金额").
+	OverRefundInvalidRequest = "invalid_request"
+	// OverRefundNotEnough answers 403 NOT_ENOUGH, which v3 uses for a merchant balance
+	// too short to refund.
+	OverRefundNotEnough = "not_enough"
+)
+
+// Refusals of a second refund of an order within Config.RefundInterval
+// (Config.RefundTooSoon): no source ties a code to the one-minute rule.
+const (
+	// RefundTooSoonFrequencyLimited answers 429 FREQUENCY_LIMITED, the refund page's
+	// frequency code ("请调用查单接口确认或降低频率原单重试"); nothing is taken.
+	RefundTooSoonFrequencyLimited = "frequency_limited"
+	// RefundTooSoonInvalidRequest answers 400 INVALID_REQUEST.
+	RefundTooSoonInvalidRequest = "invalid_request"
+)
+
 // Merchant is one merchant (直连商户) the simulator serves.
 type Merchant struct {
 	// MchID is the merchant number (商户号).
@@ -113,6 +165,9 @@ type Merchant struct {
 type Throttle struct {
 	Rate  float64 `json:"rate"`
 	Burst int     `json:"burst"`
+	// AcceptRefunds carries a throttled refund request out before answering it 429, as
+	// WeChat Pay's "该笔退款为受理中" warns: the client must query before it retries.
+	AcceptRefunds bool `json:"accept_refunds,omitempty"`
 }
 
 // Config configures a Simulator. Merchants, PlatformCertPEM, PlatformPrivateKeyPEM,
@@ -129,8 +184,8 @@ type Config struct {
 	PublicKeyID            string
 	PublicKeyPrivateKeyPEM string
 
-	// TimeScale speeds up the notification redelivery schedule: 60 makes a minute of
-	// schedule pass in a second. It touches nothing else. Zero means 1.
+	// TimeScale speeds up the notification redelivery schedule and RefundDelay: 60 makes
+	// a minute of either pass in a second. It touches nothing else. Zero means 1.
 	TimeScale float64
 	// NotifySchedule overrides the redelivery intervals (before scaling); nil means
 	// DefaultNotifySchedule.
@@ -174,6 +229,47 @@ type Config struct {
 	Faults []APIFault
 	// HangTimeout bounds how long a "hang" fault holds a request. Zero means DefaultHangTimeout.
 	HangTimeout time.Duration
+	// RefundDelay is how long a refund stays PROCESSING before it succeeds, scaled by
+	// TimeScale. Zero means DefaultRefundDelay; negative keeps refunds PROCESSING until
+	// the control API settles them.
+	RefundDelay time.Duration
+	// RefundMaxPerOrder is how many refunds one order may have. Zero means
+	// DefaultRefundMaxPerOrder.
+	RefundMaxPerOrder int
+	// RefundInterval is the least time (on the simulator's clock) between two refunds of
+	// the same order. Zero means DefaultRefundInterval; negative means none.
+	RefundInterval time.Duration
+	// RefundWindow is how long after success_time an order can be refunded. Zero means
+	// DefaultRefundWindow.
+	RefundWindow time.Duration
+	// RefundMismatch picks the refusal of an out_refund_no reused with another amount or
+	// order (RefundMismatch* constants). Empty means RefundMismatchInvalidRequest.
+	RefundMismatch string
+	// OverRefund picks the refusal of a refund above what is left (OverRefund*
+	// constants). Empty means OverRefundInvalidRequest.
+	OverRefund string
+	// RefundTooSoon picks the refusal of a refund within RefundInterval of the order's
+	// previous one (RefundTooSoon* constants). Empty means RefundTooSoonFrequencyLimited.
+	RefundTooSoon string
+	// BillReadyHour is the hour (1 to 23, Beijing time) of the next day when a day's bill
+	// is ready; before it GET /v3/bill/tradebill answers 400 STATEMENT_CREATING. Zero
+	// means DefaultBillReadyHour; negative makes every bill ready at once, the current
+	// day's included (as it stands when asked).
+	BillReadyHour int
+	// LateBills are bill dates (YYYY-MM-DD) whose bills answer STATEMENT_CREATING until
+	// released (SetBillLate), whatever the hour.
+	LateBills []string
+	// BillURLLifetime is how long a download_url works. Zero means DefaultBillURLLifetime.
+	BillURLLifetime time.Duration
+	// BillHashCompressed makes hash_value the SHA1 of the bytes downloaded, gzip and all,
+	// when tar_type=GZIP. Off by default: the only source that says (the older pages)
+	// hashes the plain bill ("原始账单(gzip需要解压缩)的摘要值"); a plain download hashes
+	// the same either way.
+	BillHashCompressed bool
+	// FeeRateBP is the merchant's fee rate in hundredths of a percent, shown in the bill
+	// as 费率 ("0.60%") and charged per trade as 手续费 (rounded half up to the fen).
+	// Zero means DefaultFeeRateBP; negative means no fee.
+	FeeRateBP int
 	// PublicURL is the simulator's externally visible base URL, used in the cashier links
 	// of GET /_sim/orders. Empty means taken from each request's Host.
 	PublicURL string
@@ -218,6 +314,7 @@ func (c Config) withDefaults() Config {
 	if c.CloseClosed == "" {
 		c.CloseClosed = CloseClosedNoContent
 	}
+	c = c.refundAndBillDefaults()
 	if c.HangTimeout <= 0 {
 		c.HangTimeout = DefaultHangTimeout
 	}
@@ -233,7 +330,44 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+func (c Config) refundAndBillDefaults() Config {
+	if c.RefundDelay == 0 {
+		c.RefundDelay = DefaultRefundDelay
+	}
+	if c.RefundMaxPerOrder <= 0 {
+		c.RefundMaxPerOrder = DefaultRefundMaxPerOrder
+	}
+	if c.RefundInterval == 0 {
+		c.RefundInterval = DefaultRefundInterval
+	}
+	if c.RefundWindow <= 0 {
+		c.RefundWindow = DefaultRefundWindow
+	}
+	if c.RefundMismatch == "" {
+		c.RefundMismatch = RefundMismatchInvalidRequest
+	}
+	if c.OverRefund == "" {
+		c.OverRefund = OverRefundInvalidRequest
+	}
+	if c.RefundTooSoon == "" {
+		c.RefundTooSoon = RefundTooSoonFrequencyLimited
+	}
+	if c.BillReadyHour == 0 {
+		c.BillReadyHour = DefaultBillReadyHour
+	}
+	if c.BillURLLifetime <= 0 {
+		c.BillURLLifetime = DefaultBillURLLifetime
+	}
+	if c.FeeRateBP == 0 {
+		c.FeeRateBP = DefaultFeeRateBP
+	}
+	return c
+}
+
 func (c Config) validate() error {
+	if err := c.validateRefundAndBill(); err != nil {
+		return err
+	}
 	if !slices.Contains([]string{ClosePaidOrderPaid, ClosePaidTradeError, ClosePaidNoContent}, c.ClosePaid) {
 		return fmt.Errorf("unknown ClosePaid %q", c.ClosePaid)
 	}
@@ -242,6 +376,20 @@ func (c Config) validate() error {
 	}
 	if !strings.HasPrefix(c.PublicKeyID, publicKeyIDPrefix) {
 		return fmt.Errorf("PublicKeyID %q does not start with %s", c.PublicKeyID, publicKeyIDPrefix)
+	}
+	return nil
+}
+
+func (c Config) validateRefundAndBill() error {
+	switch {
+	case !slices.Contains([]string{RefundMismatchInvalidRequest, RefundMismatchFeeMismatch}, c.RefundMismatch):
+		return fmt.Errorf("unknown RefundMismatch %q", c.RefundMismatch)
+	case !slices.Contains([]string{OverRefundInvalidRequest, OverRefundNotEnough}, c.OverRefund):
+		return fmt.Errorf("unknown OverRefund %q", c.OverRefund)
+	case !slices.Contains([]string{RefundTooSoonFrequencyLimited, RefundTooSoonInvalidRequest}, c.RefundTooSoon):
+		return fmt.Errorf("unknown RefundTooSoon %q", c.RefundTooSoon)
+	case c.BillReadyHour > 23:
+		return fmt.Errorf("BillReadyHour %d is not an hour of the day", c.BillReadyHour)
 	}
 	return nil
 }

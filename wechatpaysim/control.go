@@ -3,6 +3,7 @@ package wechatpaysim
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -19,6 +20,10 @@ func (s *Simulator) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v3/pay/transactions/id/{transaction_id}", s.api(s.handleQueryByTransactionID))
 	mux.HandleFunc("POST /v3/pay/transactions/out-trade-no/{out_trade_no}/close", s.api(s.handleClose))
 	mux.HandleFunc("GET /v3/certificates", s.api(s.handleCertificates))
+	mux.HandleFunc("POST "+refundPath, s.api(s.handleRefund))
+	mux.HandleFunc("GET "+refundPath+"/{out_refund_no}", s.api(s.handleRefundQuery))
+	mux.HandleFunc("GET /v3/bill/tradebill", s.api(s.handleTradeBill))
+	mux.HandleFunc("GET /v3/billdownload/file", s.api(s.handleBillDownload))
 	mux.HandleFunc("/v3/", s.notFound)
 	s.cashierRoutes(mux)
 	s.controlRoutes(mux)
@@ -75,6 +80,8 @@ func (s *Simulator) controlRoutes(mux *http.ServeMux) {
 		}
 		return s.SetOrderNotifyFaults(mchid, no, f)
 	}))
+	s.refundRoutes(mux)
+	s.billRoutes(mux)
 	s.notificationRoutes(mux)
 	s.faultRoutes(mux)
 	mux.HandleFunc("POST "+p+"/reset", func(w http.ResponseWriter, _ *http.Request) {
@@ -90,7 +97,8 @@ func (s *Simulator) notificationRoutes(mux *http.ServeMux) {
 		out := []NotificationAttempt{}
 		for _, a := range s.Notifications() {
 			if (q.Get("out_trade_no") == "" || a.OutTradeNo == q.Get("out_trade_no")) &&
-				(q.Get("mchid") == "" || a.MchID == q.Get("mchid")) && (q.Get("id") == "" || a.ID == q.Get("id")) {
+				(q.Get("mchid") == "" || a.MchID == q.Get("mchid")) && (q.Get("id") == "" || a.ID == q.Get("id")) &&
+				(q.Get("out_refund_no") == "" || a.OutRefundNo == q.Get("out_refund_no")) {
 				out = append(out, a)
 			}
 		}
@@ -139,6 +147,85 @@ func (s *Simulator) faultRoutes(mux *http.ServeMux) {
 			writeResult(w, s.Faults, s.SetNotificationFaults(f))
 		}
 	})
+	mux.HandleFunc("POST "+p+"/refunds", func(w http.ResponseWriter, r *http.Request) {
+		var f RefundFaults
+		if decodeBody(w, r, &f) {
+			writeResult(w, s.Faults, s.SetRefundFaults(f))
+		}
+	})
+}
+
+// refundSettlements maps the control API's refund actions to the statuses they settle in.
+var refundSettlements = map[string]string{"success": RefundSuccess, "close": RefundClosed, "abnormal": RefundAbnormal}
+
+func (s *Simulator) refundRoutes(mux *http.ServeMux) {
+	p := ControlPrefix + "/refunds"
+	mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Refunds(r.URL.Query().Get("mchid"), r.URL.Query().Get("out_trade_no")))
+	})
+	mux.HandleFunc("GET "+p+"/{out_refund_no}", func(w http.ResponseWriter, r *http.Request) {
+		ref, err := s.Refund(r.URL.Query().Get("mchid"), r.PathValue("out_refund_no"))
+		writeRefundResult(w, ref, err)
+	})
+	mux.HandleFunc("POST "+p+"/{out_refund_no}/{action}", func(w http.ResponseWriter, r *http.Request) {
+		status, ok := refundSettlements[r.PathValue("action")]
+		if !ok {
+			writeError(w, http.StatusNotFound, fmt.Errorf("unknown refund action %q (success, close, abnormal)", r.PathValue("action")))
+			return
+		}
+		ref, err := s.SettleRefund(r.URL.Query().Get("mchid"), r.PathValue("out_refund_no"), status)
+		writeRefundResult(w, ref, err)
+	})
+	mux.HandleFunc("POST "+ControlPrefix+"/orders/{out_trade_no}/refund", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			ConsoleRefund
+			MchID string `json:"mchid"`
+		}
+		if !decodeBody(w, r, &body) {
+			return
+		}
+		mchid := r.URL.Query().Get("mchid")
+		if mchid == "" {
+			mchid = body.MchID
+		}
+		ref, err := s.ConsoleRefund(mchid, r.PathValue("out_trade_no"), body.ConsoleRefund)
+		writeRefundResult(w, ref, err)
+	})
+}
+
+func writeRefundResult(w http.ResponseWriter, ref Refund, err error) {
+	var refusal *apiError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, ref)
+	case errors.As(err, &refusal):
+		writeJSON(w, refusal.status, map[string]string{"error": refusal.Message, "code": refusal.Code})
+	case errors.Is(err, ErrRefundNotFound), errors.Is(err, ErrOrderNotFound):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, ErrAmbiguous), errors.Is(err, ErrRefundFinal):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "refund": ref})
+	default:
+		writeError(w, http.StatusBadRequest, err)
+	}
+}
+
+func (s *Simulator) billRoutes(mux *http.ServeMux) {
+	p := ControlPrefix + "/bills/{bill_date}"
+	mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		b, err := s.TradeBill(q.Get("mchid"), r.PathValue("bill_date"), q.Get("bill_type"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		_, _ = w.Write(b)
+	})
+	for action, late := range map[string]bool{"late": true, "release": false} {
+		mux.HandleFunc("POST "+p+"/"+action, func(w http.ResponseWriter, r *http.Request) {
+			writeResult(w, s.Faults, s.SetBillLate(r.PathValue("bill_date"), late))
+		})
+	}
 }
 
 func (s *Simulator) handleIndex(w http.ResponseWriter, _ *http.Request) {

@@ -2,6 +2,7 @@ package wechatpaysim
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,6 +25,9 @@ const (
 	FaultBadSignature = "bad_signature"
 	// FaultSignProbe answers normally with a WECHATPAY/SIGNTEST/ probe signature.
 	FaultSignProbe = "sign_probe"
+	// FaultFrequencyLimited answers 429 FREQUENCY_LIMITED. With AfterProcessing the call
+	// is carried out first: a refund answered so may have been accepted ("该笔退款为受理中").
+	FaultFrequencyLimited = "frequency_limited"
 )
 
 // APIFault makes the next Count v3 calls (whose path starts with Path, if set) fail in
@@ -41,6 +45,9 @@ type FaultState struct {
 	API           []APIFault         `json:"api"`
 	Notifications NotificationFaults `json:"notifications"`
 	Throttle      Throttle           `json:"throttle"`
+	Refunds       RefundFaults       `json:"refunds"`
+	// LateBills are the bill dates held back (true) or released early (false).
+	LateBills map[string]bool `json:"late_bills"`
 	// Throttled counts the calls answered 429 since the throttle was last set.
 	Throttled int `json:"throttled"`
 }
@@ -48,7 +55,7 @@ type FaultState struct {
 // InjectFault queues an API fault; faults are consumed in the order injected.
 func (s *Simulator) InjectFault(f APIFault) error {
 	switch f.Mode {
-	case FaultSystemError, FaultHang, FaultBadSignature, FaultSignProbe:
+	case FaultSystemError, FaultHang, FaultBadSignature, FaultSignProbe, FaultFrequencyLimited:
 	case FaultHTTPError:
 		if f.Status == 0 {
 			f.Status = http.StatusBadGateway
@@ -72,15 +79,21 @@ func (s *Simulator) InjectFault(f APIFault) error {
 func (s *Simulator) Faults() FaultState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return FaultState{API: slices.Clone(s.faults), Notifications: s.notifyFault, Throttle: s.throttle, Throttled: s.throttled}
+	return FaultState{
+		API: slices.Clone(s.faults), Notifications: s.notifyFault, Throttle: s.throttle, Throttled: s.throttled,
+		Refunds: s.refundFault, LateBills: maps.Clone(s.billHolds),
+	}
 }
 
-// ResetFaults clears every fault and the throttle.
+// ResetFaults clears every fault, the throttle, the refund faults and the late (or
+// released) bills.
 func (s *Simulator) ResetFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = nil
 	s.notifyFault = NotificationFaults{}
+	s.refundFault = RefundFaults{}
+	s.billHolds = map[string]bool{}
 	s.throttle, s.throttleTAT, s.throttled = Throttle{}, map[string]time.Time{}, 0
 }
 
@@ -108,6 +121,8 @@ func (s *Simulator) applyFault(w http.ResponseWriter, r *http.Request, c *call, 
 	switch f.Mode {
 	case FaultSystemError:
 		s.writeError(w, c, systemError())
+	case FaultFrequencyLimited:
+		s.writeError(w, c, frequencyLimitedAt(r.URL.Path))
 	case FaultHTTPError:
 		w.Header().Set("Content-Type", "text/html")
 		w.WriteHeader(f.Status)

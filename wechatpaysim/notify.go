@@ -31,6 +31,7 @@ type NotificationAttempt struct {
 	MchID         string    `json:"mchid"`
 	OutTradeNo    string    `json:"out_trade_no"`
 	TransactionID string    `json:"transaction_id"`
+	OutRefundNo   string    `json:"out_refund_no,omitempty"`
 	NotifyURL     string    `json:"notify_url"`
 	Kind          string    `json:"kind"`
 	Attempt       int       `json:"attempt"`
@@ -65,6 +66,7 @@ type notification struct {
 	o             *order
 	outTradeNo    string
 	transactionID string
+	outRefundNo   string
 	url           string
 	body          []byte
 	cancelled     bool // by Reset; guarded by Simulator.mu
@@ -73,7 +75,7 @@ type notification struct {
 func (n *notification) entry(kind string, k int) NotificationAttempt {
 	return NotificationAttempt{
 		ID: n.id, EventType: n.eventType, MchID: n.m.id, OutTradeNo: n.outTradeNo,
-		TransactionID: n.transactionID, NotifyURL: n.url, Kind: kind, Attempt: k,
+		TransactionID: n.transactionID, OutRefundNo: n.outRefundNo, NotifyURL: n.url, Kind: kind, Attempt: k,
 	}
 }
 
@@ -87,29 +89,45 @@ type envelope struct {
 	Resource     encryptedRes `json:"resource"`
 }
 
-// notifyLocked builds the order's notification (the resource encrypted once) and starts
-// delivering it.
+// notifyLocked sends the order's payment notification.
 func (s *Simulator) notifyLocked(o *order, eventType, summary string) {
+	plain, _ := json.Marshal(s.transactionLocked(o))
+	s.sendLocked(&notification{
+		eventType: eventType, m: o.m, o: o, outTradeNo: o.outTradeNo, transactionID: o.transactionID, url: o.notifyURL,
+	}, summary, "transaction", plain)
+}
+
+// notifyRefundLocked sends a refund's notification for its status (REFUND.SUCCESS,
+// REFUND.CLOSED or REFUND.ABNORMAL) to the refund's notify_url. The order's
+// notification faults apply to it as to the payment's.
+func (s *Simulator) notifyRefundLocked(r *refund) {
+	plain, _ := json.Marshal(s.refundResourceLocked(r))
+	s.sendLocked(&notification{
+		eventType: "REFUND." + r.status, m: r.o.m, o: r.o, outTradeNo: r.o.outTradeNo,
+		transactionID: r.o.transactionID, outRefundNo: r.outRefundNo, url: r.notifyURL,
+	}, refundSummary[r.status], "refund", plain)
+}
+
+// sendLocked builds the notification (its resource of originalType encrypted once, with
+// originalType as the associated data) and starts delivering it.
+func (s *Simulator) sendLocked(n *notification, summary, originalType string, plain []byte) {
 	if s.closed {
 		return
 	}
-	plain, _ := json.Marshal(s.transactionLocked(o))
+	o := n.o
 	nonce := aeadNonce()
-	ct, err := EncryptAEAD(o.m.apiV3Key, nonce, "transaction", plain)
+	ct, err := EncryptAEAD(o.m.apiV3Key, nonce, originalType, plain)
 	if err != nil {
 		s.log.Error("encrypt notification", "err", err)
 		return
 	}
-	n := &notification{
-		id: newUUID(), eventType: eventType, m: o.m, o: o, outTradeNo: o.outTradeNo,
-		transactionID: o.transactionID, url: o.notifyURL,
-	}
+	n.id = newUUID()
 	n.body, _ = json.Marshal(envelope{
 		ID: n.id, CreateTime: s.now().Format(time.RFC3339), ResourceType: "encrypt-resource",
-		EventType: eventType, Summary: summary,
+		EventType: n.eventType, Summary: summary,
 		Resource: encryptedRes{
-			OriginalType: "transaction", Algorithm: AlgorithmAEAD, Ciphertext: ct,
-			AssociatedData: "transaction", Nonce: nonce,
+			OriginalType: originalType, Algorithm: AlgorithmAEAD, Ciphertext: ct,
+			AssociatedData: originalType, Nonce: nonce,
 		},
 	})
 	s.notes[n.id] = n

@@ -76,6 +76,8 @@ type order struct {
 	discount      int64
 	bankType      string
 
+	refunds []*refund // in the order taken
+
 	notifyDelay    time.Duration // first delivery of its notifications held back (control API)
 	notifyFailNext int           // the next deliveries' answers are lost (control API)
 }
@@ -105,6 +107,7 @@ type Order struct {
 	CreatedAt     time.Time `json:"created_at"`
 	ExpireAt      time.Time `json:"expire_at"`
 	PaidAt        time.Time `json:"paid_at,omitzero"`
+	RefundedFen   int64     `json:"refunded_fen"`
 	ClosedAt      time.Time `json:"closed_at,omitzero"`
 }
 
@@ -148,6 +151,7 @@ func (o *order) view(base string) Order {
 	if o.paid() {
 		v.PayerTotal = o.total - o.discount
 	}
+	v.RefundedFen, _ = o.refundedLocked()
 	return v
 }
 
@@ -266,7 +270,7 @@ func (s *Simulator) checkCommonFields(r *orderRequest) *apiError {
 	case r.NotifyURL == nil || *r.NotifyURL == "":
 		return paramError("/notify_url", "", "必填字段缺失", "body")
 	}
-	return checkNotifyURL(*r.NotifyURL)
+	return checkURL("/notify_url", *r.NotifyURL, 255)
 }
 
 func (s *Simulator) outTradeNoRE() *regexp.Regexp {
@@ -276,16 +280,17 @@ func (s *Simulator) outTradeNoRE() *regexp.Regexp {
 	return outTradeNoRE
 }
 
-// checkNotifyURL: an absolute http(s) URL without a query string, at most 255 characters.
-func checkNotifyURL(raw string) *apiError {
+// checkURL: a notify_url is an absolute http(s) URL without a query string, at most
+// limit characters (255 for orders, 256 for refunds).
+func checkURL(field, raw string, limit int) *apiError {
 	u, err := url.Parse(raw)
 	switch {
-	case len(raw) > 255:
-		return paramError("/notify_url", raw, "长度不能超过255", "body")
+	case len(raw) > limit:
+		return paramError(field, raw, "长度不能超过"+strconv.Itoa(limit), "body")
 	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
-		return paramError("/notify_url", raw, "应为http或https开头的完整URL", "body")
+		return paramError(field, raw, "应为http或https开头的完整URL", "body")
 	case u.RawQuery != "" || u.ForceQuery:
-		return paramError("/notify_url", raw, "不能携带参数", "body")
+		return paramError(field, raw, "不能携带参数", "body")
 	}
 	return nil
 }

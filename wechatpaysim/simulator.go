@@ -40,6 +40,11 @@ type Simulator struct {
 	byPrepayID  map[string]*order
 	byCodePR    map[string]*order
 	list        []*order
+	refunds     map[string]map[string]*refund // mchid → out_refund_no → refund
+	refundList  []*refund
+	refundFault RefundFaults
+	bills       map[string]*billFile // download token → file
+	billHolds   map[string]bool      // bill_date → late (true) or released (false)
 	nonces      map[string]time.Time // mchid+nonce → when, for RejectReplayedNonce
 	notes       map[string]*notification
 	attempts    []NotificationAttempt
@@ -101,6 +106,11 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	s.resetLocked()
 	s.throttle = cfg.Throttle
+	for _, day := range cfg.LateBills {
+		if err := s.SetBillLate(day, true); err != nil {
+			return nil, err
+		}
+	}
 	for _, f := range cfg.Faults {
 		if err := s.InjectFault(f); err != nil {
 			return nil, err
@@ -137,7 +147,8 @@ func (s *Simulator) Close() error {
 	return nil
 }
 
-// Reset forgets every order, notification, log entry and fault; merchants stay.
+// Reset forgets every order, refund, bill, notification, log entry and fault;
+// merchants stay.
 // Deliveries already in flight run to their end.
 func (s *Simulator) Reset() {
 	s.mu.Lock()
@@ -149,6 +160,11 @@ func (s *Simulator) resetLocked() {
 	for _, n := range s.notes {
 		n.cancelled = true
 	}
+	for _, r := range s.refundList {
+		r.cancelled = true
+	}
+	s.refunds, s.refundList, s.refundFault = map[string]map[string]*refund{}, nil, RefundFaults{}
+	s.bills, s.billHolds = map[string]*billFile{}, map[string]bool{}
 	s.orders = map[string]map[string]*order{}
 	s.byTxID = map[string]*order{}
 	s.byPrepayID = map[string]*order{}
