@@ -24,6 +24,19 @@
 //	WECHATPAYSIM_CLOSE_PAID           orderpaid|trade_error|no_content (default orderpaid)
 //	WECHATPAYSIM_CLOSE_CLOSED         no_content|order_closed (default no_content)
 //	WECHATPAYSIM_PUBLIC_URL           base URL of the cashier links in GET /_sim/orders (default: request Host)
+//	WECHATPAYSIM_REFUND_DELAY         how long a refund stays PROCESSING, scaled by TIME_SCALE (default 1m;
+//	                                  negative: until the control API settles it)
+//	WECHATPAYSIM_REFUND_INTERVAL      least time between two refunds of an order (default 1m; negative: none)
+//	WECHATPAYSIM_REFUND_MAX_PER_ORDER refunds an order may have (default 50)
+//	WECHATPAYSIM_REFUND_WINDOW        how long after payment an order can be refunded (default 8760h)
+//	WECHATPAYSIM_REFUND_MISMATCH      invalid_request|refund_fee_mismatch (default invalid_request)
+//	WECHATPAYSIM_OVER_REFUND          invalid_request|not_enough (default invalid_request)
+//	WECHATPAYSIM_REFUND_TOO_SOON      frequency_limited|invalid_request (default frequency_limited)
+//	WECHATPAYSIM_BILL_READY_HOUR      hour of the next day a bill is ready (default 10; negative: at once)
+//	WECHATPAYSIM_LATE_BILLS           comma-separated bill dates held STATEMENT_CREATING until released
+//	WECHATPAYSIM_BILL_URL_LIFETIME    how long a download_url works (default 5m)
+//	WECHATPAYSIM_BILL_HASH_COMPRESSED "true": hash_value of a GZIP bill over the gzip bytes
+//	WECHATPAYSIM_FEE_RATE_BP          fee rate in hundredths of a percent (default 60: 0.60%; negative: none)
 //	WECHATPAYSIM_LOG_LEVEL            debug|info|warn|error (default info)
 //	WECHATPAYSIM_LOG_FORMAT           json|text (default json)
 package main
@@ -160,7 +173,52 @@ func simConfig(ks wechatpaysim.KeySet, getenv func(string) string) (wechatpaysim
 		}
 		cfg.NotifyTimeout = d
 	}
-	return cfg, nil
+	return cfg, refundAndBillSettings(&cfg, getenv)
+}
+
+// refundAndBillSettings reads the refund and bill settings of the environment.
+func refundAndBillSettings(cfg *wechatpaysim.Config, getenv func(string) string) error {
+	cfg.RefundMismatch = getenv("WECHATPAYSIM_REFUND_MISMATCH")
+	cfg.OverRefund = getenv("WECHATPAYSIM_OVER_REFUND")
+	cfg.RefundTooSoon = getenv("WECHATPAYSIM_REFUND_TOO_SOON")
+	cfg.BillHashCompressed = getenv("WECHATPAYSIM_BILL_HASH_COMPRESSED") == "true"
+	if v := getenv("WECHATPAYSIM_LATE_BILLS"); v != "" {
+		cfg.LateBills = strings.Split(v, ",")
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{"WECHATPAYSIM_REFUND_DELAY", &cfg.RefundDelay},
+		{"WECHATPAYSIM_REFUND_INTERVAL", &cfg.RefundInterval},
+		{"WECHATPAYSIM_REFUND_WINDOW", &cfg.RefundWindow},
+		{"WECHATPAYSIM_BILL_URL_LIFETIME", &cfg.BillURLLifetime},
+	} {
+		if v := getenv(d.name); v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", d.name, err)
+			}
+			*d.dst = parsed
+		}
+	}
+	for _, n := range []struct {
+		name string
+		dst  *int
+	}{
+		{"WECHATPAYSIM_REFUND_MAX_PER_ORDER", &cfg.RefundMaxPerOrder},
+		{"WECHATPAYSIM_BILL_READY_HOUR", &cfg.BillReadyHour},
+		{"WECHATPAYSIM_FEE_RATE_BP", &cfg.FeeRateBP},
+	} {
+		if v := getenv(n.name); v != "" {
+			parsed, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", n.name, err)
+			}
+			*n.dst = parsed
+		}
+	}
+	return nil
 }
 
 // simKeys reads the credentials from WECHATPAYSIM_KEY_DIR, each overridden by its own

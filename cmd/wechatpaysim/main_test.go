@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paykit/paykit/wechatpaysim"
 )
@@ -59,6 +60,22 @@ func TestKeygenThenLoadConfig(t *testing.T) {
 				t.Fatalf("config = %+v", c)
 			}
 		}},
+		{"refund and bill settings", map[string]string{
+			"WECHATPAYSIM_KEY_DIR": dir, "WECHATPAYSIM_REFUND_DELAY": "-1s", "WECHATPAYSIM_REFUND_INTERVAL": "2s",
+			"WECHATPAYSIM_REFUND_MAX_PER_ORDER": "3", "WECHATPAYSIM_REFUND_WINDOW": "1h", "WECHATPAYSIM_REFUND_MISMATCH": "refund_fee_mismatch",
+			"WECHATPAYSIM_OVER_REFUND": "not_enough", "WECHATPAYSIM_REFUND_TOO_SOON": "invalid_request", "WECHATPAYSIM_BILL_READY_HOUR": "-1",
+			"WECHATPAYSIM_LATE_BILLS": "2026-01-02,2026-01-03", "WECHATPAYSIM_BILL_URL_LIFETIME": "30s",
+			"WECHATPAYSIM_BILL_HASH_COMPRESSED": "true", "WECHATPAYSIM_FEE_RATE_BP": "38",
+		}, nil, "", func(t *testing.T, c config) {
+			s := c.Sim
+			if s.RefundDelay != -time.Second || s.RefundInterval != 2*time.Second || s.RefundMaxPerOrder != 3 || s.RefundWindow != time.Hour ||
+				s.RefundMismatch != "refund_fee_mismatch" || s.OverRefund != "not_enough" || s.RefundTooSoon != "invalid_request" ||
+				s.BillReadyHour != -1 || len(s.LateBills) != 2 || s.BillURLLifetime != 30*time.Second || !s.BillHashCompressed || s.FeeRateBP != 38 {
+				t.Fatalf("config = %+v", s)
+			}
+		}},
+		{"bad refund delay", map[string]string{"WECHATPAYSIM_KEY_DIR": dir, "WECHATPAYSIM_REFUND_DELAY": "soon"}, nil, "REFUND_DELAY", nil},
+		{"bad ready hour", map[string]string{"WECHATPAYSIM_KEY_DIR": dir, "WECHATPAYSIM_BILL_READY_HOUR": "ten"}, nil, "BILL_READY_HOUR", nil},
 		{"no keys", map[string]string{}, nil, "incomplete credentials", nil},
 		{"bad scale", map[string]string{"WECHATPAYSIM_KEY_DIR": dir, "WECHATPAYSIM_TIME_SCALE": "-1"}, nil, "TIME_SCALE", nil},
 		{"missing key file", map[string]string{"WECHATPAYSIM_KEY_DIR": dir, "WECHATPAYSIM_PLATFORM_CERT_FILE": "/nonexistent"}, nil, "FILE", nil},
