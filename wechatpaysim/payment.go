@@ -70,7 +70,7 @@ func (s *Simulator) Orders(mchid string) []Order {
 	return out
 }
 
-// Pay pays an order as its buyer would, and sends the TRADE_SUCCESS notification.
+// Pay pays an order as its buyer would, and sends the TRANSACTION.SUCCESS notification.
 func (s *Simulator) Pay(mchid, outTradeNo string, opts PayOptions) (Order, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
