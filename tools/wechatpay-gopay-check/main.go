@@ -3,17 +3,23 @@
 // only SetProxyHost points it at the simulator. It builds the simulator, generates
 // throw-away credentials (wechatpaysim keygen), starts it, and checks platform
 // certificates (AutoVerifySign), Native/JSAPI/H5/App orders, a repeat, OUT_TRADE_NO_USED,
-// query, payment, a verified notification, close, the public-key mode, and the
-// refusals: a request tampered in transit, a forged answer, a notification probe, a
-// replayed notification and a tampered one. It exits non-zero on the first failure.
+// query, payment, a verified notification, close, refunds (V3Refund, V3RefundQuery, a
+// refund notification decrypted with DecryptRefundCipherText), the trade bill
+// (V3BillTradeBill, V3BillDownLoadBill, plain and GZIP, its hash), the public-key mode,
+// and the refusals: a request tampered in transit, a forged answer, a notification
+// probe, a replayed notification and a tampered one, an over-refund, a second refund
+// within a minute, an unknown refund. It exits non-zero on the first failure.
 //
 //	go run . [-root ../..]
 package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rsa"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -210,7 +216,9 @@ type notified struct {
 	raw      []byte
 	header   http.Header
 	serial   string
+	event    string
 	result   *wechat.V3DecryptPayResult
+	refund   *wechat.V3DecryptRefundResult
 	refusal  string
 	verified bool // the library's signature check passed
 }
@@ -250,6 +258,15 @@ func (m *merchant) check(r *http.Request, n *notified) string {
 	ts, err := strconv.ParseInt(req.SignInfo.HeaderTimestamp, 10, 64)
 	if age := time.Since(time.Unix(ts, 0)); err != nil || age > 5*time.Minute || age < -5*time.Minute {
 		return fmt.Sprintf("timestamp %s is outside ±5 minutes", req.SignInfo.HeaderTimestamp)
+	}
+	n.event = req.EventType
+	if strings.HasPrefix(req.EventType, "REFUND.") {
+		res, err := req.DecryptRefundCipherText(m.apiV3Key)
+		if err != nil {
+			return "decrypt: " + err.Error()
+		}
+		n.refund = res
+		return ""
 	}
 	res, err := req.DecryptPayCipherText(m.apiV3Key)
 	if err != nil {
@@ -308,6 +325,8 @@ func checkBoth(s *sim) error {
 	run("close 204 verified, close a paid order refused", func() error { return checkClose(s, c) })
 	run("refusals: tampered request, forged answer, SYSTEM_ERROR then repeat, throttle", func() error { return checkRefusals(s, c) })
 	run("notification refusals: probe, replay older than 5 minutes, tampered body", func() error { return checkNotificationRefusals(s, m) })
+	run("refunds: PROCESSING, a repeat, over-refund, too soon, REFUND.SUCCESS decrypted, query, unknown refund", func() error { return checkRefunds(s, c, m) })
+	run("trade bill: not ready, no trades, V3BillTradeBill and V3BillDownLoadBill, plain and GZIP", func() error { return checkBill(s, c) })
 	run("public-key mode (AutoVerifySignByPublicKey), notifications signed with the public key", func() error { return checkPublicKey(s, m) })
 	return err
 }
@@ -642,4 +661,183 @@ func checkPublicKeyOnly(s *sim) error {
 	}
 	log.Printf("  ok AutoVerifySignByPublicKey: order and close verified with %s", s.c.pubKeyID)
 	return nil
+}
+
+// checkRefunds pays an order and refunds part of it with gopay, then another order in
+// full by transaction_id.
+func checkRefunds(s *sim, c *wechat.ClientV3, m *merchant) error {
+	if _, err := c.V3TransactionNative(ctx, orderBM(s.c, "GOPAY-REFUND-1", 100, m.srv.URL+"/notify")); err != nil {
+		return err
+	}
+	if err := s.control("POST", "/_sim/orders/GOPAY-REFUND-1/pay", map[string]any{}, nil); err != nil {
+		return err
+	}
+	if n, err := m.next(); err != nil || n.refusal != "" || n.result == nil {
+		return fmt.Errorf("payment notification: %v %+v", err, n)
+	}
+	bm := refundBM("GOPAY-REFUND-1", "GOPAY-R-1", 30, 100, m.srv.URL+"/refund-notify")
+	r, err := c.V3Refund(ctx, bm)
+	if err != nil || r.Code != 0 || r.Response.Status != "PROCESSING" || r.Response.SuccessTime != "" ||
+		!regexp.MustCompile(`^503\d{26}$`).MatchString(r.Response.RefundId) || r.Response.Amount.Refund != 30 || r.Response.Amount.Total != 100 {
+		return fmt.Errorf("refund: %v %+v", err, r)
+	}
+	log.Printf("    refund %s %s (answer verified), create_time %s", r.Response.RefundId, r.Response.Status, r.Response.CreateTime)
+	over, err := c.V3Refund(ctx, refundBM("GOPAY-REFUND-1", "GOPAY-R-2", 80, 100, ""))
+	if err != nil || over.Code != http.StatusBadRequest || over.ErrResponse.Code != "INVALID_REQUEST" {
+		return fmt.Errorf("over-refund: %v %+v", err, over)
+	}
+	soon, err := c.V3Refund(ctx, refundBM("GOPAY-REFUND-1", "GOPAY-R-3", 10, 100, ""))
+	if err != nil || soon.Code != http.StatusTooManyRequests || soon.ErrResponse.Code != "FREQUENCY_LIMITED" {
+		return fmt.Errorf("a second refund within a minute: %v %+v", err, soon)
+	}
+	log.Printf("    over-refund: %d %s %q; a second refund within a minute: %d %s", over.Code, over.ErrResponse.Code, over.ErrResponse.Message, soon.Code, soon.ErrResponse.Code)
+	n, err := m.next()
+	if err != nil || n.refusal != "" || n.event != "REFUND.SUCCESS" || n.refund == nil || n.refund.OutRefundNo != "GOPAY-R-1" ||
+		n.refund.RefundStatus != "SUCCESS" || n.refund.RefundId != r.Response.RefundId || n.refund.SuccessTime == "" ||
+		n.refund.Amount.Refund != 30 || n.refund.Amount.PayerRefund != 30 {
+		return fmt.Errorf("refund notification: %v %q %+v", err, n.refusal, n.refund)
+	}
+	again, err := c.V3Refund(ctx, bm)
+	if err != nil || again.Code != 0 || again.Response.RefundId != r.Response.RefundId || again.Response.Status != "SUCCESS" {
+		return fmt.Errorf("the same refund again: %v %+v", err, again)
+	}
+	q, err := c.V3RefundQuery(ctx, "GOPAY-R-1", nil)
+	if err != nil || q.Code != 0 || q.Response.Status != "SUCCESS" || q.Response.SuccessTime != n.refund.SuccessTime {
+		return fmt.Errorf("refund query: %v %+v", err, q)
+	}
+	log.Printf("    REFUND.SUCCESS verified and decrypted (DecryptRefundCipherText); the same request again and V3RefundQuery answer SUCCESS %s", q.Response.SuccessTime)
+	unknown, err := c.V3RefundQuery(ctx, "GOPAY-NO-SUCH-REFUND", nil)
+	if err != nil || unknown.Code != http.StatusNotFound || unknown.ErrResponse.Code != "RESOURCE_NOT_EXISTS" {
+		return fmt.Errorf("unknown refund: %v %+v", err, unknown)
+	}
+	order, err := c.V3TransactionQueryOrder(ctx, wechat.OutTradeNo, "GOPAY-JSAPI-1")
+	if err != nil || order.Code != 0 {
+		return fmt.Errorf("query: %v %+v", err, order)
+	}
+	byID := refundBM("", "GOPAY-R-4", 2, 2, m.srv.URL+"/refund-notify")
+	byID.Set("transaction_id", order.Response.TransactionId)
+	full, err := c.V3Refund(ctx, byID)
+	if err != nil || full.Code != 0 || full.Response.OutTradeNo != "GOPAY-JSAPI-1" {
+		return fmt.Errorf("refund by transaction_id: %v %+v", err, full)
+	}
+	if n, err := m.next(); err != nil || n.refund == nil || n.refund.OutRefundNo != "GOPAY-R-4" {
+		return fmt.Errorf("its notification: %v %+v", err, n)
+	}
+	after, err := c.V3TransactionQueryOrder(ctx, wechat.OutTradeNo, "GOPAY-JSAPI-1")
+	if err != nil || after.Response.TradeState != "REFUND" {
+		return fmt.Errorf("a refunded order: %v %+v", err, after)
+	}
+	log.Printf("    unknown refund: %d %s %q; refund by transaction_id, then the order queries %s", unknown.Code, unknown.ErrResponse.Code, unknown.ErrResponse.Message, after.Response.TradeState)
+	return nil
+}
+
+func refundBM(outTradeNo, outRefundNo string, amount, total int, notifyURL string) gopay.BodyMap {
+	bm := make(gopay.BodyMap)
+	if outTradeNo != "" {
+		bm.Set("out_trade_no", outTradeNo)
+	}
+	bm.Set("out_refund_no", outRefundNo).Set("reason", "商品已售完").
+		SetBodyMap("amount", func(b gopay.BodyMap) { b.Set("refund", amount).Set("total", total).Set("currency", "CNY") })
+	if notifyURL != "" {
+		bm.Set("notify_url", notifyURL)
+	}
+	return bm
+}
+
+// checkBill fetches today's trade bill, released early through the control API, with
+// gopay, plain and GZIP, and checks its format and its hash.
+func checkBill(s *sim, c *wechat.ClientV3) error {
+	beijing := time.Now().In(time.FixedZone("CST", 8*3600))
+	today, yesterday := beijing.Format("2006-01-02"), beijing.AddDate(0, 0, -1).Format("2006-01-02")
+	bill := func(day, tar string) (*wechat.BillRsp, error) {
+		bm := make(gopay.BodyMap)
+		bm.Set("bill_date", day).Set("bill_type", "ALL")
+		if tar != "" {
+			bm.Set("tar_type", tar)
+		}
+		return c.V3BillTradeBill(ctx, bm)
+	}
+	creating, err := bill(today, "")
+	if err != nil || creating.Code != http.StatusBadRequest || creating.ErrResponse.Code != "STATEMENT_CREATING" {
+		return fmt.Errorf("today's bill before it is ready: %v %+v", err, creating)
+	}
+	for _, day := range []string{today, yesterday} {
+		if err := s.control("POST", "/_sim/bills/"+day+"/release", nil, nil); err != nil {
+			return err
+		}
+	}
+	none, err := bill(yesterday, "")
+	if err != nil || none.Code != http.StatusBadRequest || none.ErrResponse.Code != "NO_STATEMENT_EXIST" {
+		return fmt.Errorf("a day without trades: %v %+v", err, none)
+	}
+	log.Printf("    today's bill before it is ready: %s; a day without trades: %s", creating.ErrResponse.Code, none.ErrResponse.Code)
+	plain, err := bill(today, "")
+	if err != nil || plain.Code != 0 || plain.Response.HashType != "SHA1" || !strings.HasPrefix(plain.Response.DownloadUrl, "https://api.mch.weixin.qq.com/v3/billdownload/file?token=") {
+		return fmt.Errorf("V3BillTradeBill: %v %+v", err, plain)
+	}
+	file, err := c.V3BillDownLoadBill(ctx, plain.Response.DownloadUrl)
+	if err != nil {
+		return fmt.Errorf("V3BillDownLoadBill: %w", err)
+	}
+	if got := sha1Hex(file); got != plain.Response.HashValue {
+		return fmt.Errorf("hash_value %s, the file's SHA1 %s", plain.Response.HashValue, got)
+	}
+	rows, err := checkBillFormat(file)
+	if err != nil {
+		return err
+	}
+	log.Printf("    plain bill: %d bytes, %d rows, BOM, CRLF, backticks, summary; SHA1 %s matches", len(file), rows, plain.Response.HashValue)
+	gz, err := bill(today, "GZIP")
+	if err != nil || gz.Code != 0 {
+		return fmt.Errorf("GZIP: %v %+v", err, gz)
+	}
+	packed, err := c.V3BillDownLoadBill(ctx, gz.Response.DownloadUrl)
+	if err != nil {
+		return fmt.Errorf("V3BillDownLoadBill GZIP: %w", err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(packed))
+	if err != nil {
+		return fmt.Errorf("gunzip: %w", err)
+	}
+	unpacked, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(unpacked, file) || sha1Hex(unpacked) != gz.Response.HashValue {
+		return fmt.Errorf("the GZIP bill differs from the plain one or its hash: %v", err)
+	}
+	log.Printf("    GZIP bill: %d bytes, unpacked equal to the plain bill, hash over the plain bill", len(packed))
+	return nil
+}
+
+func sha1Hex(b []byte) string {
+	sum := sha1.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// checkBillFormat checks the bill's bytes as WeChat Pay writes them and returns its
+// number of rows.
+func checkBillFormat(file []byte) (int, error) {
+	text := string(file)
+	if !strings.HasPrefix(text, "\ufeff") || !strings.HasSuffix(text, "\r\n") || strings.Count(text, "\n") != strings.Count(text, "\r\n") {
+		return 0, errors.New("the bill lacks its BOM or CRLF line ends")
+	}
+	lines := strings.Split(strings.TrimSuffix(strings.TrimPrefix(text, "\ufeff"), "\r\n"), "\r\n")
+	if len(lines) < 4 || strings.Contains(lines[0], "`") || len(strings.Split(lines[0], ",")) != 27 {
+		return 0, fmt.Errorf("header %q", lines[0])
+	}
+	rows := lines[1 : len(lines)-2]
+	refunds := 0
+	for _, row := range rows {
+		fields := strings.Split(row, ",`")
+		if !strings.HasPrefix(row, "`") || len(fields) != 27 {
+			return 0, fmt.Errorf("row %q", row)
+		}
+		if fields[9] == "REFUND" && fields[19] == "SUCCESS" && fields[18] == "ORIGINAL" {
+			refunds++
+		}
+	}
+	summary := strings.Split(strings.TrimPrefix(lines[len(lines)-1], "`"), ",`")
+	if lines[len(lines)-2] != "总交易单数,应结订单总金额,退款总金额,充值券退款总金额,手续费总金额,订单总金额,申请退款总金额" ||
+		len(summary) != 7 || summary[0] != strconv.Itoa(len(rows))+".0" || refunds != 2 {
+		return 0, fmt.Errorf("summary %q %q with %d rows, %d refund rows", lines[len(lines)-2], lines[len(lines)-1], len(rows), refunds)
+	}
+	return len(rows), nil
 }
