@@ -6,9 +6,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import wechatpay from 'wechatpay-axios-plugin';
 
-const { Wechatpay, Rsa, Aes, Decorator } = wechatpay;
+const { Wechatpay, Rsa, Aes, Decorator, Formatter, Hash } = wechatpay;
 const base = process.env.WECHATPAYSIM_URL;
 const dir = process.env.WECHATPAYSIM_KEY_DIR;
 assert.ok(base && dir, 'WECHATPAYSIM_URL and WECHATPAYSIM_KEY_DIR must be set (run run.sh)');
@@ -183,4 +184,93 @@ test('notifications: a probe, a replay 6 minutes old and a tampered body are ref
   const headers = { ...replayed.headers, 'wechatpay-timestamp': String(Math.floor(Date.now() / 1000)) };
   const verdict = verify.call({ url: '/notify' }, replayed.body.replace('支付成功', '支付成功 '), headers);
   assert.equal(verdict.code, 'EV3_RES_HEADER_SIGNATURE_DIGEST');
+});
+
+test('refunds: PROCESSING, over-refund, too soon, REFUND.SUCCESS, a repeat, query, unknown refund', async () => {
+  await wxpay.v3.pay.transactions.native.post(order('NPM-REFUND-1', 100));
+  await control('POST', '/_sim/orders/NPM-REFUND-1/pay', {});
+  assert.equal((await nextNotification()).resource.trade_state, 'SUCCESS');
+  const body = {
+    out_trade_no: 'NPM-REFUND-1', out_refund_no: 'NPM-R-1', reason: '商品已售完', notify_url: notifyURL,
+    amount: { refund: 40, total: 100, currency: 'CNY' },
+  };
+  const { data: refund } = await wxpay.v3.refund.domestic.refunds.post(body);
+  assert.equal(refund.status, 'PROCESSING');
+  assert.equal(refund.success_time, undefined);
+  assert.match(refund.refund_id, /^503\d{26}$/);
+  assert.equal(refund.amount.refund, 40);
+  await assert.rejects(
+    wxpay.v3.refund.domestic.refunds.post({ ...body, out_refund_no: 'NPM-R-2', amount: { refund: 70, total: 100, currency: 'CNY' } }),
+    (err) => err.response.status === 400 && err.response.data.code === 'INVALID_REQUEST',
+  );
+  await assert.rejects(
+    wxpay.v3.refund.domestic.refunds.post({ ...body, out_refund_no: 'NPM-R-3', amount: { refund: 10, total: 100, currency: 'CNY' } }),
+    (err) => err.response.status === 429 && err.response.data.code === 'FREQUENCY_LIMITED',
+  );
+  await assert.rejects(
+    wxpay.v3.refund.domestic.refunds.post({ ...body, amount: { refund: 41, total: 100, currency: 'CNY' } }),
+    (err) => err.response.status === 400 && err.response.data.code === 'INVALID_REQUEST',
+  );
+  const n = await nextNotification();
+  assert.equal(n.refusal, null);
+  const envelope = JSON.parse(n.body);
+  assert.equal(envelope.event_type, 'REFUND.SUCCESS');
+  assert.equal(envelope.resource.original_type, 'refund');
+  assert.equal(envelope.resource.associated_data, 'refund');
+  assert.equal(n.resource.out_refund_no, 'NPM-R-1');
+  assert.equal(n.resource.refund_id, refund.refund_id);
+  assert.equal(n.resource.refund_status, 'SUCCESS');
+  assert.equal(n.resource.amount.payer_refund, 40);
+  const { data: again } = await wxpay.v3.refund.domestic.refunds.post(body);
+  assert.equal(again.refund_id, refund.refund_id);
+  assert.equal(again.status, 'SUCCESS');
+  const { data: query } = await wxpay.v3.refund.domestic.refunds.$out_refund_no$.get({ out_refund_no: 'NPM-R-1' });
+  assert.equal(query.status, 'SUCCESS');
+  assert.equal(query.success_time, n.resource.success_time);
+  await assert.rejects(
+    wxpay.v3.refund.domestic.refunds.$out_refund_no$.get({ out_refund_no: 'NPM-NO-SUCH-REFUND' }),
+    (err) => err.response.status === 404 && err.response.data.code === 'RESOURCE_NOT_EXISTS',
+  );
+  const { data: trade } = await wxpay.v3.pay.transactions.outTradeNo.$out_trade_no$.get({ params: { mchid }, out_trade_no: 'NPM-REFUND-1' });
+  assert.equal(trade.trade_state, 'REFUND');
+});
+
+test('the trade bill: STATEMENT_CREATING, then downloaded and parsed by Formatter.castCsvBill, plain and GZIP', async () => {
+  const today = new Date(Date.now() + 8 * 3600 * 1000).toISOString().slice(0, 10); // Beijing date
+  await assert.rejects(
+    wxpay.v3.bill.tradebill.get({ params: { bill_date: today } }),
+    (err) => err.response.status === 400 && err.response.data.code === 'STATEMENT_CREATING',
+  );
+  await control('POST', `/_sim/bills/${today}/release`);
+  const download = async (tarType) => {
+    const params = { bill_date: today, bill_type: 'ALL', ...(tarType ? { tar_type: tarType } : {}) };
+    const { data: bill } = await wxpay.v3.bill.tradebill.get({ params });
+    assert.equal(bill.hash_type, 'SHA1');
+    const url = new URL(bill.download_url);
+    assert.equal(url.origin, 'https://api.mch.weixin.qq.com');
+    const file = await wxpay.v3.billdownload.file.get({ params: Object.fromEntries(url.searchParams), responseType: 'arraybuffer' });
+    assert.equal(file.headers['wechatpay-signature'], undefined);
+    return { bill, bytes: Buffer.from(file.data) };
+  };
+  const plain = await download();
+  assert.equal(Hash.sha1(plain.bytes), plain.bill.hash_value);
+  assert.deepEqual([...plain.bytes.subarray(0, 3)], [0xef, 0xbb, 0xbf]);
+  const text = plain.bytes.toString('utf8');
+  assert.ok(text.endsWith('\r\n') && !/[^\r]\n/.test(text), 'CRLF line ends');
+  const { rows, summary } = Formatter.castCsvBill(plain.bytes);
+  assert.equal(rows.length, 3);
+  for (const row of rows) assert.equal(Object.keys(row).length, 27);
+  const paid = rows.find((r) => r['商户订单号'] === 'NPM-REFUND-1' && r['交易状态'] === 'SUCCESS');
+  assert.equal(paid['订单金额'], '1.00');
+  assert.equal(paid['费率'], '0.60%');
+  assert.equal(paid['手续费'], '0.01000');
+  const refunded = rows.find((r) => r['交易状态'] === 'REFUND');
+  assert.equal(refunded['商户退款单号'], 'NPM-R-1');
+  assert.equal(refunded['退款金额'], '0.40');
+  assert.equal(refunded['退款状态'], 'SUCCESS');
+  assert.equal(summary['总交易单数'], '3.0');
+  assert.equal(summary['退款总金额'], '0.4');
+  const gz = await download('GZIP');
+  assert.deepEqual(gunzipSync(gz.bytes), plain.bytes);
+  assert.equal(Hash.sha1(gunzipSync(gz.bytes)), gz.bill.hash_value);
 });
