@@ -148,10 +148,6 @@ func (s *Simulator) api(h apiHandler) http.HandlerFunc {
 			s.applyFault(w, r, c, f)
 		case e != nil:
 			s.writeError(w, c, e)
-		case a.unsigned:
-			w.Header().Set("Content-Type", a.contentType)
-			w.WriteHeader(a.status)
-			_, _ = w.Write(a.body)
 		default:
 			s.writeSigned(w, c, a, "")
 		}
@@ -270,9 +266,16 @@ func (s *Simulator) sign(signer string, body []byte, at time.Time) (map[string]s
 	}, nil
 }
 
-// writeSigned writes a successful answer with its signature. A fault mode other than ""
-// spoils the signature: FaultBadSignature signs other bytes, FaultSignProbe sends a probe.
+// writeSigned writes a successful answer with its signature (an unsigned one as it is).
+// A fault mode other than "" spoils the signature: FaultBadSignature signs other bytes,
+// FaultSignProbe sends a probe.
 func (s *Simulator) writeSigned(w http.ResponseWriter, c *call, a answer, fault string) {
+	if a.unsigned {
+		w.Header().Set("Content-Type", a.contentType)
+		w.WriteHeader(a.status)
+		_, _ = w.Write(a.body)
+		return
+	}
 	signed := a.body
 	if fault == FaultBadSignature {
 		signed = append([]byte("tampered"), a.body...)

@@ -514,6 +514,9 @@ func (s *Simulator) ConsoleRefund(mchid, outTradeNo string, opts ConsoleRefund) 
 		refunded, _ := o.refundedLocked()
 		a.refund = o.total - refunded
 	}
+	if a.refund == 0 {
+		return Refund{}, refuse(http.StatusBadRequest, "INVALID_REQUEST", "订单已全额退款")
+	}
 	a.req.OutRefundNo = fmt.Sprintf("C503%05d%s%013d", s.instance, s.now().Format("20060102"), s.seq+1)
 	r, e := s.refundLocked(o.m, a, true)
 	if e != nil {

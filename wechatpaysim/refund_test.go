@@ -433,13 +433,21 @@ func TestConsoleRefund(t *testing.T) {
 	if code := h.control(t, "POST", "/_sim/orders/CONSOLE001/refund", `{"refund":600}`, nil); code != 400 {
 		t.Fatalf("over-refund from the console: %d", code)
 	}
+	h.clock.Advance(time.Minute)
+	if rest, err := h.sim.ConsoleRefund(mchID, "CONSOLE001", wechatpaysim.ConsoleRefund{}); err != nil || rest.Refund != 500 {
+		t.Fatalf("the rest: %+v %v", rest, err)
+	}
+	h.clock.Advance(time.Minute)
+	if _, err := h.sim.ConsoleRefund(mchID, "CONSOLE001", wechatpaysim.ConsoleRefund{}); err == nil || !strings.Contains(err.Error(), "INVALID_REQUEST") {
+		t.Fatalf("nothing left: %v", err)
+	}
 	if code := h.control(t, "POST", "/_sim/orders/NOSUCH0001/refund", `{}`, &refusal); code != 404 {
 		t.Fatalf("unknown order: %d", code)
 	}
 	if code := h.control(t, "GET", "/_sim/refunds?out_trade_no=CONSOLE001", "", nil); code != 200 {
 		t.Fatal(code)
 	}
-	if rs := h.sim.Refunds("", "CONSOLE001"); len(rs) != 1 {
+	if rs := h.sim.Refunds("", "CONSOLE001"); len(rs) != 2 || rs[1].Refund != 500 {
 		t.Fatalf("%+v", rs)
 	}
 }
