@@ -485,3 +485,47 @@ func (h *harness) secondMerchant(tb testing.TB) wechatpaysim.KeySet {
 	}
 	return other
 }
+
+// A refund notification is redelivered on the payment notifications' schedule, freshly
+// signed each time, until the merchant acknowledges it; the notification faults apply.
+func TestRefundNotificationRedelivered(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *wechatpaysim.Config) { fast(c); c.RefundInterval = -1 })
+	s := newSink(t, func(n int, d delivery) int {
+		if strings.Contains(string(d.body), "REFUND.") && n < 3 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	h.place(t, "native", "REDELIV001", 100, s.url())
+	if _, err := h.sim.Pay(mchID, "REDELIV001", wechatpaysim.PayOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.next(t, 5*time.Second)
+	if r := h.refund(t, refundBody("REDELIV001", "REDELIV-R1", 10, 100, nil)); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	first, second := s.next(t, 5*time.Second), s.next(t, 5*time.Second)
+	e1, _ := h.decryptNotification(t, first)
+	e2, _ := h.decryptNotification(t, second)
+	if e1["id"] != e2["id"] || e1["event_type"] != "REFUND.SUCCESS" || first.header.Get("Wechatpay-Nonce") == second.header.Get("Wechatpay-Nonce") {
+		t.Fatalf("%v %v", e1, e2)
+	}
+	if gap := second.at.Sub(first.at); gap < 10*time.Millisecond { // 15 s scaled, less the first delivery's own time
+		t.Fatalf("redelivered after %s", gap)
+	}
+	if err := h.sim.SetNotificationFaults(wechatpaysim.NotificationFaults{LoseNext: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.refund(t, refundBody("REDELIV001", "REDELIV-R2", 10, 100, nil)); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	eventually(t, 5*time.Second, "the lost notification logged", func() bool {
+		for _, a := range h.sim.Notifications() {
+			if a.OutRefundNo == "REDELIV-R2" && a.Dropped {
+				return true
+			}
+		}
+		return false
+	})
+}
