@@ -140,6 +140,9 @@ func TestTradeBill(t *testing.T) {
 	if csv, err := h.sim.TradeBill("", "2026-03-10", ""); err != nil || !bytes.Equal(csv, file.body) {
 		t.Fatalf("TradeBill: %v", err)
 	}
+	if status, csv := h.get(t, "/_sim/bills/2026-03-10?mchid="+mchID); status != 200 || csv != string(file.body) {
+		t.Fatalf("GET /_sim/bills: %d %q", status, csv)
+	}
 }
 
 // tar_type=GZIP: the download is gzip; hash_value is the plain bill's SHA1 unless

@@ -332,6 +332,10 @@ func TestRefundOutcomes(t *testing.T) {
 	if env, _ := h.decryptNotification(t, s.next(t, 5*time.Second)); env["event_type"] != "REFUND.SUCCESS" {
 		t.Fatalf("%v", env)
 	}
+	var listed wechatpaysim.Refund
+	if code := h.control(t, "GET", "/_sim/refunds/OUT-STUCK", "", &listed); code != 200 || listed.Status != "SUCCESS" || listed.RefundID != got.RefundID {
+		t.Fatalf("%d %+v", code, listed)
+	}
 	for _, tc := range []struct {
 		path   string
 		status int
