@@ -148,7 +148,7 @@ func TestStatementDay(t *testing.T) {
 	}
 
 	// Today is not published yet: the run waits for it, and finishes once it is.
-	code, out := paykitStatement(t, st, "-date", today, "-run", "-wait", "3s")
+	code, out := paykitStatement(t, st, "-date", today, "-run", "-wait", "3s", "-app", stmtAppID)
 	if code != 2 || !strings.Contains(out, "waiting_for_bill") {
 		t.Fatalf("before publication: exit %d\n%s", code, out)
 	}
@@ -168,7 +168,8 @@ func TestStatementDay(t *testing.T) {
 		rep.BillRefundCount != 2 || rep.BillRefundFen != 1301 || rep.LocalRefundFen != 1301 || rep.DiffFen != 0 {
 		t.Fatalf("clean day: %+v", rep)
 	}
-	code, out = paykitStatement(t, st, "-date", today)
+	// Its own app's: other tests' tenants on apps of their own share the database.
+	code, out = paykitStatement(t, st, "-date", today, "-app", stmtAppID)
 	if code != 0 || !strings.Contains(out, "discrepancies: 0 (clean)") {
 		t.Fatalf("clean day printed: exit %d\n%s", code, out)
 	}
@@ -229,7 +230,7 @@ func TestStatementDay(t *testing.T) {
 		payment.AnomalyStatementPaidNotLocal:   {long},
 	}
 	for run := 1; run <= 2; run++ {
-		code, out = paykitStatement(t, st, "-date", today, "-run", "-direct")
+		code, out = paykitStatement(t, st, "-date", today, "-run", "-direct", "-app", stmtAppID)
 		if code != 1 || !strings.Contains(out, "discrepancies: 3") {
 			t.Fatalf("run %d with faults: exit %d\n%s", run, code, out)
 		}

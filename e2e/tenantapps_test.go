@@ -306,5 +306,15 @@ func ownAppTenant(t *testing.T, app, seller string) (tn tenant, secretsEnv []str
 		"-notify-url", env.merchant.url+"/webhooks/"+tn.id, "-webhook-secret", tn.secret,
 		"-alipay-app-id", app, "-alipay-seller-id", seller,
 		"-alipay-app-private-key-file", privFile, "-alipay-public-key-file", pubFile)
+	// The tenant's secrets are sealed under a key only this test has: once it ends, the
+	// commands that walk every tenant of the shared database (paykit tenant -reencrypt,
+	// paykit statement's apps) must not meet them.
+	t.Cleanup(func() {
+		for _, q := range []string{"DELETE FROM tenant_alipay_apps WHERE tenant_id = ?", "DELETE FROM tenants WHERE id = ?"} {
+			if _, err := env.db.Exec(q, tn.id); err != nil {
+				t.Errorf("remove tenant %s: %v", tn.id, err)
+			}
+		}
+	})
 	return tn, secretsEnv
 }
