@@ -139,13 +139,25 @@ func repoRoot() string {
 	return filepath.Dir(wd)
 }
 
+// handedOut holds every address freeAddr has given in this run.
+var handedOut sync.Map
+
+// freeAddr returns a free loopback address that it has never returned before in this run:
+// an address is an API's (whose exchanges the contract check records, apiHosts) or an
+// admin port's for the whole run, never first one and then, once its process stopped, the
+// other (a later admin's GET /metrics was once recorded as the API's, contract drift).
 func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		if _, seen := handedOut.LoadOrStore(addr, true); !seen {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func randHex(n int) string {
