@@ -29,8 +29,10 @@ type Config struct {
 	MySQLDSN  string
 	RedisAddr string // empty disables Redis (the system stays exactly-once, only slower)
 	// RedisCluster and RedisMasterName say what RedisAddr is: see Redis.
-	RedisCluster      bool
-	RedisMasterName   string
+	RedisCluster    bool
+	RedisMasterName string
+	// RedisKeyPrefix starts every key paykit writes to Redis.
+	RedisKeyPrefix    string
 	TemporalAddr      string
 	TemporalNamespace string
 	// TemporalConn is how the frontend is reached: TLS, mTLS, an API key
@@ -416,6 +418,10 @@ func (c *Config) loadRedis(e *env, lookup func(string) (string, bool)) {
 	}
 	c.RedisCluster = e.bool("PAYKIT_REDIS_CLUSTER")
 	c.RedisMasterName = e.str("PAYKIT_REDIS_MASTER_NAME")
+	c.RedisKeyPrefix = e.str("PAYKIT_REDIS_KEY_PREFIX")
+	if p := c.RedisKeyPrefix; p == "" || len(p) > 64 || strings.ContainsAny(p, "{} \t\r\n") {
+		e.errs = append(e.errs, fmt.Sprintf("PAYKIT_REDIS_KEY_PREFIX (%q): 1 to 64 bytes, with no braces (a Redis Cluster hash slot's) and no white space", p))
+	}
 	if c.RedisCluster && c.RedisMasterName != "" {
 		e.errs = append(e.errs, "PAYKIT_REDIS_CLUSTER and PAYKIT_REDIS_MASTER_NAME exclude each other: a Redis Cluster has no Sentinel master")
 	}

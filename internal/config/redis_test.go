@@ -51,3 +51,36 @@ func TestRedisDeployment(t *testing.T) {
 		}
 	}
 }
+
+// Every key paykit writes to Redis starts with PAYKIT_REDIS_KEY_PREFIX ("paykit:" unless
+// set), so that two deployments can share one Redis; a prefix with a brace would move a
+// Redis Cluster's hash slots, so it is refused; set empty, it is the default.
+func TestRedisKeyPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		set, want, wantErr string
+		unset              bool
+	}{
+		{unset: true, want: "paykit:"},
+		{set: "shop-eu:", want: "shop-eu:"},
+		{set: "", want: "paykit:"},
+		{set: "a{b}:", wantErr: "no braces"},
+		{set: "two words", wantErr: "white space"},
+		{set: strings.Repeat("p", 65), wantErr: "1 to 64 bytes"},
+	} {
+		c, err := config.Load(func(k string) (string, bool) {
+			if k == "PAYKIT_REDIS_KEY_PREFIX" && !tc.unset {
+				return tc.set, true
+			}
+			return "", false
+		})
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("prefix %q: error %v, want one saying %q", tc.set, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || c.RedisKeyPrefix != tc.want {
+			t.Errorf("prefix %q: %q, %v; want %q", tc.set, c.RedisKeyPrefix, err, tc.want)
+		}
+	}
+}

@@ -39,6 +39,7 @@ func Vars() []Var {
 		{Name: "PAYKIT_MYSQL_DSN", Default: "root@tcp(127.0.0.1:3306)/paykit", Doc: "go-sql-driver DSN of the database"},
 		{Name: "PAYKIT_REDIS_ADDR", Default: "127.0.0.1:6379", Doc: "`host:port` or `redis://` URL; several comma-separated `host:port` are a Redis Cluster's (or, with `PAYKIT_REDIS_MASTER_NAME`, Sentinels); `off` disables Redis ([Redis](redis.md))"},
 		{Name: "PAYKIT_REDIS_CLUSTER", Default: "false", Doc: "one address that is a Redis Cluster's configuration endpoint"},
+		{Name: "PAYKIT_REDIS_KEY_PREFIX", Default: "paykit:", Doc: "what every key paykit writes to Redis starts with: two deployments sharing one Redis each set their own (no `{` or `}`, which would move a Redis Cluster's hash slots)"},
 		{Name: "PAYKIT_REDIS_MASTER_NAME", Doc: "the Sentinel master's name: `PAYKIT_REDIS_ADDR` lists the Sentinels (excludes `PAYKIT_REDIS_CLUSTER`)"},
 		{Name: "PAYKIT_TEMPORAL_ADDR", Default: "127.0.0.1:7233", Doc: "the Temporal frontend"},
 		{Name: "PAYKIT_TEMPORAL_NAMESPACE", Default: "default", Doc: "the Temporal namespace"},

@@ -104,7 +104,7 @@ func openRedis(cfg config.Config, logger *slog.Logger, tr *tracing.Tracing) (*re
 			return nil, fmt.Errorf("redis tracing: %w", err)
 		}
 	}
-	rc := redis.New(gc, "paykit:")
+	rc := redis.New(gc, cfg.RedisKeyPrefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := rc.Ping(ctx); err != nil {
