@@ -68,12 +68,28 @@ timed_build() {
 background_pids+=("$!")
 step services scripts/services.sh
 step build-temporal scripts/build-temporal.sh
-# The TiDB server for the TiDB pass near the end, built at the lowest CPU priority while the
-# other tests run (the first build takes 8 to 9 minutes on 2 cores; later ones are cached).
+# The TiDB server, built at the lowest CPU priority while the other tests run (the first
+# build takes 8 to 9 minutes on 2 cores; later ones are cached), then the TiDB storage pass
+# (the storage and migration tests on it) beside the race pass, whose end-to-end tests
+# leave a core idle most of the time; the TiDB server stays up for the TiDB e2e pass.
 mkdir -p .artifacts
-PAYKIT_BUILD_NICE=1 timed_build tidb .artifacts/build-tidb.log scripts/build-tidb.sh &
-tidb_build=$!
-background_pids+=("$tidb_build")
+rm -f .artifacts/race-pass-started .artifacts/tidb-storage.log
+tidb_storage() {
+  timed_build tidb .artifacts/build-tidb.log env PAYKIT_BUILD_NICE=1 scripts/build-tidb.sh || {
+    cat .artifacts/build-tidb.log
+    return 1
+  }
+  # Started with the race pass, not before: the steps before it keep both cores busy.
+  while [ ! -e .artifacts/race-pass-started ]; do sleep 1; done
+  local started=$SECONDS
+  scripts/tidb.sh start || return 1
+  PAYKIT_TEST_MYSQL_DSN="$(scripts/tidb.sh dsn)" go test -race -count=1 ./mysql ./migrations || return 1
+  echo "tidb-storage passed in $((SECONDS - started))s"
+}
+tidb_storage >.artifacts/tidb-storage.log 2>&1 &
+tidb_job=$!
+background_pids+=("$tidb_job")
+tidb_started=true
 # Helm and the chart checker, for scripts/helm-check.sh below (about 11 minutes of CPU cold).
 PAYKIT_BUILD_NICE=1 timed_build helm .artifacts/build-helm.log scripts/helm-check.sh --build-only &
 helm_build=$!
@@ -101,20 +117,41 @@ step vet go vet ./...
 # golangci-lint (pinned in tools/lint; .golangci.yml), then the fast tier with every service
 # pointed at a closed port, which keeps its package list honest.
 step lint scripts/lint.sh
-step test-fast scripts/test-fast.sh
+# With -race, the fast tier compiles the test binaries the race pass below runs again
+# without -short: one compile of every package's tests, not two.
+step test-fast scripts/test-fast.sh -race
 # The Prometheus scrape config, the alert rules and their unit tests (promtool).
 step promtool scripts/promtool.sh
-# The Helm chart: helm lint and helm template with its three values files, every rendered
-# object decoded strictly into the Kubernetes API types, the PrometheusRule against
-# deploy/prometheus/alerts.yml (Helm and the checker pinned in tools/helmcheck).
-step wait-helm-build wait "$helm_build" || { cat .artifacts/build-helm.log >&2; exit 1; }
-step helm-check scripts/helm-check.sh
 # Lint the OpenAPI contract first (valid 3.1, every route and problem code in it, drift caught).
-step contract go test -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
+step contract go test -race -count=1 -run 'TestOpenAPI|TestEveryRouteIsInTheContractAndBack|TestEveryProblemCodeIsInTheContract|TestContractCatchesDrift' ./api
 # The Go and TypeScript clients regenerated from the contract must be what is committed
 # (this also installs clients/ts's pinned npm packages, which e2e/TestTypeScriptClient uses).
 step clients scripts/generate-clients.sh --check
-step test-race go test -race -count=1 -timeout 25m -skip '^TestSoak$' ./...
+# The race pass. The e2e tests that take longest (about half of the e2e package's time)
+# run in a second process beside it, with a Temporal dev server, database, simulators and
+# Redis keys (PAYKIT_REDIS_KEY_PREFIX) of their own: e2e tests wait on timers and
+# processes most of the time, so the two processes share the cores.
+e2e_beside='^(TestRandomizedFaults|TestRefundThroughAlipayFaults|TestNotificationOutageWithRedisHung|TestNotificationOutageUnderThrottle|TestDashboardAndAlertsReadExportedMetrics|TestRefundWorkerKilledMidRefund|TestRefundNotificationsConcurrentAndBeforeTheAnswer|TestRefundFundChangeNWhileProcessing)$'
+race_pass() {
+  PAYKIT_REDIS_KEY_PREFIX=paykit-e2e-beside: go test -race -count=1 -timeout 25m -run "$e2e_beside" ./e2e \
+    >.artifacts/e2e-beside.log 2>&1 &
+  local beside=$! rc=0
+  go test -race -count=1 -timeout 25m -skip "^TestSoak\$|$e2e_beside" ./... || rc=$?
+  wait "$beside" || rc=1
+  echo "the e2e tests beside it ($e2e_beside):"
+  cat .artifacts/e2e-beside.log
+  return "$rc"
+}
+touch .artifacts/race-pass-started
+step test-race race_pass
+step tidb-storage wait "$tidb_job" || { cat .artifacts/tidb-storage.log >&2; exit 1; }
+grep -h 'passed in' .artifacts/tidb-storage.log >&2 || true
+# The Helm chart: helm lint and helm template with its values files, every rendered
+# object decoded strictly into the Kubernetes API types, the PrometheusRule against
+# deploy/prometheus/alerts.yml (Helm and the checker pinned in tools/helmcheck, built in
+# the background meanwhile).
+step wait-helm-build wait "$helm_build" || { cat .artifacts/build-helm.log >&2; exit 1; }
+step helm-check scripts/helm-check.sh
 # The soak (90 s) after the rest, on a Temporal dev server of its own: it judges one
 # stack's steady state, which the runs the other e2e tests leave on their shared in-memory
 # server would blur (in one CI run that server's store timed out during the soak). A
@@ -139,14 +176,10 @@ PAYKIT_E2E_TEMPORAL=postgres-mtls step temporal-mtls go test -race -count=1 -tim
 PAYKIT_TEST_REDIS_ADDR=cluster step redis-cluster-storage go test -race -count=1 ./redis ./internal/testenv ./activities
 PAYKIT_TEST_REDIS_ADDR=cluster step redis-cluster-e2e go test -race -count=1 -timeout 10m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce)$' ./e2e
-# The TiDB pass: the storage and migration tests, the e2e happy path, two storms, the
-# two-API two-worker topology and a shortened randomized fault suite on one standalone TiDB
-# server (scripts/tidb.sh) instead of MariaDB.
-step wait-tidb-build wait "$tidb_build" || { cat .artifacts/build-tidb.log >&2; exit 1; }
-tidb_started=true
-step tidb-start scripts/tidb.sh start
+# The rest of the TiDB pass (its storage tests ran beside the race pass): the e2e happy
+# path, two storms, the two-API two-worker topology and a shortened randomized fault
+# suite on the standalone TiDB server (scripts/tidb.sh) instead of MariaDB.
 export PAYKIT_TEST_MYSQL_DSN="$(scripts/tidb.sh dsn)"
-step tidb-storage go test -race -count=1 ./mysql ./migrations
 PAYKIT_FAULT_DURATION=20s step tidb-e2e go test -race -count=1 -timeout 15m \
   -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestRandomizedFaults)$' ./e2e
 unset PAYKIT_TEST_MYSQL_DSN
