@@ -67,12 +67,26 @@ timed_build() {
 (for m in tools/lint tools/oapi-codegen tools/alipay-gopay-check tools/wechatpay-gopay-check; do go -C "$m" mod download; done) >/dev/null 2>&1 &
 background_pids+=("$!")
 step services scripts/services.sh
-step build-temporal scripts/build-temporal.sh
+# The demo shop's browser test (e2e/shop_browser_test.go) drives Debian's chromium, and
+# the mutual-TLS pass makes its certificates with openssl (scripts/temporal-certs.sh):
+# what is missing is installed in the background (minutes of downloading on a new
+# machine) and waited for before the race pass.
+mkdir -p .artifacts
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v openssl >/dev/null || missing+=(openssl)
+packages_job=
+if ((${#missing[@]})); then
+  echo "installing ${missing[*]} from Debian packages in the background" >&2
+  (export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}") >.artifacts/install-packages.log 2>&1 &
+  packages_job=$!
+  background_pids+=("$packages_job")
+fi
 # The TiDB server, built at the lowest CPU priority while the other tests run (the first
 # build takes 8 to 9 minutes on 2 cores; later ones are cached), then the TiDB storage pass
 # (the storage and migration tests on it) beside the race pass, whose end-to-end tests
 # leave a core idle most of the time; the TiDB server stays up for the TiDB e2e pass.
-mkdir -p .artifacts
 rm -f .artifacts/race-pass-started .artifacts/tidb-storage.log
 tidb_storage() {
   timed_build tidb .artifacts/build-tidb.log env PAYKIT_BUILD_NICE=1 scripts/build-tidb.sh || {
@@ -94,18 +108,9 @@ tidb_started=true
 PAYKIT_BUILD_NICE=1 timed_build helm .artifacts/build-helm.log scripts/helm-check.sh --build-only &
 helm_build=$!
 background_pids+=("$helm_build")
-# The demo shop's browser test (e2e/shop_browser_test.go) drives Debian's chromium.
-if ! command -v chromium >/dev/null; then
-  echo "installing chromium from Debian packages" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
-fi
-# The mutual-TLS pass makes its certificates with openssl (scripts/temporal-certs.sh).
-if ! command -v openssl >/dev/null; then
-  echo "installing openssl from Debian packages" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq openssl >/dev/null
-fi
+# The Temporal CLI and server, which every e2e pass needs (in the foreground: the steps
+# after it want both cores, and the builds above wait at the lowest priority meanwhile).
+step build-temporal scripts/build-temporal.sh
 export PAYKIT_TEMPORAL_CLI="$PWD/.bin/temporal"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
@@ -136,12 +141,17 @@ race_pass() {
   PAYKIT_REDIS_KEY_PREFIX=paykit-e2e-beside: go test -race -count=1 -timeout 25m -run "$e2e_beside" ./e2e \
     >.artifacts/e2e-beside.log 2>&1 &
   local beside=$! rc=0
-  go test -race -count=1 -timeout 25m -skip "^TestSoak\$|$e2e_beside" ./... || rc=$?
+  # Four packages at a time, not go's two (one per core): the e2e package holds a slot
+  # for all of its minutes, and the storage packages wait on MariaDB more than they compute.
+  go test -race -count=1 -p 4 -timeout 25m -skip "^TestSoak\$|$e2e_beside" ./... || rc=$?
   wait "$beside" || rc=1
   echo "the e2e tests beside it ($e2e_beside):"
   cat .artifacts/e2e-beside.log
   return "$rc"
 }
+if [ -n "$packages_job" ]; then
+  step wait-packages wait "$packages_job" || { cat .artifacts/install-packages.log >&2; exit 1; }
+fi
 touch .artifacts/race-pass-started
 step test-race race_pass
 step tidb-storage wait "$tidb_job" || { cat .artifacts/tidb-storage.log >&2; exit 1; }
