@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/payment/paymenttest"
 )
@@ -32,7 +33,7 @@ func (g appGateway) DecodeNotification(_ context.Context, raw payment.RawNotific
 		TradeStatus: "TRADE_SUCCESS", State: payment.TradePaid, TotalAmount: amt, AppID: g.appID, SellerID: "seller"}, nil
 }
 
-// twoApps is the tenant t1 on app "app", another tenant's app "appB", and "appOld", the
+// twoApps is the Alipay channel of the tenant t1 on app "app", another tenant's app "appB", and "appOld", the
 // app t1 has moved away from and whose keys it keeps.
 type twoApps struct{}
 
@@ -85,7 +86,7 @@ func TestNotificationIsRoutedByAppID(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv, st, orch := newServerWith(t, serverOptions{gateways: twoApps{}})
+			srv, st, orch := newServerWith(t, serverOptions{gateways: gateways.Channels{payment.ChannelAlipay: twoApps{}}})
 			st.mu.Lock()
 			p := st.payments["P1"]
 			p.AlipayAppID = c.paymentApp

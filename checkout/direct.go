@@ -40,14 +40,14 @@ func (co *Checkout) directCheckout(ctx context.Context, in runs.PaymentInput) (r
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 	}
-	app, err := co.gateways.For(ctx, in.TenantID)
+	app, err := co.gateways.For(ctx, in.TenantID, in.Method.Channel())
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry",
 			Err: fmt.Errorf("gateway of tenant %s: %w", in.TenantID, err)}
 	}
 	h, signed, err := app.Gateway.SignedHandOff(ctx, payment.TradeRequest{
 		PaymentNo: no, Method: in.Method, Subject: in.Subject, Amount: in.Amount, ExpireAt: expireAt,
-		ReturnURL: in.ReturnURL, QuitURL: in.QuitURL,
+		ReturnURL: in.ReturnURL, QuitURL: in.QuitURL, OpenID: in.Payer.OpenID, ClientIP: in.Payer.ClientIP,
 	})
 	switch {
 	case err != nil:
@@ -121,14 +121,9 @@ func openedWith(p payment.Payment, link string) (runs.CheckoutResult, *runs.Open
 	opened := &runs.OpenedPayment{ExpireAt: p.ExpireAt.UTC(), QueryScheduled: p.QueryScheduled}
 	res := runs.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
 		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
-	switch p.Method {
-	case payment.MethodApp:
-		opened.OrderString, res.OrderString = link, link
-	case payment.MethodQR:
-		opened.QRCode, res.QRCode = link, link
-	default:
-		opened.PayURL, res.PayURL = link, link
-	}
+	h := payment.HandOffOf(p.Method, link)
+	opened.PayURL, opened.QRCode, opened.OrderString = h.PayURL, h.QRCode, h.OrderString
+	res.PayURL, res.QRCode, res.OrderString = h.PayURL, h.QRCode, h.OrderString
 	return res, opened
 }
 

@@ -38,7 +38,7 @@ type Build func(appID, sellerID string, creds payment.AlipayCredentials) (paymen
 // and the old app's keys are kept.
 const TenantTTL = 5 * time.Second
 
-// Resolver is payment.Gateways over the tenants table and the apps tenants have left
+// Resolver is the Alipay Channel of payment.Gateways (see Channels), over the tenants table and the apps tenants have left
 // (tenant_alipay_apps): a tenant's own app, current or kept, gets a gateway built once
 // and cached until its keys change; the default app (ALIPAY_* in the environment) serves
 // every tenant without keys of its own, and every payment that recorded it (its app_id,
@@ -68,8 +68,6 @@ type builtGateway struct {
 	gw  payment.Gateway
 }
 
-var _ payment.Gateways = (*Resolver)(nil)
-
 // New returns the resolver of the tenants' apps in store, whose keys open with keys (nil:
 // no tenant has an app of its own); def is the gateway of the default app defApp.
 func New(store Store, keys *secrets.Keyring, build Build, def payment.Gateway, defApp, defSeller string) *Resolver {
@@ -93,7 +91,7 @@ func (g *Resolver) defaultApp() payment.App {
 	return payment.App{ID: g.defApp, AppID: g.defApp, SellerID: g.defSeller, Gateway: g.def}
 }
 
-// For implements payment.Gateways.
+// For implements Channel.
 func (g *Resolver) For(ctx context.Context, tenantID string) (payment.App, error) {
 	t, err := g.tenant(ctx, tenantID)
 	if err != nil {
@@ -118,7 +116,7 @@ func (g *Resolver) For(ctx context.Context, tenantID string) (payment.App, error
 	return payment.App{ID: t.AlipayAppID, AppID: t.AlipayAppID, SellerID: t.AlipaySeller, Gateway: c.gw}, nil
 }
 
-// ForPayment implements payment.Gateways. The tenant's current app is looked at first:
+// ForPayment implements Channel. The tenant's current app is looked at first:
 // a kept copy of an app the tenant has come back to may hold older keys.
 func (g *Resolver) ForPayment(ctx context.Context, tenantID, appID string) (payment.App, error) {
 	if appID == "" || appID == g.defApp {
@@ -153,7 +151,7 @@ func (g *Resolver) ForPayment(ctx context.Context, tenantID, appID string) (paym
 	return payment.App{ID: appID, AppID: appID, SellerID: k.SellerID, Gateway: c.gw}, nil
 }
 
-// ForApp implements payment.Gateways. Tenants that share an app_id with keys of their own
+// ForApp implements Channel. Tenants that share an app_id with keys of their own
 // must hold the same app; anything else is refused rather than guessed. The app's current
 // holders are asked first; only an app no tenant holds any more is verified with the
 // keys a tenant kept of it, so that the notifications of its old payments still verify

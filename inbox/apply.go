@@ -28,7 +28,7 @@ func (ib *Inbox) applyNotification(ctx context.Context, n payment.Notification) 
 	// Verified for the app it names, the notification must also be about a payment of
 	// that app, the one the payment was opened on (its tenant may have moved since): app
 	// B's valid signature never settles tenant A's payment.
-	app, err := ib.gateways.ForPayment(ctx, p.TenantID, p.AlipayAppID)
+	app, err := ib.gateways.ForPayment(ctx, p.TenantID, p.Channel, p.AlipayAppID)
 	if err != nil {
 		log.ErrorContext(ctx, "resolve the payment's alipay app for notification; handed over again later", "alipay_app_id", p.AlipayAppID, "err", err)
 		return outcomeReceived, false

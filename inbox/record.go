@@ -133,7 +133,7 @@ func (ib *Inbox) record(ctx context.Context, raw []byte, n payment.Notification)
 // decodeNotification verifies a notification with the key of the app it names, and only
 // that key: an app_id no tenant uses is refused.
 func (ib *Inbox) decodeNotification(ctx context.Context, form url.Values, raw []byte) (payment.Notification, error) {
-	gw, err := ib.gateways.ForApp(ctx, form.Get("app_id"))
+	gw, err := ib.gateways.ForApp(ctx, payment.ChannelAlipay, form.Get("app_id"))
 	if err != nil {
 		return payment.Notification{}, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
 	}

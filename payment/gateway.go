@@ -166,6 +166,19 @@ type HandOff struct {
 	OrderString string
 }
 
+// HandOffOf is the hand-off that link, the pay link kept for a payment of method m, was:
+// the content of a QR code (qr, wechat_native), an order string or signed parameters for
+// an app or page SDK (app, wechat_jsapi, wechat_app), or else a cashier URL.
+func HandOffOf(m Method, link string) HandOff {
+	switch m {
+	case MethodQR, MethodWechatNative:
+		return HandOff{QRCode: link}
+	case MethodApp, MethodWechatJSAPI, MethodWechatApp:
+		return HandOff{OrderString: link}
+	}
+	return HandOff{PayURL: link}
+}
+
 // Link returns the one way to pay the hand-off carries.
 func (h HandOff) Link() string {
 	switch {
