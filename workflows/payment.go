@@ -480,7 +480,7 @@ func (r *paymentRun) openTrade(ctx workflow.Context, p payment.Payment, existed 
 	var opened activities.OpenTradeResult
 	err = workflow.ExecuteLocalActivity(localOptions(ctx), a.OpenTrade, activities.OpenTradeInput{
 		PaymentNo: p.PaymentNo, Subject: p.Subject, Amount: p.Amount, ExpireAt: r.st.ExpireAt,
-		Method: method, ReturnURL: r.in.ReturnURL, QuitURL: r.in.QuitURL,
+		Method: method, ReturnURL: r.in.ReturnURL, QuitURL: r.in.QuitURL, Payer: r.in.Payer,
 	}).Get(ctx, &opened)
 	if err != nil {
 		var appErr *temporal.ApplicationError

@@ -49,10 +49,14 @@ func (e CreatePaymentRequestCurrency) Valid() bool {
 
 // Defines values for CreatePaymentRequestMethod.
 const (
-	CreatePaymentRequestMethodApp  CreatePaymentRequestMethod = "app"
-	CreatePaymentRequestMethodPage CreatePaymentRequestMethod = "page"
-	CreatePaymentRequestMethodQr   CreatePaymentRequestMethod = "qr"
-	CreatePaymentRequestMethodWap  CreatePaymentRequestMethod = "wap"
+	CreatePaymentRequestMethodApp          CreatePaymentRequestMethod = "app"
+	CreatePaymentRequestMethodPage         CreatePaymentRequestMethod = "page"
+	CreatePaymentRequestMethodQr           CreatePaymentRequestMethod = "qr"
+	CreatePaymentRequestMethodWap          CreatePaymentRequestMethod = "wap"
+	CreatePaymentRequestMethodWechatApp    CreatePaymentRequestMethod = "wechat_app"
+	CreatePaymentRequestMethodWechatH5     CreatePaymentRequestMethod = "wechat_h5"
+	CreatePaymentRequestMethodWechatJsapi  CreatePaymentRequestMethod = "wechat_jsapi"
+	CreatePaymentRequestMethodWechatNative CreatePaymentRequestMethod = "wechat_native"
 )
 
 // Valid indicates whether the value is a known member of the CreatePaymentRequestMethod enum.
@@ -65,6 +69,14 @@ func (e CreatePaymentRequestMethod) Valid() bool {
 	case CreatePaymentRequestMethodQr:
 		return true
 	case CreatePaymentRequestMethodWap:
+		return true
+	case CreatePaymentRequestMethodWechatApp:
+		return true
+	case CreatePaymentRequestMethodWechatH5:
+		return true
+	case CreatePaymentRequestMethodWechatJsapi:
+		return true
+	case CreatePaymentRequestMethodWechatNative:
 		return true
 	default:
 		return false
@@ -121,10 +133,14 @@ func (e EventType) Valid() bool {
 
 // Defines values for PaymentMethod.
 const (
-	PaymentMethodApp  PaymentMethod = "app"
-	PaymentMethodPage PaymentMethod = "page"
-	PaymentMethodQr   PaymentMethod = "qr"
-	PaymentMethodWap  PaymentMethod = "wap"
+	PaymentMethodApp          PaymentMethod = "app"
+	PaymentMethodPage         PaymentMethod = "page"
+	PaymentMethodQr           PaymentMethod = "qr"
+	PaymentMethodWap          PaymentMethod = "wap"
+	PaymentMethodWechatApp    PaymentMethod = "wechat_app"
+	PaymentMethodWechatH5     PaymentMethod = "wechat_h5"
+	PaymentMethodWechatJsapi  PaymentMethod = "wechat_jsapi"
+	PaymentMethodWechatNative PaymentMethod = "wechat_native"
 )
 
 // Valid indicates whether the value is a known member of the PaymentMethod enum.
@@ -137,6 +153,14 @@ func (e PaymentMethod) Valid() bool {
 	case PaymentMethodQr:
 		return true
 	case PaymentMethodWap:
+		return true
+	case PaymentMethodWechatApp:
+		return true
+	case PaymentMethodWechatH5:
+		return true
+	case PaymentMethodWechatJsapi:
+		return true
+	case PaymentMethodWechatNative:
 		return true
 	default:
 		return false
@@ -316,16 +340,16 @@ type CheckoutResult struct {
 	ExpireAt  time.Time              `json:"expire_at"`
 	OrderId   string                 `json:"order_id"`
 
-	// OrderString The signed order string for the Alipay app SDK (method app).
+	// OrderString The signed order string for the Alipay app SDK (method app); for wechat_jsapi and wechat_app, the signed parameters as JSON.
 	OrderString *string `json:"order_string,omitempty"`
 
-	// PayUrl The cashier URL (methods page and wap).
+	// PayUrl The cashier URL (methods page and wap; WeChat Pay's h5_url for wechat_h5).
 	PayUrl *string `json:"pay_url,omitempty"`
 
 	// PaymentNo Alipay's out_trade_no.
 	PaymentNo string `json:"payment_no"`
 
-	// QrCode The QR code content (method qr).
+	// QrCode The QR code content (method qr; WeChat Pay's code_url for wechat_native).
 	QrCode   *string       `json:"qr_code,omitempty"`
 	Status   PaymentStatus `json:"status"`
 	Subject  string        `json:"subject"`
@@ -344,11 +368,14 @@ type CreatePaymentRequest struct {
 	CheckoutToken *string                       `json:"checkout_token,omitempty"`
 	Currency      *CreatePaymentRequestCurrency `json:"currency,omitempty"`
 
-	// Method `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay).
+	// Method Alipay: `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay). WeChat Pay (refused with 422 `unprocessable` where the deployment has no WeChat Pay merchant): `wechat_native`: WeChat Pay's code_url (`qr_code`) to show as a QR code; `wechat_jsapi`: the paySign parameters for WeixinJSBridge, as JSON (`order_string`), needs `payer.openid`; `wechat_h5`: WeChat Pay's h5_url (`pay_url`) for a phone's browser outside WeChat, needs `payer.client_ip`; `wechat_app`: the signed parameters for the WeChat app SDK, as JSON (`order_string`).
 	Method *CreatePaymentRequestMethod `json:"method,omitempty"`
 
 	// OrderId 1-64 characters of A-Z a-z 0-9 _ -
 	OrderId OrderID `json:"order_id"`
+
+	// Payer What a WeChat Pay method needs to know of the buyer; sent to WeChat Pay with the order, never stored.
+	Payer *Payer `json:"payer,omitempty"`
 
 	// QuitUrl Where the wap cashier sends a buyer who gives up (method wap only). At most 400 bytes, Alipay's limit.
 	QuitUrl *string `json:"quit_url,omitempty"`
@@ -366,7 +393,7 @@ type CreatePaymentRequest struct {
 // CreatePaymentRequestCurrency defines model for CreatePaymentRequest.Currency.
 type CreatePaymentRequestCurrency string
 
-// CreatePaymentRequestMethod `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay).
+// CreatePaymentRequestMethod Alipay: `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay). WeChat Pay (refused with 422 `unprocessable` where the deployment has no WeChat Pay merchant): `wechat_native`: WeChat Pay's code_url (`qr_code`) to show as a QR code; `wechat_jsapi`: the paySign parameters for WeixinJSBridge, as JSON (`order_string`), needs `payer.openid`; `wechat_h5`: WeChat Pay's h5_url (`pay_url`) for a phone's browser outside WeChat, needs `payer.client_ip`; `wechat_app`: the signed parameters for the WeChat app SDK, as JSON (`order_string`).
 type CreatePaymentRequestMethod string
 
 // CreateRefundRequest defines model for CreateRefundRequest.
@@ -422,6 +449,15 @@ type Fen = int
 
 // OrderID 1-64 characters of A-Z a-z 0-9 _ -
 type OrderID = string
+
+// Payer What a WeChat Pay method needs to know of the buyer; sent to WeChat Pay with the order, never stored.
+type Payer struct {
+	// ClientIp The buyer's IPv4 or IPv6 address (method wechat_h5 only, and required there).
+	ClientIp *string `json:"client_ip,omitempty"`
+
+	// Openid The buyer's openid under the merchant's appid (method wechat_jsapi only, and required there).
+	Openid *string `json:"openid,omitempty"`
+}
 
 // Payment defines model for Payment.
 type Payment struct {

@@ -277,11 +277,11 @@ export interface components {
             /** @description 1-256 bytes of UTF-8 (the server counts bytes; a character may be up to 4). */
             subject: string;
             /**
-             * @description `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay).
+             * @description Alipay: `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay). WeChat Pay (refused with 422 `unprocessable` where the deployment has no WeChat Pay merchant): `wechat_native`: WeChat Pay's code_url (`qr_code`) to show as a QR code; `wechat_jsapi`: the paySign parameters for WeixinJSBridge, as JSON (`order_string`), needs `payer.openid`; `wechat_h5`: WeChat Pay's h5_url (`pay_url`) for a phone's browser outside WeChat, needs `payer.client_ip`; `wechat_app`: the signed parameters for the WeChat app SDK, as JSON (`order_string`).
              * @default page
              * @enum {string}
              */
-            method: "page" | "qr" | "wap" | "app";
+            method: "page" | "qr" | "wap" | "app" | "wechat_native" | "wechat_jsapi" | "wechat_h5" | "wechat_app";
             /** @description Where Alipay sends the buyer back after paying (not with method app). At most 256 bytes, Alipay's limit. */
             return_url?: string;
             /** @description Where the wap cashier sends a buyer who gives up (method wap only). At most 400 bytes, Alipay's limit. */
@@ -293,6 +293,14 @@ export interface components {
              * @default false
              */
             repurchase: boolean;
+            payer?: components["schemas"]["Payer"];
+        };
+        /** @description What a WeChat Pay method needs to know of the buyer; sent to WeChat Pay with the order, never stored. */
+        Payer: {
+            /** @description The buyer's openid under the merchant's appid (method wechat_jsapi only, and required there). */
+            openid?: string;
+            /** @description The buyer's IPv4 or IPv6 address (method wechat_h5 only, and required there). */
+            client_ip?: string;
         };
         CheckoutResult: {
             /** @description Alipay's out_trade_no. */
@@ -304,11 +312,11 @@ export interface components {
             /** @enum {string} */
             currency: "CNY";
             subject: string;
-            /** @description The cashier URL (methods page and wap). */
+            /** @description The cashier URL (methods page and wap; WeChat Pay's h5_url for wechat_h5). */
             pay_url?: string;
-            /** @description The QR code content (method qr). */
+            /** @description The QR code content (method qr; WeChat Pay's code_url for wechat_native). */
             qr_code?: string;
-            /** @description The signed order string for the Alipay app SDK (method app). */
+            /** @description The signed order string for the Alipay app SDK (method app); for wechat_jsapi and wechat_app, the signed parameters as JSON. */
             order_string?: string;
             /** Format: date-time */
             expire_at: string;
@@ -327,7 +335,7 @@ export interface components {
             currency: string;
             subject: string;
             /** @enum {string} */
-            method?: "page" | "qr" | "wap" | "app";
+            method?: "page" | "qr" | "wap" | "app" | "wechat_native" | "wechat_jsapi" | "wechat_h5" | "wechat_app";
             repurchase?: boolean;
             status: components["schemas"]["PaymentStatus"];
             /** @description Alipay's trade number. */
