@@ -148,6 +148,10 @@ type Notification struct {
 type RawNotification struct {
 	Header http.Header
 	Body   []byte
+	// Recorded is true for a notification read back from where it was recorded on its
+	// receipt (the inbox, the evidence of a PAID payment): its signature is verified
+	// again, but not the freshness of its timestamp, which guards its receipt only.
+	Recorded bool
 }
 
 // IsRefund reports whether the notification announces a refund. Such a notification is
