@@ -240,9 +240,9 @@ func activityStores(st *mysql.Store) activities.Stores {
 
 // System is every dependency the API and the worker share, opened once by Open.
 type System struct {
-	Store        *mysql.Store
-	Redis        *redis.Client // nil when Redis is disabled
-	Temporal     client.Client
+	Store    *mysql.Store
+	Redis    *redis.Client // nil when Redis is disabled
+	Temporal client.Client
 	// Alipay resolves the Alipay apps; Gateways routes every channel's calls, Alipay's to
 	// it.
 	Alipay       *gateways.Resolver
