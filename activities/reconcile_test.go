@@ -552,3 +552,7 @@ func TestReconcileDueLoopEndsWhenItsWorkerStops(t *testing.T) {
 		t.Fatalf("the loop ended %s after its worker began stopping, want at once", took.Round(time.Millisecond))
 	}
 }
+
+func (g appGateways) ForNotification(context.Context, payment.RawNotification) (payment.Gateway, error) {
+	return nil, errors.New("appGateways verifies no notification")
+}

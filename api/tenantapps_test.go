@@ -118,3 +118,16 @@ func TestNotificationIsRoutedByAppID(t *testing.T) {
 		})
 	}
 }
+
+// ForNotification is ForApp of the app_id the notification's form names.
+func (a twoApps) ForNotification(ctx context.Context, raw payment.RawNotification) (payment.Gateway, error) {
+	form, err := url.ParseQuery(string(raw.Body))
+	if err != nil {
+		return nil, err
+	}
+	gw, err := a.ForApp(ctx, form.Get("app_id"))
+	if err != nil {
+		return nil, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
+	}
+	return gw, nil
+}

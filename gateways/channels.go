@@ -17,6 +17,9 @@ type Channel interface {
 	ForPayment(ctx context.Context, tenantID, appID string) (payment.App, error)
 	// ForApp returns the gateway of an account, to verify a notification with its key.
 	ForApp(ctx context.Context, appID string) (payment.Gateway, error)
+	// ForNotification returns the gateway of the account raw names (ForApp), raw being a
+	// notification of the channel as it arrived or was recorded.
+	ForNotification(ctx context.Context, raw payment.RawNotification) (payment.Gateway, error)
 }
 
 // Channels is payment.Gateways over the channels the deployment is configured for: each
@@ -71,6 +74,15 @@ func (c Channels) ForApp(ctx context.Context, ch payment.Channel, appID string) 
 	return r.ForApp(ctx, appID)
 }
 
+// ForNotification implements payment.Gateways.
+func (c Channels) ForNotification(ctx context.Context, ch payment.Channel, raw payment.RawNotification) (payment.Gateway, error) {
+	r, err := c.of(ch)
+	if err != nil {
+		return nil, err
+	}
+	return r.ForNotification(ctx, raw)
+}
+
 // Merchant is a channel's one merchant account, on which every tenant's payments are
 // opened: the deployment's WeChat Pay merchant (WECHATPAY_*), until tenants have their
 // own. A payment that recorded another account is not its to serve.
@@ -102,5 +114,11 @@ func (m Merchant) ForApp(_ context.Context, appID string) (payment.Gateway, erro
 	if appID != "" && appID != m.ID {
 		return nil, &payment.Error{Code: payment.ENOTFOUND, Message: fmt.Sprintf("no merchant %q", appID), Err: payment.ErrNotFound}
 	}
+	return m.Gateway, nil
+}
+
+// ForNotification implements Channel: WeChat Pay's notifications name no account (the
+// notify URL is the merchant's), so it is this one, whose key alone verifies them.
+func (m Merchant) ForNotification(context.Context, payment.RawNotification) (payment.Gateway, error) {
 	return m.Gateway, nil
 }

@@ -68,6 +68,10 @@ func TestChannelsRouteByChannel(t *testing.T) {
 		if _, err := both.ForApp(ctx, payment.ChannelWechatPay, "1999999999"); !errors.Is(err, payment.ErrNotFound) {
 			t.Fatalf("another mchid: %v, want not found", err)
 		}
+		gw, err = both.ForNotification(ctx, payment.ChannelWechatPay, payment.RawNotification{Body: []byte(`{"id":"EV-1"}`)})
+		named(t, gw, err, "wechat")
+		gw, err = both.ForNotification(ctx, payment.ChannelAlipay, payment.RawNotification{Body: []byte("app_id=2021B")})
+		named(t, gw, err, "from-notification")
 	})
 	t.Run("not configured", func(t *testing.T) {
 		if err := both.Offers(payment.ChannelWechatPay); err != nil {
@@ -84,6 +88,10 @@ func TestChannelsRouteByChannel(t *testing.T) {
 				return err
 			},
 			"for app": func() error { _, err := alipayOnly.ForApp(ctx, payment.ChannelWechatPay, ""); return err },
+			"for notification": func() error {
+				_, err := alipayOnly.ForNotification(ctx, payment.ChannelWechatPay, payment.RawNotification{})
+				return err
+			},
 		}
 		for name, call := range calls {
 			err := call()
@@ -102,4 +110,8 @@ func TestLimitedGatewayHearsWechatPayThrottling(t *testing.T) {
 	if _, err := gateways.Limited(answering{err: limited}, "1230000109", l).Query(context.Background(), "P1"); !errors.Is(err, limited) || l.throttled != 1 {
 		t.Fatalf("a 429 FREQUENCY_LIMITED query: %v, %d throttled; want the answer and 1", err, l.throttled)
 	}
+}
+
+func (a alipayApps) ForNotification(ctx context.Context, raw payment.RawNotification) (payment.Gateway, error) {
+	return a.ForApp(ctx, "from-notification")
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/secrets"
 )
@@ -175,6 +176,21 @@ func (g *Resolver) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 		return nil, &payment.Error{Code: payment.ENOTFOUND, Message: fmt.Sprintf("no tenant uses alipay app %q", appID), Err: payment.ErrNotFound}
 	}
 	return found.gw, nil
+}
+
+// ForNotification implements Channel: the app_id the notification's form names, and only
+// that app's key verifies it (ForApp). A body that is not a form is refused before any
+// key is looked up.
+func (g *Resolver) ForNotification(ctx context.Context, raw payment.RawNotification) (payment.Gateway, error) {
+	form, err := alipay.ParseNotificationBody(raw.Body)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := g.ForApp(ctx, form.Get("app_id"))
+	if err != nil {
+		return nil, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
+	}
+	return gw, nil
 }
 
 // holdersGateway is the gateway of the tenants holding appID with keys of their own, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 )
 
@@ -125,6 +126,12 @@ type Gateways interface {
 	// deployment's merchant, whose notify URL names none). An account no tenant uses or
 	// keeps (nor the deployment) is ErrNotFound.
 	ForApp(ctx context.Context, ch Channel, appID string) (Gateway, error)
+	// ForNotification returns the gateway that verifies raw, a notification of ch as it
+	// arrived or was recorded: that of the account it names (Alipay's form names its
+	// app_id), or for a channel whose notifications name none, of the deployment's
+	// account there. It is ForApp of that account; a body that names none where it must
+	// is EINVALID.
+	ForNotification(ctx context.Context, ch Channel, raw RawNotification) (Gateway, error)
 }
 
 // ChannelOffers is the capability of a Gateways that knows, with no call and no read,
@@ -166,6 +173,20 @@ func (s SingleGateway) ForApp(_ context.Context, _ Channel, appID string) (Gatew
 		return nil, &Error{Code: ENOTFOUND, Message: fmt.Sprintf("no Alipay app %q", appID), Err: ErrNotFound}
 	}
 	return s.Gateway, nil
+}
+
+// ForNotification implements Gateways: the one app, as ForApp of the app_id a form body
+// names (Alipay's), if it names one.
+func (s SingleGateway) ForNotification(ctx context.Context, ch Channel, raw RawNotification) (Gateway, error) {
+	form, err := url.ParseQuery(string(raw.Body))
+	if err != nil || !form.Has("app_id") {
+		return s.Gateway, nil
+	}
+	gw, err := s.ForApp(ctx, ch, form.Get("app_id"))
+	if err != nil {
+		return nil, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
+	}
+	return gw, nil
 }
 
 // KeptAlipayApp is an Alipay app a tenant has moved away from, with the keys it keeps

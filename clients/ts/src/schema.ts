@@ -222,6 +222,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/callbacks/wechatpay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * WeChat Pay's notification (notify_url)
+         * @description WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+         *     signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+         *     and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+         *     no signature probe, addressed to the merchant) and is recorded, or was recorded
+         *     before, the answer is 204; the payment is PAID from the recorded notification, as
+         *     from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+         *     that does not verify) or 5xx (it could not be recorded) with
+         *     `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+         *     where the deployment has a WeChat Pay merchant (else 422).
+         */
+        post: operations["wechatpayCallback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.yaml": {
         parameters: {
             query?: never;
@@ -294,6 +322,12 @@ export interface components {
              */
             repurchase: boolean;
             payer?: components["schemas"]["Payer"];
+        };
+        /** @description What WeChat Pay expects with a status that is not 2xx. */
+        WechatPayFailure: {
+            /** @enum {string} */
+            code: "FAIL";
+            message: string;
         };
         /** @description What a WeChat Pay method needs to know of the buyer; sent to WeChat Pay with the order, never stored. */
         Payer: {
@@ -995,6 +1029,73 @@ export interface operations {
                 };
                 content: {
                     "text/plain": "success" | "failure";
+                };
+            };
+        };
+    };
+    wechatpayCallback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The notification's id (its notify id). */
+                    id?: string;
+                    create_time?: string;
+                    /** @description TRANSACTION.SUCCESS, or REFUND.* (recorded, and an anomaly: WeChat Pay refunds are not supported yet) */
+                    event_type?: string;
+                    resource_type?: string;
+                    summary?: string;
+                    resource?: Record<string, never>;
+                };
+            };
+        };
+        responses: {
+            /** @description Recorded (now or before); WeChat Pay stops delivering it. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The notification does not verify or is malformed; nothing is recorded. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WechatPayFailure"];
+                };
+            };
+            /** @description The body is over the limit; nothing is recorded. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WechatPayFailure"];
+                };
+            };
+            /** @description Another merchant's notification, or WeChat Pay is not configured; nothing is recorded. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WechatPayFailure"];
+                };
+            };
+            /** @description It could not be recorded now; WeChat Pay delivers it again. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WechatPayFailure"];
                 };
             };
         };
