@@ -137,14 +137,14 @@ func channelRefusal(err error) error {
 	return &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 }
 
-// newPaymentNo is a new out_trade_no: P, the UTC date and 24 random hex digits, the shape
-// the workflow gives the payments it creates.
+// newPaymentNo is a new out_trade_no: P, the UTC date and payment.PaymentNoRandomDigits
+// random hex digits, the shape the workflow gives the payments it creates.
 func newPaymentNo(now time.Time) (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return "P" + now.UTC().Format("20060102") + hex.EncodeToString(b[:]), nil
+	return "P" + now.UTC().Format("20060102") + hex.EncodeToString(b[:])[:payment.PaymentNoRandomDigits], nil
 }
 
 // methodConflict refuses a checkout of another method than the order's pending payment's.

@@ -275,6 +275,11 @@ type NewPayment struct {
 	QueryInterval time.Duration
 }
 
+// PaymentNoRandomDigits is how many hex digits follow "P" and the UTC date in the
+// payment numbers paykit makes: 23, so that a number is 32 characters, the most WeChat
+// Pay's out_trade_no takes (Alipay's takes 64). Numbers made before were 33 characters.
+const PaymentNoRandomDigits = 23
+
 var (
 	idPattern        = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	paymentNoPattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)

@@ -364,8 +364,13 @@ func (r *paymentRun) checkoutResult() CheckoutResult {
 func newPaymentNo(ctx workflow.Context) string {
 	info := workflow.GetInfo(ctx)
 	run := strings.ReplaceAll(info.WorkflowExecution.RunID, "-", "")
-	if len(run) > 24 {
-		run = run[:24]
+	if len(run) == 32 {
+		// The UUID's version digit says nothing of this run: left out, the 23 digits
+		// kept carry 4 more bits of it.
+		run = run[:12] + run[13:]
+	}
+	if len(run) > payment.PaymentNoRandomDigits {
+		run = run[:payment.PaymentNoRandomDigits]
 	}
 	return "P" + workflow.Now(ctx).UTC().Format("20060102") + run
 }
