@@ -84,6 +84,11 @@ func TestWechatPayNativePaidByItsNotification(t *testing.T) {
 	if n := count(t, "SELECT COUNT(*) FROM channel_notifications WHERE payment_no = ?", res.PaymentNo); n != 1 {
 		t.Fatalf("notification rows of the payment: %d, want 1", n)
 	}
+	// MarkPaid acted on the recorded notification, verified again from its row: no signal
+	// went unbacked.
+	if n := count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE payment_no = ?", res.PaymentNo); n != 0 {
+		t.Fatalf("anomalies of the payment: %d, want none", n)
+	}
 	if n := count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ? AND type = ?", res.PaymentNo, payment.EventPaymentPaid); n != 1 {
 		t.Fatalf("payment.paid events: %d, want 1", n)
 	}
