@@ -21,7 +21,7 @@ func alipayReply(c echo.Context, ok bool) error {
 func (s *Server) alipayCallback(c echo.Context) error {
 	raw, err := readBody(c)
 	if err != nil {
-		s.inbox.Unreadable()
+		s.inbox.Unreadable(payment.ChannelAlipay)
 		return alipayReply(c, false)
 	}
 	return alipayReply(c, s.inbox.Receive(c.Request().Context(), raw, requestID(c)))
@@ -42,7 +42,7 @@ type wechatpayFailure struct {
 func (s *Server) wechatpayCallback(c echo.Context) error {
 	raw, err := readBody(c)
 	if err != nil {
-		s.inbox.Unreadable()
+		s.inbox.Unreadable(payment.ChannelWechatPay)
 		status, _ := statusFor(err)
 		return c.JSON(status, wechatpayFailure{Code: "FAIL", Message: "the body could not be read"})
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/paykit/paykit/api"
 	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/payment"
@@ -169,4 +171,45 @@ func TestWechatPayCallback(t *testing.T) {
 	if len(st.anomalies) != 1 || st.anomalies[0].Kind != "refund_unknown" || st.anomalies[0].Subject != r.OutRefundNo {
 		t.Fatalf("anomalies %+v, want one refund_unknown about %s", st.anomalies, r.OutRefundNo)
 	}
+}
+
+// WeChat Pay's callbacks are counted apart from Alipay's, so that its signature probes
+// never read as forged Alipay posts.
+func TestWechatPayCallbacksAreCountedApart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, st, orch := newServer(t)
+	s := api.New(api.Config{}, st.stores(), payment.SingleGateway{Gateway: fakeGateway{}}, orch, nil, nil, api.NewMetrics(reg))
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	if resp, _ := post(t, srv.URL+"/callbacks/wechatpay", `{"id":"EV-x"}`, map[string]string{"Content-Type": "application/json"}); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("HTTP %d, want 400", resp.StatusCode)
+	}
+	wechat := gathered(t, reg, "paykit_wechatpay_callbacks_total", "unverified")
+	alipay := gathered(t, reg, "paykit_alipay_callbacks_total", "unverified")
+	if wechat != 1 || alipay != 0 {
+		t.Fatalf("unverified callbacks: WeChat Pay %v, Alipay %v; want 1 and 0", wechat, alipay)
+	}
+}
+
+// gathered is the value of counter name with outcome in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{outcome=%q}", name, outcome)
+	return 0
 }

@@ -35,10 +35,10 @@ func legacyFinal(o string) bool {
 	return false
 }
 
-// Unreadable counts a notification whose body could not be read: it is answered
-// failure, so that Alipay delivers it again.
-func (ib *Inbox) Unreadable() {
-	ib.metrics.callbacks.WithLabelValues("unreadable").Inc()
+// Unreadable counts a notification of ch whose body could not be read: it is answered
+// failure, so that the channel delivers it again.
+func (ib *Inbox) Unreadable(ch payment.Channel) {
+	ib.metrics.callbacksOf(ch).WithLabelValues("unreadable").Inc()
 }
 
 // Receive takes the raw body of Alipay's asynchronous notification and reports whether
@@ -108,18 +108,18 @@ func (ib *Inbox) record(ctx context.Context, ch payment.Channel, raw payment.Raw
 	verified.KeepRaw(string(raw.Body))
 	rec, inserted, err := ib.store.RecordNotification(wctx, verified)
 	if err != nil {
-		ib.metrics.callbacks.WithLabelValues("store_unavailable").Inc()
+		ib.metrics.callbacksOf(ch).WithLabelValues("store_unavailable").Inc()
 		ib.log.ErrorContext(ctx, "record notification failed; the channel will retry", "channel", string(ch), "notify_id", n.NotifyID, "err", err)
 		return false
 	}
 	if inserted {
-		ib.metrics.callbacks.WithLabelValues("accepted").Inc()
+		ib.metrics.callbacksOf(ch).WithLabelValues("accepted").Inc()
 		ib.enqueue(rec, n)
 		return true
 	}
 	// Alipay did not get our success (or delivers twice): the notification is ours
 	// already. One recorded before the inbox and never handled is put in it now.
-	ib.metrics.callbacks.WithLabelValues("duplicate").Inc()
+	ib.metrics.callbacksOf(ch).WithLabelValues("duplicate").Inc()
 	if rec.DispatchDueAt.IsZero() && rec.SettledAt.IsZero() && !legacyFinal(rec.Outcome) {
 		if err := ib.store.ArmNotification(wctx, rec.ID, now.Add(ib.cfg.SettleBound)); err != nil {
 			ib.log.ErrorContext(ctx, "put a notification recorded before the inbox in it; the channel will retry", "channel", string(ch), "notify_id", n.NotifyID, "err", err)

@@ -23,8 +23,7 @@ import (
 func (ib *Inbox) ReceiveWechatPay(ctx context.Context, raw payment.RawNotification, requestID string) error {
 	n, err := ib.decodeNotification(ctx, payment.ChannelWechatPay, raw)
 	if err != nil {
-		ib.metrics.callbacks.WithLabelValues("unverified").Inc()
-		ib.metrics.unverifiedBytes.Add(float64(len(raw.Body)))
+		ib.metrics.wechatpayCallbacks.WithLabelValues("unverified").Inc()
 		keep, first := ib.unverified.take(string(payment.ChannelWechatPay), time.Now())
 		switch {
 		case keep:
