@@ -1,8 +1,9 @@
-// Package gateways resolves the Alipay app of a tenant, of a payment and of a
-// notification: the deployment's default app (current, or an earlier one whose keys the
-// deployment kept), or a tenant's own app (current, or one it has left and keeps the
-// keys of), whose gateway is built from its sealed keys once and cached until they
-// change.
+// Package gateways resolves the merchant account of a tenant, of a payment and of a
+// notification at each channel (Channels): for Alipay, the deployment's default app
+// (current, or an earlier one whose keys the deployment kept), or a tenant's own app
+// (current, or one it has left and keeps the keys of), whose gateway is built from its
+// sealed keys once and cached until they change (Resolver); for WeChat Pay, the
+// deployment's merchant (Merchant, WechatPay).
 package gateways
 
 import (

@@ -200,8 +200,8 @@ func (c Channel) Name() string {
 	return string(c)
 }
 
-// Payment is one attempt to collect money for an order. PaymentNo is the Alipay
-// out_trade_no.
+// Payment is one attempt to collect money for an order. PaymentNo is its out_trade_no at
+// its channel (Alipay's or WeChat Pay's).
 type Payment struct {
 	ID        int64  `json:"-"`
 	PaymentNo string `json:"payment_no"`
