@@ -36,7 +36,7 @@ import (
 func (co *Checkout) directCheckout(ctx context.Context, in runs.PaymentInput) (res runs.CheckoutResult, done bool, err error) {
 	now := time.Now()
 	expireAt := now.Add(co.cfg.DirectTTL).UTC().Truncate(time.Second)
-	no, err := newPaymentNo(now)
+	no, err := newPaymentNo(now, in.Method.Channel())
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 	}
@@ -137,14 +137,14 @@ func channelRefusal(err error) error {
 	return &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 }
 
-// newPaymentNo is a new out_trade_no: P, the UTC date and payment.PaymentNoRandomDigits
+// newPaymentNo is a new out_trade_no at ch: P, the UTC date and the channel's count of
 // random hex digits, the shape the workflow gives the payments it creates.
-func newPaymentNo(now time.Time) (string, error) {
+func newPaymentNo(now time.Time, ch payment.Channel) (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return "P" + now.UTC().Format("20060102") + hex.EncodeToString(b[:])[:payment.PaymentNoRandomDigits], nil
+	return "P" + now.UTC().Format("20060102") + hex.EncodeToString(b[:])[:ch.PaymentNoRandomDigits()], nil
 }
 
 // methodConflict refuses a checkout of another method than the order's pending payment's.

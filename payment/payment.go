@@ -276,9 +276,16 @@ type NewPayment struct {
 }
 
 // PaymentNoRandomDigits is how many hex digits follow "P" and the UTC date in the
-// payment numbers paykit makes: 23, so that a number is 32 characters, the most WeChat
-// Pay's out_trade_no takes (Alipay's takes 64). Numbers made before were 33 characters.
-const PaymentNoRandomDigits = 23
+// payment numbers paykit makes for a payment at c: 24 at Alipay (33 characters; its
+// out_trade_no takes 64), 23 at WeChat Pay (32 characters, the most its out_trade_no
+// takes). A payment run computes its number from this, so a channel's count never
+// changes: a run replayed by a newer build must compute the number it recorded.
+func (c Channel) PaymentNoRandomDigits() int {
+	if c.OrAlipay() == ChannelWechatPay {
+		return 23
+	}
+	return 24
+}
 
 var (
 	idPattern        = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

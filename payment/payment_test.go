@@ -162,3 +162,15 @@ func TestPayerValidateFor(t *testing.T) {
 		})
 	}
 }
+
+// A payment's number is P, the UTC date and the channel's count of hex digits: 33
+// characters at Alipay, as every earlier build made (a payment run replayed by a newer
+// build must compute the number it recorded), and 32 at WeChat Pay, the most its
+// out_trade_no takes.
+func TestPaymentNoRandomDigitsPerChannel(t *testing.T) {
+	for ch, want := range map[payment.Channel]int{"": 24, payment.ChannelAlipay: 24, payment.ChannelWechatPay: 23} {
+		if got := ch.PaymentNoRandomDigits(); got != want {
+			t.Errorf("%q: %d digits, want %d", ch, got, want)
+		}
+	}
+}
