@@ -18,6 +18,9 @@ type OpenTradeInput struct {
 	Method    payment.Method `json:"method"`
 	ReturnURL string         `json:"return_url,omitempty"`
 	QuitURL   string         `json:"quit_url,omitempty"`
+	// Payer is what a WeChat Pay method needs of the buyer: the openid (JSAPI), the IP
+	// address (H5).
+	Payer payment.Payer `json:"payer,omitzero"`
 }
 
 // OpenTradeResult carries what the buyer needs: PayURL for page and wap, QRCode for qr,
@@ -43,6 +46,8 @@ func (a *Activities) OpenTrade(ctx context.Context, in OpenTradeInput) (OpenTrad
 		ExpireAt:  in.ExpireAt.Truncate(time.Second),
 		ReturnURL: in.ReturnURL,
 		QuitURL:   in.QuitURL,
+		OpenID:    in.Payer.OpenID,
+		ClientIP:  in.Payer.ClientIP,
 	}
 	gw, err := a.gatewayOf(ctx, in.PaymentNo)
 	if err != nil {
@@ -86,8 +91,8 @@ func (a *Activities) CloseTrade(ctx context.Context, paymentNo string) (payment.
 	return out, nil
 }
 
-// gatewayOf returns the gateway of the app a payment was opened on, its tenant's app
-// then, wherever the tenant has moved since. The activities' inputs name only the
+// gatewayOf returns the gateway of the account a payment was opened on at its channel,
+// its tenant's then, wherever the tenant has moved since. The activities' inputs name only the
 // payment, as the workflows that have run send them, so the tenant and the app are read
 // from the payment. A failure here is retried.
 func (a *Activities) gatewayOf(ctx context.Context, paymentNo string) (payment.Gateway, error) {
@@ -98,20 +103,23 @@ func (a *Activities) gatewayOf(ctx context.Context, paymentNo string) (payment.G
 	if err != nil {
 		return nil, fmt.Errorf("gateway of payment %s: %w", paymentNo, err)
 	}
-	app, err := a.Gateways.ForPayment(ctx, on.tenantID, on.appID)
+	app, err := a.Gateways.ForPayment(ctx, on.tenantID, on.channel, on.appID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of payment %s: %w", paymentNo, err)
 	}
 	return app.Gateway, nil
 }
 
-// paymentApp is the tenant of a payment, the app it was opened on and its amount.
+// paymentApp is the tenant of a payment, its channel, the account it was opened on there
+// and its amount.
 type paymentApp struct {
 	tenantID, appID string
+	channel         payment.Channel
 	amount          payment.Amount
 }
 
-// appOf returns the tenant of a payment, its app and its amount. None ever changes, so they are
+// appOf returns the tenant of a payment, its channel, its account and its amount. None
+// ever changes, so they are
 // read from MySQL once per process and payment (up to maxKnownPayments kept).
 func (a *Activities) appOf(ctx context.Context, paymentNo string) (paymentApp, error) {
 	if v, ok := a.paymentApps.Load(paymentNo); ok {
@@ -125,7 +133,7 @@ func (a *Activities) appOf(ctx context.Context, paymentNo string) (paymentApp, e
 		a.paymentApps.Clear()
 		a.knownPayments.Store(0)
 	}
-	on := paymentApp{tenantID: p.TenantID, appID: p.AlipayAppID, amount: p.Amount}
+	on := paymentApp{tenantID: p.TenantID, appID: p.AlipayAppID, channel: p.Channel.OrAlipay(), amount: p.Amount}
 	a.paymentApps.Store(paymentNo, on)
 	return on, nil
 }

@@ -13,12 +13,12 @@ import (
 // under its notify_id, and MarkPaid acts on that record, never on the signal's fields.
 const EvidenceNotification = "notification"
 
-// notificationChannel is the channel under which the API records Alipay's notifications.
-const notificationChannel = "alipay"
-
-// confirmNotification reads the verified notification in.NotifyID names and checks that
-// it is Alipay's signed word that in.PaymentNo is paid: its recorded body verifies again
-// with the key of the app the payment was opened on (the app_id and seller_id included),
+// confirmNotification reads the verified notification in.NotifyID names, among those of
+// the payment's channel, and checks that it is the channel's signed word that
+// in.PaymentNo is paid: its recorded body (with the headers kept with it) verifies again
+// with the key of the account the payment was opened on (the app_id and seller_id, or
+// appid and mchid, included; not the freshness of its timestamp, which guarded its
+// receipt),
 // and it names this payment, its amount and a paid state. It returns the notification, or
 // why the signal is not evidence (a non-empty reason), or an error to retry (MySQL or the
 // app's keys unavailable): a signal backed by a genuine notification is never dropped for
@@ -27,7 +27,14 @@ func (a *Activities) confirmNotification(ctx context.Context, in MarkPaidInput) 
 	if in.NotifyID == "" {
 		return payment.Notification{}, "the signal names no notify_id", nil
 	}
-	rec, err := a.Store.NotificationByNotifyID(ctx, notificationChannel, in.NotifyID)
+	on, err := a.appOf(ctx, in.PaymentNo)
+	if errors.Is(err, payment.ErrNotFound) {
+		return payment.Notification{}, fmt.Sprintf("payment %q does not exist", in.PaymentNo), nil
+	}
+	if err != nil {
+		return payment.Notification{}, "", fmt.Errorf("confirm notification %s: %w", in.NotifyID, err)
+	}
+	rec, err := a.Store.NotificationByNotifyID(ctx, string(on.channel), in.NotifyID)
 	if errors.Is(err, payment.ErrNotFound) {
 		return payment.Notification{}, fmt.Sprintf("no verified notification %q is recorded", in.NotifyID), nil
 	}
@@ -37,18 +44,11 @@ func (a *Activities) confirmNotification(ctx context.Context, in MarkPaidInput) 
 	if !rec.Verified {
 		return payment.Notification{}, fmt.Sprintf("notification %q is not recorded as verified", in.NotifyID), nil
 	}
-	on, err := a.appOf(ctx, in.PaymentNo)
-	if errors.Is(err, payment.ErrNotFound) {
-		return payment.Notification{}, fmt.Sprintf("payment %q does not exist", in.PaymentNo), nil
-	}
-	if err != nil {
-		return payment.Notification{}, "", fmt.Errorf("confirm notification %s: %w", in.NotifyID, err)
-	}
 	gw, err := a.gatewayOf(ctx, in.PaymentNo)
 	if err != nil {
 		return payment.Notification{}, "", fmt.Errorf("confirm notification %s: %w", in.NotifyID, err)
 	}
-	n, err := gw.DecodeNotification(ctx, payment.RawNotification{Body: []byte(rec.Raw)})
+	n, err := gw.DecodeNotification(ctx, payment.RawNotification{Header: rec.RawHeader, Body: []byte(rec.Raw), Recorded: true})
 	if err != nil {
 		return payment.Notification{}, fmt.Sprintf("recorded notification %q does not verify with the payment's app: %v", in.NotifyID, err), nil
 	}

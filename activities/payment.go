@@ -57,9 +57,10 @@ func (a *Activities) CreatePayment(ctx context.Context, in CreatePaymentInput) (
 		return CreatePaymentResult{}, classify("create payment", err)
 	}
 	if a.Gateways != nil {
-		// The payment is opened on its tenant's current app and records it: its trade,
-		// refunds and notifications stay there if the tenant moves.
-		app, err := a.Gateways.For(ctx, in.TenantID)
+		// The payment is opened on its tenant's current account at its method's channel
+		// and records it: its trade, refunds and notifications stay there if the tenant
+		// moves.
+		app, err := a.Gateways.For(ctx, in.TenantID, in.Method.OrPage().Channel())
 		if err != nil {
 			return CreatePaymentResult{}, fmt.Errorf("create payment: app of tenant %s: %w", in.TenantID, err)
 		}

@@ -286,7 +286,7 @@ func TestReconcileDueIsBehindWhenItLeavesPaymentsDue(t *testing.T) {
 	}
 }
 
-// appGateways is payment.Gateways with one gateway for each app a payment records.
+// appGateways is the Alipay channel (gateways.Channel) with one gateway for each app a payment records.
 type appGateways map[string]payment.Gateway
 
 func (g appGateways) For(context.Context, string) (payment.App, error) {
@@ -347,10 +347,10 @@ func TestReconcileDueServesEveryApp(t *testing.T) {
 			f := newFixture(t)
 			rdb, prefix := testenv.Redis(t)
 			l := &triedLimiter{CallLimiter: &redis.CallLimiter{Client: redis.New(rdb, prefix), Rate: tc.rate, Burst: tc.burst, Hold: tc.hold}}
-			f.acts.Gateways = appGateways{
+			f.acts.Gateways = gateways.Channels{payment.ChannelAlipay: appGateways{
 				busy:      gateways.Limited(f.acts.Gateway, busy, l),
 				testAppID: gateways.Limited(f.acts.Gateway, testAppID, l),
-			}
+			}}
 			busyNos := f.duePaymentsOn(t, busy, 30)
 			otherNos := f.duePaymentsOn(t, testAppID, 3)
 			// The other app's payments come after every one of the busy app's.
@@ -476,7 +476,7 @@ func TestReconcileDueEndsWhenNothingIsLeft(t *testing.T) {
 	// the other workers wait for work meanwhile.
 	rdb, prefix := testenv.Redis(t)
 	l := &redis.CallLimiter{Client: redis.New(rdb, prefix), Rate: 100, Burst: 50, Hold: time.Second}
-	f.acts.Gateways = appGateways{testAppID: gateways.Limited(f.acts.Gateway, testAppID, l)}
+	f.acts.Gateways = gateways.Channels{payment.ChannelAlipay: appGateways{testAppID: gateways.Limited(f.acts.Gateway, testAppID, l)}}
 	f.duePaymentsOn(t, testAppID, 3)
 	in := activities.ReconcileDueInput{Interval: time.Hour, Page: 100, Parallel: 32, Budget: time.Minute}
 	start := time.Now()
@@ -551,4 +551,8 @@ func TestReconcileDueLoopEndsWhenItsWorkerStops(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the loop ended %s after its worker began stopping, want at once", took.Round(time.Millisecond))
 	}
+}
+
+func (g appGateways) ForNotification(context.Context, payment.RawNotification) (payment.Gateway, error) {
+	return nil, errors.New("appGateways verifies no notification")
 }

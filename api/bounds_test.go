@@ -156,8 +156,10 @@ func TestEveryStringInputIsBounded(t *testing.T) {
 				continue
 			}
 			mt := op.RequestBody.Value.Content.Get("application/json")
-			if mt == nil {
-				continue // the Alipay callback: a form, answered success or failure
+			if mt == nil || strings.HasPrefix(path, "/callbacks/") {
+				// The channels' callbacks: Alipay's form, answered success or failure, and
+				// WeChat Pay's JSON, signed by WeChat Pay and bounded by the body limit.
+				continue
 			}
 			for name, prop := range mt.Schema.Value.Properties {
 				sc := prop.Value

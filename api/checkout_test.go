@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/payment"
 )
 
@@ -194,4 +195,60 @@ func getJSON(t *testing.T, u string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// Checkout takes the WeChat Pay methods with what each needs of the payer (the openid for
+// wechat_jsapi, the IP address for wechat_h5), checked at the boundary as problem+json
+// 400s that reach no workflow, and hands the payer to the workflow's checkout.
+func TestCheckoutWechatPayRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		payer      payment.Payer
+	}{
+		{"native", `{"order_id":"n1","amount_fen":990,"subject":"s","method":"wechat_native"}`, http.StatusCreated, payment.Payer{}},
+		{"app", `{"order_id":"n2","amount_fen":990,"subject":"s","method":"wechat_app"}`, http.StatusCreated, payment.Payer{}},
+		{"jsapi with openid", `{"order_id":"j1","amount_fen":990,"subject":"s","method":"wechat_jsapi","payer":{"openid":"oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}}`,
+			http.StatusCreated, payment.Payer{OpenID: "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}},
+		{"h5 with client_ip", `{"order_id":"h1","amount_fen":990,"subject":"s","method":"wechat_h5","payer":{"client_ip":"203.0.113.7"}}`,
+			http.StatusCreated, payment.Payer{ClientIP: "203.0.113.7"}},
+		{"jsapi without openid", `{"order_id":"j2","amount_fen":990,"subject":"s","method":"wechat_jsapi"}`, http.StatusBadRequest, payment.Payer{}},
+		{"h5 without client_ip", `{"order_id":"h2","amount_fen":990,"subject":"s","method":"wechat_h5","payer":{}}`, http.StatusBadRequest, payment.Payer{}},
+		{"h5 with a host name", `{"order_id":"h3","amount_fen":990,"subject":"s","method":"wechat_h5","payer":{"client_ip":"shop.example"}}`, http.StatusBadRequest, payment.Payer{}},
+		{"openid for native", `{"order_id":"n3","amount_fen":990,"subject":"s","method":"wechat_native","payer":{"openid":"o1"}}`, http.StatusBadRequest, payment.Payer{}},
+		{"client_ip for alipay qr", `{"order_id":"q1","amount_fen":990,"subject":"s","method":"qr","payer":{"client_ip":"203.0.113.7"}}`, http.StatusBadRequest, payment.Payer{}},
+		{"unknown payer field", `{"order_id":"n4","amount_fen":990,"subject":"s","method":"wechat_native","payer":{"unionid":"u1"}}`, http.StatusBadRequest, payment.Payer{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _, orch := newServer(t)
+			resp, b := post(t, srv.URL+"/v1/payments", tc.body, checkoutHeaders(""))
+			if resp.StatusCode != tc.status {
+				t.Fatalf("HTTP %d %s", resp.StatusCode, b)
+			}
+			if tc.status != http.StatusCreated {
+				if orch.checkouts != 0 || resp.Header.Get("Content-Type") != "application/problem+json" {
+					t.Fatalf("refused request reached the workflow or is not a problem: %d %s", orch.checkouts, b)
+				}
+				return
+			}
+			if orch.checkouts != 1 || orch.lastIn.Method.Channel() != payment.ChannelWechatPay || orch.lastIn.Payer != tc.payer {
+				t.Fatalf("workflow checkouts %d, input %+v; want one of a WeChat Pay method with payer %+v", orch.checkouts, orch.lastIn, tc.payer)
+			}
+		})
+	}
+}
+
+// On a deployment without a WeChat Pay merchant a wechat_* checkout is a 422 problem that
+// says so, and reaches no workflow; an Alipay checkout is served as before.
+func TestCheckoutOfAChannelNotConfigured(t *testing.T) {
+	srv, _, orch := newServerWith(t, serverOptions{gateways: gateways.Channels{payment.ChannelAlipay: twoApps{}}})
+	resp, b := post(t, srv.URL+"/v1/payments", `{"order_id":"n1","amount_fen":990,"subject":"s","method":"wechat_native"}`, checkoutHeaders(""))
+	if resp.StatusCode != http.StatusUnprocessableEntity || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(b, "WeChat Pay is not configured") || orch.checkouts != 0 {
+		t.Fatalf("HTTP %d %s (%d workflow checkouts); want a 422 problem saying WeChat Pay is not configured, and none", resp.StatusCode, b, orch.checkouts)
+	}
+	resp, b = post(t, srv.URL+"/v1/payments", `{"order_id":"q1","amount_fen":990,"subject":"s","method":"qr"}`, checkoutHeaders(""))
+	if resp.StatusCode != http.StatusCreated || orch.checkouts != 1 {
+		t.Fatalf("an Alipay checkout: HTTP %d %s", resp.StatusCode, b)
+	}
 }

@@ -130,14 +130,8 @@ type paymentView struct {
 }
 
 func (v *paymentView) setPayLink(m payment.Method, link string) {
-	switch m {
-	case payment.MethodQR:
-		v.QRCode = link
-	case payment.MethodApp:
-		v.OrderString = link
-	default:
-		v.PayURL = link
-	}
+	h := payment.HandOffOf(m, link)
+	v.PayURL, v.QRCode, v.OrderString = h.PayURL, h.QRCode, h.OrderString
 }
 
 func (s *Server) listOrderPayments(c echo.Context) error {

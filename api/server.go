@@ -1,6 +1,7 @@
 // Package api is the HTTP interface of the payment system: the merchant API under /v1,
-// Alipay's asynchronous notifications under /callbacks, and /healthz. Readiness, metrics
-// and profiles are served apart, on an admin listener (AdminHandler).
+// the channels' asynchronous notifications under /callbacks (Alipay's, WeChat Pay's),
+// and /healthz. Readiness, metrics and profiles are served apart, on an admin listener
+// (AdminHandler).
 package api
 
 import (
@@ -227,6 +228,7 @@ func New(cfg Config, store Stores, gateways payment.Gateways, orch Orchestrator,
 
 	e.GET("/healthz", s.healthz)
 	e.POST("/callbacks/alipay", s.alipayCallback)
+	e.POST("/callbacks/wechatpay", s.wechatpayCallback)
 	e.GET("/openapi.yaml", serveOpenAPI)
 
 	v1 := perRoute(e.Group("/v1"), s.auth.authenticate, requireJSON)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paykit/paykit/gateways"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/payment/paymenttest"
 )
@@ -32,7 +33,7 @@ func (g appGateway) DecodeNotification(_ context.Context, raw payment.RawNotific
 		TradeStatus: "TRADE_SUCCESS", State: payment.TradePaid, TotalAmount: amt, AppID: g.appID, SellerID: "seller"}, nil
 }
 
-// twoApps is the tenant t1 on app "app", another tenant's app "appB", and "appOld", the
+// twoApps is the Alipay channel of the tenant t1 on app "app", another tenant's app "appB", and "appOld", the
 // app t1 has moved away from and whose keys it keeps.
 type twoApps struct{}
 
@@ -85,7 +86,7 @@ func TestNotificationIsRoutedByAppID(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			srv, st, orch := newServerWith(t, serverOptions{gateways: twoApps{}})
+			srv, st, orch := newServerWith(t, serverOptions{gateways: gateways.Channels{payment.ChannelAlipay: twoApps{}}})
 			st.mu.Lock()
 			p := st.payments["P1"]
 			p.AlipayAppID = c.paymentApp
@@ -116,4 +117,17 @@ func TestNotificationIsRoutedByAppID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ForNotification is ForApp of the app_id the notification's form names.
+func (a twoApps) ForNotification(ctx context.Context, raw payment.RawNotification) (payment.Gateway, error) {
+	form, err := url.ParseQuery(string(raw.Body))
+	if err != nil {
+		return nil, err
+	}
+	gw, err := a.ForApp(ctx, form.Get("app_id"))
+	if err != nil {
+		return nil, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
+	}
+	return gw, nil
 }

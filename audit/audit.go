@@ -293,8 +293,9 @@ func (r Report) Counts() map[string]int {
 type Auditor struct {
 	Store   Store
 	Gateway Gateway
-	// Gateways, if set, asks each payment's tenant's own Alipay app (or the default
-	// one); Gateway is then unused.
+	// Gateways, if set, asks the account each payment was opened on at its channel (its
+	// tenant's own Alipay app, the default one, or the WeChat Pay merchant); Gateway is
+	// then unused.
 	Gateways  payment.Gateways
 	Workflows WorkflowChecker
 	// Concurrency bounds remote checks in flight (default 8); PageSize bounds one read
@@ -526,13 +527,13 @@ func (a *Auditor) query(ctx context.Context, pay payment.Payment) (payment.Trade
 	return withRetries(ctx, func() (payment.Trade, error) { return gw.Query(ctx, pay.PaymentNo) })
 }
 
-// gatewayOf returns the gateway of the Alipay app a payment was opened on, wherever its
-// tenant has moved since.
+// gatewayOf returns the gateway of the account a payment was opened on at its channel,
+// wherever its tenant has moved since.
 func (a *Auditor) gatewayOf(ctx context.Context, pay payment.Payment) (Gateway, error) {
 	if a.Gateways == nil {
 		return a.Gateway, nil
 	}
-	app, err := a.Gateways.ForPayment(ctx, pay.TenantID, pay.AlipayAppID)
+	app, err := a.Gateways.ForPayment(ctx, pay.TenantID, pay.Channel, pay.AlipayAppID)
 	if err != nil {
 		return nil, fmt.Errorf("gateway of tenant %s app %q: %w", pay.TenantID, pay.AlipayAppID, err)
 	}

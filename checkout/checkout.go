@@ -120,6 +120,13 @@ func (co *Checkout) Pay(ctx context.Context, tenantID string, req Request, idemK
 	if err := req.Normalize(); err != nil {
 		return runs.CheckoutResult{}, err
 	}
+	if offers, ok := co.gateways.(payment.ChannelOffers); ok {
+		// A method of a channel the deployment has no account at is refused before
+		// anything is written or started.
+		if err := offers.Offers(req.Method.Channel()); err != nil {
+			return runs.CheckoutResult{}, err
+		}
+	}
 	pendingFound, err := co.standing(ctx, tenantID, req)
 	if err != nil {
 		return runs.CheckoutResult{}, err
@@ -139,6 +146,7 @@ func (co *Checkout) Pay(ctx context.Context, tenantID string, req Request, idemK
 	in := runs.PaymentInput{
 		TenantID: tenantID, OrderID: req.OrderID, Amount: payment.Amount(req.AmountFen), Currency: req.Currency,
 		Subject: req.Subject, Method: req.Method, ReturnURL: req.ReturnURL, QuitURL: req.QuitURL, Repurchase: req.Repurchase,
+		Payer: req.Payer,
 	}
 	res, path, err := co.run(ctx, in, updateID(tenantID, idemKey), pendingFound)
 	if err != nil {

@@ -268,6 +268,10 @@ func TestDirectAndJoinedPaths(t *testing.T) {
 			if d := time.Until(res.ExpireAt); d < 14*time.Minute || d > tc.ttl || !in.Opened.ExpireAt.Equal(res.ExpireAt) {
 				t.Fatalf("expires in %v (run's %v), want the TTL", d, in.Opened.ExpireAt)
 			}
+			// P, the date and 24 hex digits at Alipay: 33 characters, as every earlier build made.
+			if len(res.PaymentNo) != 33 || !strings.HasPrefix(res.PaymentNo, "P"+time.Now().UTC().Format("2006")) {
+				t.Fatalf("payment number %q (%d characters), want 33", res.PaymentNo, len(res.PaymentNo))
+			}
 		})
 	}
 }

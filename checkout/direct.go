@@ -36,18 +36,18 @@ import (
 func (co *Checkout) directCheckout(ctx context.Context, in runs.PaymentInput) (res runs.CheckoutResult, done bool, err error) {
 	now := time.Now()
 	expireAt := now.Add(co.cfg.DirectTTL).UTC().Truncate(time.Second)
-	no, err := newPaymentNo(now)
+	no, err := newPaymentNo(now, in.Method.Channel())
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 	}
-	app, err := co.gateways.For(ctx, in.TenantID)
+	app, err := co.gateways.For(ctx, in.TenantID, in.Method.Channel())
 	if err != nil {
 		return res, true, &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry",
 			Err: fmt.Errorf("gateway of tenant %s: %w", in.TenantID, err)}
 	}
 	h, signed, err := app.Gateway.SignedHandOff(ctx, payment.TradeRequest{
 		PaymentNo: no, Method: in.Method, Subject: in.Subject, Amount: in.Amount, ExpireAt: expireAt,
-		ReturnURL: in.ReturnURL, QuitURL: in.QuitURL,
+		ReturnURL: in.ReturnURL, QuitURL: in.QuitURL, OpenID: in.Payer.OpenID, ClientIP: in.Payer.ClientIP,
 	})
 	switch {
 	case err != nil:
@@ -121,14 +121,9 @@ func openedWith(p payment.Payment, link string) (runs.CheckoutResult, *runs.Open
 	opened := &runs.OpenedPayment{ExpireAt: p.ExpireAt.UTC(), QueryScheduled: p.QueryScheduled}
 	res := runs.CheckoutResult{PaymentNo: p.PaymentNo, TenantID: p.TenantID, OrderID: p.OrderID, Status: payment.StatusPending,
 		Amount: p.Amount, Currency: p.Currency, Subject: p.Subject, ExpireAt: p.ExpireAt.UTC()}
-	switch p.Method {
-	case payment.MethodApp:
-		opened.OrderString, res.OrderString = link, link
-	case payment.MethodQR:
-		opened.QRCode, res.QRCode = link, link
-	default:
-		opened.PayURL, res.PayURL = link, link
-	}
+	h := payment.HandOffOf(p.Method, link)
+	opened.PayURL, opened.QRCode, opened.OrderString = h.PayURL, h.QRCode, h.OrderString
+	res.PayURL, res.QRCode, res.OrderString = h.PayURL, h.QRCode, h.OrderString
 	return res, opened
 }
 
@@ -142,14 +137,14 @@ func channelRefusal(err error) error {
 	return &payment.Error{Code: payment.EUNAVAILABLE, Message: "the payment could not be set up right now, retry", Err: err}
 }
 
-// newPaymentNo is a new out_trade_no: P, the UTC date and 24 random hex digits, the shape
-// the workflow gives the payments it creates.
-func newPaymentNo(now time.Time) (string, error) {
+// newPaymentNo is a new out_trade_no at ch: P, the UTC date and the channel's count of
+// random hex digits, the shape the workflow gives the payments it creates.
+func newPaymentNo(now time.Time, ch payment.Channel) (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
-	return "P" + now.UTC().Format("20060102") + hex.EncodeToString(b[:]), nil
+	return "P" + now.UTC().Format("20060102") + hex.EncodeToString(b[:])[:ch.PaymentNoRandomDigits()], nil
 }
 
 // methodConflict refuses a checkout of another method than the order's pending payment's.

@@ -21,6 +21,10 @@ type Request struct {
 	// Repurchase opts in to charging an order again after one of its payments was PAID.
 	// Without it a paid order is final: the answer is 409 order_already_paid.
 	Repurchase bool `json:"repurchase,omitempty"`
+	// Payer is what a WeChat Pay method needs to know of the buyer: the openid
+	// (wechat_jsapi) or the IP address (wechat_h5). It goes to the channel with the
+	// trade and is not stored.
+	Payer payment.Payer `json:"payer,omitzero"`
 }
 
 // Normalize fills in the defaults (CNY, the page method) and checks the request: the
@@ -53,9 +57,12 @@ func (r *Request) Normalize() error {
 	return nil
 }
 
-// checkMethod checks the method and the page URLs it allows.
+// checkMethod checks the method, the page URLs it allows and what it needs of the payer.
 func (r *Request) checkMethod() error {
 	if err := r.Method.Validate(); err != nil {
+		return err
+	}
+	if err := r.Payer.ValidateFor(r.Method); err != nil {
 		return err
 	}
 	if err := checkPageURL("return_url", r.ReturnURL, payment.MaxReturnURLBytes); err != nil {

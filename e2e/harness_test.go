@@ -1,5 +1,5 @@
 // Package e2e runs the whole system as real processes: the Temporal dev server, the
-// Alipay simulator, paykit workers and API servers, against the real MariaDB and Redis,
+// Alipay and WeChat Pay simulators, paykit workers and API servers, against the real MariaDB and Redis,
 // talking real HTTP. Every test here drives it from the outside, as a merchant, Alipay or
 // an operator would.
 package e2e
@@ -39,6 +39,7 @@ import (
 	"github.com/paykit/paykit/mysql"
 	"github.com/paykit/paykit/payment"
 	whsig "github.com/paykit/paykit/webhook"
+	"github.com/paykit/paykit/wechatpaysim"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -72,11 +73,16 @@ type system struct {
 	keys         alipaysim.KeySet
 	simURL       string
 	sim          *proc
-	paykitBin    string
-	merchant     *merchant
-	mu           sync.Mutex
-	procs        []*proc
-	atExit       []func() // after every process has stopped
+	// wxKeys are the WeChat Pay merchant's keys (wechatpaysim keygen's), wxSimURL the
+	// WeChat Pay simulator every stack's WECHATPAY_BASE_URL names.
+	wxKeys    wechatpaysim.KeySet
+	wxSimURL  string
+	wxSim     *proc
+	paykitBin string
+	merchant  *merchant
+	mu        sync.Mutex
+	procs     []*proc
+	atExit    []func() // after every process has stopped
 
 	// temporalMetrics is the dev server's Prometheus endpoint (host:port).
 	temporalMetrics string
@@ -206,7 +212,8 @@ func startSystem() (*system, error) {
 	// Binaries of the project, built as users run them.
 	s.paykitBin = filepath.Join(dir, "paykit")
 	simBin := filepath.Join(dir, "alipaysim")
-	for out, pkg := range map[string]string{s.paykitBin: "./cmd/paykit", simBin: "./cmd/alipaysim"} {
+	wxSimBin := filepath.Join(dir, "wechatpaysim")
+	for out, pkg := range map[string]string{s.paykitBin: "./cmd/paykit", simBin: "./cmd/alipaysim", wxSimBin: "./cmd/wechatpaysim"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -272,7 +279,55 @@ func startSystem() (*system, error) {
 	if err := waitHTTP(s.simURL+"/_sim/trades", 30*time.Second); err != nil {
 		return s, fmt.Errorf("alipay simulator: %w", err)
 	}
+	if err := s.startWechatPaySim(wxSimBin); err != nil {
+		return s, err
+	}
 	return s, nil
+}
+
+// startWechatPaySim starts the WeChat Pay simulator process on a merchant whose keys
+// `wechatpaysim keygen` writes: the simulator reads them from the key dir, and every
+// stack gets the merchant's side of them (wechatpayEnv). Its notifications are signed
+// with the WeChat Pay public key, which the stacks verify with.
+func (s *system) startWechatPaySim(bin string) error {
+	keyDir := filepath.Join(s.dir, "wechatpay-keys")
+	if out, err := exec.Command(bin, "keygen", "-out", keyDir).CombinedOutput(); err != nil {
+		return fmt.Errorf("wechatpaysim keygen: %v\n%s", err, out)
+	}
+	var err error
+	if s.wxKeys, err = wechatpaysim.LoadKeyDir(keyDir); err != nil {
+		return err
+	}
+	addr := freeAddr()
+	s.wxSimURL = "http://" + addr
+	if s.wxSim, err = s.start("wechatpaysim", bin, []string{"serve"}, []string{
+		"WECHATPAYSIM_ADDR=" + addr,
+		"WECHATPAYSIM_KEY_DIR=" + keyDir,
+		"WECHATPAYSIM_NOTIFY_SIGNER=public_key",
+		"WECHATPAYSIM_TIME_SCALE=600",
+		"WECHATPAYSIM_PUBLIC_URL=" + s.wxSimURL,
+	}); err != nil {
+		return err
+	}
+	if err := waitHTTP(s.wxSimURL+"/_sim/healthz", 30*time.Second); err != nil {
+		return fmt.Errorf("wechat pay simulator: %w", err)
+	}
+	return nil
+}
+
+// wechatpayEnv is the WECHATPAY_* of the simulator's merchant, which every paykit
+// process gets.
+func (s *system) wechatpayEnv() []string {
+	return []string{
+		"WECHATPAY_MCHID=" + s.wxKeys.MchID,
+		"WECHATPAY_APPID=" + s.wxKeys.AppID,
+		"WECHATPAY_MERCHANT_SERIAL=" + s.wxKeys.MerchantSerialNo,
+		"WECHATPAY_PRIVATE_KEY=" + s.wxKeys.MerchantPrivateKeyPEM,
+		"WECHATPAY_APIV3_KEY=" + s.wxKeys.APIv3Key,
+		"WECHATPAY_PUBLIC_KEY=" + s.wxKeys.PublicKeyPEM,
+		"WECHATPAY_PUBLIC_KEY_ID=" + s.wxKeys.PublicKeyID,
+		"WECHATPAY_BASE_URL=" + s.wxSimURL,
+	}
 }
 
 func portOf(addr string) string {
@@ -526,7 +581,7 @@ func startStack(name string, o stackOptions) (*stack, error) {
 		// The test merchant listens on plain http on loopback.
 		"PAYKIT_WEBHOOK_ALLOW_HTTP=true",
 		"PAYKIT_WEBHOOK_ALLOW_PRIVATE=true",
-	}, env.temporalEnv...), o.extraEnv...)
+	}, append(env.wechatpayEnv(), env.temporalEnv...)...), o.extraEnv...)
 	bin := o.bin
 	if bin == "" {
 		bin = env.paykitBin

@@ -1,8 +1,9 @@
-// Package gateways resolves the Alipay app of a tenant, of a payment and of a
-// notification: the deployment's default app (current, or an earlier one whose keys the
-// deployment kept), or a tenant's own app (current, or one it has left and keeps the
-// keys of), whose gateway is built from its sealed keys once and cached until they
-// change.
+// Package gateways resolves the merchant account of a tenant, of a payment and of a
+// notification at each channel (Channels): for Alipay, the deployment's default app
+// (current, or an earlier one whose keys the deployment kept), or a tenant's own app
+// (current, or one it has left and keeps the keys of), whose gateway is built from its
+// sealed keys once and cached until they change (Resolver); for WeChat Pay, the
+// deployment's merchant (Merchant, WechatPay).
 package gateways
 
 import (
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/secrets"
 )
@@ -38,7 +40,7 @@ type Build func(appID, sellerID string, creds payment.AlipayCredentials) (paymen
 // and the old app's keys are kept.
 const TenantTTL = 5 * time.Second
 
-// Resolver is payment.Gateways over the tenants table and the apps tenants have left
+// Resolver is the Alipay Channel of payment.Gateways (see Channels), over the tenants table and the apps tenants have left
 // (tenant_alipay_apps): a tenant's own app, current or kept, gets a gateway built once
 // and cached until its keys change; the default app (ALIPAY_* in the environment) serves
 // every tenant without keys of its own, and every payment that recorded it (its app_id,
@@ -68,8 +70,6 @@ type builtGateway struct {
 	gw  payment.Gateway
 }
 
-var _ payment.Gateways = (*Resolver)(nil)
-
 // New returns the resolver of the tenants' apps in store, whose keys open with keys (nil:
 // no tenant has an app of its own); def is the gateway of the default app defApp.
 func New(store Store, keys *secrets.Keyring, build Build, def payment.Gateway, defApp, defSeller string) *Resolver {
@@ -93,7 +93,7 @@ func (g *Resolver) defaultApp() payment.App {
 	return payment.App{ID: g.defApp, AppID: g.defApp, SellerID: g.defSeller, Gateway: g.def}
 }
 
-// For implements payment.Gateways.
+// For implements Channel.
 func (g *Resolver) For(ctx context.Context, tenantID string) (payment.App, error) {
 	t, err := g.tenant(ctx, tenantID)
 	if err != nil {
@@ -118,7 +118,7 @@ func (g *Resolver) For(ctx context.Context, tenantID string) (payment.App, error
 	return payment.App{ID: t.AlipayAppID, AppID: t.AlipayAppID, SellerID: t.AlipaySeller, Gateway: c.gw}, nil
 }
 
-// ForPayment implements payment.Gateways. The tenant's current app is looked at first:
+// ForPayment implements Channel. The tenant's current app is looked at first:
 // a kept copy of an app the tenant has come back to may hold older keys.
 func (g *Resolver) ForPayment(ctx context.Context, tenantID, appID string) (payment.App, error) {
 	if appID == "" || appID == g.defApp {
@@ -153,7 +153,7 @@ func (g *Resolver) ForPayment(ctx context.Context, tenantID, appID string) (paym
 	return payment.App{ID: appID, AppID: appID, SellerID: k.SellerID, Gateway: c.gw}, nil
 }
 
-// ForApp implements payment.Gateways. Tenants that share an app_id with keys of their own
+// ForApp implements Channel. Tenants that share an app_id with keys of their own
 // must hold the same app; anything else is refused rather than guessed. The app's current
 // holders are asked first; only an app no tenant holds any more is verified with the
 // keys a tenant kept of it, so that the notifications of its old payments still verify
@@ -177,6 +177,21 @@ func (g *Resolver) ForApp(ctx context.Context, appID string) (payment.Gateway, e
 		return nil, &payment.Error{Code: payment.ENOTFOUND, Message: fmt.Sprintf("no tenant uses alipay app %q", appID), Err: payment.ErrNotFound}
 	}
 	return found.gw, nil
+}
+
+// ForNotification implements Channel: the app_id the notification's form names, and only
+// that app's key verifies it (ForApp). A body that is not a form is refused before any
+// key is looked up.
+func (g *Resolver) ForNotification(ctx context.Context, raw payment.RawNotification) (payment.Gateway, error) {
+	form, err := alipay.ParseNotificationBody(raw.Body)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := g.ForApp(ctx, form.Get("app_id"))
+	if err != nil {
+		return nil, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
+	}
+	return gw, nil
 }
 
 // holdersGateway is the gateway of the tenants holding appID with keys of their own, nil

@@ -15,7 +15,12 @@ import (
 // CodeCallLimited is Alipay's answer to an app over its call frequency (调用频次超限).
 const CodeCallLimited = "40005"
 
-// Limiter spaces the calls made to one Alipay app on paykit's own initiative;
+// SubCodeFrequencyLimited is WeChat Pay's answer (429) to a merchant over its call
+// frequency.
+const SubCodeFrequencyLimited = "FREQUENCY_LIMITED"
+
+// Limiter spaces the calls made to one Alipay app (or WeChat Pay merchant, by its mchid)
+// on paykit's own initiative;
 // *redis.CallLimiter implements it, shared by every process.
 type Limiter interface {
 	// Take waits until a call to appID may be made; an error means the call must not
@@ -149,7 +154,7 @@ func (g limited) Turn(ctx context.Context) (payment.Gateway, time.Duration, erro
 
 func (g limited) seen(ctx context.Context, err error) {
 	var ce *payment.ChannelError
-	if errors.As(err, &ce) && ce.Code == CodeCallLimited {
+	if errors.As(err, &ce) && (ce.Code == CodeCallLimited || ce.SubCode == SubCodeFrequencyLimited) {
 		g.l.Throttled(ctx, g.app)
 	}
 }

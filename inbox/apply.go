@@ -24,21 +24,22 @@ func (ib *Inbox) applyNotification(ctx context.Context, n payment.Notification) 
 		ib.log.ErrorContext(ctx, "read payment for notification; handed over again later", "notify_id", n.NotifyID, "err", err)
 		return outcomeReceived, false
 	}
-	log := ib.log.With("notify_id", n.NotifyID, "payment_no", p.PaymentNo, "tenant_id", p.TenantID, "order_id", p.OrderID, "trade_no", n.TradeNo)
+	log := ib.log.With("notify_id", n.NotifyID, "payment_no", p.PaymentNo, "tenant_id", p.TenantID, "order_id", p.OrderID, "trade_no", n.TradeNo,
+		"channel", string(p.Channel.OrAlipay()))
 	// Verified for the app it names, the notification must also be about a payment of
 	// that app, the one the payment was opened on (its tenant may have moved since): app
 	// B's valid signature never settles tenant A's payment.
-	app, err := ib.gateways.ForPayment(ctx, p.TenantID, p.AlipayAppID)
+	app, err := ib.gateways.ForPayment(ctx, p.TenantID, p.Channel, p.AlipayAppID)
 	if err != nil {
-		log.ErrorContext(ctx, "resolve the payment's alipay app for notification; handed over again later", "alipay_app_id", p.AlipayAppID, "err", err)
+		log.ErrorContext(ctx, "resolve the payment's merchant account for notification; handed over again later", "alipay_app_id", p.AlipayAppID, "err", err)
 		return outcomeReceived, false
 	}
 	if (app.AppID != "" && n.AppID != app.AppID) || (app.SellerID != "" && n.SellerID != app.SellerID) {
-		log.ErrorContext(ctx, "alipay notification for another app or seller", "app_id", n.AppID, "seller_id", n.SellerID)
+		log.ErrorContext(ctx, "notification for another app or seller", "app_id", n.AppID, "seller_id", n.SellerID)
 		return ib.reject(ctx, log, p, n, "app_id or seller_id mismatch")
 	}
 	if err := payment.CheckNotification(n, p); err != nil {
-		log.ErrorContext(ctx, "alipay notification does not match the payment", "err", err,
+		log.ErrorContext(ctx, "notification does not match the payment", "err", err,
 			"notified_fen", int64(n.TotalAmount), "amount_fen", int64(p.Amount))
 		return ib.reject(ctx, log, p, n, payment.ErrorMessage(err))
 	}
@@ -46,7 +47,7 @@ func (ib *Inbox) applyNotification(ctx context.Context, n payment.Notification) 
 		return ib.applyRefundNotification(ctx, log, p, n)
 	}
 	if n.State != payment.TradePaid {
-		log.InfoContext(ctx, "alipay notification does not advance the payment", "trade_status", n.TradeStatus)
+		log.InfoContext(ctx, "notification does not advance the payment", "trade_status", n.TradeStatus)
 		return outcomeIgnored, true
 	}
 	sig := runs.NotificationPayload{
@@ -78,7 +79,8 @@ func (ib *Inbox) paidAfterClose(ctx context.Context, log *slog.Logger, p payment
 	// Alipay's redeliveries and the payment's run report again as the same anomaly.
 	anomaly := payment.Anomaly{
 		Kind: payment.AnomalyPaidAfterClose, TenantID: p.TenantID, PaymentNo: p.PaymentNo, TradeNo: n.TradeNo, Amount: n.TotalAmount,
-		Detail:    fmt.Sprintf("alipay notified %s (notify_id %s) for a payment that is %s locally; refund or reconcile", n.TradeStatus, n.NotifyID, p.Status),
+		Detail: fmt.Sprintf("%s notified %s (notify_id %s) for a payment that is %s locally; refund or reconcile",
+			channelWord(p), n.TradeStatus, n.NotifyID, p.Status),
 		CreatedAt: time.Now().UTC(),
 	}
 	if err := ib.store.RecordAnomaly(ctx, anomaly); err != nil {
@@ -98,7 +100,7 @@ func (ib *Inbox) paidAfterClose(ctx context.Context, log *slog.Logger, p payment
 		}
 		log.WarnContext(ctx, "paid_after_close: refunding automatically", "refund_no", r.RefundNo)
 	}
-	log.ErrorContext(ctx, "payment anomaly: alipay says paid but the payment is closed; recorded for refund", "status", p.Status.String())
+	log.ErrorContext(ctx, "payment anomaly: the channel says paid but the payment is closed; recorded for refund", "status", p.Status.String())
 	return outcomeAnomaly, true
 }
 
@@ -167,15 +169,15 @@ func (ib *Inbox) unknownRefund(ctx context.Context, log *slog.Logger, p payment.
 	ib.metrics.anomalies.Inc()
 	err := ib.store.RecordAnomaly(ctx, payment.Anomaly{
 		Kind: AnomalyRefundUnknown, TenantID: p.TenantID, PaymentNo: p.PaymentNo, Subject: subject, TradeNo: n.TradeNo, Amount: n.RefundFee,
-		Detail: fmt.Sprintf("alipay notified a refund %s (out_biz_no %q, refund_fee %s as the trade's refunded total, gmt_refund %q, notify_id %s); paykit has %s refunded on it: reconcile with alipay",
-			why, n.OutBizNo, n.RefundFee.Yuan(), n.GmtRefund, n.NotifyID, p.Refunded.Yuan()),
+		Detail: fmt.Sprintf("%s notified a refund %s (out_biz_no %q, refund_fee %s as the trade's refunded total, gmt_refund %q, notify_id %s); paykit has %s refunded on it: reconcile with %s",
+			channelWord(p), why, n.OutBizNo, n.RefundFee.Yuan(), n.GmtRefund, n.NotifyID, p.Refunded.Yuan(), channelWord(p)),
 		CreatedAt: time.Now().UTC(),
 	})
 	if err != nil {
 		log.ErrorContext(ctx, "record anomaly failed; handed over again later", "err", err)
 		return outcomeReceived, false
 	}
-	log.ErrorContext(ctx, "refund anomaly: alipay notified a refund paykit did not make", "why", why)
+	log.ErrorContext(ctx, "refund anomaly: the channel notified a refund paykit did not make", "why", why)
 	return outcomeRefundUnknown, true
 }
 
@@ -187,8 +189,8 @@ func (ib *Inbox) reject(ctx context.Context, log *slog.Logger, p payment.Payment
 	err := ib.store.RecordAnomaly(ctx, payment.Anomaly{
 		Kind: AnomalyNotificationRejected, TenantID: p.TenantID, PaymentNo: n.PaymentNo, Subject: n.NotifyID,
 		TradeNo: n.TradeNo, Amount: n.TotalAmount,
-		Detail: fmt.Sprintf("alipay notification %s (%s, app_id %s, seller_id %s, total_amount %s) refused: %s",
-			n.NotifyID, n.TradeStatus, n.AppID, n.SellerID, n.TotalAmount.Yuan(), why),
+		Detail: fmt.Sprintf("%s notification %s (%s, app_id %s, seller_id %s, total_amount %s) refused: %s",
+			channelWord(p), n.NotifyID, n.TradeStatus, n.AppID, n.SellerID, n.TotalAmount.Yuan(), why),
 		CreatedAt: time.Now().UTC(),
 	})
 	if err != nil {
@@ -217,3 +219,7 @@ func (ib *Inbox) deliverSignal(ctx context.Context, log *slog.Logger, p payment.
 	log.WarnContext(ctx, "payment workflow was not running; re-driven by a notification")
 	return outcomeRedriven, true
 }
+
+// channelWord names the channel of p in an anomaly's detail as the details always have:
+// "alipay" (Alipay's are the details operators know), or "wechatpay".
+func channelWord(p payment.Payment) string { return string(p.Channel.OrAlipay()) }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
-	"github.com/paykit/paykit/alipay"
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/runs"
 )
@@ -334,14 +333,12 @@ func (ib *Inbox) nextHandOver(working bool, attempt int) time.Duration {
 	return d
 }
 
-// redecode reads a recorded notification again from its raw body, verifying it with the
-// key of the app it names, as at its arrival.
+// redecode reads a recorded notification again from its raw body and the headers kept
+// with it, verifying it with the key of the account it names at its channel, as at its
+// arrival, but for the freshness of its timestamp (RawNotification.Recorded).
 func (ib *Inbox) redecode(ctx context.Context, rec payment.ChannelNotification) (payment.Notification, error) {
-	form, err := alipay.ParseNotificationBody([]byte(rec.Raw))
-	if err != nil {
-		return payment.Notification{}, err
-	}
-	return ib.decodeNotification(ctx, form, []byte(rec.Raw))
+	return ib.decodeNotification(ctx, payment.Channel(rec.Channel).OrAlipay(),
+		payment.RawNotification{Header: rec.RawHeader, Body: []byte(rec.Raw), Recorded: true})
 }
 
 func (ib *Inbox) recordUnsettled(ctx context.Context, log *slog.Logger, rec payment.ChannelNotification, now time.Time) {

@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"time"
 
@@ -36,10 +35,10 @@ func legacyFinal(o string) bool {
 	return false
 }
 
-// Unreadable counts a notification whose body could not be read: it is answered
-// failure, so that Alipay delivers it again.
-func (ib *Inbox) Unreadable() {
-	ib.metrics.callbacks.WithLabelValues("unreadable").Inc()
+// Unreadable counts a notification of ch whose body could not be read: it is answered
+// failure, so that the channel delivers it again.
+func (ib *Inbox) Unreadable(ch payment.Channel) {
+	ib.metrics.callbacksOf(ch).WithLabelValues("unreadable").Inc()
 }
 
 // Receive takes the raw body of Alipay's asynchronous notification and reports whether
@@ -59,12 +58,12 @@ func (ib *Inbox) Receive(ctx context.Context, raw []byte, requestID string) bool
 		}
 		return false
 	}
-	n, err := ib.decodeNotification(ctx, form, raw)
+	n, err := ib.decodeNotification(ctx, payment.ChannelAlipay, payment.RawNotification{Body: raw})
 	if err != nil {
 		ib.keepUnverified(ctx, raw, form, requestID, err)
 		return false
 	}
-	return ib.record(ctx, raw, n)
+	return ib.record(ctx, payment.ChannelAlipay, payment.RawNotification{Body: raw}, n)
 }
 
 // keepUnverified keeps a forged or tampered notification, or one for another app or
@@ -94,35 +93,36 @@ func (ib *Inbox) keepUnverified(ctx context.Context, raw []byte, form url.Values
 	}
 }
 
-// record records a verified notification and queues its hand-over; it reports whether
-// the notification is paykit's now (recorded, or recorded before).
-func (ib *Inbox) record(ctx context.Context, raw []byte, n payment.Notification) bool {
+// record records a verified notification of ch, raw as it arrived with only the headers
+// its signature needs, and queues its hand-over; it reports whether the notification is
+// paykit's now (recorded, or recorded before).
+func (ib *Inbox) record(ctx context.Context, ch payment.Channel, raw payment.RawNotification, n payment.Notification) bool {
 	// The writes finish even if Alipay hangs up: the answer is lost, the row is not.
 	wctx := context.WithoutCancel(ctx)
 	now := time.Now().UTC()
 	verified := payment.ChannelNotification{
-		Channel: "alipay", NotifyID: n.NotifyID, PaymentNo: n.PaymentNo, TradeNo: n.TradeNo,
+		Channel: string(ch), NotifyID: n.NotifyID, PaymentNo: n.PaymentNo, TradeNo: n.TradeNo,
 		Verified: true, Outcome: outcomeReceived, ReceivedAt: now, DispatchDueAt: now.Add(ib.cfg.SettleBound),
-		Refund: n.IsRefund(),
+		Refund: n.IsRefund(), RawHeader: raw.Header,
 	}
-	verified.KeepRaw(string(raw))
+	verified.KeepRaw(string(raw.Body))
 	rec, inserted, err := ib.store.RecordNotification(wctx, verified)
 	if err != nil {
-		ib.metrics.callbacks.WithLabelValues("store_unavailable").Inc()
-		ib.log.ErrorContext(ctx, "record notification failed; alipay will retry", "notify_id", n.NotifyID, "err", err)
+		ib.metrics.callbacksOf(ch).WithLabelValues("store_unavailable").Inc()
+		ib.log.ErrorContext(ctx, "record notification failed; the channel will retry", "channel", string(ch), "notify_id", n.NotifyID, "err", err)
 		return false
 	}
 	if inserted {
-		ib.metrics.callbacks.WithLabelValues("accepted").Inc()
+		ib.metrics.callbacksOf(ch).WithLabelValues("accepted").Inc()
 		ib.enqueue(rec, n)
 		return true
 	}
 	// Alipay did not get our success (or delivers twice): the notification is ours
 	// already. One recorded before the inbox and never handled is put in it now.
-	ib.metrics.callbacks.WithLabelValues("duplicate").Inc()
+	ib.metrics.callbacksOf(ch).WithLabelValues("duplicate").Inc()
 	if rec.DispatchDueAt.IsZero() && rec.SettledAt.IsZero() && !legacyFinal(rec.Outcome) {
 		if err := ib.store.ArmNotification(wctx, rec.ID, now.Add(ib.cfg.SettleBound)); err != nil {
-			ib.log.ErrorContext(ctx, "put a notification recorded before the inbox in it; alipay will retry", "notify_id", n.NotifyID, "err", err)
+			ib.log.ErrorContext(ctx, "put a notification recorded before the inbox in it; the channel will retry", "channel", string(ch), "notify_id", n.NotifyID, "err", err)
 			return false
 		}
 		ib.enqueue(rec, n)
@@ -130,12 +130,12 @@ func (ib *Inbox) record(ctx context.Context, raw []byte, n payment.Notification)
 	return true
 }
 
-// decodeNotification verifies a notification with the key of the app it names, and only
-// that key: an app_id no tenant uses is refused.
-func (ib *Inbox) decodeNotification(ctx context.Context, form url.Values, raw []byte) (payment.Notification, error) {
-	gw, err := ib.gateways.ForApp(ctx, form.Get("app_id"))
+// decodeNotification verifies a notification of ch with the key of the account it names,
+// and only that key (for Alipay: an app_id no tenant uses is refused).
+func (ib *Inbox) decodeNotification(ctx context.Context, ch payment.Channel, raw payment.RawNotification) (payment.Notification, error) {
+	gw, err := ib.gateways.ForNotification(ctx, ch, raw)
 	if err != nil {
-		return payment.Notification{}, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
+		return payment.Notification{}, err
 	}
-	return gw.DecodeNotification(ctx, payment.RawNotification{Body: raw})
+	return gw.DecodeNotification(ctx, raw)
 }

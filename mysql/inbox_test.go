@@ -2,6 +2,9 @@ package mysql_test
 
 import (
 	"context"
+	"net/http"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,5 +250,36 @@ func TestASettledNotificationKeepsItsFirstOutcome(t *testing.T) {
 	if got.Outcome != "rejected: amount" || !got.SettledAt.Equal(first.SettledAt) {
 		t.Fatalf("after a second settle: outcome %q settled %v, want %q settled %v",
 			got.Outcome, got.SettledAt, "rejected: amount", first.SettledAt)
+	}
+}
+
+// TestNotificationHeadersAreKept: the signed headers of a notification (WeChat Pay's) are
+// kept with its raw body and read back, by notify_id and among the due ones; a body
+// signed alone keeps none; headers too long for their column are refused, never cut.
+func TestNotificationHeadersAreKept(t *testing.T) {
+	st, _ := newStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	h := http.Header{"Wechatpay-Timestamp": {"1700000000"}, "Wechatpay-Nonce": {"abc"}, "Wechatpay-Signature": {"c2ln"}, "Wechatpay-Serial": {"PUB_KEY_ID_1"}}
+	n := payment.ChannelNotification{Channel: "wechatpay", NotifyID: "EV-1", PaymentNo: "P1", TradeNo: "42", Verified: true,
+		ReceivedAt: now, DispatchDueAt: now, RawHeader: h}
+	n.KeepRaw(`{"id":"EV-1"}`)
+	record(t, st, n)
+	got, err := st.NotificationByNotifyID(ctx, "wechatpay", "EV-1")
+	if err != nil || !reflect.DeepEqual(got.RawHeader, h) || got.Raw != `{"id":"EV-1"}` {
+		t.Fatalf("read back headers %v raw %q (%v), want %v", got.RawHeader, got.Raw, err, h)
+	}
+	due, err := st.DueNotifications(ctx, now.Add(time.Second), 10)
+	if err != nil || len(due) != 1 || !reflect.DeepEqual(due[0].RawHeader, h) {
+		t.Fatalf("due %+v (%v), want EV-1 with its headers", due, err)
+	}
+	record(t, st, inboxNote("N-alipay", "P2", "T2", now, time.Minute))
+	if got, err := st.NotificationByNotifyID(ctx, "alipay", "N-alipay"); err != nil || got.RawHeader != nil {
+		t.Fatalf("a notification without headers read back %v (%v), want none", got.RawHeader, err)
+	}
+	long := n
+	long.NotifyID, long.RawHeader = "EV-2", http.Header{"Wechatpay-Signature": {strings.Repeat("x", 3000)}}
+	if _, _, err := st.RecordNotification(ctx, long); payment.ErrorCode(err) != payment.EINVALID {
+		t.Fatalf("headers over the column: %v, want EINVALID", err)
 	}
 }

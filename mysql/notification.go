@@ -3,21 +3,23 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/paykit/paykit/payment"
 )
 
 const notificationColumns = `id, channel, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at,
-	dispatch_due_at, dispatch_attempts, settled_at, refund`
+	dispatch_due_at, dispatch_attempts, settled_at, refund, raw_headers`
 
 const (
 	qInsertNotification = `INSERT INTO channel_notifications
 	(channel, notify_id, claimed_notify_id, payment_no, trade_no, raw_payload, raw_sha256, raw_len, verified, outcome, received_at, updated_at,
-	 dispatch_due_at, refund)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	 dispatch_due_at, refund, raw_headers)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qNotificationByNotifyID = `SELECT ` + notificationColumns + ` FROM channel_notifications
 WHERE channel = ? AND notify_id = ?`
 	// A settled notification keeps the outcome it was settled on: a hand-over's outcome
@@ -56,9 +58,13 @@ func (st *Store) RecordNotification(ctx context.Context, n payment.ChannelNotifi
 	}
 	now := st.clock()
 	n, claim, due := notificationRow(n, now)
+	headers, err := rawHeaders(n.RawHeader)
+	if err != nil {
+		return payment.ChannelNotification{}, false, err
+	}
 	for range maxRecordAttempt {
 		res, err := st.exec(ctx, nil, qInsertNotification, n.Channel, claim, n.NotifyID, n.PaymentNo,
-			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now, due, n.Refund)
+			n.TradeNo, n.Raw, n.RawSHA256, n.RawLen, n.Verified, n.Outcome, n.ReceivedAt, now, due, n.Refund, headers)
 		if err == nil {
 			if n.ID, err = res.LastInsertId(); err != nil {
 				return payment.ChannelNotification{}, false, fmt.Errorf("mysql: record notification: %w", err)
@@ -148,11 +154,38 @@ func (st *Store) NotificationByNotifyID(ctx context.Context, channel, notifyID s
 }
 
 func scanNotification(row interface{ Scan(...any) error }, n *payment.ChannelNotification) error {
-	var due, settled sql.NullTime
+	var (
+		due, settled sql.NullTime
+		headers      string
+	)
 	if err := row.Scan(&n.ID, &n.Channel, &n.NotifyID, &n.PaymentNo, &n.TradeNo, &n.Raw, &n.RawSHA256, &n.RawLen,
-		&n.Verified, &n.Outcome, &n.ReceivedAt, &due, &n.DispatchAttempts, &settled, &n.Refund); err != nil {
+		&n.Verified, &n.Outcome, &n.ReceivedAt, &due, &n.DispatchAttempts, &settled, &n.Refund, &headers); err != nil {
 		return err
 	}
 	n.DispatchDueAt, n.SettledAt = due.Time, settled.Time
+	if headers != "" {
+		if err := json.Unmarshal([]byte(headers), &n.RawHeader); err != nil {
+			return fmt.Errorf("notification %d raw_headers: %w", n.ID, err)
+		}
+	}
 	return nil
+}
+
+// maxRawHeaders is the size of channel_notifications.raw_headers.
+const maxRawHeaders = 2048
+
+// rawHeaders is the JSON that keeps a notification's signed headers, "" for none. Headers
+// that do not fit are refused, never cut: cut, they would not verify again.
+func rawHeaders(h http.Header) (string, error) {
+	if len(h) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("mysql: notification headers: %w", err)
+	}
+	if len(b) > maxRawHeaders {
+		return "", payment.Errorf(payment.EINVALID, "notification headers are %d bytes of JSON, more than %d", len(b), maxRawHeaders)
+	}
+	return string(b), nil
 }

@@ -25,7 +25,7 @@ const maxCreateAttempts = 5
 
 const paymentColumns = `id, payment_no, tenant_id, order_id, amount_fen, refunded_fen, currency, subject, method, repurchase, status,
 	trade_no, expire_at, paid_at, close_reason, version, workflow_id, created_at, updated_at, alipay_app_id,
-	(next_query_at IS NOT NULL OR queries > 0) AS query_scheduled`
+	(next_query_at IS NOT NULL OR queries > 0) AS query_scheduled, channel`
 
 const (
 	// qUpsertOrder creates the order or refreshes it for a new attempt. A paid order stays
@@ -52,8 +52,8 @@ ON DUPLICATE KEY UPDATE
 	qOrderState = `SELECT status, COALESCE(paid_payment_no, '') FROM orders WHERE tenant_id = ? AND order_id = ?`
 
 	qInsertPayment = `INSERT INTO payments
-	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id, next_query_at, query_step_ms, run_scope)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)`
+	(payment_no, tenant_id, order_id, amount_fen, currency, subject, method, repurchase, status, expire_at, workflow_id, pay_link, version, created_at, updated_at, alipay_app_id, next_query_at, query_step_ms, run_scope, channel)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)`
 
 	qPaymentByNo          = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ?`
 	qPaymentByNoForUpdate = `SELECT ` + paymentColumns + ` FROM payments WHERE payment_no = ? FOR UPDATE`
@@ -201,7 +201,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 		res, err := st.exec(ctx, tx, qInsertPayment,
 			np.PaymentNo, np.TenantID, np.OrderID, int64(np.Amount), np.Currency, np.Subject, methodOrPage(np.Method),
 			np.Repurchase, expireAt, np.WorkflowID, sql.NullString{String: np.PayLink, Valid: np.PayLink != ""}, now, now, np.AlipayAppID,
-			firstQuery, queryStepMS(firstQuery, np), st.runScope)
+			firstQuery, queryStepMS(firstQuery, np), st.runScope, methodOrPage(np.Method).Channel())
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
@@ -224,6 +224,7 @@ func (st *Store) insertPending(ctx context.Context, np payment.NewPayment) (paym
 			ExpireAt:    expireAt,
 			WorkflowID:  np.WorkflowID,
 			AlipayAppID: np.AlipayAppID,
+			Channel:     methodOrPage(np.Method).Channel(),
 			CreatedAt:   now,
 			UpdatedAt:   now,
 			// As query_scheduled reads it back.
@@ -641,7 +642,7 @@ func scanPayment(s scanner) (payment.Payment, error) {
 		paidAt   sql.NullTime
 	)
 	if err := s.Scan(&p.ID, &p.PaymentNo, &p.TenantID, &p.OrderID, &amount, &refunded, &p.Currency, &p.Subject, &p.Method,
-		&p.Repurchase, &p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt, &p.AlipayAppID, &p.QueryScheduled); err != nil {
+		&p.Repurchase, &p.Status, &tradeNo, &p.ExpireAt, &paidAt, &p.CloseReason, &p.Version, &p.WorkflowID, &p.CreatedAt, &p.UpdatedAt, &p.AlipayAppID, &p.QueryScheduled, &p.Channel); err != nil {
 		return payment.Payment{}, err
 	}
 	p.Amount, p.Refunded = payment.Amount(amount), payment.Amount(refunded)

@@ -655,3 +655,54 @@ func TestOrderStanding(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestChannelIsPersisted: a payment's channel is its method's, written on insert
+// (migration 0057) and read back; a WeChat Pay method fits the widened method column, and
+// a row from before the column reads as Alipay, the column's default.
+func TestChannelIsPersisted(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		method payment.Method
+		want   payment.Channel
+	}{
+		{"page", payment.MethodPage, payment.ChannelAlipay},
+		{"no method", "", payment.ChannelAlipay},
+		{"qr", payment.MethodQR, payment.ChannelAlipay},
+		{"wechat native", payment.MethodWechatNative, payment.ChannelWechatPay},
+		{"wechat jsapi", payment.MethodWechatJSAPI, payment.ChannelWechatPay},
+		{"wechat h5", payment.MethodWechatH5, payment.ChannelWechatPay},
+		{"wechat app", payment.MethodWechatApp, payment.ChannelWechatPay},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			no := fmt.Sprintf("pch%d", i)
+			np := newPayment("t1", fmt.Sprintf("o-ch%d", i), no)
+			np.Method, np.AlipayAppID = tc.method, "1230000109"
+			created, existed, err := st.CreatePendingPayment(ctx, np)
+			if err != nil || existed {
+				t.Fatalf("create: %v existed=%v", err, existed)
+			}
+			if created.Channel != tc.want {
+				t.Fatalf("created channel %q, want %q", created.Channel, tc.want)
+			}
+			got, err := st.GetPayment(ctx, no)
+			if err != nil || got.Channel != tc.want || got.Method != np.Method.OrPage() || got.AlipayAppID != "1230000109" {
+				t.Fatalf("read back channel %q method %q app %q (%v), want %q %q 1230000109", got.Channel, got.Method, got.AlipayAppID, err, tc.want, np.Method.OrPage())
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM payments WHERE payment_no = ? AND channel = ?", no, string(tc.want)); n != 1 {
+				t.Fatalf("rows with channel %q: %d, want 1", tc.want, n)
+			}
+		})
+	}
+	// A row written without the column, as code from before 0057 writes it.
+	now := time.Now().UTC()
+	if _, err := db.ExecContext(ctx, `INSERT INTO payments (payment_no, tenant_id, order_id, amount_fen, currency, subject, status, expire_at, created_at, updated_at)
+		VALUES ('pold', 't1', 'o-old', 100, 'CNY', 's', 0, ?, ?, ?)`, now, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetPayment(ctx, "pold"); err != nil || got.Channel != payment.ChannelAlipay {
+		t.Fatalf("a row from before: channel %q (%v), want alipay", got.Channel, err)
+	}
+}

@@ -148,6 +148,10 @@ type Notification struct {
 type RawNotification struct {
 	Header http.Header
 	Body   []byte
+	// Recorded is true for a notification read back from where it was recorded on its
+	// receipt (the inbox, the evidence of a PAID payment): its signature is verified
+	// again, but not the freshness of its timestamp, which guards its receipt only.
+	Recorded bool
 }
 
 // IsRefund reports whether the notification announces a refund. Such a notification is
@@ -164,6 +168,19 @@ type HandOff struct {
 	PayURL      string
 	QRCode      string
 	OrderString string
+}
+
+// HandOffOf is the hand-off that link, the pay link kept for a payment of method m, was:
+// the content of a QR code (qr, wechat_native), an order string or signed parameters for
+// an app or page SDK (app, wechat_jsapi, wechat_app), or else a cashier URL.
+func HandOffOf(m Method, link string) HandOff {
+	switch m {
+	case MethodQR, MethodWechatNative:
+		return HandOff{QRCode: link}
+	case MethodApp, MethodWechatJSAPI, MethodWechatApp:
+		return HandOff{OrderString: link}
+	}
+	return HandOff{PayURL: link}
 }
 
 // Link returns the one way to pay the hand-off carries.

@@ -22,7 +22,9 @@ package payment
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -93,11 +95,11 @@ const (
 	MethodWap  Method = "wap"  // alipay.trade.wap.pay: a cashier URL for a phone's browser
 	MethodApp  Method = "app"  // alipay.trade.app.pay: an order string for the Alipay app SDK
 
-	// WeChat Pay's methods. The WeChat Pay adapter (wechatpay/) opens their trades; the
-	// API accepts them once the channel's notifications reach the inbox (Validate).
+	// WeChat Pay's methods, opened by the WeChat Pay adapter (wechatpay/) on the
+	// deployment's WeChat Pay merchant.
 	MethodWechatNative Method = "wechat_native" // a code_url to show as a QR code
 	MethodWechatJSAPI  Method = "wechat_jsapi"  // the paySign parameters for WeixinJSBridge (payer openid required)
-	MethodWechatH5     Method = "wechat_h5"     // an h5_url for a phone's browser outside WeChat
+	MethodWechatH5     Method = "wechat_h5"     // an h5_url for a phone's browser outside WeChat (payer client IP required)
 	MethodWechatApp    Method = "wechat_app"    // the signed parameters for the WeChat app SDK
 )
 
@@ -109,17 +111,97 @@ func (m Method) OrPage() Method {
 	return m
 }
 
+// methods are the supported methods, in the order the API documents them.
+var methods = []Method{MethodPage, MethodQR, MethodWap, MethodApp, MethodWechatNative, MethodWechatJSAPI, MethodWechatH5, MethodWechatApp}
+
 // Validate reports whether m is a supported method.
 func (m Method) Validate() error {
-	switch m {
-	case MethodPage, MethodQR, MethodWap, MethodApp:
-		return nil
+	for _, k := range methods {
+		if m == k {
+			return nil
+		}
 	}
-	return Errorf(EINVALID, "method must be %q, %q, %q or %q", MethodPage, MethodQR, MethodWap, MethodApp)
+	names := make([]string, len(methods))
+	for i, k := range methods {
+		names[i] = fmt.Sprintf("%q", k)
+	}
+	return Errorf(EINVALID, "method must be one of %s", strings.Join(names, ", "))
 }
 
-// Payment is one attempt to collect money for an order. PaymentNo is the Alipay
-// out_trade_no.
+// Channel is the channel that opens the trades of m: WeChat Pay for the wechat_*
+// methods, Alipay for the others (and for a payment recorded without a method).
+func (m Method) Channel() Channel {
+	switch m {
+	case MethodWechatNative, MethodWechatJSAPI, MethodWechatH5, MethodWechatApp:
+		return ChannelWechatPay
+	}
+	return ChannelAlipay
+}
+
+// Payer is what a method needs to know of the buyer: the openid under the merchant's
+// appid (WeChat Pay JSAPI) and the buyer's IP address (WeChat Pay H5). Neither is
+// stored: they go to the channel with the trade.
+type Payer struct {
+	OpenID   string `json:"openid,omitempty"`
+	ClientIP string `json:"client_ip,omitempty"`
+}
+
+// ValidateFor checks that p carries what method m needs, and nothing malformed: an
+// openid for wechat_jsapi, an IP address for wechat_h5, neither for another method.
+func (p Payer) ValidateFor(m Method) error {
+	if len(p.OpenID) > 128 || strings.ContainsFunc(p.OpenID, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return Errorf(EINVALID, "payer.openid must be at most 128 printable ASCII characters")
+	}
+	if p.ClientIP != "" {
+		if _, err := netip.ParseAddr(p.ClientIP); err != nil {
+			return Errorf(EINVALID, "payer.client_ip must be an IPv4 or IPv6 address")
+		}
+	}
+	switch {
+	case m == MethodWechatJSAPI && p.OpenID == "":
+		return Errorf(EINVALID, "method %q needs payer.openid, the buyer's openid under the merchant's appid", m)
+	case m == MethodWechatH5 && p.ClientIP == "":
+		return Errorf(EINVALID, "method %q needs payer.client_ip, the buyer's IP address", m)
+	case p.OpenID != "" && m != MethodWechatJSAPI:
+		return Errorf(EINVALID, "payer.openid is only for method %q", MethodWechatJSAPI)
+	case p.ClientIP != "" && m != MethodWechatH5:
+		return Errorf(EINVALID, "payer.client_ip is only for method %q", MethodWechatH5)
+	}
+	return nil
+}
+
+// Channel is a payment channel: the one a payment's trade is opened at, and every later
+// call about it goes to. Its values are stored (payments.channel).
+type Channel string
+
+// The channels.
+const (
+	ChannelAlipay    Channel = "alipay"
+	ChannelWechatPay Channel = "wechatpay"
+)
+
+// OrAlipay is c, or ChannelAlipay for a payment recorded before its channel was
+// (migration 0057: every one of them is Alipay's).
+func (c Channel) OrAlipay() Channel {
+	if c == "" {
+		return ChannelAlipay
+	}
+	return c
+}
+
+// Name is the channel's name for people: "Alipay", "WeChat Pay".
+func (c Channel) Name() string {
+	switch c.OrAlipay() {
+	case ChannelAlipay:
+		return "Alipay"
+	case ChannelWechatPay:
+		return "WeChat Pay"
+	}
+	return string(c)
+}
+
+// Payment is one attempt to collect money for an order. PaymentNo is its out_trade_no at
+// its channel (Alipay's or WeChat Pay's).
 type Payment struct {
 	ID        int64  `json:"-"`
 	PaymentNo string `json:"payment_no"`
@@ -145,11 +227,17 @@ type Payment struct {
 	CloseReason string `json:"close_reason,omitempty"`
 	Version     int64  `json:"version"`
 	WorkflowID  string `json:"workflow_id"`
-	// AlipayAppID is the app_id of the Alipay app the payment was opened on (App.ID):
-	// its tenant's own app or the deployment's default app; "" is the default app too,
-	// for a payment recorded before its app was (migration 0032). Every later call about
-	// the payment goes to that app, wherever its tenant has moved since. It is internal:
-	// answers and workflow payloads do not carry it.
+	// Channel is the channel the payment's trade is opened at (Method.Channel when it was
+	// created); "" is Alipay, for a payment read from a row of before migration 0057.
+	// Internal, like AlipayAppID: the method says it to a merchant.
+	Channel Channel `json:"-"`
+	// AlipayAppID is the ID of the merchant account the payment was opened on at its
+	// channel (App.ID): for Alipay the app_id of its tenant's own app or of the
+	// deployment's default app ("" is the default app too, for a payment recorded before
+	// its app was, migration 0032); for WeChat Pay the mchid of the merchant. Every later
+	// call about the payment goes to that account, wherever its tenant has moved since.
+	// The name (and its column, payments.alipay_app_id) is from when Alipay was the only
+	// channel. It is internal: answers and workflow payloads do not carry it.
 	AlipayAppID string `json:"-"`
 	// QueryScheduled is true for a payment the scheduled reconciler queries (it was
 	// created with a first query, payments.next_query_at): its run keeps no timer of its
@@ -176,13 +264,27 @@ type NewPayment struct {
 	// PayLink is the payment's pay link when it is created already opened (a signed
 	// cashier URL or app order string); empty when the workflow opens the trade.
 	PayLink string
-	// AlipayAppID is the App.ID of the app the payment is opened on, its tenant's
-	// current app (Gateways.For).
+	// AlipayAppID is the App.ID of the merchant account the payment is opened on, its
+	// tenant's current one at the method's channel (Gateways.For): an Alipay app_id, or a
+	// WeChat Pay mchid (see Payment.AlipayAppID). The payment's channel is
+	// Method.Channel, which the store records with it.
 	AlipayAppID string
 	// QueryInterval, when set, gives the payment its first query at Alipay
 	// (next_query_at, NextQueryAt from its creation), which the scheduled reconciler
 	// makes; zero leaves it to a run that keeps its own reconciliation timer.
 	QueryInterval time.Duration
+}
+
+// PaymentNoRandomDigits is how many hex digits follow "P" and the UTC date in the
+// payment numbers paykit makes for a payment at c: 24 at Alipay (33 characters; its
+// out_trade_no takes 64), 23 at WeChat Pay (32 characters, the most its out_trade_no
+// takes). A payment run computes its number from this, so a channel's count never
+// changes: a run replayed by a newer build must compute the number it recorded.
+func (c Channel) PaymentNoRandomDigits() int {
+	if c.OrAlipay() == ChannelWechatPay {
+		return 23
+	}
+	return 24
 }
 
 var (

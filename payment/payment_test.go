@@ -91,3 +91,86 @@ func TestErrorsAndRetryability(t *testing.T) {
 		t.Fatal("workflow id")
 	}
 }
+
+func TestMethodChannelAndValidate(t *testing.T) {
+	tests := []struct {
+		method payment.Method
+		valid  bool
+		want   payment.Channel
+	}{
+		{payment.MethodPage, true, payment.ChannelAlipay},
+		{payment.MethodQR, true, payment.ChannelAlipay},
+		{payment.MethodWap, true, payment.ChannelAlipay},
+		{payment.MethodApp, true, payment.ChannelAlipay},
+		{"", false, payment.ChannelAlipay}, // a payment recorded without a method is a page payment
+		{payment.MethodWechatNative, true, payment.ChannelWechatPay},
+		{payment.MethodWechatJSAPI, true, payment.ChannelWechatPay},
+		{payment.MethodWechatH5, true, payment.ChannelWechatPay},
+		{payment.MethodWechatApp, true, payment.ChannelWechatPay},
+		{"wechat", false, payment.ChannelAlipay},
+		{"WECHAT_NATIVE", false, payment.ChannelAlipay},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.method), func(t *testing.T) {
+			if err := tc.method.Validate(); (err == nil) != tc.valid {
+				t.Fatalf("Validate: %v, want valid=%v", err, tc.valid)
+			}
+			if got := tc.method.Channel(); got != tc.want {
+				t.Fatalf("Channel %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if payment.Channel("").OrAlipay() != payment.ChannelAlipay || payment.ChannelWechatPay.OrAlipay() != payment.ChannelWechatPay {
+		t.Fatal("OrAlipay: a channel from before 0057 is Alipay, any other is itself")
+	}
+	if payment.ChannelWechatPay.Name() != "WeChat Pay" || payment.Channel("").Name() != "Alipay" {
+		t.Fatalf("names %q %q", payment.ChannelWechatPay.Name(), payment.Channel("").Name())
+	}
+}
+
+func TestPayerValidateFor(t *testing.T) {
+	tests := []struct {
+		name   string
+		method payment.Method
+		payer  payment.Payer
+		ok     bool
+	}{
+		{"native needs nothing", payment.MethodWechatNative, payment.Payer{}, true},
+		{"app needs nothing", payment.MethodWechatApp, payment.Payer{}, true},
+		{"alipay page needs nothing", payment.MethodPage, payment.Payer{}, true},
+		{"jsapi with openid", payment.MethodWechatJSAPI, payment.Payer{OpenID: "oUpF8uMuAJO_M2pxb1Q9zNjWeS6o"}, true},
+		{"jsapi without openid", payment.MethodWechatJSAPI, payment.Payer{}, false},
+		{"jsapi with an ip only", payment.MethodWechatJSAPI, payment.Payer{ClientIP: "1.2.3.4"}, false},
+		{"h5 with ipv4", payment.MethodWechatH5, payment.Payer{ClientIP: "203.0.113.7"}, true},
+		{"h5 with ipv6", payment.MethodWechatH5, payment.Payer{ClientIP: "2001:db8::1"}, true},
+		{"h5 without ip", payment.MethodWechatH5, payment.Payer{}, false},
+		{"h5 with a host name", payment.MethodWechatH5, payment.Payer{ClientIP: "example.com"}, false},
+		{"openid on native", payment.MethodWechatNative, payment.Payer{OpenID: "o1"}, false},
+		{"ip on an alipay method", payment.MethodQR, payment.Payer{ClientIP: "1.2.3.4"}, false},
+		{"openid with a space", payment.MethodWechatJSAPI, payment.Payer{OpenID: "o 1"}, false},
+		{"openid too long", payment.MethodWechatJSAPI, payment.Payer{OpenID: fmt.Sprintf("%0129d", 1)}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.payer.ValidateFor(tc.method)
+			if tc.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.ok && payment.ErrorCode(err) != payment.EINVALID {
+				t.Fatalf("got %v, want invalid", err)
+			}
+		})
+	}
+}
+
+// A payment's number is P, the UTC date and the channel's count of hex digits: 33
+// characters at Alipay, as every earlier build made (a payment run replayed by a newer
+// build must compute the number it recorded), and 32 at WeChat Pay, the most its
+// out_trade_no takes.
+func TestPaymentNoRandomDigitsPerChannel(t *testing.T) {
+	for ch, want := range map[payment.Channel]int{"": 24, payment.ChannelAlipay: 24, payment.ChannelWechatPay: 23} {
+		if got := ch.PaymentNoRandomDigits(); got != want {
+			t.Errorf("%q: %d digits, want %d", ch, got, want)
+		}
+	}
+}

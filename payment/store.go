@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"time"
@@ -102,13 +103,17 @@ type BenefitGrant struct {
 // ChannelNotification is one notification as received, kept for audit whatever its fate.
 type ChannelNotification struct {
 	ID        int64
-	Channel   string // "alipay"
+	Channel   string // a payment.Channel: "alipay" or "wechatpay"
 	NotifyID  string // dedupe key; only verified notifications claim it
 	PaymentNo string
 	TradeNo   string
 	// Raw is the raw form body: all of it when Verified, else at most MaxUnverifiedRaw
 	// bytes of it (see KeepRaw).
 	Raw string
+	// RawHeader holds the headers the channel signed with the body (WeChat Pay's
+	// Wechatpay-Timestamp, -Nonce, -Signature, -Serial and -Signature-Type), only those:
+	// with Raw they verify again. Empty for a channel that signs the body alone (Alipay).
+	RawHeader http.Header
 	// RawSHA256 (hex) and RawLen describe the whole body as received, even when Raw is cut.
 	RawSHA256 string
 	RawLen    int

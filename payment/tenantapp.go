@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 )
 
@@ -91,36 +92,59 @@ func AlipayCredentialsAAD(tenantID string) string {
 	return "tenants/" + tenantID + "/alipay_credentials"
 }
 
-// App is an Alipay app resolved for a tenant's payments.
+// App is a merchant account at a channel, resolved for a tenant's payments: an Alipay
+// app, or a WeChat Pay merchant (mchid).
 type App struct {
-	// ID is what a payment opened on the app records (Payment.AlipayAppID): its app_id
-	// (the default app's too, when the deployment names it).
+	// ID is what a payment opened on the account records (Payment.AlipayAppID): an
+	// Alipay app_id (the default app's too, when the deployment names it), or a WeChat
+	// Pay mchid.
 	ID string
-	// AppID and SellerID are what every notification about such a payment must carry;
-	// an empty one leaves that check to the gateway.
+	// AppID and SellerID are what every notification about such a payment must carry
+	// (Alipay: app_id and seller_id; WeChat Pay: appid and mchid); an empty one leaves
+	// that check to the gateway.
 	AppID, SellerID string
 	Gateway         Gateway
 }
 
-// Gateways resolves the Alipay app to use: a tenant's own app, or the default app of
-// the deployment for a tenant without one. A new payment is opened on its tenant's
-// current app (For); everything done later about a payment or its refunds goes to the
-// app it was opened on (ForPayment), wherever the tenant has moved since.
+// Gateways resolves the merchant account of a channel to use: for Alipay, a tenant's
+// own app or the default app of the deployment for a tenant without one; for WeChat Pay,
+// the deployment's merchant. A new payment is opened on its tenant's current account at
+// its method's channel (For); everything done later about a payment or its refunds goes
+// to the account it was opened on at its channel (ForPayment), wherever the tenant has
+// moved since. A channel the deployment is not configured for is EUNPROCESSABLE.
 type Gateways interface {
-	// For returns the tenant's current app, on which a new payment is opened.
-	For(ctx context.Context, tenantID string) (App, error)
-	// ForPayment returns the app a tenant's payment was opened on, by the ID it
-	// recorded: the default app's app_id, or "" (a payment recorded before its app was),
-	// is the default app; any other is the tenant's current app or one it has moved away
-	// from and whose keys it keeps. An app the tenant has no keys for is ErrNotFound.
-	ForPayment(ctx context.Context, tenantID, appID string) (App, error)
-	// ForApp returns the gateway of an Alipay app_id, to verify a notification with that
-	// app's key only. An app_id no tenant uses or keeps (nor the default app) is
-	// ErrNotFound.
-	ForApp(ctx context.Context, appID string) (Gateway, error)
+	// For returns the tenant's current account at ch, on which a new payment is opened.
+	For(ctx context.Context, tenantID string, ch Channel) (App, error)
+	// ForPayment returns the account a tenant's payment was opened on at ch, by the ID
+	// it recorded. For Alipay: the default app's app_id, or "" (a payment recorded before
+	// its app was), is the default app; any other is the tenant's current app or one it
+	// has moved away from and whose keys it keeps. An account the tenant has no keys for
+	// is ErrNotFound.
+	ForPayment(ctx context.Context, tenantID string, ch Channel, appID string) (App, error)
+	// ForApp returns the gateway of an account at ch, to verify a notification with that
+	// account's key only: an Alipay app_id, or for WeChat Pay a mchid ("" for the
+	// deployment's merchant, whose notify URL names none). An account no tenant uses or
+	// keeps (nor the deployment) is ErrNotFound.
+	ForApp(ctx context.Context, ch Channel, appID string) (Gateway, error)
+	// ForNotification returns the gateway that verifies raw, a notification of ch as it
+	// arrived or was recorded: that of the account it names (Alipay's form names its
+	// app_id), or for a channel whose notifications name none, of the deployment's
+	// account there. It is ForApp of that account; a body that names none where it must
+	// is EINVALID.
+	ForNotification(ctx context.Context, ch Channel, raw RawNotification) (Gateway, error)
 }
 
-// SingleGateway is Gateways with one app for every tenant.
+// ChannelOffers is the capability of a Gateways that knows, with no call and no read,
+// which channels the deployment is configured for: a checkout of a method whose channel
+// is not is refused before anything is written. A Gateways without it offers every
+// channel (a test's SingleGateway).
+type ChannelOffers interface {
+	// Offers is nil if the deployment is configured for ch, and an EUNPROCESSABLE error
+	// that says so otherwise.
+	Offers(ch Channel) error
+}
+
+// SingleGateway is Gateways with one account for every tenant and every channel.
 type SingleGateway struct {
 	Gateway Gateway
 	// ID is the app's app_id; empty accepts notifications of any app_id and leaves the
@@ -136,19 +160,33 @@ func (s SingleGateway) app() App {
 }
 
 // For implements Gateways.
-func (s SingleGateway) For(context.Context, string) (App, error) { return s.app(), nil }
+func (s SingleGateway) For(context.Context, string, Channel) (App, error) { return s.app(), nil }
 
 // ForPayment implements Gateways: every payment is on the one app, whatever it recorded.
-func (s SingleGateway) ForPayment(context.Context, string, string) (App, error) {
+func (s SingleGateway) ForPayment(context.Context, string, Channel, string) (App, error) {
 	return s.app(), nil
 }
 
 // ForApp implements Gateways.
-func (s SingleGateway) ForApp(_ context.Context, appID string) (Gateway, error) {
+func (s SingleGateway) ForApp(_ context.Context, _ Channel, appID string) (Gateway, error) {
 	if s.ID != "" && appID != s.ID {
 		return nil, &Error{Code: ENOTFOUND, Message: fmt.Sprintf("no Alipay app %q", appID), Err: ErrNotFound}
 	}
 	return s.Gateway, nil
+}
+
+// ForNotification implements Gateways: the one app, as ForApp of the app_id a form body
+// names (Alipay's), if it names one.
+func (s SingleGateway) ForNotification(ctx context.Context, ch Channel, raw RawNotification) (Gateway, error) {
+	form, err := url.ParseQuery(string(raw.Body))
+	if err != nil || !form.Has("app_id") {
+		return s.Gateway, nil
+	}
+	gw, err := s.ForApp(ctx, ch, form.Get("app_id"))
+	if err != nil {
+		return nil, fmt.Errorf("app_id %q: %w", form.Get("app_id"), err)
+	}
+	return gw, nil
 }
 
 // KeptAlipayApp is an Alipay app a tenant has moved away from, with the keys it keeps

@@ -67,7 +67,10 @@ type PaymentInput struct {
 	ReturnURL string         `json:"return_url,omitempty"`
 	// QuitURL is where a wap cashier sends a buyer who gives up (wap only).
 	QuitURL string `json:"quit_url,omitempty"`
-	Timing  Timing `json:"timing"`
+	// Payer is what a WeChat Pay method needs of the buyer (openid, IP address), which
+	// the run sends with the trade it opens.
+	Payer  payment.Payer `json:"payer,omitzero"`
+	Timing Timing        `json:"timing"`
 	// Repurchase opts in to paying an order that an earlier payment already paid.
 	Repurchase bool `json:"repurchase,omitempty"`
 	// PaymentNo is set when an existing pending payment is re-driven (by the sweeper or a

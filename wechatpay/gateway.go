@@ -3,7 +3,8 @@
 // queries and closes them, and never takes an answer as WeChat's word unless gopay
 // verified its signature: gopay answers a non-2xx with err == nil (Code set), and a 2xx
 // whose signature fails with the parsed answer and an error; the adapter turns both into
-// *payment.ChannelError. Refunds, notifications and bills are the channel's next part.
+// *payment.ChannelError. Refunds and bills are the channel's next part: Refund and
+// QueryRefund refuse, calling nothing.
 package wechatpay
 
 import (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,12 +39,14 @@ type notifyKeys struct {
 
 // DecodeNotification verifies a WeChat Pay notification and decrypts it: the signature
 // over the raw body with the key its Wechatpay-Serial names, its timestamp within
-// NotifyWindow, a signature probe refused, the resource decrypted with the APIv3 key and
-// addressed to this merchant and app. Signature failures are EBADSIGNATURE, another
-// merchant's notification EUNPROCESSABLE, a malformed one EINVALID. A refund's
-// notification is refused (EUNPROCESSABLE) until WeChat Pay's refunds are paykit's. It
-// does not check out_trade_no or the amount against a payment: payment.CheckNotification
-// does.
+// NotifyWindow of now (of its receipt: not for a notification read back from the inbox,
+// raw.Recorded, whose receipt that window guarded), a signature probe refused, the
+// resource decrypted with the APIv3 key and addressed to this merchant and app.
+// Signature failures are EBADSIGNATURE, another merchant's notification EUNPROCESSABLE,
+// a malformed one EINVALID. A refund's notification (REFUND.*) decodes as one
+// (Notification.IsRefund: out_refund_no as OutBizNo, the refund's amount as RefundFee),
+// which no payment takes as paid. It does not check out_trade_no or the amount against
+// a payment: payment.CheckNotification does.
 func (g *Gateway) DecodeNotification(ctx context.Context, raw payment.RawNotification) (payment.Notification, error) {
 	if err := g.verifyNotification(raw, time.Now()); err != nil {
 		return payment.Notification{}, err
@@ -51,6 +54,9 @@ func (g *Gateway) DecodeNotification(ctx context.Context, raw payment.RawNotific
 	var env wechat.V3NotifyReq
 	if err := json.Unmarshal(raw.Body, &env); err != nil || env.Resource == nil || env.Id == "" {
 		return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: "notification body is not a WeChat Pay notification", Err: err}
+	}
+	if strings.HasPrefix(env.EventType, "REFUND.") && env.Resource.OriginalType == "refund" {
+		return g.decodeRefund(env)
 	}
 	if env.EventType != "TRANSACTION.SUCCESS" || env.Resource.OriginalType != "transaction" {
 		return payment.Notification{}, &payment.Error{Code: payment.EUNPROCESSABLE,
@@ -68,6 +74,35 @@ func (g *Gateway) DecodeNotification(ctx context.Context, raw payment.RawNotific
 			Message: fmt.Sprintf("notification for merchant %s app %s, not %s app %s", res.Mchid, res.Appid, g.cfg.MchID, g.cfg.AppID)}
 	}
 	return decodePayment(env, res)
+}
+
+// decodeRefund decrypts a refund's notification and maps it into the domain as a refund
+// notification of the merchant's app: a refund's resource names the mchid but no appid.
+func (g *Gateway) decodeRefund(env wechat.V3NotifyReq) (payment.Notification, error) {
+	if env.Resource.Algorithm != "AEAD_AES_256_GCM" {
+		return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: "notification resource algorithm " + env.Resource.Algorithm}
+	}
+	res, err := wechat.V3DecryptRefundNotifyCipherText(env.Resource.Ciphertext, env.Resource.Nonce, env.Resource.AssociatedData, g.cfg.APIv3Key)
+	if err != nil {
+		return payment.Notification{}, &payment.Error{Code: payment.EBADSIGNATURE, Message: "notification resource does not decrypt with the merchant's APIv3 key", Err: err}
+	}
+	if res.Mchid != g.cfg.MchID {
+		return payment.Notification{}, &payment.Error{Code: payment.EUNPROCESSABLE,
+			Message: fmt.Sprintf("refund notification for merchant %s, not %s", res.Mchid, g.cfg.MchID)}
+	}
+	if res.OutRefundNo == "" || res.OutTradeNo == "" {
+		return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: fmt.Sprintf("refund notification %s without out_refund_no or out_trade_no", env.Id)}
+	}
+	n := payment.Notification{NotifyID: env.Id, NotifyType: env.EventType, AppID: g.cfg.AppID, SellerID: res.Mchid,
+		TradeNo: res.TransactionId, PaymentNo: res.OutTradeNo, TradeStatus: res.RefundStatus,
+		OutBizNo: res.OutRefundNo, GmtRefund: res.SuccessTime}
+	if res.Amount != nil {
+		n.TotalAmount, n.RefundFee = payment.Amount(res.Amount.Total), payment.Amount(res.Amount.Refund)
+	}
+	if n.NotifyTime, err = time.Parse(time.RFC3339, env.CreateTime); err != nil {
+		return payment.Notification{}, &payment.Error{Code: payment.EINVALID, Message: "notification create_time " + env.CreateTime, Err: err}
+	}
+	return n, nil
 }
 
 // decodePayment maps a decrypted payment notification into the domain.
@@ -95,7 +130,8 @@ func decodePayment(env wechat.V3NotifyReq, res *wechat.V3DecryptPayResult) (paym
 	return n, nil
 }
 
-// verifyNotification checks the signature headers of raw at now.
+// verifyNotification checks the signature headers of raw at now, the timestamp's window
+// only at its receipt (not raw.Recorded).
 func (g *Gateway) verifyNotification(raw payment.RawNotification, now time.Time) error {
 	h := raw.Header
 	ts, nonce, sig, serial := h.Get(wechat.HeaderTimestamp), h.Get(wechat.HeaderNonce), h.Get(wechat.HeaderSignature), h.Get(wechat.HeaderSerial)
@@ -112,7 +148,7 @@ func (g *Gateway) verifyNotification(raw payment.RawNotification, now time.Time)
 	if err != nil {
 		return &payment.Error{Code: payment.EBADSIGNATURE, Message: "notification timestamp " + ts, Err: err}
 	}
-	if d := now.Sub(time.Unix(secs, 0)); d > NotifyWindow || d < -NotifyWindow {
+	if d := now.Sub(time.Unix(secs, 0)); !raw.Recorded && (d > NotifyWindow || d < -NotifyWindow) {
 		return &payment.Error{Code: payment.EBADSIGNATURE, Message: fmt.Sprintf("notification signed %s from now, outside %s", d.Round(time.Second), NotifyWindow)}
 	}
 	key, err := g.keyOf(serial)
@@ -153,4 +189,16 @@ func (g *Gateway) keyOf(serial string) (*rsa.PublicKey, error) {
 		return k, nil
 	}
 	return nil, errors.New("unknown platform certificate serial")
+}
+
+// SignedHeaders are the headers of a notification that its signature covers or names,
+// which verify it again with its body: the only ones to keep with it.
+func SignedHeaders(h http.Header) http.Header {
+	kept := http.Header{}
+	for _, k := range []string{wechat.HeaderTimestamp, wechat.HeaderNonce, wechat.HeaderSignature, wechat.HeaderSerial, "Wechatpay-Signature-Type"} {
+		if v := h.Values(k); len(v) > 0 {
+			kept[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+		}
+	}
+	return kept
 }

@@ -208,3 +208,71 @@ func TestNotificationsDuringASwitchToThePublicKey(t *testing.T) {
 		}
 	}
 }
+
+// A notification read back from where it was recorded (Recorded) is verified again
+// without the five-minute window, which guards its receipt only: a genuine delivery
+// signed six minutes ago decodes then, never on receipt; a probe or a changed body never
+// does. A refund's notification decodes as a refund (out_refund_no, the refund's amount),
+// which nothing takes as a payment.
+func TestRecordedNotificationsAndRefunds(t *testing.T) {
+	in := &inbox{}
+	notify := httptest.NewServer(in)
+	t.Cleanup(notify.Close)
+	sim, srv := simtest.Start(t, nil)
+	ks := simtest.Keys(t)
+	gw, err := wechatpay.New(context.Background(), wechatpay.Config{MchID: ks.MchID, AppID: ks.AppID,
+		MerchantSerialNo: ks.MerchantSerialNo, MerchantPrivateKeyPEM: ks.MerchantPrivateKeyPEM, APIv3Key: ks.APIv3Key,
+		BaseURL: srv.URL, NotifyURL: notify.URL + "/callbacks/wechatpay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := tradeRequest("P20261207record01", payment.MethodWechatNative)
+	if _, err := gw.Open(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.Pay(ks.MchID, req.PaymentNo, wechatpaysim.PayOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := gw.DecodeNotification(ctx, in.wait(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.ReplayNotification(first.NotifyID, 6*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	old := in.wait(t, 2)
+	wantRefused(t, gw, "a delivery signed six minutes ago, on receipt", old, payment.EBADSIGNATURE)
+	old.Recorded = true
+	if n, err := gw.DecodeNotification(ctx, old); err != nil || n.NotifyID != first.NotifyID || n.State != payment.TradePaid {
+		t.Fatalf("the same delivery read back from the inbox: %+v, %v; want it decoded", n, err)
+	}
+	tampered := old
+	tampered.Body = bytes.Replace(old.Body, []byte(`"`), []byte(` "`), 1)
+	wantRefused(t, gw, "a recorded body changed", tampered, payment.EBADSIGNATURE)
+	if _, err := sim.ProbeNotification(first.NotifyID); err != nil {
+		t.Fatal(err)
+	}
+	probe := in.wait(t, 3)
+	probe.Recorded = true
+	wantRefused(t, gw, "a recorded signature probe", probe, payment.EBADSIGNATURE)
+	if len(wechatpay.SignedHeaders(probe.Header)) != 5 {
+		t.Fatalf("signed headers %v: want the timestamp, nonce, signature, serial and signature type", wechatpay.SignedHeaders(probe.Header))
+	}
+
+	r, err := sim.ConsoleRefund(ks.MchID, req.PaymentNo, wechatpaysim.ConsoleRefund{Refund: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.SettleRefund(ks.MchID, r.OutRefundNo, "SUCCESS"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := gw.DecodeNotification(ctx, in.wait(t, 4))
+	if err != nil {
+		t.Fatalf("a refund's notification: %v", err)
+	}
+	if !n.IsRefund() || n.OutBizNo != r.OutRefundNo || n.RefundFee != 300 || n.TotalAmount != 990 || n.PaymentNo != req.PaymentNo ||
+		n.State == payment.TradePaid || n.AppID != ks.AppID || n.SellerID != ks.MchID {
+		t.Fatalf("refund notification decoded %+v; want a refund of 300 of 990 under %s", n, r.OutRefundNo)
+	}
+}

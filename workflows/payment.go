@@ -359,15 +359,26 @@ func (r *paymentRun) checkoutResult() CheckoutResult {
 	}
 }
 
-// newPaymentNo derives the out_trade_no from the run ID: unique per run and identical on
-// replay and on activity retries.
-func newPaymentNo(ctx workflow.Context) string {
-	info := workflow.GetInfo(ctx)
-	run := strings.ReplaceAll(info.WorkflowExecution.RunID, "-", "")
-	if len(run) > 24 {
-		run = run[:24]
+// newPaymentNo derives the out_trade_no of a payment at ch from the run ID: unique per
+// run and identical on replay and on activity retries. An Alipay payment's is what every
+// earlier build computed (its first 24 digits); a shorter one leaves out the UUID's
+// version digit, which says nothing of the run, so that the digits kept carry 4 more
+// bits of it.
+func newPaymentNo(ctx workflow.Context, ch payment.Channel) string {
+	return paymentNoOf(workflow.GetInfo(ctx).WorkflowExecution.RunID, workflow.Now(ctx), ch)
+}
+
+// paymentNoOf is newPaymentNo of the run runID at now.
+func paymentNoOf(runID string, now time.Time, ch payment.Channel) string {
+	run := strings.ReplaceAll(runID, "-", "")
+	digits := ch.PaymentNoRandomDigits()
+	if len(run) == 32 && digits < 24 {
+		run = run[:12] + run[13:]
 	}
-	return "P" + workflow.Now(ctx).UTC().Format("20060102") + run
+	if len(run) > digits {
+		run = run[:digits]
+	}
+	return "P" + now.UTC().Format("20060102") + run
 }
 
 func localOptions(ctx workflow.Context) workflow.Context {
@@ -438,7 +449,7 @@ func (r *paymentRun) adoptOpened(ctx workflow.Context, o *OpenedPayment) {
 func (r *paymentRun) createPayment(ctx workflow.Context) (activities.CreatePaymentResult, error) {
 	info := workflow.GetInfo(ctx)
 	if r.st.PaymentNo == "" {
-		r.st.PaymentNo = newPaymentNo(ctx)
+		r.st.PaymentNo = newPaymentNo(ctx, r.in.Method.Channel())
 	}
 	if r.st.ExpireAt.IsZero() {
 		r.st.ExpireAt = workflow.Now(ctx).Add(r.timing.PaymentTTL).UTC().Truncate(time.Second)
@@ -480,7 +491,7 @@ func (r *paymentRun) openTrade(ctx workflow.Context, p payment.Payment, existed 
 	var opened activities.OpenTradeResult
 	err = workflow.ExecuteLocalActivity(localOptions(ctx), a.OpenTrade, activities.OpenTradeInput{
 		PaymentNo: p.PaymentNo, Subject: p.Subject, Amount: p.Amount, ExpireAt: r.st.ExpireAt,
-		Method: method, ReturnURL: r.in.ReturnURL, QuitURL: r.in.QuitURL,
+		Method: method, ReturnURL: r.in.ReturnURL, QuitURL: r.in.QuitURL, Payer: r.in.Payer,
 	}).Get(ctx, &opened)
 	if err != nil {
 		var appErr *temporal.ApplicationError

@@ -1201,3 +1201,25 @@ func TestPaymentWorkflow_CheckoutOfAnotherMethodIsToldWhy(t *testing.T) {
 		t.Fatalf("a qr checkout of a page payment: %v, want a conflict naming the page payment", refusal)
 	}
 }
+
+// A WeChat Pay payment's run opens its trade with the payer the checkout sent, under a
+// payment number WeChat Pay takes (at most 32 characters).
+func TestPaymentWorkflow_WechatPayTradeGetsItsPayerAndAShortNumber(t *testing.T) {
+	env, fs := newEnv(t)
+	in := input()
+	in.Method, in.Payer = payment.MethodWechatJSAPI, payment.Payer{OpenID: "o-buyer"}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.NotificationSignal, paidNotification(fs, "n1")) }, 10*time.Second)
+	env.ExecuteWorkflow(workflows.PaymentWorkflow, in)
+	st := result(t, env)
+	if st.Status != payment.StatusPaid {
+		t.Fatalf("status %s, want PAID", st.Status)
+	}
+	if fs.opened.Method != payment.MethodWechatJSAPI || fs.opened.Payer != in.Payer {
+		t.Fatalf("trade opened with %+v, want the JSAPI method and payer %+v", fs.opened, in.Payer)
+	}
+	// The test environment's run id is not a UUID; e2e/TestWechatPayNativePaidByItsNotification
+	// opens real runs' payments at the simulator, which refuses a number over 32.
+	if no := fs.opened.PaymentNo; len(no) > 32 || !strings.HasPrefix(no, "P") {
+		t.Fatalf("payment number %q (%d characters), want at most 32", no, len(no))
+	}
+}

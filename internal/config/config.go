@@ -46,7 +46,7 @@ type Config struct {
 	APIAdminAddr string
 	// WorkerAdminAddr serves the worker's /healthz, /readyz, /metrics and pprof.
 	WorkerAdminAddr string
-	PublicURL       string // where Alipay reaches the API; notify_url is PublicURL + /callbacks/alipay
+	PublicURL       string // where the channels reach the API; notify_url is PublicURL + /callbacks/alipay (or /callbacks/wechatpay)
 
 	AlipayAppID      string
 	AlipaySellerID   string
@@ -61,6 +61,9 @@ type Config struct {
 	// AlipayCerts, when all three are set, put the adapter in certificate mode
 	// (公钥证书模式); the Alipay public key is then not read.
 	AlipayCerts AlipayCerts
+	// WechatPay is the deployment's WeChat Pay merchant (WECHATPAY_*); without its
+	// MchID, WeChat Pay is not configured.
+	WechatPay WechatPay
 	// SecretsKeys is the keyring that seals tenants' Alipay keys and webhook secrets at rest:
 	// "id:base64key,…", 32-byte AES-256 keys, the first sealing (see docs/integrate/tenants.md, key rotation).
 	SecretsKeys string
@@ -372,6 +375,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 			RefusePrivate: !e.bool("PAYKIT_WEBHOOK_ALLOW_PRIVATE"),
 		},
 	}
+	c.WechatPay = loadWechatPay(e)
 	c.loadRedis(e, lookup)
 	c.loadVersioning(e)
 	if c.SweepStaleAfter == 0 {
@@ -457,6 +461,7 @@ func (c Config) check() []string {
 	if c.InboxSettleBound <= 0 || c.InboxSweepInterval <= 0 {
 		errs = append(errs, "PAYKIT_INBOX_SETTLE_BOUND and PAYKIT_INBOX_SWEEP_INTERVAL must be positive")
 	}
+	errs = append(errs, c.WechatPay.check()...)
 	if err := c.AlipayCerts.check(); err != nil {
 		errs = append(errs, err.Error())
 	}

@@ -90,7 +90,7 @@ func TestChangingTheDefaultAppKeepsItsPayments(t *testing.T) {
 	if got := paymentApp(t, db, "P0"); got != oldApp {
 		t.Fatalf("P0 reads %q after the default app changed, want %s", got, oldApp)
 	}
-	gws, err := NewGateways(next, store, nil)
+	gws, err := NewAlipayApps(next, store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestAnEarlierDefaultAppWithoutKeysIsReported(t *testing.T) {
 	if !strings.Contains(log.String(), "level=ERROR") || !strings.Contains(log.String(), oldApp) || !strings.Contains(log.String(), "PAYKIT_SECRETS_KEYS") {
 		t.Fatalf("start log %q: want an error naming %s and PAYKIT_SECRETS_KEYS", log.String(), oldApp)
 	}
-	gws, err := NewGateways(next, store, nil)
+	gws, err := NewAlipayApps(next, store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

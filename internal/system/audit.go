@@ -38,7 +38,14 @@ func OpenAuditor(ctx context.Context, cfg config.Config, logger *slog.Logger) (a
 			_ = rc.Redis().Close()
 		}
 	}
-	gws, err := NewGateways(cfg, store, callLimiter(cfg, rc, logger))
+	limiter := callLimiter(cfg, rc, logger)
+	alipayApps, err := NewAlipayApps(cfg, store, limiter)
+	if err != nil {
+		closeRedis()
+		CloseStore(store)
+		return nil, nil, err
+	}
+	gws, err := NewGateways(ctx, cfg, alipayApps, limiter)
 	if err != nil {
 		closeRedis()
 		CloseStore(store)

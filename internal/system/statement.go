@@ -27,7 +27,7 @@ func NewReconciler(cfg config.Config, store *mysql.Store, logger *slog.Logger) *
 func (s *System) withStatements(acts *activities.Activities, cfg config.Config, logger *slog.Logger) {
 	acts.Statements = NewReconciler(cfg, s.Store, logger)
 	acts.StatementApps = func(ctx context.Context) ([]statement.App, error) {
-		return statement.Apps(ctx, cfg.AlipayAppID, s.Store, s.Gateways)
+		return statement.Apps(ctx, cfg.AlipayAppID, s.Store, s.Alipay)
 	}
 	acts.StatementReports = s.Store
 	acts.EnsureStatementSchedules = func(ctx context.Context, appIDs []string) error {
@@ -50,7 +50,7 @@ func (s *System) StatementAppIDs(ctx context.Context, cfg config.Config, logger 
 // ReconcileInProcess reconciles the day of apps in this process, without a worker: each
 // app gets its bill source, its gateway, first.
 func ReconcileInProcess(ctx context.Context, cfg config.Config, store *mysql.Store, apps []statement.App, billDate string, logger *slog.Logger) error {
-	gws, err := NewGateways(cfg, store, nil)
+	gws, err := NewAlipayApps(cfg, store, nil)
 	if err != nil {
 		return err
 	}

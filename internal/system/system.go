@@ -141,9 +141,9 @@ func DialTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger, r
 	return c, nil
 }
 
-// NewGateways returns the gateway resolver: each tenant's own Alipay app, and the
+// NewAlipayApps returns the resolver of the Alipay apps: each tenant's own app, and the
 // default app of the environment (ALIPAY_*) for tenants without one.
-func NewGateways(cfg config.Config, store gateways.Store, limiter gateways.Limiter) (*gateways.Resolver, error) {
+func NewAlipayApps(cfg config.Config, store gateways.Store, limiter gateways.Limiter) (*gateways.Resolver, error) {
 	creds, err := cfg.DefaultAppCredentials()
 	if err != nil {
 		return nil, err
@@ -160,6 +160,30 @@ func NewGateways(cfg config.Config, store gateways.Store, limiter gateways.Limit
 		return nil, err
 	}
 	return gateways.New(store, keys, build, def, cfg.AlipayAppID, cfg.AlipaySellerID), nil
+}
+
+// NewGateways returns the gateways of every channel the deployment is configured for:
+// Alipay's apps (alipay), and the WeChat Pay merchant of WECHATPAY_* if WECHATPAY_MCHID is
+// set, its calls on paykit's own initiative limited as an Alipay app's are (limiter).
+// Building the merchant's gateway verifies its keys, and without the WeChat Pay public key
+// fetches the platform certificates: a process does not start on a merchant it cannot
+// talk to.
+func NewGateways(ctx context.Context, cfg config.Config, alipay *gateways.Resolver, limiter gateways.Limiter) (gateways.Channels, error) {
+	chans := gateways.Channels{payment.ChannelAlipay: alipay}
+	if !cfg.WechatPay.Configured() {
+		return chans, nil
+	}
+	wc, err := cfg.WechatPay.Adapter(cfg.PublicURL + "/callbacks/wechatpay")
+	if err != nil {
+		return nil, err
+	}
+	m, err := gateways.WechatPay(ctx, wc, limiter)
+	if err != nil {
+		// The adapter's errors name what is wrong, never a key.
+		return nil, fmt.Errorf("wechat pay merchant %s: %w", cfg.WechatPay.MchID, err)
+	}
+	chans[payment.ChannelWechatPay] = m
+	return chans, nil
 }
 
 // callLimiter is the limit of the calls every process makes to each Alipay app on its
@@ -216,10 +240,13 @@ func activityStores(st *mysql.Store) activities.Stores {
 
 // System is every dependency the API and the worker share, opened once by Open.
 type System struct {
-	Store        *mysql.Store
-	Redis        *redis.Client // nil when Redis is disabled
-	Temporal     client.Client
-	Gateways     *gateways.Resolver
+	Store    *mysql.Store
+	Redis    *redis.Client // nil when Redis is disabled
+	Temporal client.Client
+	// Alipay resolves the Alipay apps; Gateways routes every channel's calls, Alipay's to
+	// it.
+	Alipay       *gateways.Resolver
+	Gateways     gateways.Channels
 	Orchestrator *orchestrator.Orchestrator
 	// Secrets is the keyring of PAYKIT_SECRETS_KEYS, nil if it is not set.
 	Secrets *secrets.Keyring
@@ -251,7 +278,12 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger, reg *prom
 		s.Close()
 		return nil, err
 	}
-	if s.Gateways, err = NewGateways(cfg, s.Store, callLimiter(cfg, s.Redis, logger)); err != nil {
+	limiter := callLimiter(cfg, s.Redis, logger)
+	if s.Alipay, err = NewAlipayApps(cfg, s.Store, limiter); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.Gateways, err = NewGateways(ctx, cfg, s.Alipay, limiter); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -324,7 +356,7 @@ func apiConfig(cfg config.Config) api.Config {
 // Activities are the worker's activities on the system, the reconciler and the audit
 // included.
 func (s *System) Activities(cfg config.Config, logger *slog.Logger) *activities.Activities {
-	acts := newActivities(cfg, s.Store, s.Gateways.Default(), s.Redis, s.Temporal, s.Orchestrator, logger, s.trace)
+	acts := newActivities(cfg, s.Store, s.Alipay.Default(), s.Redis, s.Temporal, s.Orchestrator, logger, s.trace)
 	if err := acts.Store.Check(); err != nil {
 		panic(err) // a wiring mistake, as in api.New
 	}

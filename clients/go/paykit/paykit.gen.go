@@ -49,10 +49,14 @@ func (e CreatePaymentRequestCurrency) Valid() bool {
 
 // Defines values for CreatePaymentRequestMethod.
 const (
-	CreatePaymentRequestMethodApp  CreatePaymentRequestMethod = "app"
-	CreatePaymentRequestMethodPage CreatePaymentRequestMethod = "page"
-	CreatePaymentRequestMethodQr   CreatePaymentRequestMethod = "qr"
-	CreatePaymentRequestMethodWap  CreatePaymentRequestMethod = "wap"
+	CreatePaymentRequestMethodApp          CreatePaymentRequestMethod = "app"
+	CreatePaymentRequestMethodPage         CreatePaymentRequestMethod = "page"
+	CreatePaymentRequestMethodQr           CreatePaymentRequestMethod = "qr"
+	CreatePaymentRequestMethodWap          CreatePaymentRequestMethod = "wap"
+	CreatePaymentRequestMethodWechatApp    CreatePaymentRequestMethod = "wechat_app"
+	CreatePaymentRequestMethodWechatH5     CreatePaymentRequestMethod = "wechat_h5"
+	CreatePaymentRequestMethodWechatJsapi  CreatePaymentRequestMethod = "wechat_jsapi"
+	CreatePaymentRequestMethodWechatNative CreatePaymentRequestMethod = "wechat_native"
 )
 
 // Valid indicates whether the value is a known member of the CreatePaymentRequestMethod enum.
@@ -65,6 +69,14 @@ func (e CreatePaymentRequestMethod) Valid() bool {
 	case CreatePaymentRequestMethodQr:
 		return true
 	case CreatePaymentRequestMethodWap:
+		return true
+	case CreatePaymentRequestMethodWechatApp:
+		return true
+	case CreatePaymentRequestMethodWechatH5:
+		return true
+	case CreatePaymentRequestMethodWechatJsapi:
+		return true
+	case CreatePaymentRequestMethodWechatNative:
 		return true
 	default:
 		return false
@@ -121,10 +133,14 @@ func (e EventType) Valid() bool {
 
 // Defines values for PaymentMethod.
 const (
-	PaymentMethodApp  PaymentMethod = "app"
-	PaymentMethodPage PaymentMethod = "page"
-	PaymentMethodQr   PaymentMethod = "qr"
-	PaymentMethodWap  PaymentMethod = "wap"
+	PaymentMethodApp          PaymentMethod = "app"
+	PaymentMethodPage         PaymentMethod = "page"
+	PaymentMethodQr           PaymentMethod = "qr"
+	PaymentMethodWap          PaymentMethod = "wap"
+	PaymentMethodWechatApp    PaymentMethod = "wechat_app"
+	PaymentMethodWechatH5     PaymentMethod = "wechat_h5"
+	PaymentMethodWechatJsapi  PaymentMethod = "wechat_jsapi"
+	PaymentMethodWechatNative PaymentMethod = "wechat_native"
 )
 
 // Valid indicates whether the value is a known member of the PaymentMethod enum.
@@ -137,6 +153,14 @@ func (e PaymentMethod) Valid() bool {
 	case PaymentMethodQr:
 		return true
 	case PaymentMethodWap:
+		return true
+	case PaymentMethodWechatApp:
+		return true
+	case PaymentMethodWechatH5:
+		return true
+	case PaymentMethodWechatJsapi:
+		return true
+	case PaymentMethodWechatNative:
 		return true
 	default:
 		return false
@@ -284,6 +308,21 @@ func (e RefundStatus) Valid() bool {
 	}
 }
 
+// Defines values for WechatPayFailureCode.
+const (
+	FAIL WechatPayFailureCode = "FAIL"
+)
+
+// Valid indicates whether the value is a known member of the WechatPayFailureCode enum.
+func (e WechatPayFailureCode) Valid() bool {
+	switch e {
+	case FAIL:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListPaymentRefunds200JSONResponseBodyRefundState.
 const (
 	ListPaymentRefunds200JSONResponseBodyRefundStateEmpty   ListPaymentRefunds200JSONResponseBodyRefundState = ""
@@ -316,16 +355,16 @@ type CheckoutResult struct {
 	ExpireAt  time.Time              `json:"expire_at"`
 	OrderId   string                 `json:"order_id"`
 
-	// OrderString The signed order string for the Alipay app SDK (method app).
+	// OrderString The signed order string for the Alipay app SDK (method app); for wechat_jsapi and wechat_app, the signed parameters as JSON.
 	OrderString *string `json:"order_string,omitempty"`
 
-	// PayUrl The cashier URL (methods page and wap).
+	// PayUrl The cashier URL (methods page and wap; WeChat Pay's h5_url for wechat_h5).
 	PayUrl *string `json:"pay_url,omitempty"`
 
 	// PaymentNo Alipay's out_trade_no.
 	PaymentNo string `json:"payment_no"`
 
-	// QrCode The QR code content (method qr).
+	// QrCode The QR code content (method qr; WeChat Pay's code_url for wechat_native).
 	QrCode   *string       `json:"qr_code,omitempty"`
 	Status   PaymentStatus `json:"status"`
 	Subject  string        `json:"subject"`
@@ -344,11 +383,14 @@ type CreatePaymentRequest struct {
 	CheckoutToken *string                       `json:"checkout_token,omitempty"`
 	Currency      *CreatePaymentRequestCurrency `json:"currency,omitempty"`
 
-	// Method `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay).
+	// Method Alipay: `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay). WeChat Pay (refused with 422 `unprocessable` where the deployment has no WeChat Pay merchant): `wechat_native`: WeChat Pay's code_url (`qr_code`) to show as a QR code; `wechat_jsapi`: the paySign parameters for WeixinJSBridge, as JSON (`order_string`), needs `payer.openid`; `wechat_h5`: WeChat Pay's h5_url (`pay_url`) for a phone's browser outside WeChat, needs `payer.client_ip`; `wechat_app`: the signed parameters for the WeChat app SDK, as JSON (`order_string`).
 	Method *CreatePaymentRequestMethod `json:"method,omitempty"`
 
 	// OrderId 1-64 characters of A-Z a-z 0-9 _ -
 	OrderId OrderID `json:"order_id"`
+
+	// Payer What a WeChat Pay method needs to know of the buyer; sent to WeChat Pay with the order, never stored.
+	Payer *Payer `json:"payer,omitempty"`
 
 	// QuitUrl Where the wap cashier sends a buyer who gives up (method wap only). At most 400 bytes, Alipay's limit.
 	QuitUrl *string `json:"quit_url,omitempty"`
@@ -366,7 +408,7 @@ type CreatePaymentRequest struct {
 // CreatePaymentRequestCurrency defines model for CreatePaymentRequest.Currency.
 type CreatePaymentRequestCurrency string
 
-// CreatePaymentRequestMethod `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay).
+// CreatePaymentRequestMethod Alipay: `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay). WeChat Pay (refused with 422 `unprocessable` where the deployment has no WeChat Pay merchant): `wechat_native`: WeChat Pay's code_url (`qr_code`) to show as a QR code; `wechat_jsapi`: the paySign parameters for WeixinJSBridge, as JSON (`order_string`), needs `payer.openid`; `wechat_h5`: WeChat Pay's h5_url (`pay_url`) for a phone's browser outside WeChat, needs `payer.client_ip`; `wechat_app`: the signed parameters for the WeChat app SDK, as JSON (`order_string`).
 type CreatePaymentRequestMethod string
 
 // CreateRefundRequest defines model for CreateRefundRequest.
@@ -422,6 +464,15 @@ type Fen = int
 
 // OrderID 1-64 characters of A-Z a-z 0-9 _ -
 type OrderID = string
+
+// Payer What a WeChat Pay method needs to know of the buyer; sent to WeChat Pay with the order, never stored.
+type Payer struct {
+	// ClientIp The buyer's IPv4 or IPv6 address (method wechat_h5 only, and required there).
+	ClientIp *string `json:"client_ip,omitempty"`
+
+	// Openid The buyer's openid under the merchant's appid (method wechat_jsapi only, and required there).
+	Openid *string `json:"openid,omitempty"`
+}
 
 // Payment defines model for Payment.
 type Payment struct {
@@ -525,6 +576,15 @@ type Refund struct {
 // RefundStatus defines model for Refund.Status.
 type RefundStatus string
 
+// WechatPayFailure What WeChat Pay expects with a status that is not 2xx.
+type WechatPayFailure struct {
+	Code    WechatPayFailureCode `json:"code"`
+	Message string               `json:"message"`
+}
+
+// WechatPayFailureCode defines model for WechatPayFailure.Code.
+type WechatPayFailureCode string
+
 // After defines model for After.
 type After = string
 
@@ -569,6 +629,20 @@ type Unprocessable = Problem
 
 // UnsupportedMediaType defines model for UnsupportedMediaType.
 type UnsupportedMediaType = Problem
+
+// WechatpayCallbackJSONBody defines parameters for WechatpayCallback.
+type WechatpayCallbackJSONBody struct {
+	CreateTime *string `json:"create_time,omitempty"`
+
+	// EventType TRANSACTION.SUCCESS, or REFUND.* (recorded, and an anomaly: WeChat Pay refunds are not supported yet)
+	EventType *string `json:"event_type,omitempty"`
+
+	// Id The notification's id (its notify id).
+	Id           *string                 `json:"id,omitempty"`
+	Resource     *map[string]interface{} `json:"resource,omitempty"`
+	ResourceType *string                 `json:"resource_type,omitempty"`
+	Summary      *string                 `json:"summary,omitempty"`
+}
 
 // CreateCheckoutTokenJSONBody defines parameters for CreateCheckoutToken.
 type CreateCheckoutTokenJSONBody struct {
@@ -620,6 +694,9 @@ type ListPaymentRefunds200JSONResponseBodyRefundState string
 type CreateRefundParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
+
+// WechatpayCallbackJSONRequestBody defines body for WechatpayCallback for application/json ContentType.
+type WechatpayCallbackJSONRequestBody WechatpayCallbackJSONBody
 
 // CreateCheckoutTokenJSONRequestBody defines body for CreateCheckoutToken for application/json ContentType.
 type CreateCheckoutTokenJSONRequestBody CreateCheckoutTokenJSONBody
@@ -709,6 +786,40 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// WechatpayCallbackWithBody WeChat Pay's notification (notify_url)
+	//
+	// WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+	// signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+	// and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+	// no signature probe, addressed to the merchant) and is recorded, or was recorded
+	// before, the answer is 204; the payment is PAID from the recorded notification, as
+	// from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+	// that does not verify) or 5xx (it could not be recorded) with
+	// `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+	// where the deployment has a WeChat Pay merchant (else 422).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /callbacks/wechatpay (the `WechatpayCallback` operationId).
+	WechatpayCallbackWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WechatpayCallback WeChat Pay's notification (notify_url)
+	//
+	// WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+	// signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+	// and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+	// no signature probe, addressed to the merchant) and is recorded, or was recorded
+	// before, the answer is 204; the payment is PAID from the recorded notification, as
+	// from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+	// that does not verify) or 5xx (it could not be recorded) with
+	// `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+	// where the deployment has a WeChat Pay merchant (else 422).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /callbacks/wechatpay (the `WechatpayCallback` operationId).
+	WechatpayCallback(ctx context.Context, body WechatpayCallbackJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Healthz Liveness
 	//
@@ -877,6 +988,60 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/refunds/{refund_no} (the `GetRefund` operationId).
 	GetRefund(ctx context.Context, refundNo OrderID, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// WechatpayCallbackWithBody WeChat Pay's notification (notify_url)
+//
+// WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+// signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+// and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+// no signature probe, addressed to the merchant) and is recorded, or was recorded
+// before, the answer is 204; the payment is PAID from the recorded notification, as
+// from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+// that does not verify) or 5xx (it could not be recorded) with
+// `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+// where the deployment has a WeChat Pay merchant (else 422).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /callbacks/wechatpay (the `WechatpayCallback` operationId).
+func (c *RawClient) WechatpayCallbackWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWechatpayCallbackRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WechatpayCallback WeChat Pay's notification (notify_url)
+//
+// WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+// signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+// and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+// no signature probe, addressed to the merchant) and is recorded, or was recorded
+// before, the answer is 204; the payment is PAID from the recorded notification, as
+// from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+// that does not verify) or 5xx (it could not be recorded) with
+// `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+// where the deployment has a WeChat Pay merchant (else 422).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /callbacks/wechatpay (the `WechatpayCallback` operationId).
+func (c *RawClient) WechatpayCallback(ctx context.Context, body WechatpayCallbackJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWechatpayCallbackRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // Healthz Liveness
@@ -1215,6 +1380,46 @@ func (c *RawClient) GetRefund(ctx context.Context, refundNo OrderID, reqEditors 
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewWechatpayCallbackRequest calls the generic WechatpayCallback builder with application/json body
+func NewWechatpayCallbackRequest(server string, body WechatpayCallbackJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewWechatpayCallbackRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewWechatpayCallbackRequestWithBody constructs an http.Request for the WechatpayCallback method, with any body, and a specified content type
+func NewWechatpayCallbackRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/callbacks/wechatpay")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
 }
 
 // NewHealthzRequest constructs an http.Request for the Healthz method
@@ -1861,6 +2066,40 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// WechatpayCallbackWithBodyWithResponse WeChat Pay's notification (notify_url)
+	//
+	// WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+	// signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+	// and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+	// no signature probe, addressed to the merchant) and is recorded, or was recorded
+	// before, the answer is 204; the payment is PAID from the recorded notification, as
+	// from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+	// that does not verify) or 5xx (it could not be recorded) with
+	// `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+	// where the deployment has a WeChat Pay merchant (else 422).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /callbacks/wechatpay (the `WechatpayCallback` operationId).
+	WechatpayCallbackWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WechatpayCallbackResponse, error)
+
+	// WechatpayCallbackWithResponse WeChat Pay's notification (notify_url)
+	//
+	// WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+	// signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+	// and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+	// no signature probe, addressed to the merchant) and is recorded, or was recorded
+	// before, the answer is 204; the payment is PAID from the recorded notification, as
+	// from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+	// that does not verify) or 5xx (it could not be recorded) with
+	// `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+	// where the deployment has a WeChat Pay merchant (else 422).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /callbacks/wechatpay (the `WechatpayCallback` operationId).
+	WechatpayCallbackWithResponse(ctx context.Context, body WechatpayCallbackJSONRequestBody, reqEditors ...RequestEditorFn) (*WechatpayCallbackResponse, error)
+
 	// HealthzWithResponse Liveness
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2042,6 +2281,68 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/refunds/{refund_no} (the `GetRefund` operationId).
 	GetRefundWithResponse(ctx context.Context, refundNo OrderID, reqEditors ...RequestEditorFn) (*GetRefundResponse, error)
+}
+
+type WechatpayCallbackResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *WechatPayFailure
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *WechatPayFailure
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *WechatPayFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *WechatPayFailure
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r WechatpayCallbackResponse) GetJSON400() *WechatPayFailure {
+	return r.JSON400
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r WechatpayCallbackResponse) GetJSON413() *WechatPayFailure {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r WechatpayCallbackResponse) GetJSON422() *WechatPayFailure {
+	return r.JSON422
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r WechatpayCallbackResponse) GetJSON503() *WechatPayFailure {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r WechatpayCallbackResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WechatpayCallbackResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WechatpayCallbackResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WechatpayCallbackResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type HealthzResponse struct {
@@ -3239,6 +3540,52 @@ func (r GetRefundResponse) ContentType() string {
 	return ""
 }
 
+// WechatpayCallbackWithBodyWithResponse WeChat Pay's notification (notify_url)
+//
+// WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+// signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+// and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+// no signature probe, addressed to the merchant) and is recorded, or was recorded
+// before, the answer is 204; the payment is PAID from the recorded notification, as
+// from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+// that does not verify) or 5xx (it could not be recorded) with
+// `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+// where the deployment has a WeChat Pay merchant (else 422).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /callbacks/wechatpay (the `WechatpayCallback` operationId).
+func (c *ClientWithResponses) WechatpayCallbackWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WechatpayCallbackResponse, error) {
+	rsp, err := c.WechatpayCallbackWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWechatpayCallbackResponse(rsp)
+}
+
+// WechatpayCallbackWithResponse WeChat Pay's notification (notify_url)
+//
+// WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+// signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+// and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+// no signature probe, addressed to the merchant) and is recorded, or was recorded
+// before, the answer is 204; the payment is PAID from the recorded notification, as
+// from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+// that does not verify) or 5xx (it could not be recorded) with
+// `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+// where the deployment has a WeChat Pay merchant (else 422).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /callbacks/wechatpay (the `WechatpayCallback` operationId).
+func (c *ClientWithResponses) WechatpayCallbackWithResponse(ctx context.Context, body WechatpayCallbackJSONRequestBody, reqEditors ...RequestEditorFn) (*WechatpayCallbackResponse, error) {
+	rsp, err := c.WechatpayCallback(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWechatpayCallbackResponse(rsp)
+}
+
 // HealthzWithResponse Liveness
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3521,6 +3868,56 @@ func (c *ClientWithResponses) GetRefundWithResponse(ctx context.Context, refundN
 		return nil, err
 	}
 	return ParseGetRefundResponse(rsp)
+}
+
+// ParseWechatpayCallbackResponse parses an HTTP response from a WechatpayCallbackWithResponse call
+func ParseWechatpayCallbackResponse(rsp *http.Response) (*WechatpayCallbackResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WechatpayCallbackResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest WechatPayFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest WechatPayFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest WechatPayFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest WechatPayFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call

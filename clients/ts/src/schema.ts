@@ -222,6 +222,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/callbacks/wechatpay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * WeChat Pay's notification (notify_url)
+         * @description WeChat Pay posts a JSON envelope whose `resource` is encrypted with the APIv3 key,
+         *     signed over the exact body with the `Wechatpay-Timestamp`, `-Nonce`, `-Signature`
+         *     and `-Serial` headers. Once it verifies (signature, a timestamp within five minutes,
+         *     no signature probe, addressed to the merchant) and is recorded, or was recorded
+         *     before, the answer is 204; the payment is PAID from the recorded notification, as
+         *     from Alipay's. Otherwise nothing is recorded and the answer is a 4xx (a notification
+         *     that does not verify) or 5xx (it could not be recorded) with
+         *     `{"code":"FAIL","message":…}`, which makes WeChat Pay deliver it again. Served only
+         *     where the deployment has a WeChat Pay merchant (else 422).
+         */
+        post: operations["wechatpayCallback"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.yaml": {
         parameters: {
             query?: never;
@@ -277,11 +305,11 @@ export interface components {
             /** @description 1-256 bytes of UTF-8 (the server counts bytes; a character may be up to 4). */
             subject: string;
             /**
-             * @description `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay).
+             * @description Alipay: `page`: a cashier URL (`pay_url`) for the browser; `qr`: a QR code (`qr_code`) to scan; `wap`: a cashier URL (`pay_url`) for a phone's browser (alipay.trade.wap.pay); `app`: an order string (`order_string`) for the Alipay app SDK (alipay.trade.app.pay). WeChat Pay (refused with 422 `unprocessable` where the deployment has no WeChat Pay merchant): `wechat_native`: WeChat Pay's code_url (`qr_code`) to show as a QR code; `wechat_jsapi`: the paySign parameters for WeixinJSBridge, as JSON (`order_string`), needs `payer.openid`; `wechat_h5`: WeChat Pay's h5_url (`pay_url`) for a phone's browser outside WeChat, needs `payer.client_ip`; `wechat_app`: the signed parameters for the WeChat app SDK, as JSON (`order_string`).
              * @default page
              * @enum {string}
              */
-            method: "page" | "qr" | "wap" | "app";
+            method: "page" | "qr" | "wap" | "app" | "wechat_native" | "wechat_jsapi" | "wechat_h5" | "wechat_app";
             /** @description Where Alipay sends the buyer back after paying (not with method app). At most 256 bytes, Alipay's limit. */
             return_url?: string;
             /** @description Where the wap cashier sends a buyer who gives up (method wap only). At most 400 bytes, Alipay's limit. */
@@ -293,6 +321,20 @@ export interface components {
              * @default false
              */
             repurchase: boolean;
+            payer?: components["schemas"]["Payer"];
+        };
+        /** @description What WeChat Pay expects with a status that is not 2xx. */
+        WechatPayFailure: {
+            /** @enum {string} */
+            code: "FAIL";
+            message: string;
+        };
+        /** @description What a WeChat Pay method needs to know of the buyer; sent to WeChat Pay with the order, never stored. */
+        Payer: {
+            /** @description The buyer's openid under the merchant's appid (method wechat_jsapi only, and required there). */
+            openid?: string;
+            /** @description The buyer's IPv4 or IPv6 address (method wechat_h5 only, and required there). */
+            client_ip?: string;
         };
         CheckoutResult: {
             /** @description Alipay's out_trade_no. */
@@ -304,11 +346,11 @@ export interface components {
             /** @enum {string} */
             currency: "CNY";
             subject: string;
-            /** @description The cashier URL (methods page and wap). */
+            /** @description The cashier URL (methods page and wap; WeChat Pay's h5_url for wechat_h5). */
             pay_url?: string;
-            /** @description The QR code content (method qr). */
+            /** @description The QR code content (method qr; WeChat Pay's code_url for wechat_native). */
             qr_code?: string;
-            /** @description The signed order string for the Alipay app SDK (method app). */
+            /** @description The signed order string for the Alipay app SDK (method app); for wechat_jsapi and wechat_app, the signed parameters as JSON. */
             order_string?: string;
             /** Format: date-time */
             expire_at: string;
@@ -327,7 +369,7 @@ export interface components {
             currency: string;
             subject: string;
             /** @enum {string} */
-            method?: "page" | "qr" | "wap" | "app";
+            method?: "page" | "qr" | "wap" | "app" | "wechat_native" | "wechat_jsapi" | "wechat_h5" | "wechat_app";
             repurchase?: boolean;
             status: components["schemas"]["PaymentStatus"];
             /** @description Alipay's trade number. */
@@ -987,6 +1029,73 @@ export interface operations {
                 };
                 content: {
                     "text/plain": "success" | "failure";
+                };
+            };
+        };
+    };
+    wechatpayCallback: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The notification's id (its notify id). */
+                    id?: string;
+                    create_time?: string;
+                    /** @description TRANSACTION.SUCCESS, or REFUND.* (recorded, and an anomaly: WeChat Pay refunds are not supported yet) */
+                    event_type?: string;
+                    resource_type?: string;
+                    summary?: string;
+                    resource?: Record<string, never>;
+                };
+            };
+        };
+        responses: {
+            /** @description Recorded (now or before); WeChat Pay stops delivering it. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The notification does not verify or is malformed; nothing is recorded. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WechatPayFailure"];
+                };
+            };
+            /** @description The body is over the limit; nothing is recorded. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WechatPayFailure"];
+                };
+            };
+            /** @description Another merchant's notification, or WeChat Pay is not configured; nothing is recorded. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WechatPayFailure"];
+                };
+            };
+            /** @description It could not be recorded now; WeChat Pay delivers it again. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WechatPayFailure"];
                 };
             };
         };
