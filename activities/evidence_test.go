@@ -133,3 +133,34 @@ func TestMarkPaid_APaymentOfAnotherRunIsNeverWritten(t *testing.T) {
 		t.Fatalf("events = %d, want none", n)
 	}
 }
+
+// A payment the scheduled reconciler has read among its due rows is known to the process
+// by that row; a notification signal for it afterwards is confirmed among the
+// notifications of the payment's channel, as for any other. The due row once left the
+// channel out, and every later signal of the payment was refused as unverified (the e2e
+// test of a notification recorded by an API that died found it: closed at expiry instead
+// of PAID).
+func TestMarkPaid_APaymentTheReconcilerQueriedIsConfirmedOnItsChannel(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	no := f.duePayments(t, 1)[0]
+	in := activities.ReconcileDueInput{Interval: time.Hour, Page: 10, Parallel: 1, Budget: time.Minute}
+	if err := f.remote(t, nil, f.acts.ReconcileDue, in); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.store.GetPayment(ctx, no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := simtest.PaidNotification(t, "n-after-query", no, "2026TAFTERQUERY", p.Amount.Yuan())
+	if _, _, err := f.store.RecordNotification(ctx, payment.ChannelNotification{Channel: "alipay", NotifyID: "n-after-query",
+		PaymentNo: no, TradeNo: "2026TAFTERQUERY", Raw: form.Encode(), Verified: true, ReceivedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var tr payment.Transition
+	err = f.local(t, &tr, f.acts.MarkPaid, activities.MarkPaidInput{PaymentNo: no, TenantID: p.TenantID, OrderID: p.OrderID,
+		TradeNo: "FORGED", PaidAt: time.Now(), Evidence: activities.EvidenceNotification, NotifyID: "n-after-query"})
+	if err != nil || !tr.Changed || tr.Unverified != "" || tr.Payment.TradeNo != "2026TAFTERQUERY" {
+		t.Fatalf("MarkPaid after the reconciler's query: %+v %v, want PAID on the recorded notification", tr, err)
+	}
+}

@@ -591,5 +591,5 @@ func (a *Activities) knowApp(q payment.DueQuery) {
 		a.paymentApps.Clear()
 		a.knownPayments.Store(0)
 	}
-	a.paymentApps.Store(q.PaymentNo, paymentApp{tenantID: q.TenantID, appID: q.AlipayAppID, amount: q.Amount})
+	a.paymentApps.Store(q.PaymentNo, paymentApp{tenantID: q.TenantID, appID: q.AlipayAppID, channel: q.Channel.OrAlipay(), amount: q.Amount})
 }

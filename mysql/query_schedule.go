@@ -15,7 +15,7 @@ const (
 	// asks Alipay about those.
 	// Of a store with a run scope, only that scope's payments and those from before
 	// scopes ('') are read (inScope); run_scope is read from the row, past the index.
-	qDueQueries = `SELECT id, payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), amount_fen, expire_at, next_query_at, queries, query_step_ms FROM payments
+	qDueQueries = `SELECT id, payment_no, workflow_id, tenant_id, COALESCE(alipay_app_id, ''), channel, amount_fen, expire_at, next_query_at, queries, query_step_ms FROM payments
 WHERE status = 0 AND next_query_at <= ? AND expire_at > ? AND (next_query_at > ? OR (next_query_at = ? AND id > ?))` + inScope + `
 ORDER BY next_query_at, id LIMIT ?`
 	// qQueryMade is a compare-and-set on the due time the reconciler read. A query changes
@@ -62,7 +62,7 @@ func (st *Store) DueQueries(ctx context.Context, now time.Time, after payment.Cu
 	err := st.query(ctx, qDueQueries, []any{dbTime(now), dbTime(now), at, at, id, st.runScope, st.runScope, limit}, func(rows *sql.Rows) error {
 		var q payment.DueQuery
 		var amount, stepMS int64
-		if err := rows.Scan(&next.ID, &q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries, &stepMS); err != nil {
+		if err := rows.Scan(&next.ID, &q.PaymentNo, &q.WorkflowID, &q.TenantID, &q.AlipayAppID, &q.Channel, &amount, &q.ExpireAt, &q.NextQueryAt, &q.Queries, &stepMS); err != nil {
 			return err
 		}
 		q.Amount, q.ExpireAt, q.NextQueryAt = payment.Amount(amount), q.ExpireAt.UTC(), q.NextQueryAt.UTC()

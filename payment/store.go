@@ -300,6 +300,8 @@ type DueQuery struct {
 	WorkflowID  string
 	TenantID    string
 	AlipayAppID string
+	// Channel is the payment's channel, whose account AlipayAppID names.
+	Channel     Channel
 	Amount      Amount
 	ExpireAt    time.Time
 	NextQueryAt time.Time
