@@ -84,7 +84,7 @@ func refund(ctx context.Context, store payment.Refunds, orch Orchestrator, log *
 	r, existed, err := store.CreateRefund(ctx, nr)
 	if err != nil {
 		switch payment.ErrorCode(err) {
-		case payment.ENOTFOUND, payment.ENOTPAID, payment.EREFUNDEXCEEDS, payment.ECONFLICT, payment.EINVALID:
+		case payment.ENOTFOUND, payment.ENOTPAID, payment.EREFUNDEXCEEDS, payment.ECONFLICT, payment.EINVALID, payment.EUNPROCESSABLE:
 			return 0, nil, err
 		}
 		return 0, nil, &payment.Error{Code: payment.EUNAVAILABLE, Message: "cannot record the refund right now, retry", Err: err}

@@ -131,6 +131,9 @@ func (st *Store) reserveRefund(ctx context.Context, tx *sql.Tx, n payment.NewRef
 // payment, or, for the money of a CLOSED or FAILED one, of that.
 func reserveStatement(n payment.NewRefund, p payment.Payment) (string, error) {
 	switch {
+	case !p.Channel.RefundsOffered():
+		return "", payment.Errorf(payment.EUNPROCESSABLE, "payment %s was paid through %s, whose refunds paykit does not make yet: refund it in %s's merchant platform",
+			p.PaymentNo, p.Channel.Name(), p.Channel.Name())
 	case n.ForClosedPayment && p.Status != payment.StatusClosed && p.Status != payment.StatusFailed:
 		return "", payment.Errorf(payment.ECONFLICT, "payment %s is %s; only the money of a CLOSED or FAILED payment is refunded as an anomaly", p.PaymentNo, p.Status)
 	case n.ForClosedPayment:

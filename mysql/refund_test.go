@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,35 @@ func TestCreateRefund_Refusals(t *testing.T) {
 				t.Fatalf("err = %v, want %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// A refund of a payment at a channel whose refunds paykit does not make (WeChat Pay's,
+// until they land) is refused as unprocessable before anything is reserved or inserted:
+// the merchant is told at once, instead of a refund that fails at the channel.
+func TestCreateRefund_RefusedForAChannelWithoutRefunds(t *testing.T) {
+	st, db := newStore(t)
+	ctx := context.Background()
+	np := newPayment("t1", "o-wx", "pay_wx_refund")
+	np.Method, np.AlipayAppID = payment.MethodWechatNative, "1230000109"
+	if _, _, err := st.CreatePendingPayment(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := st.MarkPaid(ctx, np.PaymentNo, "4200000001", time.Now()); err != nil || !tr.Changed {
+		t.Fatalf("mark paid: %+v, %v", tr, err)
+	}
+	_, _, err := st.CreateRefund(ctx, newRefund("t1", np.PaymentNo, "rf_wx", 100))
+	if payment.ErrorCode(err) != payment.EUNPROCESSABLE || !strings.Contains(err.Error(), "WeChat Pay") {
+		t.Fatalf("refund of a WeChat Pay payment: %v, want unprocessable naming WeChat Pay", err)
+	}
+	got, _ := st.GetPayment(ctx, np.PaymentNo)
+	if got.Refunded != 0 || count(t, db, "SELECT COUNT(*) FROM refunds WHERE payment_no = ?", np.PaymentNo) != 0 {
+		t.Fatalf("refunded %d fen, refunds rows written; want nothing reserved or inserted", got.Refunded)
+	}
+	// An Alipay payment's refund is made as ever.
+	paid := paidPayment(t, st, "t1", "o-ali", "pay_ali_refund")
+	if _, _, err := st.CreateRefund(ctx, newRefund("t1", paid.PaymentNo, "rf_ali", 100)); err != nil {
+		t.Fatalf("refund of an Alipay payment: %v", err)
 	}
 }
 

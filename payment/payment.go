@@ -189,6 +189,12 @@ func (c Channel) OrAlipay() Channel {
 	return c
 }
 
+// RefundsOffered reports whether paykit refunds a payment at c through the channel:
+// Alipay's, not yet WeChat Pay's (refunded in WeChat Pay's merchant platform meanwhile).
+// A refund of a payment at a channel without them is refused before anything is
+// reserved or asked.
+func (c Channel) RefundsOffered() bool { return c.OrAlipay() == ChannelAlipay }
+
 // Name is the channel's name for people: "Alipay", "WeChat Pay".
 func (c Channel) Name() string {
 	switch c.OrAlipay() {
