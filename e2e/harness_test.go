@@ -442,7 +442,10 @@ func (s *system) shutdown() {
 	}
 	testenv.StopSharedRedis()
 	if s.db != nil {
-		_, _ = s.db.Exec("DROP DATABASE IF EXISTS " + s.dbName)
+		// PAYKIT_E2E_KEEP keeps the run's database too, for reading after a failure.
+		if os.Getenv("PAYKIT_E2E_KEEP") == "" {
+			_, _ = s.db.Exec("DROP DATABASE IF EXISTS " + s.dbName)
+		}
 		s.db.Close()
 	}
 	if os.Getenv("PAYKIT_E2E_KEEP") == "" {
