@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/paykit/paykit/payment"
@@ -297,27 +296,9 @@ func failedTasksOnQueue(t *testing.T, queue string, since time.Time) (failed, ra
 		}
 		for _, e := range resp.Executions {
 			runs++
-			it := env.tc.GetWorkflowHistory(ctx, e.Execution.WorkflowId, e.Execution.RunId, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-			for it.HasNext() {
-				ev, err := it.Next()
-				if err != nil {
-					t.Fatalf("history of %s run %s: %v", e.Execution.WorkflowId, e.Execution.RunId, err)
-				}
-				if ev.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
-					continue
-				}
-				attrs := ev.GetWorkflowTaskFailedEventAttributes()
-				if attrs.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND {
-					// A signal arrived while the task was completing the run: the server
-					// refuses the completion so that the worker reads the signal first. Any
-					// build's worker gets it under signals; it says nothing of versions.
-					raced++
-					continue
-				}
-				failed++
-				t.Logf("%s (%s) run %s: workflow task failed (%s): %s", e.Execution.WorkflowId, e.Type.GetName(), e.Execution.RunId,
-					attrs.GetCause(), attrs.GetFailure().GetMessage())
-			}
+			f, r := workflowTaskFailures(t, e.Execution.WorkflowId, e.Execution.RunId)
+			failed += f
+			raced += r
 		}
 		if token = resp.NextPageToken; len(token) == 0 {
 			return failed, raced, runs

@@ -44,21 +44,31 @@ func versionOf(t *testing.T, workflowID string) (buildID string, behavior enumsp
 	return vi.GetDeploymentVersion().GetBuildId(), vi.GetBehavior()
 }
 
-// failedWorkflowTasks counts the failed workflow tasks in a workflow's current run.
-func failedWorkflowTasks(t *testing.T, workflowID string) int {
+// workflowTaskFailures counts the WorkflowTaskFailed events in one run's history (the
+// current run when runID is empty), logging each. A failure whose cause is
+// UnhandledCommand is counted apart as raced: a signal arrived while the task was
+// completing the run, and the server refused the completion so that the worker reads the
+// signal first. Any build's worker meets it under signals; it says nothing of versions.
+func workflowTaskFailures(t *testing.T, workflowID, runID string) (failed, raced int) {
 	t.Helper()
-	n := 0
-	it := env.tc.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := env.tc.GetWorkflowHistory(context.Background(), workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			t.Fatalf("history of %s: %v", workflowID, err)
+			t.Fatalf("history of %s run %q: %v", workflowID, runID, err)
 		}
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
-			n++
+		if ev.GetEventType() != enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+			continue
 		}
+		attrs := ev.GetWorkflowTaskFailedEventAttributes()
+		if attrs.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND {
+			raced++
+			continue
+		}
+		failed++
+		t.Logf("%s run %q: workflow task failed (%s): %s", workflowID, runID, attrs.GetCause(), attrs.GetFailure().GetMessage())
 	}
-	return n
+	return failed, raced
 }
 
 // TestWorkerVersioningPinsPaymentsToTheirBuild follows docs/operate/upgrades.md's rolling
@@ -67,7 +77,8 @@ func failedWorkflowTasks(t *testing.T, workflowID string) int {
 // of build b start beside them and b is made current: a payment opened then is pinned to
 // b, while the first one's every workflow task, its notification, PAID, grant and webhook
 // included, is still done by a's worker. Rolled back (a current again), a new payment is
-// a's, and b's worker stops once its payment has ended. No workflow task fails.
+// a's, and b's worker stops once its payment has ended. No workflow task fails, but for
+// a completion that meets a signal (see workflowTaskFailures).
 func TestWorkerVersioningPinsPaymentsToTheirBuild(t *testing.T) {
 	deployment := "paykit-e2e-versioning-" + randHex(3)
 	versioned := func(build string) []string {
@@ -140,8 +151,12 @@ func TestWorkerVersioningPinsPaymentsToTheirBuild(t *testing.T) {
 	waitWorkflowClosed(t, w3, 30*time.Second)
 
 	for _, w := range []string{w1, w2, w3} {
-		if n := failedWorkflowTasks(t, w); n != 0 {
-			t.Errorf("%s: %d failed workflow tasks, want none", w, n)
+		failed, raced := workflowTaskFailures(t, w, "")
+		if failed != 0 {
+			t.Errorf("%s: %d failed workflow tasks, want none", w, failed)
+		}
+		if raced != 0 {
+			t.Logf("%s: %d completions met a signal and were retried", w, raced)
 		}
 	}
 	for _, no := range []string{p1, p2, p3} {
