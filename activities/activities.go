@@ -142,9 +142,16 @@ func (a *Activities) benefit() string {
 // heartbeat records progress when ctx is an activity's; tests may call an activity
 // directly, outside Temporal.
 func heartbeat(ctx context.Context, details ...any) {
-	if activity.IsActivity(ctx) {
-		activity.RecordHeartbeat(ctx, details...)
+	if !activity.IsActivity(ctx) {
+		return
 	}
+	if p, ok := ctx.Value(pulseKey{}).(*pulse); ok {
+		// keepAlive's beats repeat these details.
+		p.mu.Lock()
+		p.details = details
+		p.mu.Unlock()
+	}
+	activity.RecordHeartbeat(ctx, details...)
 }
 
 func (a *Activities) log() *slog.Logger {

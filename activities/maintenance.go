@@ -72,6 +72,8 @@ type SweepResult struct {
 // and stuck runs beyond them would never be re-driven. Over sweeps it walks every
 // pending payment, and starts again from the oldest once it read the last.
 func (a *Activities) SweepStalePayments(ctx context.Context, staleAfter time.Duration, limit int, opts SweepOptions) (SweepResult, error) {
+	ctx, stopBeating := keepAlive(ctx)
+	defer stopBeating()
 	var res SweepResult
 	if limit <= 0 {
 		limit = 500

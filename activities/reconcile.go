@@ -109,6 +109,8 @@ const reconcileBeat = 10 * time.Second
 // turned into a loop. A run whose only due payments are unclaimable therefore fails too;
 // it holds up no other payment.
 func (a *Activities) ReconcileDue(ctx context.Context, in ReconcileDueInput) (ReconcileDueResult, error) {
+	ctx, stopBeating := keepAlive(ctx)
+	defer stopBeating()
 	if in.Every <= 0 || in.Until.IsZero() {
 		return a.reconcilePass(ctx, in)
 	}
@@ -140,13 +142,13 @@ func waitForPass(ctx context.Context, stop <-chan struct{}, next time.Time, sofa
 	defer timer.Stop()
 	beat := time.NewTicker(reconcileBeat)
 	defer beat.Stop()
-	activity.RecordHeartbeat(ctx, sofar)
+	heartbeat(ctx, sofar)
 	for {
 		select {
 		case <-timer.C:
 			return nil
 		case <-beat.C:
-			activity.RecordHeartbeat(ctx, sofar)
+			heartbeat(ctx, sofar)
 		case <-stop:
 			return errWorkerStopping
 		case <-ctx.Done():
@@ -182,7 +184,7 @@ func (a *Activities) reconcilePass(ctx context.Context, in ReconcileDueInput) (R
 		case <-done:
 			working = false
 		case <-beat.C:
-			activity.RecordHeartbeat(ctx, r.result())
+			heartbeat(ctx, r.result())
 		}
 	}
 	return r.end(ctx)
@@ -309,7 +311,7 @@ func (r *reconcileRun) serve(ctx context.Context, on *appQueue, q payment.DueQue
 	r.cond.Signal() // the app's next payment may take its turn
 	r.mu.Unlock()
 	outcome, err := r.a.reconcileOne(ctx, r.interval, q, query)
-	activity.RecordHeartbeat(ctx, nil)
+	heartbeat(ctx, nil)
 	r.mu.Lock()
 	on.busy--
 	r.cond.Signal()
@@ -369,7 +371,7 @@ func (r *reconcileRun) read(ctx context.Context) {
 	} else {
 		r.after = next
 	}
-	activity.RecordHeartbeat(ctx, r.res)
+	heartbeat(ctx, r.res)
 }
 
 // add queues q on its app, or leaves it due for the next run when its app has no turn

@@ -119,3 +119,74 @@ func reconcilerRuns(t *testing.T, taskQueue string) (runs, events int) {
 		}
 	}
 }
+
+// TestReconcilerResumesSoonAfterItsWorkerIsKilled: the scheduled reconciler's loop is one
+// long activity, so a worker SIGKILLed under it is noticed only by the activity's
+// heartbeat timeout, and until then no payment is queried. The worker is killed just after
+// the loop's heartbeat reached Temporal and started again at once; a payment is then paid
+// while every notification is lost. It must be PAID, by the reconciler on the restarted
+// worker, within 20 s of Alipay taking the money. Before, the loop's heartbeat timeout was
+// 30 s (and its heartbeats were sent 24 s apart), so the reconciler stood still for about
+// half a minute after the kill.
+func TestReconcilerResumesSoonAfterItsWorkerIsKilled(t *testing.T) {
+	resetFaults(t)
+	st := newStack(t, stackOptions{paymentTTL: 2 * time.Minute})
+	tn := newTenant(t)
+	// Just after a heartbeat reached Temporal: the most the old timeout could hold it.
+	beat := reconcilerLoopHeartbeat(t, st.taskQueue, time.Now().Add(-time.Second))
+	st.worker.kill()
+	killed := time.Now()
+	if err := st.worker.run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitHTTP(st.workerAdminURL+"/readyz", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	simFault(t, "/notifications", map[string]any{"drop_next": 1000})
+	res := mustCheckout(t, st, tn, "", order("rk-1", 1500))
+	openCashier(t, res.PayURL)
+	simPay(t, res.PaymentNo)
+	paid := time.Now()
+	waitStatus(t, res.PaymentNo, payment.StatusPaid, 60*time.Second)
+	took := time.Since(paid)
+	final := waitWorkflowClosed(t, payment.WorkflowID(tn.id, "rk-1"), 30*time.Second)
+	if final.WokenAt.IsZero() {
+		t.Fatalf("paid without the reconciler's wake: %+v", final)
+	}
+	resumed := reconcilerLoopHeartbeat(t, st.taskQueue, killed)
+	t.Logf("loop heartbeat %s before the kill; the loop heartbeat again %s after it; PAID %s after Alipay took the money",
+		killed.Sub(beat).Round(time.Millisecond), resumed.Sub(killed).Round(time.Millisecond), took.Round(time.Millisecond))
+	if took > 20*time.Second {
+		t.Fatalf("PAID %s after Alipay took the money with every notification lost, want within 20 s: the reconciler stood still after its worker was killed",
+			took.Round(time.Millisecond))
+	}
+}
+
+// reconcilerLoopHeartbeat waits for the running reconciler loop of taskQueue to have a
+// heartbeat recorded by Temporal after after, and returns its time.
+func reconcilerLoopHeartbeat(t *testing.T, taskQueue string, after time.Time) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	query := fmt.Sprintf("WorkflowType = '%s' AND TaskQueue = '%s' AND ExecutionStatus = 'Running'", workflows.ReconcilerWorkflowName, taskQueue)
+	var at time.Time
+	waitFor(t, 90*time.Second, func() bool {
+		resp, err := env.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.GetExecutions() {
+			d, err := env.tc.DescribeWorkflow(ctx, e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId())
+			if err != nil {
+				continue
+			}
+			for _, pa := range d.RawResponse.GetPendingActivities() {
+				if hb := pa.GetLastHeartbeatTime(); hb != nil && hb.AsTime().After(after) {
+					at = hb.AsTime()
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return at
+}

@@ -139,6 +139,9 @@ func New(c client.Client, cfg Config, acts *activities.Activities) sdkworker.Wor
 		// Eager activity dispatch saves a round trip per activity on the hot path.
 		DisableEagerActivities:   false,
 		PreferredVersionProvider: PaymentVersions(cfg.EachPaymentChange),
+		// Heartbeats reach Temporal every few seconds, well within the loops' heartbeat
+		// timeout (activities.LoopHeartbeatTimeout) even when a send is slow.
+		MaxHeartbeatThrottleInterval: activities.HeartbeatThrottle,
 	}
 	if cfg.Versioning.On() {
 		opts.DeploymentOptions = sdkworker.DeploymentOptions{

@@ -41,10 +41,11 @@ func SweeperWorkflow(ctx workflow.Context, in SweepInput) (activities.SweepResul
 		}
 	}
 	actx := maintenanceOptions(ctx, "sweep stale pending payments")
-	// The sweep heartbeats after every payment and delivery it finishes, so a worker that
-	// died mid-sweep is noticed in a minute rather than at the 5-minute timeout; the
-	// events it had claimed are due again when their lease ends.
-	actx = workflow.WithHeartbeatTimeout(actx, time.Minute)
+	// The sweep beats every second whatever it waits on, so a worker that died mid-sweep
+	// is noticed in seconds rather than at the 5-minute timeout, and the schedule's next
+	// sweeps, skipped while this one runs, are not held up; the events it had claimed are
+	// due again when their lease ends.
+	actx = workflow.WithHeartbeatTimeout(actx, activities.LoopHeartbeatTimeout)
 	err := workflow.ExecuteActivity(actx, a.SweepStalePayments, in.StaleAfter, in.Limit, opts).Get(ctx, &res)
 	return res, err
 }

@@ -36,8 +36,10 @@ func ReconcilerWorkflow(ctx workflow.Context, in ReconcilerInput) (activities.Re
 	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: in.Span + in.Budget + 2*time.Minute,
-		HeartbeatTimeout:    30 * time.Second,
-		Summary:             "query the due pending payments at alipay",
+		// The loop beats every second whatever it waits on: a worker that dies under it
+		// is noticed in seconds, and the retry carries on the loop on another worker.
+		HeartbeatTimeout: activities.LoopHeartbeatTimeout,
+		Summary:          "query the due pending payments at alipay",
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second, MaximumAttempts: attempts,
 		},
