@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/wechatpaysim"
+	"github.com/paykit/paykit/workflows"
 )
 
 // wxSim calls the WeChat Pay simulator's control API and requires a 2xx.
@@ -124,4 +129,154 @@ func TestWechatPayLostNotificationsReconciled(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() bool { return len(env.merchant.received(tn.id)) == 1 })
 	t.Logf("every WeChat Pay notification lost: paid by reconciliation after %d queries", final.Reconciliations)
+}
+
+// A wechat_jsapi checkout for a payer's openid answers the signed parameters of
+// WeixinJSBridge's getBrandWCPayRequest. The simulator's JSAPI call checks them with the
+// merchant's key: a call whose nonceStr was changed after signing is refused and pays
+// nothing; the call as paykit signed it pays, and the notification makes the payment
+// PAID once, with the order at WeChat Pay made for that openid.
+func TestWechatPayJSAPIPaidThroughItsSignedCall(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	const openID = "o-e2e-jsapi-buyer"
+	body := order("wx3001", 1288)
+	body["method"] = string(payment.MethodWechatJSAPI)
+	body["payer"] = map[string]any{"openid": openID}
+	res := mustCheckout(t, st, tn, "wx-"+randHex(6), body)
+	var call map[string]string
+	if err := json.Unmarshal([]byte(res.OrderString), &call); err != nil || res.PayURL != "" || res.QRCode != "" {
+		t.Fatalf("a wechat_jsapi checkout answered %+v (%v); want the JSAPI call's parameters as order_string", res, err)
+	}
+	for _, k := range []string{"appId", "timeStamp", "nonceStr", "package", "signType", "paySign"} {
+		if call[k] == "" {
+			t.Fatalf("JSAPI parameters %v lack %s", call, k)
+		}
+	}
+	if call["appId"] != env.wxKeys.AppID || call["signType"] != "RSA" || !strings.HasPrefix(call["package"], "prepay_id=") {
+		t.Fatalf("JSAPI parameters %v", call)
+	}
+	jsapi := func(c map[string]string) response {
+		b, _ := json.Marshal(c)
+		return do(t, http.MethodPost, env.wxSimURL+"/_sim/cashier/jsapi", map[string]string{"Content-Type": "application/json"}, b)
+	}
+	tampered := maps.Clone(call)
+	tampered["nonceStr"] = "0" + call["nonceStr"][1:]
+	if tampered["nonceStr"] == call["nonceStr"] {
+		tampered["nonceStr"] = "1" + call["nonceStr"][1:]
+	}
+	if r := jsapi(tampered); r.status/100 == 2 || !strings.Contains(string(r.body), "get_brand_wcpay_request:fail") {
+		t.Fatalf("a JSAPI call changed after signing: HTTP %d %s; want it refused", r.status, r.body)
+	}
+	var o wechatpaysim.Order
+	if err := json.Unmarshal(wxSim(t, http.MethodGet, "/_sim/orders/"+res.PaymentNo, nil), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.TradeState != "NOTPAY" || o.TradeType != "JSAPI" || o.OpenID != openID {
+		t.Fatalf("the order at WeChat Pay after a refused call: %+v; want an unpaid JSAPI order for %s", o, openID)
+	}
+	if r := jsapi(call); r.status != http.StatusOK || !strings.Contains(string(r.body), "get_brand_wcpay_request:ok") {
+		t.Fatalf("the JSAPI call as signed: HTTP %d %s", r.status, r.body)
+	}
+	p := waitStatus(t, res.PaymentNo, payment.StatusPaid, 30*time.Second)
+	final := waitWorkflowClosed(t, payment.WorkflowID(tn.id, "wx3001"), 30*time.Second)
+	if p.TradeNo == "" || final.Status != payment.StatusPaid || len(final.SeenNotifyIDs) == 0 || !final.WebhookSent {
+		t.Fatalf("payment %+v, final %+v; want PAID by its notification, its webhook sent", p, final)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM payments WHERE payment_no = ? AND channel = 'wechatpay' AND method = 'wechat_jsapi'", res.PaymentNo); n != 1 {
+		t.Fatalf("payments on the WeChat Pay channel with method wechat_jsapi: %d, want 1", n)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ? AND type = ?", res.PaymentNo, payment.EventPaymentPaid); n != 1 {
+		t.Fatalf("payment.paid events: %d, want 1", n)
+	}
+}
+
+// A WeChat Pay payment nobody pays is closed at its expiry: its run closes the order at
+// WeChat Pay (CLOSED there), the payment is CLOSED here with its closed webhook, and
+// nothing is paid.
+func TestWechatPayUnpaidClosedAtExpiry(t *testing.T) {
+	ttl := 8 * time.Second
+	st := newStack(t, stackOptions{paymentTTL: ttl})
+	tn := newTenant(t)
+	res := wxCheckout(t, st, tn, "wx4001", 500)
+	waitStatus(t, res.PaymentNo, payment.StatusClosed, ttl+30*time.Second)
+	final := waitWorkflowClosed(t, payment.WorkflowID(tn.id, "wx4001"), 30*time.Second)
+	var o wechatpaysim.Order
+	if err := json.Unmarshal(wxSim(t, http.MethodGet, "/_sim/orders/"+res.PaymentNo, nil), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.TradeState != "CLOSED" || final.Status != payment.StatusClosed {
+		t.Fatalf("order at WeChat Pay %+v, run %+v; want both closed", o, final)
+	}
+	waitFor(t, 10*time.Second, func() bool { return len(env.merchant.received(tn.id)) >= 1 })
+	hooks := env.merchant.received(tn.id)
+	if len(hooks) != 1 || hooks[0].typ != payment.EventPaymentClosed {
+		t.Fatalf("merchant webhooks: %+v; want one payment.closed", hooks)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE payment_no = ?", res.PaymentNo); n != 0 {
+		t.Fatalf("grants of a closed payment: %d", n)
+	}
+}
+
+// Nothing but WeChat Pay's signed word pays. A genuine notification's signature probe
+// (WECHATPAY/SIGNTEST/…) and the same notification replayed ten minutes late are each
+// refused with 400 and recorded nowhere; a notification signal sent straight to
+// Temporal for a pending WeChat Pay payment, with a made-up notify_id and
+// transaction_id, leaves it pending with an unverified_signal anomaly; and the buyer's
+// real payment afterwards is PAID with WeChat Pay's transaction_id.
+func TestWechatPayForgedProbeAndReplayPayNothing(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	// A paid payment's genuine notification, probed and replayed late.
+	paidRes := wxCheckout(t, st, tn, "wx5001", 700)
+	wxSim(t, http.MethodPost, "/_sim/orders/"+paidRes.PaymentNo+"/pay", map[string]any{})
+	waitStatus(t, paidRes.PaymentNo, payment.StatusPaid, 30*time.Second)
+	var attempts []wechatpaysim.NotificationAttempt
+	if err := json.Unmarshal(wxSim(t, http.MethodGet, "/_sim/notifications?out_trade_no="+paidRes.PaymentNo, nil), &attempts); err != nil || len(attempts) == 0 {
+		t.Fatalf("notifications of %s: %v %v", paidRes.PaymentNo, attempts, err)
+	}
+	id := attempts[0].ID
+	rows := count(t, "SELECT COUNT(*) FROM channel_notifications WHERE channel = 'wechatpay'")
+	for _, c := range []struct{ path, body string }{{"/probe", `{}`}, {"/replay", `{"age_seconds":600}`}} {
+		var a wechatpaysim.NotificationAttempt
+		if err := json.Unmarshal(wxSim(t, http.MethodPost, "/_sim/notifications/"+id+c.path, json.RawMessage(c.body)), &a); err != nil {
+			t.Fatal(err)
+		}
+		if a.StatusCode != http.StatusBadRequest || a.Acknowledged || !strings.Contains(a.ResponseBody, `"code":"FAIL"`) {
+			t.Fatalf("%s of notification %s: %+v; want 400 with code FAIL", c.path, id, a)
+		}
+	}
+	if n := count(t, "SELECT COUNT(*) FROM channel_notifications WHERE channel = 'wechatpay'"); n != rows {
+		t.Fatalf("WeChat Pay notification rows: %d after the probe and the replay, %d before", n, rows)
+	}
+
+	// A forged signal straight to Temporal.
+	res := wxCheckout(t, st, tn, "wx5002", 900)
+	workflowID := payment.WorkflowID(tn.id, "wx5002")
+	forgedID := "forged-" + randHex(4)
+	out, err := exec.Command(envOr("PAYKIT_TEMPORAL_CLI", filepath.Join(repoRoot(), ".bin", "temporal")), "workflow", "signal",
+		"--address", env.temporalAddr, "--namespace", "default", "--workflow-id", workflowID, "--name", workflows.NotificationSignal,
+		"--input", `{"notify_id":"`+forgedID+`","payment_no":"`+res.PaymentNo+`","trade_no":"4200000000FORGED","trade_status":"SUCCESS","state":2,"amount_fen":900}`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("temporal workflow signal: %v\n%s", err, out)
+	}
+	waitFor(t, 20*time.Second, func() bool {
+		return count(t, "SELECT COUNT(*) FROM payment_anomalies WHERE kind = ? AND payment_no = ? AND subject = ?",
+			payment.AnomalyUnverifiedSignal, res.PaymentNo, forgedID) == 1
+	})
+	if p, err := env.store.GetPayment(context.Background(), res.PaymentNo); err != nil || p.Status != payment.StatusPending || p.TradeNo != "" {
+		t.Fatalf("payment after a forged signal: %+v %v; want pending with no transaction_id", p, err)
+	}
+	wxSim(t, http.MethodPost, "/_sim/orders/"+res.PaymentNo+"/pay", map[string]any{})
+	p := waitStatus(t, res.PaymentNo, payment.StatusPaid, 30*time.Second)
+	var o wechatpaysim.Order
+	if err := json.Unmarshal(wxSim(t, http.MethodGet, "/_sim/orders/"+res.PaymentNo, nil), &o); err != nil {
+		t.Fatal(err)
+	}
+	if p.TradeNo != o.TransactionID || o.TransactionID == "" {
+		t.Fatalf("paid with transaction_id %q, want WeChat Pay's %q", p.TradeNo, o.TransactionID)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM payment_events WHERE payment_no = ? AND type = ?", res.PaymentNo, payment.EventPaymentPaid); n != 1 {
+		t.Fatalf("payment.paid events: %d, want 1", n)
+	}
 }

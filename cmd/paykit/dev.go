@@ -25,6 +25,7 @@ import (
 	"github.com/paykit/paykit/payment"
 	"github.com/paykit/paykit/shop"
 	"github.com/paykit/paykit/tenants"
+	"github.com/paykit/paykit/wechatpaysim"
 	"github.com/paykit/paykit/worker"
 )
 
@@ -38,6 +39,7 @@ const (
 type devOptions struct {
 	dir         string
 	simAddr     string
+	wxSimAddr   string
 	merchantAdr string
 	shopAddr    string
 	temporalCLI string
@@ -47,8 +49,9 @@ type devOptions struct {
 }
 
 // runDev runs the whole system locally: it starts (or reuses) a Temporal dev server with
-// its Web UI, applies the migrations, makes sure Redis answers, and runs the Alipay
-// simulator, a demo merchant webhook receiver, the worker and the API in this process.
+// its Web UI, applies the migrations, makes sure Redis answers, and runs the Alipay and
+// WeChat Pay simulators, a demo merchant webhook receiver, the worker and the API in this
+// process.
 func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	o, err := parseDevFlags(args)
 	if err != nil {
@@ -59,7 +62,7 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
 	}
-	cfg, keys, certs, err := devConfig(cfg, o, logger)
+	cfg, keys, err := devConfig(cfg, o, logger)
 	if err != nil {
 		return err
 	}
@@ -96,7 +99,7 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 	if err := seedDemoTenant(ctx, cfg, sys.Store, "http://"+o.merchantAdr+"/webhooks"); err != nil {
 		return err
 	}
-	return serveDev(ctx, cfg, o, keys, certs, sys, reg, logger)
+	return serveDev(ctx, cfg, o, keys, sys, reg, logger)
 }
 
 // parseDevFlags reads `paykit dev`'s flags.
@@ -105,6 +108,7 @@ func parseDevFlags(args []string) (devOptions, error) {
 	var o devOptions
 	fs.StringVar(&o.dir, "dir", ".dev", "directory for keys, the Temporal database and logs")
 	fs.StringVar(&o.simAddr, "sim-addr", "127.0.0.1:8090", "Alipay simulator listen address")
+	fs.StringVar(&o.wxSimAddr, "wechatpay-sim-addr", "127.0.0.1:8091", "WeChat Pay simulator listen address (used unless WECHATPAY_MCHID names a merchant of your own)")
 	fs.StringVar(&o.merchantAdr, "merchant-addr", "127.0.0.1:8081", "demo merchant webhook receiver address")
 	fs.StringVar(&o.shopAddr, "shop-addr", "127.0.0.1:8082", "demo shop (product page, Pay button, result page) address")
 	fs.StringVar(&o.temporalCLI, "temporal-cli", "", "path to a temporal CLI binary (default: .bin/temporal, built from tools/go.mod if missing)")
@@ -118,34 +122,56 @@ func parseDevFlags(args []string) (devOptions, error) {
 // simURL is the base URL of the Alipay simulator.
 func (o devOptions) simURL() string { return "http://" + o.simAddr }
 
-// devConfig points cfg at the simulator, with the app's and the simulator's keys (and,
+// wxSimURL is the base URL of the WeChat Pay simulator.
+func (o devOptions) wxSimURL() string { return "http://" + o.wxSimAddr }
+
+// devKeys are the keys dev keeps in its directory: the Alipay app's and simulator's
+// (with -cert, certificates too) and, unless WECHATPAY_MCHID names a merchant of the
+// user's own, the WeChat Pay merchant's and simulator's (wechat.MchID is empty then).
+type devKeys struct {
+	alipay alipaysim.KeySet
+	certs  alipaysim.CertSet
+	wechat wechatpaysim.KeySet
+}
+
+// devConfig points cfg at the simulators, with the apps' and the simulators' keys (and,
 // with -cert, certificates) kept in the dev directory, made there on the first run, and
 // returns them too.
-func devConfig(cfg config.Config, o devOptions, logger *slog.Logger) (config.Config, alipaysim.KeySet, alipaysim.CertSet, error) {
-	var certs alipaysim.CertSet
+func devConfig(cfg config.Config, o devOptions, logger *slog.Logger) (config.Config, devKeys, error) {
+	var k devKeys
 	keyDir := filepath.Join(o.dir, "keys")
-	keys, err := devstack.Keys(keyDir, logger)
-	if err != nil {
-		return cfg, keys, certs, err
+	var err error
+	if k.alipay, err = devstack.Keys(keyDir, logger); err != nil {
+		return cfg, k, err
 	}
-	cfg.AlipayAppPrivateKey, cfg.AlipayPublicKey = keys.AppPrivateKeyPEM, keys.AlipayPublicKeyPEM
+	cfg.AlipayAppPrivateKey, cfg.AlipayPublicKey = k.alipay.AppPrivateKeyPEM, k.alipay.AlipayPublicKeyPEM
 	// Webhook secrets are sealed: without a keyring of its own, dev makes one in .dev/keys.
 	if cfg.SecretsKeys == "" {
 		if cfg.SecretsKeys, err = devstack.SecretsKeys(keyDir, logger); err != nil {
-			return cfg, keys, certs, err
+			return cfg, k, err
 		}
 	}
 	if o.cert {
-		if certs, err = devstack.Certs(keyDir, keys, logger); err != nil {
-			return cfg, keys, certs, err
+		if k.certs, err = devstack.Certs(keyDir, k.alipay, logger); err != nil {
+			return cfg, k, err
 		}
 		cfg.AlipayPublicKey = ""
-		cfg.AlipayCerts = config.AlipayCerts{App: certs.AppCertPEM, Public: certs.AlipayCertPEM, Root: certs.AlipayRootCertPEM}
+		cfg.AlipayCerts = config.AlipayCerts{App: k.certs.AppCertPEM, Public: k.certs.AlipayCertPEM, Root: k.certs.AlipayRootCertPEM}
 	}
 	cfg.AlipayGatewayURL = o.simURL() + alipaysim.GatewayPath
+	if !cfg.WechatPay.Configured() {
+		if k.wechat, err = devstack.WechatKeys(keyDir, logger); err != nil {
+			return cfg, k, err
+		}
+		cfg.WechatPay = config.WechatPay{
+			MchID: k.wechat.MchID, AppID: k.wechat.AppID, MerchantSerial: k.wechat.MerchantSerialNo,
+			PrivateKey: k.wechat.MerchantPrivateKeyPEM, APIv3Key: k.wechat.APIv3Key,
+			PublicKey: k.wechat.PublicKeyPEM, PublicKeyID: k.wechat.PublicKeyID, BaseURL: o.wxSimURL(),
+		}
+	}
 	// The demo merchant listens on plain http on this machine.
 	cfg.WebhookPolicy = activities.WebhookPolicy{}
-	return cfg, keys, certs, nil
+	return cfg, k, nil
 }
 
 // prepareDevStorage creates the database if it is missing, applies the migrations and
@@ -161,11 +187,12 @@ func prepareDevStorage(ctx context.Context, cfg config.Config, logger *slog.Logg
 	return nil
 }
 
-// serveDev runs the Alipay simulator, the demo merchant and shop, the worker and the API on
-// sys until ctx ends or one of them fails; the end of ctx is not an error.
-func serveDev(ctx context.Context, cfg config.Config, o devOptions, keys alipaysim.KeySet, certs alipaysim.CertSet,
+// serveDev runs the simulators, the demo merchant and shop, the worker and the API on sys
+// until ctx ends or one of them fails; the end of ctx is not an error.
+func serveDev(ctx context.Context, cfg config.Config, o devOptions, k devKeys,
 	sys *system.System, reg *prometheus.Registry, logger *slog.Logger) error {
 	simURL := o.simURL()
+	keys, certs := k.alipay, k.certs
 	sim, err := alipaysim.New(alipaysim.Config{
 		AppID: cfg.AlipayAppID, SellerID: cfg.AlipaySellerID, AppPublicKeyPEM: keys.AppPublicKeyPEM,
 		AlipayPrivateKeyPEM: keys.AlipayPrivateKeyPEM, PublicURL: simURL, Logger: logger,
@@ -175,12 +202,27 @@ func serveDev(ctx context.Context, cfg config.Config, o devOptions, keys alipays
 		return err
 	}
 	defer sim.Close()
+	g, gctx := errgroup.WithContext(ctx)
+	wxSimURL := ""
+	if k.wechat.MchID != "" {
+		wxCfg := k.wechat.Config()
+		wxCfg.PublicURL, wxCfg.Logger = o.wxSimURL(), logger.With("component", "wechatpaysim")
+		// dev's merchant has the WeChat Pay public key and no platform certificate, as a
+		// merchant opened today does: everything WeChat Pay signs, it signs with that key.
+		wxCfg.Merchants[0].KeyMode = wechatpaysim.KeyModePublicKey
+		wxSim, err := wechatpaysim.New(wxCfg)
+		if err != nil {
+			return err
+		}
+		defer wxSim.Close()
+		wxSimURL = o.wxSimURL()
+		g.Go(func() error { return system.Serve(gctx, o.wxSimAddr, wxSim.Handler()) })
+	}
 	acts := sys.Activities(cfg, logger.With("component", "worker"))
 	acts.Metrics = activities.NewMetrics(reg)
 	acts.StatementMetrics = activities.NewStatementMetrics(reg)
 	srv := sys.APIServer(cfg, logger.With("component", "api"), api.NewMetrics(reg))
 
-	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return system.Serve(gctx, o.simAddr, sim.Handler()) })
 	// The demo merchant verifies the cashier's return redirect with Alipay's public key,
 	// as a merchant's own server would.
@@ -203,7 +245,7 @@ func serveDev(ctx context.Context, cfg config.Config, o devOptions, keys alipays
 	})
 	g.Go(func() error { return srv.ListenAndServe(gctx, cfg.HTTPAddr, 5*time.Second) })
 	g.Go(func() error { return system.Serve(gctx, cfg.APIAdminAddr, srv.AdminHandler()) })
-	devstack.Walkthrough{API: "http://" + cfg.HTTPAddr, Admin: "http://" + cfg.APIAdminAddr, Sim: simURL, Merchant: o.merchantAdr,
+	devstack.Walkthrough{API: "http://" + cfg.HTTPAddr, Admin: "http://" + cfg.APIAdminAddr, Sim: simURL, WechatSim: wxSimURL, Merchant: o.merchantAdr,
 		Shop: o.shopAddr, UIPort: o.uiPort, APIKey: demoAPIKey}.Print(os.Stdout)
 	err = g.Wait()
 	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.Canceled) {

@@ -21,6 +21,7 @@ import (
 	"github.com/paykit/paykit/alipaysim"
 	"github.com/paykit/paykit/redis"
 	"github.com/paykit/paykit/secrets"
+	"github.com/paykit/paykit/wechatpaysim"
 	"github.com/paykit/paykit/workflows"
 )
 
@@ -158,6 +159,26 @@ func Keys(keyDir string, logger *slog.Logger) (alipaysim.KeySet, error) {
 		return keys, err
 	}
 	return keys, keys.WriteDir(keyDir)
+}
+
+// wechatpayKeyDir is where the development WeChat Pay merchant's credentials are kept,
+// under the key directory.
+const wechatpayKeyDir = "wechatpay"
+
+// WechatKeys returns the development WeChat Pay merchant's credentials (and the
+// simulator's keys) kept in keyDir/wechatpay, making them the first time, so that the
+// merchant of one run is the next one's.
+func WechatKeys(keyDir string, logger *slog.Logger) (wechatpaysim.KeySet, error) {
+	dir := filepath.Join(keyDir, wechatpayKeyDir)
+	keys, err := wechatpaysim.LoadKeyDir(dir)
+	if err == nil {
+		return keys, nil
+	}
+	logger.Info("generating development WeChat Pay keys", "dir", dir)
+	if keys, err = wechatpaysim.GenerateKeys("", "", 2048); err != nil {
+		return keys, err
+	}
+	return keys, keys.WriteDir(dir)
 }
 
 // secretsKeysFile holds the development keyring in the key directory.

@@ -9,6 +9,9 @@ import (
 // listens, and the steps of a first payment.
 type Walkthrough struct {
 	API, Admin, Sim string // URLs; Admin is the API's operational endpoints
+	// WechatSim is the WeChat Pay simulator's URL; empty when dev runs none (the user's
+	// own WeChat Pay merchant is configured).
+	WechatSim string
 	Merchant, Shop  string // addresses
 	UIPort          int
 	APIKey          string // the demo tenant's
@@ -53,4 +56,19 @@ func (w Walkthrough) Print(out io.Writer) {
     go run ./cmd/paykit trace -file .dev/traces.jsonl -tenant demo -order 1001
 ================================================================================
 `, w.API, w.UIPort, w.Sim, w.Merchant, w.APIKey, w.Shop, w.Admin)
+	if w.WechatSim == "" {
+		return
+	}
+	fmt.Fprintf(out, `
+ WeChat Pay simulator   %[2]s   (control API: %[2]s/_sim/orders)
+
+ 5. Pay with WeChat Pay instead: a wechat_native checkout answers WeChat Pay's
+    code_url as "qr_code"; the buyer pays the order at the simulator:
+    curl -s -X POST %[1]s/v1/payments \
+      -H 'Authorization: Bearer %[3]s' -H 'Content-Type: application/json' \
+      -H 'Idempotency-Key: demo-order-1002-try-1' \
+      -d '{"order_id":"1002","amount_fen":1290,"subject":"Tea","method":"wechat_native"}'
+    curl -s -X POST %[2]s/_sim/orders/<payment_no>/pay -d '{}'
+================================================================================
+`, w.API, w.WechatSim, w.APIKey)
 }
