@@ -11,10 +11,10 @@ type Walkthrough struct {
 	API, Admin, Sim string // URLs; Admin is the API's operational endpoints
 	// WechatSim is the WeChat Pay simulator's URL; empty when dev runs none (the user's
 	// own WeChat Pay merchant is configured).
-	WechatSim string
-	Merchant, Shop  string // addresses
-	UIPort          int
-	APIKey          string // the demo tenant's
+	WechatSim      string
+	Merchant, Shop string // addresses
+	UIPort         int
+	APIKey         string // the demo tenant's
 }
 
 // Print prints the walk-through to out.
