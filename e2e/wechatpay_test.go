@@ -280,3 +280,70 @@ func TestWechatPayForgedProbeAndReplayPayNothing(t *testing.T) {
 		t.Fatalf("payment.paid events: %d, want 1", n)
 	}
 }
+
+// One order, two channels, one charge. An order's pending Alipay payment holds the order:
+// a WeChat Pay checkout of it is answered 409, naming the pending payment and telling
+// the merchant to cancel it first. The cancel closes the trade at Alipay; the WeChat Pay
+// checkout then opens, and the buyer pays it. The closed Alipay trade can no longer be
+// paid, so the order is charged once. And a buyer who paid the Alipay trade before the
+// cancel: the cancel is answered 409 already paid, and a WeChat Pay checkout of the order
+// too, so no second trade is ever opened for it.
+func TestOneOrderTwoChannelsOneCharge(t *testing.T) {
+	st := shared(t)
+	tn := newTenant(t)
+	checkout := func(orderID, method string) response {
+		body := order(orderID, 1800)
+		if method != "" {
+			body["method"] = method
+		}
+		return st.checkout(t, tn, "two-"+randHex(6), body)
+	}
+	problem := func(r response) (code, detail string) {
+		var p struct {
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		}
+		r.json(t, &p)
+		return p.Code, p.Detail
+	}
+
+	ali := mustCheckout(t, st, tn, "", order("two-1", 1800))
+	openCashier(t, ali.PayURL)
+	r := checkout("two-1", string(payment.MethodWechatNative))
+	if code, detail := problem(r); r.status != http.StatusConflict || code != payment.ECONFLICT ||
+		!strings.Contains(detail, ali.PaymentNo) || !strings.Contains(detail, "cancel") {
+		t.Fatalf("a WeChat Pay checkout of an order pending on Alipay: HTTP %d %s; want 409 naming %s", r.status, r.body, ali.PaymentNo)
+	}
+	if c := do(t, http.MethodPost, st.apiURL+"/v1/payments/"+ali.PaymentNo+"/cancel", tn.auth(), nil); c.status != http.StatusOK {
+		t.Fatalf("cancel: HTTP %d %s", c.status, c.body)
+	}
+	waitWorkflowClosed(t, payment.WorkflowID(tn.id, "two-1"), 30*time.Second)
+	wx := wxCheckout(t, st, tn, "two-1", 1800)
+	if late := do(t, http.MethodPost, env.simURL+"/_sim/trades/"+ali.PaymentNo+"/pay", map[string]string{"Content-Type": "application/json"}, []byte(`{}`)); late.status == http.StatusOK {
+		t.Fatalf("the cancelled Alipay trade could still be paid: %s", late.body)
+	}
+	wxSim(t, http.MethodPost, "/_sim/orders/"+wx.PaymentNo+"/pay", map[string]any{})
+	waitStatus(t, wx.PaymentNo, payment.StatusPaid, 30*time.Second)
+	if p, err := env.store.GetPayment(context.Background(), ali.PaymentNo); err != nil || p.Status != payment.StatusClosed {
+		t.Fatalf("the cancelled Alipay payment: %+v %v; want CLOSED", p, err)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM payment_events WHERE tenant_id = ? AND type = ?", tn.id, payment.EventPaymentPaid); n != 1 {
+		t.Fatalf("payment.paid events of the order: %d, want 1", n)
+	}
+
+	// Paid on Alipay before the cancel.
+	ali2 := mustCheckout(t, st, tn, "", order("two-2", 1800))
+	openCashier(t, ali2.PayURL)
+	simPay(t, ali2.PaymentNo)
+	if c := do(t, http.MethodPost, st.apiURL+"/v1/payments/"+ali2.PaymentNo+"/cancel", tn.auth(), nil); c.status != http.StatusConflict {
+		t.Fatalf("cancel of a paid Alipay trade: HTTP %d %s; want 409", c.status, c.body)
+	}
+	waitStatus(t, ali2.PaymentNo, payment.StatusPaid, 30*time.Second)
+	r = checkout("two-2", string(payment.MethodWechatNative))
+	if code, _ := problem(r); r.status != http.StatusConflict || code != payment.EORDERPAID {
+		t.Fatalf("a WeChat Pay checkout of an order paid on Alipay: HTTP %d %s; want 409 %s", r.status, r.body, payment.EORDERPAID)
+	}
+	if n := count(t, "SELECT COUNT(*) FROM payments WHERE tenant_id = ? AND order_id = 'two-2'", tn.id); n != 1 {
+		t.Fatalf("payments of the paid order: %d, want 1 (no WeChat Pay trade opened)", n)
+	}
+}
