@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -66,24 +67,36 @@ func (o *Orchestrator) Checkout(ctx context.Context, in workflows.PaymentInput, 
 		res workflows.CheckoutResult
 		err error
 	)
-	for attempt := 0; ; attempt++ {
+	started := time.Now()
+	for aborted, exhausted := 0, 0; ; {
 		res, err = o.checkoutOnce(ctx, in, updateID)
-		if !updateAbortedByServer(err) || attempt >= abortedRetries {
-			break
+		var wait time.Duration
+		switch {
+		case updateAbortedByServer(err) && aborted < abortedRetries:
+			// The server dropped the update from the run's registry (its workflow task
+			// failed or timed out, a worker died): the same update ID again recreates it,
+			// and one that had in fact been applied is answered with its result.
+			aborted++
+			wait = time.Duration(aborted) * 100 * time.Millisecond
+		case updateRefusedForLoad(err) && time.Since(started) < exhaustedRetryBudget:
+			// The server admitted nothing (the run has as many updates in flight as it
+			// takes, or the namespace is over its rate): the same update ID again, after a
+			// growing, jittered wait, so that many checkouts of one order take turns.
+			wait = min(exhaustedFirstWait<<min(exhausted, 5), exhaustedMaxWait)
+			wait += rand.N(wait)
+			exhausted++
+		default:
+			if err != nil {
+				return workflows.CheckoutResult{}, checkoutError(err)
+			}
+			return res, nil
 		}
-		// The server dropped the update from the run's registry (its workflow task failed
-		// or timed out, a worker died): the same update ID again recreates it, and one that
-		// had in fact been applied is answered with its result.
 		select {
 		case <-ctx.Done():
 			return res, checkoutError(err)
-		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
-	if err != nil {
-		return workflows.CheckoutResult{}, checkoutError(err)
-	}
-	return res, nil
 }
 
 // StartOpened starts the run of a payment the API has created and opened itself (in.PaymentNo
@@ -111,6 +124,15 @@ func (o *Orchestrator) StartOpened(ctx context.Context, in workflows.PaymentInpu
 // abortedRetries is how many times a checkout whose update the server aborted is sent
 // again within its request.
 const abortedRetries = 5
+
+// A checkout the server refused for load (updateRefusedForLoad) is sent again within its
+// request for up to exhaustedRetryBudget, the waits growing from exhaustedFirstWait to
+// exhaustedMaxWait (each with up to as much again at random).
+const (
+	exhaustedRetryBudget = 8 * time.Second
+	exhaustedFirstWait   = 25 * time.Millisecond
+	exhaustedMaxWait     = 500 * time.Millisecond
+)
 
 func (o *Orchestrator) checkoutOnce(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {
 	op := o.client.NewWithStartWorkflowOperation(o.startOptions(in), workflows.PaymentWorkflowName, in)
@@ -144,6 +166,16 @@ func updateAbortedByServer(err error) bool {
 	var un *serviceerror.Unavailable
 	var nr *serviceerror.WorkflowNotReady
 	return (errors.As(err, &un) && strings.Contains(un.Message, "update was aborted")) || errors.As(err, &nr)
+}
+
+// updateRefusedForLoad reports an update the server refused before admitting it because
+// of load: ResourceExhausted, as for "limit on number of concurrent in-flight updates has
+// been reached" (a run takes 10 at a time by default, and many checkouts of one order
+// arrive at once) or a namespace over its rate limit. Nothing of it ran, so the same
+// update ID can be sent again.
+func updateRefusedForLoad(err error) bool {
+	var re *serviceerror.ResourceExhausted
+	return errors.As(err, &re)
 }
 
 // checkoutError translates a checkout's error. NotFound means the update reached a run

@@ -3,6 +3,7 @@ package orchestrator_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -97,5 +98,48 @@ func TestCheckoutAbortedByTheServerIsSentAgainWithTheSameUpdateID(t *testing.T) 
 	o2 := orchestrator.New(c2, "payments", workflows.DefaultTiming())
 	if _, err := o2.Checkout(context.Background(), workflows.PaymentInput{TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY"}, "checkout-1"); payment.ErrorCode(err) != payment.EUNAVAILABLE {
 		t.Fatalf("error %v, want %s", err, payment.EUNAVAILABLE)
+	}
+}
+
+// A checkout the server refused for load (ResourceExhausted: the run already has as many
+// updates in flight as it takes, as when many checkouts of one order arrive at once) is
+// sent again with the same update ID inside the request and answers with the result,
+// rather than a 503; while the refusals last past the request's context, it is the 503.
+func TestCheckoutRefusedForInFlightUpdatesIsSentAgain(t *testing.T) {
+	inFlight := func() error {
+		return serviceerror.NewResourceExhausted(enumspb.RESOURCE_EXHAUSTED_CAUSE_CONCURRENT_LIMIT,
+			"limit on number of concurrent in-flight updates has been reached (10)")
+	}
+	c := &mocks.Client{}
+	c.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	var ids []string
+	handle := &mocks.WorkflowUpdateHandle{}
+	handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		*(args.Get(1).(*workflows.CheckoutResult)) = workflows.CheckoutResult{PaymentNo: "P1"}
+	}).Return(nil)
+	record := func(args mock.Arguments) {
+		ids = append(ids, args.Get(1).(client.UpdateWithStartWorkflowOptions).UpdateOptions.UpdateID)
+	}
+	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(record).Return(nil, inFlight()).Times(3)
+	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(record).Return(handle, nil).Once()
+	o := orchestrator.New(c, "payments", workflows.DefaultTiming())
+	res, err := o.Checkout(context.Background(), workflows.PaymentInput{TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY"}, "checkout-1")
+	if err != nil || res.PaymentNo != "P1" {
+		t.Fatalf("checkout = %+v, %v; want P1", res, err)
+	}
+	if len(ids) != 4 || ids[0] != "checkout-1" || ids[3] != "checkout-1" {
+		t.Fatalf("update ids %v, want checkout-1 four times", ids)
+	}
+
+	c2 := &mocks.Client{}
+	c2.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	c2.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(nil, inFlight())
+	o2 := orchestrator.New(c2, "payments", workflows.DefaultTiming())
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	started := time.Now()
+	_, err = o2.Checkout(ctx, workflows.PaymentInput{TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY"}, "checkout-1")
+	if payment.ErrorCode(err) != payment.EUNAVAILABLE || time.Since(started) > 2*time.Second {
+		t.Fatalf("error %v after %s, want %s once the request's context ends", err, time.Since(started), payment.EUNAVAILABLE)
 	}
 }
