@@ -68,29 +68,22 @@ func (o *Orchestrator) Checkout(ctx context.Context, in workflows.PaymentInput, 
 		err error
 	)
 	started := time.Now()
-	for aborted, exhausted := 0, 0; ; {
+	for retries := 0; ; retries++ {
 		res, err = o.checkoutOnce(ctx, in, updateID)
-		var wait time.Duration
-		switch {
-		case updateAbortedByServer(err) && aborted < abortedRetries:
-			// The server dropped the update from the run's registry (its workflow task
-			// failed or timed out, a worker died): the same update ID again recreates it,
-			// and one that had in fact been applied is answered with its result.
-			aborted++
-			wait = time.Duration(aborted) * 100 * time.Millisecond
-		case updateRefusedForLoad(err) && time.Since(started) < exhaustedRetryBudget:
-			// The server admitted nothing (the run has as many updates in flight as it
-			// takes, or the namespace is over its rate): the same update ID again, after a
-			// growing, jittered wait, so that many checkouts of one order take turns.
-			wait = min(exhaustedFirstWait<<min(exhausted, 5), exhaustedMaxWait)
-			wait += rand.N(wait)
-			exhausted++
-		default:
+		if !(updateAbortedByServer(err) || updateRefusedForLoad(err)) || time.Since(started) >= checkoutRetryBudget {
 			if err != nil {
 				return workflows.CheckoutResult{}, checkoutError(err)
 			}
 			return res, nil
 		}
+		// The server dropped the update (it cleared the run's update registry, or the
+		// workflow task carrying it failed, as when a worker dies) or admitted nothing (the
+		// run has as many updates in flight as it takes, or the namespace is over its
+		// rate): the same update ID again recreates it, and one that had in fact been
+		// applied is answered with its result. The waits grow and are jittered, so that
+		// many checkouts of one order arriving at once take turns.
+		wait := min(checkoutRetryFirstWait<<min(retries, 5), checkoutRetryMaxWait)
+		wait += rand.N(wait)
 		select {
 		case <-ctx.Done():
 			return res, checkoutError(err)
@@ -121,17 +114,16 @@ func (o *Orchestrator) StartOpened(ctx context.Context, in workflows.PaymentInpu
 	}
 }
 
-// abortedRetries is how many times a checkout whose update the server aborted is sent
-// again within its request.
-const abortedRetries = 5
-
-// A checkout the server refused for load (updateRefusedForLoad) is sent again within its
-// request for up to exhaustedRetryBudget, the waits growing from exhaustedFirstWait to
-// exhaustedMaxWait (each with up to as much again at random).
+// A checkout whose update the server aborted or refused for load is sent again within
+// its request for up to checkoutRetryBudget, the waits growing from
+// checkoutRetryFirstWait to checkoutRetryMaxWait (each with up to as much again at
+// random). For 200 checkouts of one order at once on a loaded machine, the dev server
+// logged 2,123 aborted updates and 373 refused for the in-flight limit
+// (e2e/TestConcurrentCheckoutsWithDifferentKeys).
 const (
-	exhaustedRetryBudget = 8 * time.Second
-	exhaustedFirstWait   = 25 * time.Millisecond
-	exhaustedMaxWait     = 500 * time.Millisecond
+	checkoutRetryBudget    = 8 * time.Second
+	checkoutRetryFirstWait = 25 * time.Millisecond
+	checkoutRetryMaxWait   = 500 * time.Millisecond
 )
 
 func (o *Orchestrator) checkoutOnce(ctx context.Context, in workflows.PaymentInput, updateID string) (workflows.CheckoutResult, error) {

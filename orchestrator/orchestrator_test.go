@@ -143,3 +143,23 @@ func TestCheckoutRefusedForInFlightUpdatesIsSentAgain(t *testing.T) {
 		t.Fatalf("error %v after %s, want %s once the request's context ends", err, time.Since(started), payment.EUNAVAILABLE)
 	}
 }
+
+// Many checkouts of one order at once on a loaded server get their updates aborted again
+// and again: eight aborts in a row are still sent again within the request (a fixed five
+// retries answered 503 to 200 checkouts of one order in CI).
+func TestCheckoutAbortedManyTimesIsSentAgainWithinTheRequest(t *testing.T) {
+	c := &mocks.Client{}
+	c.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	handle := &mocks.WorkflowUpdateHandle{}
+	handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		*(args.Get(1).(*workflows.CheckoutResult)) = workflows.CheckoutResult{PaymentNo: "P1"}
+	}).Return(nil)
+	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(nil, serviceerror.NewUnavailable("workflow update was aborted")).Times(8)
+	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(handle, nil).Once()
+	o := orchestrator.New(c, "payments", workflows.DefaultTiming())
+	res, err := o.Checkout(context.Background(), workflows.PaymentInput{TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY"}, "checkout-1")
+	if err != nil || res.PaymentNo != "P1" {
+		t.Fatalf("checkout = %+v, %v; want P1", res, err)
+	}
+	c.AssertExpectations(t)
+}
