@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +72,10 @@ func mustCheckout(t *testing.T, st *stack, tn tenant, key string, body map[strin
 
 // concurrentCheckouts sends n checkouts of one order at once, the i-th with the
 // Idempotency-Key keyFor(i) (none if empty), requires every one to answer 201 with the
-// same payment, and returns that payment_no.
+// same payment, and returns that payment_no. A copy with a key answered 503 (the
+// protocol's "retry later": on a loaded machine Temporal aborts or refuses many of the
+// order's concurrent updates) is sent again with its key, as a client would, up to 50
+// times 200 ms apart; how many were is logged.
 func concurrentCheckouts(t *testing.T, st *stack, tn tenant, n int, body map[string]any, keyFor func(i int) string) string {
 	t.Helper()
 	return checkoutsAtOnce(t, st, tn, n, body, keyFor, false)
@@ -84,12 +88,24 @@ func checkoutsAtOnce(t *testing.T, st *stack, tn tenant, n int, body map[string]
 	t.Helper()
 	nos := make([]string, n)
 	var wg sync.WaitGroup
+	var unavailable atomic.Int64
+	defer func() {
+		if u := unavailable.Load(); u > 0 {
+			t.Logf("%d answers of %d concurrent checkouts were 503 and sent again with their keys", u, n)
+		}
+	}()
 	for i := range n {
+		key := keyFor(i)
 		wg.Go(func() {
 			for attempt := 0; ; attempt++ {
-				r := st.checkout(t, tn, keyFor(i), body)
+				r := st.checkout(t, tn, key, body)
 				if retryInFlight && r.status == http.StatusConflict && strings.Contains(string(r.body), "in_flight") && attempt < 100 {
 					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				if r.status == http.StatusServiceUnavailable && key != "" && attempt < 50 {
+					unavailable.Add(1)
+					time.Sleep(200 * time.Millisecond)
 					continue
 				}
 				if r.status != http.StatusCreated {
