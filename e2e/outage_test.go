@@ -122,9 +122,10 @@ func notificationOutage(t *testing.T, hungRedis bool) {
 	var fs alipaysim.FaultState
 	do(t, http.MethodGet, env.simURL+"/_sim/faults", nil, nil).json(t, &fs)
 	// paykit's own limit (15 a second) sits a little above Alipay's (12): the throttled
-	// answers are the few that its holds let through. Without the limit, the same run
-	// had 179 of them for 60 payments.
-	if fs.Throttled > n/2 {
+	// answers are the few that its holds let through (22 for 60 payments on an idle
+	// machine, 32 and 33 in CI's race pass with Redis hung, where each process falls back
+	// to its share). Without the limit, the same run had 179 of them for 60 payments.
+	if fs.Throttled > n {
 		t.Errorf("Alipay answered 40005 %d times for %d payments: the app's calls are not held back", fs.Throttled, n)
 	}
 	granted := count(t, "SELECT COUNT(*) FROM benefit_grants WHERE tenant_id = ?", tn.id)

@@ -139,7 +139,10 @@ step clients scripts/generate-clients.sh --check
 # run in a second process beside it, with a Temporal dev server, database, simulators and
 # Redis keys (PAYKIT_REDIS_KEY_PREFIX) of their own: e2e tests wait on timers and
 # processes most of the time, so the two processes share the cores.
-e2e_beside='^(TestRandomizedFaults|TestRefundThroughAlipayFaults|TestNotificationOutageWithRedisHung|TestNotificationOutageUnderThrottle|TestDashboardAndAlertsReadExportedMetrics|TestRefundWorkerKilledMidRefund|TestRefundNotificationsConcurrentAndBeforeTheAnswer|TestRefundFundChangeNWhileProcessing)$'
+# TestNotificationOutageWithRedisHung stays in the main process: it counts Alipay's
+# throttle answers against a bound, and in the second process it failed it twice (32
+# and 33 answers of 40005 for 60 payments).
+e2e_beside='^(TestRandomizedFaults|TestRefundThroughAlipayFaults|TestNotificationOutageUnderThrottle|TestDashboardAndAlertsReadExportedMetrics|TestRefundWorkerKilledMidRefund|TestRefundNotificationsConcurrentAndBeforeTheAnswer|TestRefundFundChangeNWhileProcessing)$'
 race_pass() {
   PAYKIT_REDIS_KEY_PREFIX=paykit-e2e-beside: go test -race -count=1 -timeout 25m -run "$e2e_beside" ./e2e \
     >.artifacts/e2e-beside.log 2>&1 &
