@@ -69,10 +69,7 @@ func TestCheckoutAbortedByTheServerIsSentAgainWithTheSameUpdateID(t *testing.T) 
 	c := &mocks.Client{}
 	c.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
 	var ids []string
-	handle := &mocks.WorkflowUpdateHandle{}
-	handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		*(args.Get(1).(*workflows.CheckoutResult)) = workflows.CheckoutResult{PaymentNo: "P1"}
-	}).Return(nil)
+	handle := answeredP1()
 	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
 		ids = append(ids, args.Get(1).(client.UpdateWithStartWorkflowOptions).UpdateOptions.UpdateID)
 	}).Return(nil, serviceerror.NewUnavailable("workflow update was aborted")).Once()
@@ -113,10 +110,7 @@ func TestCheckoutRefusedForInFlightUpdatesIsSentAgain(t *testing.T) {
 	c := &mocks.Client{}
 	c.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
 	var ids []string
-	handle := &mocks.WorkflowUpdateHandle{}
-	handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		*(args.Get(1).(*workflows.CheckoutResult)) = workflows.CheckoutResult{PaymentNo: "P1"}
-	}).Return(nil)
+	handle := answeredP1()
 	record := func(args mock.Arguments) {
 		ids = append(ids, args.Get(1).(client.UpdateWithStartWorkflowOptions).UpdateOptions.UpdateID)
 	}
@@ -150,10 +144,7 @@ func TestCheckoutRefusedForInFlightUpdatesIsSentAgain(t *testing.T) {
 func TestCheckoutAbortedManyTimesIsSentAgainWithinTheRequest(t *testing.T) {
 	c := &mocks.Client{}
 	c.On("NewWithStartWorkflowOperation", mock.Anything, mock.Anything, mock.Anything).Return(nil)
-	handle := &mocks.WorkflowUpdateHandle{}
-	handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
-		*(args.Get(1).(*workflows.CheckoutResult)) = workflows.CheckoutResult{PaymentNo: "P1"}
-	}).Return(nil)
+	handle := answeredP1()
 	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(nil, serviceerror.NewUnavailable("workflow update was aborted")).Times(8)
 	c.On("UpdateWithStartWorkflow", mock.Anything, mock.Anything).Return(handle, nil).Once()
 	o := orchestrator.New(c, "payments", workflows.DefaultTiming())
@@ -162,4 +153,13 @@ func TestCheckoutAbortedManyTimesIsSentAgainWithinTheRequest(t *testing.T) {
 		t.Fatalf("checkout = %+v, %v; want P1", res, err)
 	}
 	c.AssertExpectations(t)
+}
+
+// answeredP1 is an update handle whose checkout answers payment P1.
+func answeredP1() *mocks.WorkflowUpdateHandle {
+	handle := &mocks.WorkflowUpdateHandle{}
+	handle.On("Get", mock.Anything, mock.Anything).Run(func(args mock.Arguments) {
+		*(args.Get(1).(*workflows.CheckoutResult)) = workflows.CheckoutResult{PaymentNo: "P1"}
+	}).Return(nil)
+	return handle
 }
