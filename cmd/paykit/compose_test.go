@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path"
@@ -11,10 +13,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/paykit/paykit/internal/config"
+	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/wechatpay"
+	"github.com/paykit/paykit/wechatpaysim"
 )
 
 type composeService struct {
@@ -579,4 +585,92 @@ func TestDockerComposeLeastPrivilege(t *testing.T) {
 	if _, fixed := mysql["MYSQL_ROOT_PASSWORD"]; fixed || mysql["MYSQL_RANDOM_ROOT_PASSWORD"] != "yes" || mysql["MYSQL_USER"] == "" {
 		t.Errorf("mysql: %v; want a random root password and a user of paykit's own", mysql)
 	}
+}
+
+// TestComposeWechatPayMerchantIsTheSimulators keeps docker-compose.yml's WeChat Pay
+// merchant what its keygen job writes and its simulator serves: paykit's settings, read
+// from a directory `wechatpaysim keygen` wrote (the file's paths mapped onto it), open a
+// Native order at a simulator run as the file runs it, and its signed answers verify.
+func TestComposeWechatPayMerchantIsTheSimulators(t *testing.T) {
+	svcs := readCompose(t)
+	m := regexp.MustCompile(`wechatpaysim keygen -out (\S+)`).FindStringSubmatch(strings.Join(svcs["keygen"].Entrypoint, " "))
+	if m == nil {
+		t.Fatalf("keygen %v runs no `wechatpaysim keygen -out DIR`", svcs["keygen"].Entrypoint)
+	}
+	keyDir := m[1]
+	sim, ok := svcs["wechatpaysim"]
+	if !ok || sim.Environment["WECHATPAYSIM_KEY_DIR"] != keyDir {
+		t.Fatalf("the wechatpaysim service's WECHATPAYSIM_KEY_DIR %q, want keygen's %s", sim.Environment["WECHATPAYSIM_KEY_DIR"], keyDir)
+	}
+	dir := t.TempDir()
+	ks, err := wechatpaysim.GenerateKeys("", "", 2048) // keygen's defaults: the file gives no -mchid or -appid
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ks.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"api", "worker", "api-production", "worker-1"} {
+		env := map[string]string{}
+		for k, v := range svcs[name].Environment {
+			if rest, ok := strings.CutPrefix(v, keyDir+"/"); ok && strings.HasPrefix(k, "WECHATPAY_") {
+				v = path.Join(dir, rest)
+			}
+			env[k] = v
+		}
+		c, err := config.Load(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		ac, err := c.WechatPay.Adapter(c.PublicURL + "/callbacks/wechatpay")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if ac.MchID != ks.MchID || ac.AppID != ks.AppID || ac.MerchantSerialNo != ks.MerchantSerialNo || ac.PublicKeyID != ks.PublicKeyID {
+			t.Fatalf("%s: merchant %s, appid %s, serial %s, public key %s; keygen wrote %s, %s, %s, %s", name,
+				ac.MchID, ac.AppID, ac.MerchantSerialNo, ac.PublicKeyID, ks.MchID, ks.AppID, ks.MerchantSerialNo, ks.PublicKeyID)
+		}
+		if u, err := url.Parse(ac.BaseURL); err != nil || u.Host != "wechatpaysim:"+portOf(t, sim.Environment["WECHATPAYSIM_ADDR"]) {
+			t.Fatalf("%s: WECHATPAY_BASE_URL %s, want the wechatpaysim service at %s", name, ac.BaseURL, sim.Environment["WECHATPAYSIM_ADDR"])
+		}
+		if name != "api" {
+			continue
+		}
+		loaded, err := wechatpaysim.LoadKeyDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := loaded.Config()
+		cfg.Merchants[0].KeyMode = sim.Environment["WECHATPAYSIM_KEY_MODE"]
+		s, err := wechatpaysim.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		srv := httptest.NewServer(s.Handler())
+		t.Cleanup(srv.Close)
+		ac.BaseURL = srv.URL
+		ctx := context.Background()
+		gw, err := wechatpay.New(ctx, ac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := gw.Open(ctx, payment.TradeRequest{PaymentNo: "P20261207compose01", Method: payment.MethodWechatNative,
+			Subject: "compose", Amount: 100, ExpireAt: time.Now().Add(15 * time.Minute)})
+		if err != nil || h.QRCode == "" {
+			t.Fatalf("a Native order at the compose simulator: %+v, %v", h, err)
+		}
+		if tr, err := gw.Query(ctx, "P20261207compose01"); err != nil || tr.State != payment.TradeWaiting {
+			t.Fatalf("its query: %+v, %v", tr, err)
+		}
+	}
+}
+
+func portOf(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("%q: %v", addr, err)
+	}
+	return p
 }

@@ -74,7 +74,7 @@ func TestDockerImageIsTheBinaryOnlyAndNonRoot(t *testing.T) {
 		t.Errorf("the chart's podSecurityContext %+v, want runAsNonRoot and the image's uid %s", p, m[1])
 	}
 	// A Compose service on the paykit image runs a paykit command (there is no shell to
-	// run anything else); the simulator's services name the alipaysim target.
+	// run anything else); the simulators' services name the simulators target.
 	for name, s := range readCompose(t) {
 		switch b := s.Build.(type) {
 		case nil:
@@ -83,8 +83,8 @@ func TestDockerImageIsTheBinaryOnlyAndNonRoot(t *testing.T) {
 				t.Errorf("%s: build %q, entrypoint %v, command %v: want the paykit image running a paykit command", name, b, s.Entrypoint, s.Command)
 			}
 		case map[string]any:
-			if b["context"] != "." || b["target"] != "alipaysim" {
-				t.Errorf("%s: build %v, want the alipaysim target", name, b)
+			if b["context"] != "." || b["target"] != "simulators" {
+				t.Errorf("%s: build %v, want the simulators target", name, b)
 			}
 		default:
 			t.Errorf("%s: build %v", name, b)

@@ -15,22 +15,24 @@ import (
 type WechatPay struct {
 	MchID string
 	AppID string
-	// MerchantSerial is the serial of the merchant's API certificate; PrivateKey (PEM),
-	// or PrivateKeyFile, its key, which signs every request.
-	MerchantSerial string
-	PrivateKey     string
-	PrivateKeyFile string
+	// MerchantSerial (or MerchantSerialFile) is the serial of the merchant's API
+	// certificate; PrivateKey (PEM), or PrivateKeyFile, its key, which signs every request.
+	MerchantSerial     string
+	MerchantSerialFile string
+	PrivateKey         string
+	PrivateKeyFile     string
 	// APIv3Key (32 bytes), or APIv3KeyFile, decrypts notifications and the platform
 	// certificates.
 	APIv3Key     string
 	APIv3KeyFile string
-	// PublicKey (PEM) or PublicKeyFile, with PublicKeyID (PUB_KEY_ID_…), is the WeChat
+	// PublicKey (PEM) or PublicKeyFile, with PublicKeyID (PUB_KEY_ID_…, or its file), is the WeChat
 	// Pay public key answers and notifications are verified with; without it the
 	// platform certificates are fetched. PlatformCertificates fetches them as well, while
 	// the merchant switches from the certificates to the public key.
 	PublicKey            string
 	PublicKeyFile        string
 	PublicKeyID          string
+	PublicKeyIDFile      string
 	PlatformCertificates bool
 	// BaseURL is WeChat Pay's API host (a simulator's in tests).
 	BaseURL string
@@ -56,6 +58,7 @@ func loadWechatPay(e *env) WechatPay {
 		MchID:                e.str("WECHATPAY_MCHID"),
 		AppID:                e.str("WECHATPAY_APPID"),
 		MerchantSerial:       e.str("WECHATPAY_MERCHANT_SERIAL"),
+		MerchantSerialFile:   e.str("WECHATPAY_MERCHANT_SERIAL_FILE"),
 		PrivateKey:           e.str("WECHATPAY_PRIVATE_KEY"),
 		PrivateKeyFile:       e.str("WECHATPAY_PRIVATE_KEY_FILE"),
 		APIv3Key:             e.str("WECHATPAY_APIV3_KEY"),
@@ -63,6 +66,7 @@ func loadWechatPay(e *env) WechatPay {
 		PublicKey:            e.str("WECHATPAY_PUBLIC_KEY"),
 		PublicKeyFile:        e.str("WECHATPAY_PUBLIC_KEY_FILE"),
 		PublicKeyID:          e.str("WECHATPAY_PUBLIC_KEY_ID"),
+		PublicKeyIDFile:      e.str("WECHATPAY_PUBLIC_KEY_ID_FILE"),
 		PlatformCertificates: e.bool("WECHATPAY_PLATFORM_CERTIFICATES"),
 		BaseURL:              strings.TrimRight(e.str("WECHATPAY_BASE_URL"), "/"),
 	}
@@ -75,8 +79,8 @@ func (w WechatPay) check() []string {
 		return nil
 	}
 	var errs []string
-	if w.AppID == "" || w.MerchantSerial == "" {
-		errs = append(errs, "WECHATPAY_MCHID needs WECHATPAY_APPID and WECHATPAY_MERCHANT_SERIAL")
+	if w.AppID == "" || (w.MerchantSerial == "" && w.MerchantSerialFile == "") {
+		errs = append(errs, "WECHATPAY_MCHID needs WECHATPAY_APPID and WECHATPAY_MERCHANT_SERIAL (or WECHATPAY_MERCHANT_SERIAL_FILE)")
 	}
 	if w.PrivateKey == "" && w.PrivateKeyFile == "" {
 		errs = append(errs, "WECHATPAY_MCHID needs the merchant's private key: WECHATPAY_PRIVATE_KEY or WECHATPAY_PRIVATE_KEY_FILE")
@@ -85,8 +89,8 @@ func (w WechatPay) check() []string {
 		errs = append(errs, "WECHATPAY_MCHID needs the APIv3 key: WECHATPAY_APIV3_KEY or WECHATPAY_APIV3_KEY_FILE")
 	}
 	hasKey := w.PublicKey != "" || w.PublicKeyFile != ""
-	if hasKey != (w.PublicKeyID != "") {
-		errs = append(errs, "WECHATPAY_PUBLIC_KEY (or _FILE) and WECHATPAY_PUBLIC_KEY_ID go together")
+	if hasKey != (w.PublicKeyID != "" || w.PublicKeyIDFile != "") {
+		errs = append(errs, "WECHATPAY_PUBLIC_KEY (or _FILE) and WECHATPAY_PUBLIC_KEY_ID (or _FILE) go together")
 	}
 	if w.PlatformCertificates && !hasKey {
 		errs = append(errs, "WECHATPAY_PLATFORM_CERTIFICATES is for a merchant on the public key too (WECHATPAY_PUBLIC_KEY_ID); without it the platform certificates are fetched anyway")
@@ -110,9 +114,17 @@ func (w WechatPay) Adapter(notifyURL string) (wechatpay.Config, error) {
 	if err != nil {
 		return wechatpay.Config{}, err
 	}
+	serial, err := inlineOrFile(w.MerchantSerial, w.MerchantSerialFile, "WECHATPAY_MERCHANT_SERIAL_FILE")
+	if err != nil {
+		return wechatpay.Config{}, err
+	}
+	pubID, err := inlineOrFile(w.PublicKeyID, w.PublicKeyIDFile, "WECHATPAY_PUBLIC_KEY_ID_FILE")
+	if err != nil {
+		return wechatpay.Config{}, err
+	}
 	return wechatpay.Config{
-		MchID: w.MchID, AppID: w.AppID, MerchantSerialNo: w.MerchantSerial, MerchantPrivateKeyPEM: priv,
-		APIv3Key: strings.TrimSpace(v3), PublicKeyPEM: pub, PublicKeyID: w.PublicKeyID,
+		MchID: w.MchID, AppID: w.AppID, MerchantSerialNo: strings.TrimSpace(serial), MerchantPrivateKeyPEM: priv,
+		APIv3Key: strings.TrimSpace(v3), PublicKeyPEM: pub, PublicKeyID: strings.TrimSpace(pubID),
 		PlatformCertificatesToo: w.PlatformCertificates, BaseURL: w.BaseURL, NotifyURL: notifyURL,
 	}, nil
 }

@@ -54,6 +54,7 @@ func TestWechatPayConfig(t *testing.T) {
 		{"no private key", without("WECHATPAY_PRIVATE_KEY_FILE"), false, "WECHATPAY_PRIVATE_KEY"},
 		{"no apiv3 key", without("WECHATPAY_APIV3_KEY_FILE"), false, "WECHATPAY_APIV3_KEY"},
 		{"public key without its id", without("WECHATPAY_PUBLIC_KEY_ID"), false, "WECHATPAY_PUBLIC_KEY_ID"},
+		{"no merchant serial", without("WECHATPAY_MERCHANT_SERIAL"), false, "WECHATPAY_MERCHANT_SERIAL"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +92,19 @@ func TestWechatPayConfig(t *testing.T) {
 		if strings.Contains(out, "secret-private") || strings.Contains(out, v3Key) || !strings.Contains(out, "redacted") {
 			t.Fatalf("the configuration printed its keys, or no redaction: %.300s", out)
 		}
+	}
+	// The serial and the public key's ID from files too, as keys mounted from a volume
+	// are (docker-compose.yml), white space around them ignored.
+	fromFiles := without("WECHATPAY_MERCHANT_SERIAL", "WECHATPAY_PUBLIC_KEY_ID")
+	fromFiles["WECHATPAY_MERCHANT_SERIAL_FILE"] = write("serial.txt", "SERIAL1\n")
+	fromFiles["WECHATPAY_PUBLIC_KEY_ID_FILE"] = write("pubid.txt", " PUB_KEY_ID_0000000000000024101100397200000006\n")
+	cf, err := config.Load(func(k string) (string, bool) { v, ok := fromFiles[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf, err := cf.WechatPay.Adapter("https://x/callbacks/wechatpay"); err != nil || wf.MerchantSerialNo != "SERIAL1" ||
+		wf.PublicKeyID != "PUB_KEY_ID_0000000000000024101100397200000006" {
+		t.Fatalf("serial %q and public key id %q from files (%v): want them trimmed", wf.MerchantSerialNo, wf.PublicKeyID, err)
 	}
 	missing := c.WechatPay
 	missing.PrivateKeyFile = filepath.Join(dir, "none.pem")
