@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -475,6 +476,43 @@ func waitTCP(addr string, d time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s not reachable after %s", addr, d)
+}
+
+// waitListening waits until p listens on addr, failing at once, with the end of its log,
+// if p exits first, and with the same after d.
+func waitListening(p *proc, addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited before listening on %s; its log ends:\n%s", p.name, addr, logTail(p.logPath, 2000))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not listening on %s after %s; its log ends:\n%s", p.name, addr, d, logTail(p.logPath, 2000))
+}
+
+// logTail is the last n bytes of the file at path.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// forget drops p from the processes shutdown stops.
+func (s *system) forget(p *proc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.procs = slices.DeleteFunc(s.procs, func(q *proc) bool { return q == p })
 }
 
 func waitHTTP(url string, d time.Duration) error {

@@ -87,8 +87,22 @@ func temporalTLSEnv(caDir, certDir string) []string {
 }
 
 // startDevServer runs the Temporal dev server, in memory, with the search attributes
-// registered.
+// registered. Its ports are picked free, then bound by the server: another process can
+// take one in between, and the server then exits at once. It is started again on new
+// ports (up to three times), and a server that exits or never listens is reported with
+// the end of its log.
 func (s *system) startDevServer(cli string) error {
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		if err = s.startDevServerOnce(cli); err == nil {
+			return nil
+		}
+		fmt.Fprintf(os.Stderr, "e2e: Temporal dev server, attempt %d: %v\n", attempt, err)
+	}
+	return err
+}
+
+func (s *system) startDevServerOnce(cli string) error {
 	s.temporalAddr, s.temporalMetrics = freeAddr(), freeAddr()
 	host, port, _ := net.SplitHostPort(s.temporalAddr)
 	args := []string{"server", "start-dev", "--headless", "--ip", host, "--port", port,
@@ -96,13 +110,16 @@ func (s *system) startDevServer(cli string) error {
 	for name, typ := range workflows.SearchAttributeTypes() {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}
-	var err error
-	if s.temporal, err = s.start("temporal", cli, args, nil); err != nil {
+	p, err := s.start("temporal", cli, args, nil)
+	if err != nil {
 		return err
 	}
-	if err := waitTCP(s.temporalAddr, 60*time.Second); err != nil {
+	if err := waitListening(p, s.temporalAddr, 60*time.Second); err != nil {
+		p.kill()
+		s.forget(p)
 		return fmt.Errorf("temporal dev server: %w", err)
 	}
+	s.temporal = p
 	return nil
 }
 
