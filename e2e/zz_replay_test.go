@@ -39,6 +39,11 @@ var historyNames = map[string]string{
 	"wap1":  "paid_wap_at_cashier",
 	"app1":  "paid_app_order_string",
 	"wap2":  "redriven_wap_after_terminate",
+	// WeChat Pay's (e2e/wechatpay_test.go).
+	"wx1001": "wechatpay_paid_by_notification",
+	"wx2001": "wechatpay_paid_by_reconciliation",
+	"wx3001": "wechatpay_jsapi_paid_by_notification",
+	"wx4001": "wechatpay_closed_at_expiry",
 }
 
 // refundHistoryNames maps the refund_nos of the refund tests to the path each history
