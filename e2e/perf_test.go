@@ -96,11 +96,14 @@ func TestPerf(t *testing.T) {
 			},
 			&res.floorPay, &res.payment)
 		p.drain(t)
+		// The same whole payment through WeChat Pay, right after Alipay's on the same stack.
+		res.wxPayment = append(res.wxPayment, p.withProfile(t, profile, "wechatpay-payment", 20, func() perfSample { return p.wechatPayments() }))
+		p.drain(t)
 		ack, toPaid := p.callbacks(t, profile)
 		res.callback, res.toPaid = append(res.callback, ack), append(res.toPaid, toPaid)
 		p.drain(t)
-		t.Logf("round %d: floor UWS %s | checkout %s | checkout by update %s | floor payment %s | payment %s | callbacks %s, to PAID %s", r+1,
-			res.floorUWS[r], res.checkout[r], res.checkoutUpd[r], res.floorPay[r], res.payment[r], res.callback[r], res.toPaid[r])
+		t.Logf("round %d: floor UWS %s | checkout %s | checkout by update %s | floor payment %s | payment %s | WeChat Pay payment %s | callbacks %s, to PAID %s", r+1,
+			res.floorUWS[r], res.checkout[r], res.checkoutUpd[r], res.floorPay[r], res.payment[r], res.wxPayment[r], res.callback[r], res.toPaid[r])
 	}
 	res.curve = p.scaleCurve(t, perfLevels(t))
 	if n := perfPaid(t); n > 0 {
@@ -484,7 +487,12 @@ func (p *perf) api() string {
 
 // checkoutAt posts one checkout for a new order to the API at apiURL.
 func (p *perf) checkoutAt(apiURL, id string, key string) (checkoutResult, error) {
-	b, _ := json.Marshal(order(id, 990))
+	return p.checkoutBody(apiURL, key, order(id, 990))
+}
+
+// checkoutBody posts one checkout of body to the API at apiURL.
+func (p *perf) checkoutBody(apiURL, key string, body map[string]any) (checkoutResult, error) {
+	b, _ := json.Marshal(body)
 	h := map[string]string{"Authorization": "Bearer " + p.tn.apiKey, "Content-Type": "application/json"}
 	if key != "" {
 		h["Idempotency-Key"] = key
@@ -625,6 +633,33 @@ func (p *perf) paymentsN(conc, n int) perfSample {
 			return nil
 		case <-time.After(60 * time.Second):
 			return fmt.Errorf("payment %s not paid after 60s", res.PaymentNo)
+		}
+	})
+}
+
+// wechatPayments makes whole WeChat Pay payments as payments makes Alipay's: checkout
+// (wechat_native, whose answer carries the code_url), the buyer paying at the WeChat Pay
+// simulator, its encrypted and signed notification to the API, and PAID in MySQL. No
+// cashier page is fetched: a Native payment's buyer scans the code in WeChat.
+func (p *perf) wechatPayments() perfSample {
+	w := newPaidWatch()
+	defer w.stop()
+	return closedLoop(p.cfg.payments, p.cfg.paymentCon, func(int) error {
+		body := order(p.nextOrder(), 990)
+		body["method"] = "wechat_native"
+		res, err := p.checkoutBody(p.api(), "", body)
+		if err != nil {
+			return err
+		}
+		if r, err := perfDo(http.MethodPost, env.wxSimURL+"/_sim/orders/"+res.PaymentNo+"/pay",
+			map[string]string{"Content-Type": "application/json"}, []byte(`{}`)); err != nil || r.status/100 != 2 {
+			return fmt.Errorf("pay at WeChat Pay: HTTP %d %v", r.status, err)
+		}
+		select {
+		case <-w.paid(res.PaymentNo):
+			return nil
+		case <-time.After(60 * time.Second):
+			return fmt.Errorf("WeChat Pay payment %s not paid after 60s", res.PaymentNo)
 		}
 	})
 }
@@ -1078,6 +1113,7 @@ func (p *perf) redisCalls() map[string]float64 {
 
 type perfResults struct {
 	floorUWS, checkout, floorPay, payment, callback, toPaid []perfSample
+	wxPayment                                               []perfSample // whole WeChat Pay payments
 	checkoutUpd, floorStart, floorEager                     []perfSample
 	dupKey, dupOrder                                        dupCost
 	curve                                                   []curvePoint
@@ -1170,6 +1206,8 @@ func (r perfResults) table(cfg perfConfig) string {
 	b.WriteString(" 1 | | |\n")
 	pa := row(fmt.Sprintf("whole payment: checkout, cashier, pay, notification, PAID, %d concurrent", cfg.paymentCon), r.payment, cost(r.payment, "payment"))
 	fmt.Fprintf(&b, " %.2f× | ≥ 0.8× | %s |\n", pa/fp, verdict(pa/fp >= 0.8))
+	wx := row(fmt.Sprintf("whole WeChat Pay payment: checkout (wechat_native), pay, signed and encrypted notification, PAID, %d concurrent", cfg.paymentCon), r.wxPayment, cost(r.wxPayment, "payment"))
+	fmt.Fprintf(&b, " %.2f× of Alipay's whole payment | ≥ 0.9× | %s |\n", wx/pa, verdict(wx/pa >= 0.9))
 	cbP99 := median(r.callback, p99Of)
 	errs := 0
 	for _, s := range r.callback {
@@ -1198,12 +1236,12 @@ func (r perfResults) table(cfg perfConfig) string {
 	}
 	dup("duplicate checkout, same Idempotency-Key", r.dupKey)
 	dup("duplicate checkout, same order, no key", r.dupOrder)
-	b.WriteString(cpuTable([]string{"floor: UpdateWithStart", "checkout", "checkout, the other design", "floor: StartWorkflow", "floor: eager start", "floor: minimal payment", "whole payment"},
-		[][]perfSample{r.floorUWS, r.checkout, r.checkoutUpd, r.floorStart, r.floorEager, r.floorPay, r.payment}))
+	b.WriteString(cpuTable([]string{"floor: UpdateWithStart", "checkout", "checkout, the other design", "floor: StartWorkflow", "floor: eager start", "floor: minimal payment", "whole payment", "whole WeChat Pay payment"},
+		[][]perfSample{r.floorUWS, r.checkout, r.checkoutUpd, r.floorStart, r.floorEager, r.floorPay, r.payment, r.wxPayment}))
 	b.WriteString("\nper round (floor | paykit):\n")
 	for i := range r.checkout {
-		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s | checkout by update %s | start %s | eager start %s; minimal %s | payment %s; callbacks %s, to PAID %s\n", i+1,
-			r.floorUWS[i], r.checkout[i], r.checkoutUpd[i], r.floorStart[i], r.floorEager[i], r.floorPay[i], r.payment[i], r.callback[i], r.toPaid[i])
+		fmt.Fprintf(&b, "  round %d: UWS %s | checkout %s | checkout by update %s | start %s | eager start %s; minimal %s | payment %s | WeChat Pay payment %s; callbacks %s, to PAID %s\n", i+1,
+			r.floorUWS[i], r.checkout[i], r.checkoutUpd[i], r.floorStart[i], r.floorEager[i], r.floorPay[i], r.payment[i], r.wxPayment[i], r.callback[i], r.toPaid[i])
 	}
 	return b.String()
 }
