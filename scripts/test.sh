@@ -17,10 +17,13 @@ cd "$(dirname "$0")/.."
 # the children it waited for: a background build is counted in the step that waits for
 # it) and how busy the machine's cores were meanwhile, so that idle cores show.
 run_started=$SECONDS
-step_times=()
+mkdir -p .artifacts
+step_file=.artifacts/step-times
+: >"$step_file"
 hz=$(getconf CLK_TCK)
 cores=$(nproc)
-children_cpu() { awk '{print $16 + $17}' /proc/$$/stat; }        # clock ticks
+# $BASHPID, not $$: a step that runs in a background job counts its own shell's children.
+children_cpu() { awk '{print $16 + $17}' "/proc/$BASHPID/stat"; }  # clock ticks
 machine_cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; } # busy idle
 step() { # name, command...
   local name=$1 started=$SECONDS cpu0 busy0 idle0
@@ -34,8 +37,29 @@ step() { # name, command...
   cpu=$((($(children_cpu) - cpu0) / hz))
   read -r busy idle < <(machine_cpu)
   pct=$(( (busy - busy0) * 100 / (busy - busy0 + idle - idle0 + 1) ))
-  step_times+=("$(printf '%6ds %6ds %4d%%  %s' $((SECONDS - started)) "$cpu" "$pct" "$name")$( ((rc == 0)) || echo " (failed, exit $rc)")")
+  # One line per step in the file, whichever job ran it (a line is one small append).
+  echo "$(printf '%6ds %6ds %4d%%  %s' $((SECONDS - started)) "$cpu" "$pct" "$name")$( ((rc == 0)) || echo " (failed, exit $rc)")" >>"$step_file"
   echo "<== $name: $((SECONDS - started))s, cpu ${cpu}s, cores ${pct}% busy ($((SECONDS - run_started))s into the run)" >&2
+  return "$rc"
+}
+# together job...: runs each job (a shell function of steps) in the background with its
+# output in .artifacts/<job>.log, waits for all of them, then prints each log in turn;
+# fails if any job failed. For passes that wait on timers and processes more than they
+# compute, so that side by side they fill the cores one alone leaves idle.
+together() {
+  local pids=() jobs=("$@") job i rc=0
+  for job in "${jobs[@]}"; do
+    "$job" >".artifacts/$job.log" 2>&1 &
+    pids+=("$!")
+    background_pids+=("$!")
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { rc=1; echo "job ${jobs[$i]} failed" >&2; }
+  done
+  for job in "${jobs[@]}"; do
+    echo "--- $job (.artifacts/$job.log)" >&2
+    cat ".artifacts/$job.log" >&2
+  done
   return "$rc"
 }
 background_pids=()
@@ -46,9 +70,9 @@ finish() {
   kill "${background_pids[@]}" 2>/dev/null || true
   if $tidb_started; then scripts/tidb.sh stop || true; fi
   {
-    echo "step times (wall clock, the step's own CPU, how busy the machine's $cores cores were; the tool builds run in the background beside the steps):"
+    echo "step times (wall clock, the step's own CPU, how busy the machine's $cores cores were; the tool builds run in the background beside the steps, and the jobs after the race pass side by side):"
     echo "  wall    cpu  busy  step"
-    printf '%s\n' "${step_times[@]}"
+    cat "$step_file"
     for log in .artifacts/build-tidb.log .artifacts/build-helm.log; do
       [ -f "$log" ] && grep -h '^built in' "$log" | sed "s|^|        $(basename "$log" .log): |"
     done
@@ -56,6 +80,13 @@ finish() {
   } >&2
 }
 trap finish EXIT
+# await_build pid log [pattern]: waits for a background job the main shell started (a
+# job's own shell cannot wait for its sibling) and passes if its log has the line it
+# writes when done (a build's "built in").
+await_build() {
+  while kill -0 "$1" 2>/dev/null; do sleep 1; done
+  grep -q "${3:-^built in}" "$2"
+}
 # timed_build name log command...: a tool build in the background, its time in its log.
 timed_build() {
   local log=$2
@@ -143,71 +174,95 @@ step clients scripts/generate-clients.sh --check
 # throttle answers against a bound, and in the second process it failed it twice (32
 # and 33 answers of 40005 for 60 payments).
 e2e_beside='^(TestRandomizedFaults|TestRefundThroughAlipayFaults|TestNotificationOutageUnderThrottle|TestDashboardAndAlertsReadExportedMetrics|TestRefundWorkerKilledMidRefund|TestRefundNotificationsConcurrentAndBeforeTheAnswer|TestRefundFundChangeNWhileProcessing)$'
+# e2e_report log rc: a passing e2e process's log is long (-v): print its test lines, each
+# with its time (which e2e_beside is balanced on), else all of it.
+e2e_report() {
+  if [ "$2" = 0 ]; then grep -E '^(--- |ok |PASS|FAIL)' "$1" || true; else cat "$1"; fi
+}
 race_pass() {
-  PAYKIT_REDIS_KEY_PREFIX=paykit-e2e-beside: go test -race -count=1 -timeout 25m -run "$e2e_beside" ./e2e \
+  PAYKIT_REDIS_KEY_PREFIX=paykit-e2e-beside: go test -race -count=1 -v -timeout 25m -run "$e2e_beside" ./e2e \
     >.artifacts/e2e-beside.log 2>&1 &
-  local beside=$! rc=0
-  # Four packages at a time, not go's two (one per core): the e2e package holds a slot
-  # for all of its minutes, and the storage packages wait on MariaDB more than they compute.
-  go test -race -count=1 -p 4 -timeout 25m -skip "^TestSoak\$|$e2e_beside" ./... || rc=$?
-  wait "$beside" || rc=1
+  local beside=$!
+  go test -race -count=1 -v -timeout 25m -skip "^TestSoak\$|$e2e_beside" ./e2e >.artifacts/e2e-main.log 2>&1 &
+  local main=$! rc=0 rc_main=0 rc_beside=0
+  # Three packages at a time, not go's two (one per core), beside the e2e processes: the
+  # storage packages wait on MariaDB more than they compute.
+  go test -race -count=1 -p 3 -timeout 25m $(go list ./... | grep -v '/e2e$') || rc=$?
+  wait "$main" || rc_main=$?
+  wait "$beside" || rc_beside=$?
+  echo "the e2e package's main process:"
+  e2e_report .artifacts/e2e-main.log "$rc_main"
   echo "the e2e tests beside it ($e2e_beside):"
-  cat .artifacts/e2e-beside.log
-  return "$rc"
+  e2e_report .artifacts/e2e-beside.log "$rc_beside"
+  ((rc == 0 && rc_main == 0 && rc_beside == 0))
 }
 if [ -n "$packages_job" ]; then
   step wait-packages wait "$packages_job" || { cat .artifacts/install-packages.log >&2; exit 1; }
 fi
 touch .artifacts/race-pass-started
 step test-race race_pass
-step tidb-storage wait "$tidb_job" || { cat .artifacts/tidb-storage.log >&2; exit 1; }
-grep -h 'passed in' .artifacts/tidb-storage.log >&2 || true
+# After the race pass, four jobs side by side (together, above): each of the passes below
+# waits on Temporal, timers and its processes more than it computes, and one alone left
+# the cores half idle. Each e2e pass runs its own Temporal server, databases and
+# simulators; the ones on the shared Redis keep keys of their own (PAYKIT_REDIS_KEY_PREFIX).
+#
 # The Helm chart: helm lint and helm template with its values files, every rendered
 # object decoded strictly into the Kubernetes API types, the PrometheusRule against
 # deploy/prometheus/alerts.yml (Helm and the checker pinned in tools/helmcheck, built in
-# the background meanwhile).
-step wait-helm-build wait "$helm_build" || { cat .artifacts/build-helm.log >&2; exit 1; }
-step helm-check scripts/helm-check.sh
-# The soak (90 s) after the rest, on a Temporal dev server of its own: it judges one
-# stack's steady state, which the runs the other e2e tests leave on their shared in-memory
-# server would blur (in one CI run that server's store timed out during the soak). A
-# checkout slower than the bound leaves goroutine dumps and metrics in .artifacts/soak/.
-PAYKIT_SOAK_STALL_DIR="$PWD/.artifacts/soak" step soak go test -race -count=1 -timeout 10m -run '^TestSoak$' ./e2e
-# The notification boundary, fuzzed from genuine signed bodies for a bounded time.
-step fuzz go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
+# the background meanwhile); then the notification boundary, fuzzed from genuine signed
+# bodies for a bounded time; then the independent clients against the simulators.
+checks_job() {
+  step wait-helm-build await_build "$helm_build" .artifacts/build-helm.log || { cat .artifacts/build-helm.log; return 1; }
+  step helm-check scripts/helm-check.sh
+  step fuzz go test -count=1 -run '^$' -fuzz '^FuzzNotificationBoundary$' -fuzztime 20s ./alipay
+  # An independent client (Alipay's official Node SDK) against the simulator.
+  step alipay-sdk-check tools/alipay-sdk-check/run.sh
+  # A second independent Go client (gopay), which posts to gateway.do?charset=utf-8.
+  step alipay-gopay-check tools/alipay-gopay-check/run.sh
+  # The WeChat Pay simulator against gopay's wechat/v3, unchanged but for SetProxyHost.
+  step wechatpay-gopay-check tools/wechatpay-gopay-check/run.sh
+  # The WeChat Pay simulator against the npm wechatpay-axios-plugin, which verifies every answer itself.
+  step wechatpay-npm-check tools/wechatpay-npm-check/run.sh
+  # Real webhook deliveries verified with the official Standard Webhooks library for Node.
+  step standardwebhooks-check tools/standardwebhooks-check/run.sh
+}
 # TestTemporalNodeKilledMidStorm starts a second server node on the same databases and
 # SIGKILLs it while merchants check out and refund and buyers pay;
 # TestUpgradeStormWithWorkerVersioning upgrades from the previous release (built from its
 # commit) to this build and back under the same kind of traffic, with no failed workflow task.
-PAYKIT_E2E_TEMPORAL=postgres step temporal-postgres go test -race -count=1 -timeout 15m \
-  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestTemporalNodeKilledMidStorm|TestUpgradeStormWithWorkerVersioning)$' ./e2e
-# The same server with mutual TLS on its frontend and internode traffic, on certificates
+# Then the same server with mutual TLS on its frontend and internode traffic, on certificates
 # made for the run (scripts/temporal-certs.sh); every paykit process presents the run's
 # client certificate, and the server refuses a client without one or with another CA's.
-PAYKIT_E2E_TEMPORAL=postgres-mtls step temporal-mtls go test -race -count=1 -timeout 10m \
-  -run '^(TestHappyPath|TestTwoAPIsTwoWorkersExactlyOnce|TestRefundConcurrentIdenticalRequests|TestRefundConcurrentPartialRefundsNeverExceedThePayment|TestTemporalServerRefusesClientsWithoutItsCertificate)$' ./e2e
+temporal_server_job() {
+  PAYKIT_E2E_TEMPORAL=postgres step temporal-postgres go test -race -count=1 -timeout 15m \
+    -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestTemporalNodeKilledMidStorm|TestUpgradeStormWithWorkerVersioning)$' ./e2e
+  PAYKIT_E2E_TEMPORAL=postgres-mtls step temporal-mtls go test -race -count=1 -timeout 10m \
+    -run '^(TestHappyPath|TestTwoAPIsTwoWorkersExactlyOnce|TestRefundConcurrentIdenticalRequests|TestRefundConcurrentPartialRefundsNeverExceedThePayment|TestTemporalServerRefusesClientsWithoutItsCertificate)$' ./e2e
+}
 # The Redis storage tests and the happy path and two storms again on a Redis Cluster of
 # three masters started from redis-server for the run (e2e/TestRedisClusterMasterKilledMidStorm,
-# in the pass above, kills one of its own cluster's masters mid-storm).
-PAYKIT_TEST_REDIS_ADDR=cluster step redis-cluster-storage go test -race -count=1 ./redis ./internal/testenv ./activities
-PAYKIT_TEST_REDIS_ADDR=cluster step redis-cluster-e2e go test -race -count=1 -timeout 10m \
-  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce)$' ./e2e
-# The rest of the TiDB pass (its storage tests ran beside the race pass): the e2e happy
-# path, two storms, the two-API two-worker topology and a shortened randomized fault
-# suite on the standalone TiDB server (scripts/tidb.sh) instead of MariaDB.
-export PAYKIT_TEST_MYSQL_DSN="$(scripts/tidb.sh dsn)"
-PAYKIT_FAULT_DURATION=20s step tidb-e2e go test -race -count=1 -timeout 15m \
-  -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestRandomizedFaults)$' ./e2e
-unset PAYKIT_TEST_MYSQL_DSN
-scripts/tidb.sh stop
+# in the race pass, kills one of its own cluster's masters mid-storm).
+redis_cluster_job() {
+  PAYKIT_TEST_REDIS_ADDR=cluster step redis-cluster-storage go test -race -count=1 ./redis ./internal/testenv ./activities
+  PAYKIT_TEST_REDIS_ADDR=cluster step redis-cluster-e2e go test -race -count=1 -timeout 10m \
+    -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce)$' ./e2e
+}
+# The TiDB pass: its storage tests (started beside the race pass once TiDB was built),
+# then the e2e happy path, two storms, the two-API two-worker topology and a shortened
+# randomized fault suite on the standalone TiDB server (scripts/tidb.sh) instead of MariaDB.
+tidb_pass_job() {
+  step tidb-storage await_build "$tidb_job" .artifacts/tidb-storage.log '^tidb-storage passed' || { cat .artifacts/tidb-storage.log; return 1; }
+  grep -h 'passed in' .artifacts/tidb-storage.log || true
+  PAYKIT_TEST_MYSQL_DSN="$(scripts/tidb.sh dsn)" PAYKIT_REDIS_KEY_PREFIX=paykit-e2e-tidb: PAYKIT_FAULT_DURATION=20s \
+    step tidb-e2e go test -race -count=1 -timeout 15m \
+    -run '^(TestHappyPath|TestConcurrentIdenticalCheckouts|TestDuplicateNotificationsPayOnce|TestTwoAPIsTwoWorkersExactlyOnce|TestRandomizedFaults)$' ./e2e
+  scripts/tidb.sh stop
+}
+together checks_job temporal_server_job redis_cluster_job tidb_pass_job
 tidb_started=false
-# An independent client (Alipay's official Node SDK) against the simulator.
-step alipay-sdk-check tools/alipay-sdk-check/run.sh
-# A second independent Go client (gopay), which posts to gateway.do?charset=utf-8.
-step alipay-gopay-check tools/alipay-gopay-check/run.sh
-# The WeChat Pay simulator against gopay's wechat/v3, unchanged but for SetProxyHost.
-step wechatpay-gopay-check tools/wechatpay-gopay-check/run.sh
-# The WeChat Pay simulator against the npm wechatpay-axios-plugin, which verifies every answer itself.
-step wechatpay-npm-check tools/wechatpay-npm-check/run.sh
-# Real webhook deliveries verified with the official Standard Webhooks library for Node.
-step standardwebhooks-check tools/standardwebhooks-check/run.sh
+# The soak (90 s) last and alone, on a Temporal dev server of its own: it judges one
+# stack's steady state, which the runs the other e2e tests leave on their shared in-memory
+# server, or other passes beside it, would blur (in one CI run that server's store timed
+# out during the soak). A checkout slower than the bound leaves goroutine dumps and
+# metrics in .artifacts/soak/.
+PAYKIT_SOAK_STALL_DIR="$PWD/.artifacts/soak" step soak go test -race -count=1 -timeout 10m -run '^TestSoak$' ./e2e
