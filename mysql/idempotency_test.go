@@ -282,7 +282,10 @@ func TestIdempotencyKey_ReplayCarriesExpiry(t *testing.T) {
 func TestIdempotencyKey_Renew(t *testing.T) {
 	st, _ := newStore(t)
 	ctx := context.Background()
-	const lock = 150 * time.Millisecond
+	// A second: the renewals below come every third of it, so a lapse needs a stall of
+	// two thirds of a second between two of them. With 150 ms, a stall of 100 ms (one
+	// renewal's round trip on a loaded machine, -race) took the key over in a CI run.
+	const lock = time.Second
 	_, holder, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", lock, time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -299,8 +302,8 @@ func TestIdempotencyKey_Renew(t *testing.T) {
 			t.Fatalf("renew: %v", err)
 		}
 	}
-	if got, _, _ := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); got != payment.ReserveInFlight {
-		t.Fatalf("a renewed key: %v, want in flight", got)
+	if got, _, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); err != nil || got != payment.ReserveInFlight {
+		t.Fatalf("a renewed key: %v (%v), want in flight", got, err)
 	}
 
 	// Without renewals the lock runs out, and another request takes the key over; the old
@@ -323,8 +326,8 @@ func TestIdempotencyKey_Renew(t *testing.T) {
 	if err := st.RenewIdempotencyKey(ctx, short); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _ := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); got != payment.ReserveInFlight {
-		t.Fatalf("after a renewal to now: %v, want still in flight", got)
+	if got, _, err := st.ReserveIdempotencyKey(ctx, idemRec("k", "fp", time.Minute, time.Hour)); err != nil || got != payment.ReserveInFlight {
+		t.Fatalf("after a renewal to now: %v (%v), want still in flight", got, err)
 	}
 	if err := st.CompleteIdempotencyKey(ctx, taker, 201, []byte("ok")); err != nil {
 		t.Fatal(err)
