@@ -22,19 +22,21 @@ step_file=.artifacts/step-times
 : >"$step_file"
 hz=$(getconf CLK_TCK)
 cores=$(nproc)
-# $BASHPID, not $$: a step that runs in a background job counts its own shell's children.
-children_cpu() { awk '{print $16 + $17}' "/proc/$BASHPID/stat"; }  # clock ticks
+# children_cpu pid: the CPU of the children pid's shell has waited for, in clock ticks. A
+# step passes its own shell's $BASHPID (a job's shell counts its own children; $$ is the
+# main shell everywhere, and $BASHPID in $(…) is the substitution's own subshell).
+children_cpu() { awk '{print $16 + $17}' "/proc/$1/stat"; }
 machine_cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; } # busy idle
 step() { # name, command...
-  local name=$1 started=$SECONDS cpu0 busy0 idle0
+  local name=$1 started=$SECONDS cpu0 busy0 idle0 me=$BASHPID
   shift
-  cpu0=$(children_cpu)
+  cpu0=$(children_cpu "$me")
   read -r busy0 idle0 < <(machine_cpu)
   echo "==> $name" >&2
   local rc=0
   "$@" || rc=$?
   local cpu busy idle pct
-  cpu=$((($(children_cpu) - cpu0) / hz))
+  cpu=$((($(children_cpu "$me") - cpu0) / hz))
   read -r busy idle < <(machine_cpu)
   pct=$(( (busy - busy0) * 100 / (busy - busy0 + idle - idle0 + 1) ))
   # One line per step in the file, whichever job ran it (a line is one small append).
@@ -176,7 +178,10 @@ step clients scripts/generate-clients.sh --check
 # TestNotificationOutageWithRedisHung stays in the main process: it counts Alipay's
 # throttle answers against a bound, and in the second process it failed it twice (32
 # and 33 answers of 40005 for 60 payments).
-e2e_beside='^(TestRandomizedFaults|TestRefundThroughAlipayFaults|TestNotificationOutageUnderThrottle|TestDashboardAndAlertsReadExportedMetrics|TestRefundWorkerKilledMidRefund|TestRefundNotificationsConcurrentAndBeforeTheAnswer|TestRefundFundChangeNWhileProcessing)$'
+# Balanced on the times the two processes print (a cold run of 2026-12-07: main 480 s,
+# beside 269 s, before the upgrade storm without versioning (85 s) and the release build
+# (21 s), which share the built release, came here).
+e2e_beside='^(TestRandomizedFaults|TestRefundThroughAlipayFaults|TestNotificationOutageUnderThrottle|TestDashboardAndAlertsReadExportedMetrics|TestRefundWorkerKilledMidRefund|TestRefundNotificationsConcurrentAndBeforeTheAnswer|TestRefundFundChangeNWhileProcessing|TestUpgradeStormWithoutWorkerVersioning|TestBuildRelease)$'
 # e2e_report log rc: a passing e2e process's log is long (-v): print its test lines, each
 # with its time (which e2e_beside is balanced on), else all of it.
 e2e_report() {
