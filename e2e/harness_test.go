@@ -328,6 +328,7 @@ func (s *system) wechatpayEnv() []string {
 		"WECHATPAY_PUBLIC_KEY=" + s.wxKeys.PublicKeyPEM,
 		"WECHATPAY_PUBLIC_KEY_ID=" + s.wxKeys.PublicKeyID,
 		"WECHATPAY_BASE_URL=" + s.wxSimURL,
+		"WECHATPAY_CASHIER_BASE_URL=" + s.wxSimURL,
 	}
 }
 

@@ -1,9 +1,11 @@
 // Package shop is the demo merchant of `paykit dev`: a server-rendered product page with
-// a Pay button, as a buyer meets paykit's entry layer. The page gets a one-time checkout
-// token when it renders and carries it, with an Idempotency-Key made once per page view,
-// in its form; the button greys out on submit. The shop's backend creates the payment
-// with both and sends the buyer to the cashier, and Alipay's return redirect brings the
-// buyer back to a result page that shows the payment's status from the API.
+// a choice of Alipay or WeChat Pay and a Pay button, as a buyer meets paykit's entry
+// layer. The page gets a one-time checkout token when it renders and carries it, with an
+// Idempotency-Key made once per page view, in its form; the button greys out on submit.
+// The shop's backend creates the payment with both (Alipay's page pay, or WeChat Pay's H5
+// payment for the buyer's address) and sends the buyer to the cashier; Alipay's return
+// redirect, or WeChat Pay's redirect_url, brings the buyer back to a result page that
+// shows the payment's status from the API.
 package shop
 
 import (
@@ -16,6 +18,7 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -83,7 +86,9 @@ var pages = template.Must(template.New("shop").Parse(`
 <input type="hidden" name="order_id" value="{{.OrderID}}">
 <input type="hidden" name="checkout_token" value="{{.Token}}">
 <input type="hidden" name="idempotency_key" value="{{.IdemKey}}">
-<button id="pay" type="submit">Pay with Alipay</button>
+<p><label><input type="radio" name="channel" id="channel-alipay" value="alipay" checked> Alipay</label>
+<label><input type="radio" name="channel" id="channel-wechatpay" value="wechatpay"> WeChat Pay</label></p>
+<button id="pay" type="submit">Pay</button>
 </form>
 </body></html>{{end}}
 {{define "result"}}<!doctype html>
@@ -122,9 +127,22 @@ func (s *Shop) product(w http.ResponseWriter, r *http.Request) {
 // carries the same key, so it gets the same payment.
 func (s *Shop) pay(w http.ResponseWriter, r *http.Request) {
 	orderID, token, key := r.PostFormValue("order_id"), r.PostFormValue("checkout_token"), r.PostFormValue("idempotency_key")
+	back := s.cfg.PublicURL + "/result?order_id=" + url.QueryEscape(orderID)
 	body := map[string]any{
 		"order_id": orderID, "amount_fen": s.cfg.AmountFen, "subject": s.cfg.Product, "checkout_token": token,
-		"return_url": s.cfg.PublicURL + "/result?order_id=" + url.QueryEscape(orderID),
+	}
+	wechat := r.PostFormValue("channel") == "wechatpay"
+	if wechat {
+		// An H5 payment is for the buyer's address, which WeChat Pay checks against the
+		// phone that pays.
+		ip, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			ip = r.RemoteAddr
+		}
+		body["method"] = "wechat_h5"
+		body["payer"] = map[string]string{"client_ip": ip}
+	} else {
+		body["return_url"] = back
 	}
 	var res struct {
 		PaymentNo string `json:"payment_no"`
@@ -143,6 +161,9 @@ func (s *Shop) pay(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		s.fail(w, http.StatusBadGateway, "cannot reach the payment service: "+err.Error())
+	case status == http.StatusCreated && res.PayURL != "" && wechat:
+		// WeChat Pay's H5 cashier sends the buyer to redirect_url, appended to h5_url.
+		http.Redirect(w, r, res.PayURL+"&redirect_url="+url.QueryEscape(back), http.StatusSeeOther)
 	case status == http.StatusCreated && res.PayURL != "":
 		http.Redirect(w, r, res.PayURL, http.StatusSeeOther)
 	case res.Code == "order_already_paid" || res.Code == "token_used":
@@ -153,8 +174,8 @@ func (s *Shop) pay(w http.ResponseWriter, r *http.Request) {
 }
 
 // result shows the status of the order's newest payment, as the API has it. Alipay's
-// return redirect can arrive before its notification has been handled, so a PENDING
-// page refreshes itself.
+// return redirect, and WeChat Pay's redirect_url, can arrive before the channel's
+// notification has been handled, so a PENDING page refreshes itself.
 func (s *Shop) result(w http.ResponseWriter, r *http.Request) {
 	orderID := r.URL.Query().Get("order_id")
 	var list struct {

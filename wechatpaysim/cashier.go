@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -134,6 +135,13 @@ func (s *Simulator) serveCashierPage(kind string) http.HandlerFunc {
 			Action:   ControlPrefix + "/cashier/pay", Hidden: map[string]string{"prepay_id": v.PrepayID},
 			OpenID: DefaultOpenID,
 		}
+		if kind == TradeTypeH5 {
+			// The merchant appends redirect_url to h5_url: WeChat Pay brings the buyer
+			// back to it after the payment (which the merchant must still confirm).
+			if ru := q.Get("redirect_url"); ru != "" {
+				d.Hidden["redirect_url"] = ru
+			}
+		}
 		switch kind {
 		case TradeTypeJSAPI:
 			d.Action, d.Hidden, d.OpenID = ControlPrefix+"/cashier/jsapi", nil, v.OpenID
@@ -178,7 +186,18 @@ func (s *Simulator) serveCashierPay(w http.ResponseWriter, r *http.Request) {
 		s.renderRefusal(w, err, v)
 		return
 	}
+	if ru := r.PostForm.Get("redirect_url"); v.TradeType == TradeTypeH5 && isWebURL(ru) {
+		http.Redirect(w, r, ru, http.StatusSeeOther)
+		return
+	}
 	s.render(w, http.StatusOK, "result", pageData{Title: "支付成功", Message: "Paid " + yuan(v.Total), Order: v})
+}
+
+// isWebURL reports whether raw is an absolute http or https URL, the only kind an H5
+// cashier sends the buyer back to.
+func isWebURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // payCall reads a client-side payment call (JSON or form) with its keys lower-cased, so

@@ -77,8 +77,30 @@ func TestCashierPages(t *testing.T) {
 			t.Fatalf("%s: %d %s", path, status, page)
 		}
 	}
+	// The merchant's redirect_url, appended to h5_url, is where the Pay button sends the
+	// buyer once paid; without one, the result page.
+	back := "https://shop.example.com/result?order_id=42"
+	status, page = h.get(t, "/cgi-bin/mmpayweb-bin/checkmweb?"+u.RawQuery+"&redirect_url="+url.QueryEscape(back))
+	if status != 200 || !strings.Contains(page, `name="redirect_url" value="`+strings.ReplaceAll(back, "&", "&amp;")+`"`) {
+		t.Fatalf("the H5 cashier with a redirect_url: %d %s", status, page)
+	}
+	o2, _ := h.sim.Order(mchID, "CASHIER002")
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noRedirect.PostForm(h.srv.URL+"/_sim/cashier/pay", url.Values{"prepay_id": {o2.PrepayID}, "redirect_url": {back}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != back {
+		t.Fatalf("paid at the H5 cashier: %d to %q, want 303 to the redirect_url", res.StatusCode, res.Header.Get("Location"))
+	}
+	if o2, _ := h.sim.Order(mchID, "CASHIER002"); o2.TradeState != "SUCCESS" {
+		t.Fatalf("after the H5 cashier: %+v", o2)
+	}
+	h5b := h.place(t, "h5", "CASHIER003", 100, "https://e.com/n").json(t)["h5_url"].(string)
+	ub, _ := url.Parse(h5b)
 	h.clock.Advance(5 * time.Minute)
-	if status, _ := h.get(t, "/_sim/cashier/checkmweb?"+u.RawQuery); status != http.StatusGone {
+	if status, _ := h.get(t, "/_sim/cashier/checkmweb?"+ub.RawQuery); status != http.StatusGone {
 		t.Fatalf("an h5_url after 5 minutes: %d", status)
 	}
 	if status, _ := h.get(t, "/_sim/cashier/bizpayurl?pr=nope"); status != 404 {

@@ -76,8 +76,9 @@ API v3 (signed requests; every 2xx answer signed, errors not)
 Cashier (where a buyer pays)
   GET  /_sim/cashier/bizpayurl?pr=P                   Native: the page behind code_url weixin://wxpay/bizpayurl?pr=P
   GET  /_sim/cashier/checkmweb?prepay_id=&package=    H5: h5_url's page (also at /cgi-bin/mmpayweb-bin/checkmweb,
-                                                      so replacing https://wx.tenpay.com with the simulator's base works)
-  POST /_sim/cashier/pay                              the Pay button (form: prepay_id, openid)
+                                                      so replacing https://wx.tenpay.com with the simulator's base works);
+                                                      with &redirect_url=URL, paying sends the buyer there (303)
+  POST /_sim/cashier/pay                              the Pay button (form: prepay_id, openid, redirect_url)
   GET  /_sim/cashier/jsapi?prepay_id=                 a form for the JSAPI call
   POST /_sim/cashier/jsapi                            WeixinJSBridge getBrandWCPayRequest (JSON or form):
                                                       {"appId","timeStamp","nonceStr","package":"prepay_id=…",

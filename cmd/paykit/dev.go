@@ -167,6 +167,8 @@ func devConfig(cfg config.Config, o devOptions, logger *slog.Logger) (config.Con
 			MchID: k.wechat.MchID, AppID: k.wechat.AppID, MerchantSerial: k.wechat.MerchantSerialNo,
 			PrivateKey: k.wechat.MerchantPrivateKeyPEM, APIv3Key: k.wechat.APIv3Key,
 			PublicKey: k.wechat.PublicKeyPEM, PublicKeyID: k.wechat.PublicKeyID, BaseURL: o.wxSimURL(),
+			// The browser opens an H5 payment's cashier at the simulator.
+			CashierBaseURL: o.wxSimURL(),
 		}
 	}
 	// The demo merchant listens on plain http on this machine.

@@ -84,6 +84,7 @@ func Vars() []Var {
 		{Name: "WECHATPAY_PUBLIC_KEY_ID_FILE", Doc: "the file of `WECHATPAY_PUBLIC_KEY_ID` (surrounding white space ignored)"},
 		{Name: "WECHATPAY_PLATFORM_CERTIFICATES", Default: "false", Doc: "with the public key, fetch the platform certificates too: while a merchant switches to the public key, WeChat Pay signs some notifications with either"},
 		{Name: "WECHATPAY_BASE_URL", Default: "https://api.mch.weixin.qq.com", Doc: "WeChat Pay's API host, or the simulator's (`cmd/wechatpaysim`)"},
+		{Name: "WECHATPAY_CASHIER_BASE_URL", Doc: "rewrites the scheme and host of `wechat_h5` payments' h5_url, which WeChat Pay answers on `https://wx.tenpay.com`: the browser's view of the simulator, which serves the same path (`paykit dev` sets it to its own)"},
 		{Name: "PAYKIT_SECRETS_KEYS", Doc: "`id:base64key,…` (32-byte keys): seals tenants' own Alipay keys and webhook secrets; the first seals, all open (see [Tenants and their own Alipay apps](../integrate/tenants.md)). Needed by `paykit tenant` and the worker as soon as a tenant has a notify_url or its own app (`paykit dev` makes one in `.dev/keys`)"},
 
 		{Name: "PAYKIT_PAYMENT_TTL", Default: durationText(d.PaymentTTL), Doc: "how long the buyer has to pay"},

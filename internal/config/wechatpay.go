@@ -36,6 +36,9 @@ type WechatPay struct {
 	PlatformCertificates bool
 	// BaseURL is WeChat Pay's API host (a simulator's in tests).
 	BaseURL string
+	// CashierBaseURL, if set, replaces the scheme and host of an H5 payment's h5_url,
+	// for a simulator that the buyer's browser reaches under another name.
+	CashierBaseURL string
 }
 
 // Configured reports whether the deployment has a WeChat Pay merchant.
@@ -69,6 +72,7 @@ func loadWechatPay(e *env) WechatPay {
 		PublicKeyIDFile:      e.str("WECHATPAY_PUBLIC_KEY_ID_FILE"),
 		PlatformCertificates: e.bool("WECHATPAY_PLATFORM_CERTIFICATES"),
 		BaseURL:              strings.TrimRight(e.str("WECHATPAY_BASE_URL"), "/"),
+		CashierBaseURL:       e.str("WECHATPAY_CASHIER_BASE_URL"),
 	}
 }
 

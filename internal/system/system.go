@@ -177,7 +177,7 @@ func NewGateways(ctx context.Context, cfg config.Config, alipay *gateways.Resolv
 	if err != nil {
 		return nil, err
 	}
-	m, err := gateways.WechatPay(ctx, wc, limiter)
+	m, err := gateways.WechatPay(ctx, wc, limiter, cfg.WechatPay.CashierBaseURL)
 	if err != nil {
 		// The adapter's errors name what is wrong, never a key.
 		return nil, fmt.Errorf("wechat pay merchant %s: %w", cfg.WechatPay.MchID, err)
