@@ -126,24 +126,10 @@ func (s *Shop) product(w http.ResponseWriter, r *http.Request) {
 // cashier. A second submission of the same page (a double click that got through)
 // carries the same key, so it gets the same payment.
 func (s *Shop) pay(w http.ResponseWriter, r *http.Request) {
-	orderID, token, key := r.PostFormValue("order_id"), r.PostFormValue("checkout_token"), r.PostFormValue("idempotency_key")
+	orderID, key := r.PostFormValue("order_id"), r.PostFormValue("idempotency_key")
 	back := s.cfg.PublicURL + "/result?order_id=" + url.QueryEscape(orderID)
-	body := map[string]any{
-		"order_id": orderID, "amount_fen": s.cfg.AmountFen, "subject": s.cfg.Product, "checkout_token": token,
-	}
 	wechat := r.PostFormValue("channel") == "wechatpay"
-	if wechat {
-		// An H5 payment is for the buyer's address, which WeChat Pay checks against the
-		// phone that pays.
-		ip, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			ip = r.RemoteAddr
-		}
-		body["method"] = "wechat_h5"
-		body["payer"] = map[string]string{"client_ip": ip}
-	} else {
-		body["return_url"] = back
-	}
+	body := s.checkoutBody(r, back, wechat)
 	var res struct {
 		PaymentNo string `json:"payment_no"`
 		PayURL    string `json:"pay_url"`
@@ -171,6 +157,27 @@ func (s *Shop) pay(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.fail(w, http.StatusBadGateway, fmt.Sprintf("the payment was not started (HTTP %d %s)", status, res.Code))
 	}
+}
+
+// checkoutBody is the checkout of the page's order and token: Alipay's page pay, which
+// returns to back, or a WeChat Pay H5 payment for the buyer's address (which WeChat Pay
+// checks against the phone that pays).
+func (s *Shop) checkoutBody(r *http.Request, back string, wechat bool) map[string]any {
+	body := map[string]any{
+		"order_id": r.PostFormValue("order_id"), "amount_fen": s.cfg.AmountFen, "subject": s.cfg.Product,
+		"checkout_token": r.PostFormValue("checkout_token"),
+	}
+	if !wechat {
+		body["return_url"] = back
+		return body
+	}
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	body["method"] = "wechat_h5"
+	body["payer"] = map[string]string{"client_ip": ip}
+	return body
 }
 
 // result shows the status of the order's newest payment, as the API has it. Alipay's
