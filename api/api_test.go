@@ -25,10 +25,11 @@ import (
 // fakeStore implements in memory every noun of api.Stores for handler tests; the real
 // store is tested against MariaDB in mysql/ and end to end in e2e/.
 type fakeStore struct {
-	mu        sync.Mutex
-	down      bool
+	// Payments is the payments and their pay links (payment.Payments, payment.PayLinks),
+	// shared with the checkout's tests; its Mu guards the whole fake, and Down fails
+	// every call as a database that cannot be reached.
+	paymenttest.Payments
 	tenant    payment.Tenant
-	payments  map[string]payment.Payment
 	notes     []payment.ChannelNotification
 	purged    map[int64]bool // notifications PurgeNotifications deleted, by id
 	idem      map[string]payment.IdempotencyRecord
@@ -38,10 +39,6 @@ type fakeStore struct {
 	renewErr  error                     // returned by RenewIdempotencyKey if set
 	refunds   map[string]payment.Refund // by tenant/refund_no
 	anomalies []payment.Anomaly         // recorded, in order
-	links     map[string]string         // pay links by payment_no
-	// hidePending is an order whose pending payment OrderStanding does not see (it was
-	// inserted after the read).
-	hidePending string
 	// orderPayments is what ListOrderPayments lists (newest first); events the outbox.
 	orderPayments []payment.Payment
 	events        []payment.Event
@@ -61,15 +58,15 @@ func (f *fakeStore) stores() api.Stores {
 }
 
 func (f *fakeStore) err() error {
-	if f.down {
+	if f.Down {
 		return errors.New("dial tcp 127.0.0.1:3306: connection refused")
 	}
 	return nil
 }
 func (f *fakeStore) Ping(context.Context) error {
-	f.mu.Lock()
+	f.Mu.Lock()
 	f.pings++
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	return f.err()
 }
 func (f *fakeStore) TenantByAPIKeyHash(_ context.Context, h string) (payment.Tenant, error) {
@@ -88,49 +85,11 @@ func (f *fakeStore) TenantAPIKey(ctx context.Context, h string) (payment.APIKey,
 func (f *fakeStore) APIKeysChangedSince(context.Context, time.Time, int) ([]payment.APIKey, error) {
 	return nil, f.err()
 }
-func (f *fakeStore) OrderPaidPayment(_ context.Context, tenantID, orderID string) (payment.Payment, bool, error) {
-	if err := f.err(); err != nil {
-		return payment.Payment{}, false, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, p := range f.payments {
-		if p.TenantID == tenantID && p.OrderID == orderID && p.Status == payment.StatusPaid {
-			return p, true, nil
-		}
-	}
-	return payment.Payment{}, false, nil
-}
-func (f *fakeStore) OrderStanding(ctx context.Context, tenantID, orderID string) (paid, pending *payment.Payment, err error) {
-	if p, ok, err := f.OrderPaidPayment(ctx, tenantID, orderID); err != nil {
-		return nil, nil, err
-	} else if ok {
-		paid = &p
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, p := range f.payments {
-		if p.TenantID == tenantID && p.OrderID == orderID && p.Status == payment.StatusPending && orderID != f.hidePending {
-			pending = &p
-		}
-	}
-	return paid, pending, nil
-}
 func (f *fakeStore) GetTenant(context.Context, string) (payment.Tenant, error) {
-	f.mu.Lock()
+	f.Mu.Lock()
 	f.tenantReads++
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	return f.tenant, f.err()
-}
-func (f *fakeStore) GetPayment(_ context.Context, no string) (payment.Payment, error) {
-	if err := f.err(); err != nil {
-		return payment.Payment{}, err
-	}
-	p, ok := f.payments[no]
-	if !ok {
-		return p, payment.ErrNotFound
-	}
-	return p, nil
 }
 func (f *fakeStore) ListOrderPayments(_ context.Context, tenantID, orderID string) ([]payment.Payment, error) {
 	var ps []payment.Payment
@@ -145,8 +104,8 @@ func (f *fakeStore) RecordNotification(_ context.Context, n payment.ChannelNotif
 	if err := f.err(); err != nil {
 		return n, false, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	if n.Verified && n.NotifyID != "" {
 		for _, old := range f.notes {
 			if old.Verified && old.NotifyID == n.NotifyID {
@@ -165,8 +124,8 @@ func (f *fakeStore) SetNotificationOutcome(_ context.Context, id int64, o string
 	if err := f.err(); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	f.notes[id-1].Outcome = o
 	return nil
 }
@@ -176,8 +135,8 @@ func (f *fakeStore) SettleNotification(_ context.Context, id int64, o string) er
 	if err := f.err(); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	f.notes[id-1].Outcome, f.notes[id-1].SettledAt, f.notes[id-1].DispatchDueAt = o, time.Now(), time.Time{}
 	return nil
 }
@@ -185,11 +144,11 @@ func (f *fakeStore) SettlePaidNotifications(_ context.Context, now time.Time) (i
 	if err := f.err(); err != nil {
 		return 0, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	var n int64
 	for i, note := range f.notes {
-		p, ok := f.payments[note.PaymentNo]
+		p, ok := f.ByNo[note.PaymentNo]
 		if !note.DispatchDueAt.IsZero() && !note.Refund && ok && p.Status == payment.StatusPaid && p.TradeNo == note.TradeNo && note.TradeNo != "" {
 			f.notes[i].SettledAt, f.notes[i].DispatchDueAt = now, time.Time{}
 			n++
@@ -201,8 +160,8 @@ func (f *fakeStore) DueNotifications(_ context.Context, now time.Time, limit int
 	if err := f.err(); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	var due []payment.ChannelNotification
 	for _, note := range f.notes {
 		if !note.DispatchDueAt.IsZero() && !note.DispatchDueAt.After(now) && len(due) < limit {
@@ -215,8 +174,8 @@ func (f *fakeStore) ClaimNotificationDispatch(_ context.Context, id int64, attem
 	if err := f.err(); err != nil {
 		return false, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	note := &f.notes[id-1]
 	if note.DispatchDueAt.IsZero() || note.DispatchAttempts != attempts {
 		return false, nil
@@ -228,8 +187,8 @@ func (f *fakeStore) ArmNotification(_ context.Context, id int64, due time.Time) 
 	if err := f.err(); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	if note := &f.notes[id-1]; note.DispatchDueAt.IsZero() && note.SettledAt.IsZero() {
 		note.DispatchDueAt = due
 	}
@@ -240,8 +199,8 @@ func (f *fakeStore) PurgeNotifications(_ context.Context, before time.Time, limi
 	if err := f.err(); err != nil {
 		return 0, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	var n int64
 	for _, note := range f.notes {
 		if n < int64(limit) && !f.purged[note.ID] && note.ReceivedAt.Before(before) && (!note.Verified || !note.SettledAt.IsZero()) {
@@ -261,13 +220,13 @@ func (f *fakeStore) note(t *testing.T, i int, pred func(payment.ChannelNotificat
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		f.mu.Lock()
+		f.Mu.Lock()
 		var n payment.ChannelNotification
 		ok := i < len(f.notes)
 		if ok {
 			n = f.notes[i]
 		}
-		f.mu.Unlock()
+		f.Mu.Unlock()
 		if (ok && pred(n)) || time.Now().After(deadline) {
 			return n
 		}
@@ -278,8 +237,8 @@ func (f *fakeStore) ReserveIdempotencyKey(_ context.Context, rec payment.Idempot
 	if err := f.err(); err != nil {
 		return 0, rec, err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	old, ok := f.idem[rec.Key]
 	switch {
 	case !ok:
@@ -301,8 +260,8 @@ func (f *fakeStore) ReserveIdempotencyKey(_ context.Context, rec payment.Idempot
 }
 func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, held payment.IdempotencyRecord, status int, body []byte) error {
 	key := held.Key
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	rec := f.idem[key]
 	if rec.State == payment.IdempotencyInFlight && rec.LockVersion != held.LockVersion {
 		return payment.Errorf(payment.ECONFLICT, "taken over")
@@ -312,8 +271,8 @@ func (f *fakeStore) CompleteIdempotencyKey(_ context.Context, held payment.Idemp
 	return nil
 }
 func (f *fakeStore) RenewIdempotencyKey(_ context.Context, held payment.IdempotencyRecord) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	if f.renewErr != nil {
 		return f.renewErr
 	}
@@ -331,8 +290,8 @@ func (f *fakeStore) RenewIdempotencyKey(_ context.Context, held payment.Idempote
 	return nil
 }
 func (f *fakeStore) PurgeExpiredIdempotencyKeys(_ context.Context, now time.Time) (int64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	var n int64
 	for k, rec := range f.idem {
 		if rec.ExpiresAt.Before(now) {
@@ -344,8 +303,8 @@ func (f *fakeStore) PurgeExpiredIdempotencyKeys(_ context.Context, now time.Time
 }
 func (f *fakeStore) ReleaseIdempotencyKey(_ context.Context, held payment.IdempotencyRecord) error {
 	key := held.Key
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	if rec, ok := f.idem[key]; ok && rec.State == payment.IdempotencyInFlight && rec.LockVersion == held.LockVersion {
 		delete(f.idem, key)
 	}
@@ -603,9 +562,10 @@ func newServerWith(t *testing.T, o serverOptions) (*httptest.Server, *fakeStore,
 func newServers(t *testing.T, o serverOptions) (public, admin *httptest.Server, _ *fakeStore, _ *fakeOrch) {
 	t.Helper()
 	st := &fakeStore{
-		tenant:   payment.Tenant{ID: "t1", APIKeyHash: api.HashAPIKey(key), AlipayAppID: "app", AlipaySeller: "seller"},
-		payments: map[string]payment.Payment{"P1": {PaymentNo: "P1", TenantID: "t1", OrderID: "o1", Amount: 990, Status: payment.StatusPending, WorkflowID: "payment:t1:o1"}},
-		idem:     map[string]payment.IdempotencyRecord{},
+		tenant: payment.Tenant{ID: "t1", APIKeyHash: api.HashAPIKey(key), AlipayAppID: "app", AlipaySeller: "seller"},
+		Payments: paymenttest.Payments{ByNo: map[string]payment.Payment{
+			"P1": {PaymentNo: "P1", TenantID: "t1", OrderID: "o1", Amount: 990, Status: payment.StatusPending, WorkflowID: "payment:t1:o1"}}},
+		idem: map[string]payment.IdempotencyRecord{},
 	}
 	orch := &fakeOrch{}
 	if o.gateways == nil {
@@ -712,11 +672,11 @@ func (o *fakeOrch) CancelPayment(_ context.Context, p payment.Payment) error {
 	defer o.mu.Unlock()
 	o.cancels++
 	if o.cancelStore != nil && o.cancelTo != nil {
-		o.cancelStore.mu.Lock()
-		q := o.cancelStore.payments[p.PaymentNo]
+		o.cancelStore.Mu.Lock()
+		q := o.cancelStore.ByNo[p.PaymentNo]
 		q.Status = *o.cancelTo
-		o.cancelStore.payments[p.PaymentNo] = q
-		o.cancelStore.mu.Unlock()
+		o.cancelStore.ByNo[p.PaymentNo] = q
+		o.cancelStore.Mu.Unlock()
 	}
 	return o.cancelErr
 }

@@ -226,16 +226,16 @@ func TestCachedKeyIsNotTrustedWithoutMySQL(t *testing.T) {
 	if got := status(t, srv, key, ""); got != http.StatusOK {
 		t.Fatalf("before: HTTP %d", got)
 	}
-	st.mu.Lock()
-	st.down = true
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.Down = true
+	st.Mu.Unlock()
 	time.Sleep(250 * time.Millisecond)
 	if got := status(t, srv, key, ""); got != http.StatusServiceUnavailable {
 		t.Fatalf("MySQL down past the bound: HTTP %d, want 503", got)
 	}
-	st.mu.Lock()
-	st.down = false
-	st.mu.Unlock()
+	st.Mu.Lock()
+	st.Down = false
+	st.Mu.Unlock()
 	if got := status(t, srv, key, ""); got != http.StatusOK {
 		t.Fatalf("MySQL back: HTTP %d", got)
 	}

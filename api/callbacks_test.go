@@ -28,9 +28,9 @@ func TestUnverifiedCallbackIsBounded(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || b == "success" {
 		t.Fatalf("forged notification: HTTP %d %q", resp.StatusCode, b)
 	}
-	st.mu.Lock()
+	st.Mu.Lock()
 	notes := st.notes
-	st.mu.Unlock()
+	st.Mu.Unlock()
 	if len(notes) != 1 || notes[0].Verified {
 		t.Fatalf("recorded %d notifications", len(notes))
 	}
@@ -73,8 +73,8 @@ func TestCallbackWithARepeatedParameterIsRefusedBeforeVerifying(t *testing.T) {
 			t.Fatalf("%q: HTTP %d %q, want failure", raw, resp.StatusCode, b)
 		}
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
 	if len(st.notes) != 0 {
 		t.Fatalf("stored %d notifications for bodies refused before verifying", len(st.notes))
 	}
@@ -108,9 +108,9 @@ func TestTenThousandUnverifiedCallbacksStayBounded(t *testing.T) {
 			t.Fatalf("post %d answered %q", i, b)
 		}
 	}
-	st.mu.Lock()
+	st.Mu.Lock()
 	rows := len(st.notes)
-	st.mu.Unlock()
+	st.Mu.Unlock()
 	lines := strings.Count(logs.String(), "\n")
 	// The sample is a token bucket of 100 at once and 100 a minute: a run of the posts
 	// that takes longer than a minute (on a loaded machine, under -race) keeps more.
@@ -159,8 +159,8 @@ func TestMalformedCallbacksAreLoggedOnlyInTheSample(t *testing.T) {
 	if lines := strings.Count(logs.String(), "\n"); lines > sample {
 		t.Errorf("%d log lines for %d malformed posts, want at most the sample (%d)", lines, n, sample)
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
 	if len(st.notes) != 0 {
 		t.Errorf("%d rows stored for bodies refused before verifying", len(st.notes))
 	}

@@ -12,29 +12,6 @@ import (
 	"github.com/paykit/paykit/payment"
 )
 
-// CreatePendingPayment keeps one pending payment per order, as the unique index does: a
-// second one for the order is answered with the first, existed=true.
-func (f *fakeStore) CreatePendingPayment(_ context.Context, np payment.NewPayment) (payment.Payment, bool, error) {
-	if err := f.err(); err != nil {
-		return payment.Payment{}, false, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, p := range f.payments {
-		if p.TenantID == np.TenantID && p.OrderID == np.OrderID && p.Status == payment.StatusPending {
-			return p, true, nil
-		}
-	}
-	p := payment.Payment{PaymentNo: np.PaymentNo, TenantID: np.TenantID, OrderID: np.OrderID, Amount: np.Amount, Currency: np.Currency,
-		Subject: np.Subject, Method: np.Method, Status: payment.StatusPending, ExpireAt: np.ExpireAt, WorkflowID: np.WorkflowID}
-	f.payments[p.PaymentNo] = p
-	if f.links == nil {
-		f.links = map[string]string{}
-	}
-	f.links[p.PaymentNo] = np.PayLink
-	return p, false, nil
-}
-
 func (fakeGateway) SignedHandOff(_ context.Context, req payment.TradeRequest) (payment.HandOff, bool, error) {
 	if req.Method == payment.MethodQR {
 		return payment.HandOff{}, false, nil
@@ -65,8 +42,8 @@ func TestDirectCheckout(t *testing.T) {
 	}
 	in := orch.opened[0]
 	if in.PaymentNo != res.PaymentNo || in.Opened == nil || in.Opened.PayURL != res.PayURL || !strings.Contains(res.PayURL, res.PaymentNo) ||
-		st.links[res.PaymentNo] != res.PayURL || !in.Opened.ExpireAt.Equal(res.ExpireAt) || res.Status != "PENDING" {
-		t.Fatalf("answered %+v; started %+v (opened %+v); stored link %q", res, in, in.Opened, st.links[res.PaymentNo])
+		st.Links[res.PaymentNo] != res.PayURL || !in.Opened.ExpireAt.Equal(res.ExpireAt) || res.Status != "PENDING" {
+		t.Fatalf("answered %+v; started %+v (opened %+v); stored link %q", res, in, in.Opened, st.Links[res.PaymentNo])
 	}
 	if d := time.Until(res.ExpireAt); d < 14*time.Minute || d > 15*time.Minute {
 		t.Fatalf("expires in %v, want the 15 min TTL", d)
@@ -85,12 +62,12 @@ func TestDirectCheckout(t *testing.T) {
 		t.Fatalf("start failed: HTTP %d %s, want 503", resp.StatusCode, b)
 	}
 	var kept string
-	for no, p := range st.payments {
+	for no, p := range st.ByNo {
 		if p.OrderID == "d2" {
 			kept = no
 		}
 	}
-	if kept == "" || st.links[kept] == "" {
+	if kept == "" || st.Links[kept] == "" {
 		t.Fatalf("the payment whose start failed was not kept with its link: %q", kept)
 	}
 	orch.startErr = nil
@@ -101,9 +78,9 @@ func TestDirectCheckout(t *testing.T) {
 	// The race the read cannot see: another checkout's insert lands first. The start of
 	// the payment found by the insert is tried; a run already running is joined.
 	orch.startRunning = true
-	st.payments["PRACE"] = payment.Payment{PaymentNo: "PRACE", TenantID: "t1", OrderID: "d3", Amount: 990, Currency: "CNY", Status: payment.StatusPending}
-	st.links["PRACE"] = "https://cashier.test/pay?out_trade_no=PRACE"
-	st.hidePending = "d3"
+	st.ByNo["PRACE"] = payment.Payment{PaymentNo: "PRACE", TenantID: "t1", OrderID: "d3", Amount: 990, Currency: "CNY", Status: payment.StatusPending}
+	st.Links["PRACE"] = "https://cashier.test/pay?out_trade_no=PRACE"
+	st.HidePending = "d3"
 	if resp, b := post(t, srv.URL+"/v1/payments", `{"order_id":"d3","amount_fen":990,"subject":"Coffee"}`, checkoutHeaders("")); resp.StatusCode != http.StatusCreated ||
 		orch.checkouts != 3 || orch.lastIn.OrderID != "d3" {
 		t.Fatalf("race, run running: HTTP %d %s, %d checkout updates", resp.StatusCode, b, orch.checkouts)
@@ -111,7 +88,7 @@ func TestDirectCheckout(t *testing.T) {
 	orch.startRunning = false
 	resp, b = post(t, srv.URL+"/v1/payments", `{"order_id":"d3","amount_fen":990,"subject":"Coffee"}`, checkoutHeaders(""))
 	if resp.StatusCode != http.StatusCreated || !strings.Contains(b, "PRACE") || orch.checkouts != 3 || orch.opened[len(orch.opened)-1].PaymentNo != "PRACE" ||
-		orch.opened[len(orch.opened)-1].Opened.PayURL != st.links["PRACE"] {
+		orch.opened[len(orch.opened)-1].Opened.PayURL != st.Links["PRACE"] {
 		t.Fatalf("race, no run: HTTP %d %s; want PRACE answered with its link and its run started", resp.StatusCode, b)
 	}
 	if resp, b := post(t, srv.URL+"/v1/payments", `{"order_id":"d3","amount_fen":1990,"subject":"Coffee"}`, checkoutHeaders("")); resp.StatusCode != http.StatusConflict {

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -24,7 +23,7 @@ func checkoutHeaders(idemKey string) map[string]string {
 // whatever the key, and without starting a workflow; the re-purchase opt-in passes.
 func TestCheckoutOfPaidOrderIsRefused(t *testing.T) {
 	srv, st, orch := newServer(t)
-	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "paid1", Amount: 990, Status: payment.StatusPaid}
+	st.ByNo["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "paid1", Amount: 990, Status: payment.StatusPaid}
 	body := `{"order_id":"paid1","amount_fen":990,"subject":"Coffee"}`
 	for _, k := range []string{"", "paid-key-0001", "paid-key-0002"} {
 		resp, b := post(t, srv.URL+"/v1/payments", body, checkoutHeaders(k))
@@ -87,32 +86,6 @@ func TestCheckoutRefusedByAlipayIs422(t *testing.T) {
 	}
 }
 
-func (f *fakeStore) SetPayLink(_ context.Context, no, link string) error {
-	if err := f.err(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p, ok := f.payments[no]; ok && p.Status == payment.StatusPending {
-		if f.links == nil {
-			f.links = map[string]string{}
-		}
-		f.links[no] = link
-	}
-	return nil
-}
-func (f *fakeStore) PendingPayLink(_ context.Context, tenantID, no string) (string, error) {
-	if err := f.err(); err != nil {
-		return "", err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p, ok := f.payments[no]; ok && p.TenantID == tenantID && p.Status == payment.StatusPending {
-		return f.links[no], nil
-	}
-	return "", nil
-}
-
 // Checkout takes wap (with quit_url) and app; quit_url is checked like return_url and only
 // taken for wap, and app, which returns to the merchant's app, takes no return_url.
 func TestCheckoutWapAndAppRequests(t *testing.T) {
@@ -156,17 +129,17 @@ func TestCheckoutWapAndAppRequests(t *testing.T) {
 // name; a payment that is no longer pending, or another tenant's, shows none.
 func TestGetPaymentShowsPayLinkOnlyWhilePending(t *testing.T) {
 	srv, st, _ := newServer(t)
-	st.links = map[string]string{}
+	st.Links = map[string]string{}
 	for no, m := range map[string]payment.Method{"PPAGE": payment.MethodPage, "PWAP": payment.MethodWap, "PQR": payment.MethodQR, "PAPP": payment.MethodApp, "PPAIDWAP": payment.MethodWap} {
 		status := payment.StatusPending
 		if no == "PPAIDWAP" {
 			status = payment.StatusPaid
 		}
-		st.payments[no] = payment.Payment{PaymentNo: no, TenantID: "t1", OrderID: "o" + no, Amount: 990, Method: m, Status: status}
-		st.links[no] = "link-of-" + no
+		st.ByNo[no] = payment.Payment{PaymentNo: no, TenantID: "t1", OrderID: "o" + no, Amount: 990, Method: m, Status: status}
+		st.Links[no] = "link-of-" + no
 	}
-	st.payments["POTHER"] = payment.Payment{PaymentNo: "POTHER", TenantID: "t2", Method: payment.MethodWap}
-	st.links["POTHER"] = "link-of-POTHER"
+	st.ByNo["POTHER"] = payment.Payment{PaymentNo: "POTHER", TenantID: "t2", Method: payment.MethodWap}
+	st.Links["POTHER"] = "link-of-POTHER"
 	for no, want := range map[string]string{
 		"PPAGE": `"pay_url":"link-of-PPAGE"`, "PWAP": `"pay_url":"link-of-PWAP"`,
 		"PQR": `"qr_code":"link-of-PQR"`, "PAPP": `"order_string":"link-of-PAPP"`,

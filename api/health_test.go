@@ -80,10 +80,10 @@ func TestReadyzBurstPingsEachDependencyOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	st.mu.Lock()
+	st.Mu.Lock()
 	orch.mu.Lock()
 	cache.mu.Lock()
-	defer st.mu.Unlock()
+	defer st.Mu.Unlock()
 	defer orch.mu.Unlock()
 	defer cache.mu.Unlock()
 	t.Logf("%d concurrent /readyz: %d MySQL, %d Temporal, %d Redis pings", n, st.pings, orch.pings, cache.pings)
@@ -119,7 +119,7 @@ func TestReadyzReportsDependencies(t *testing.T) {
 				o.cache = cache
 			}
 			_, admin, st, _ := newServers(t, o)
-			st.down = tc.mysqlDown
+			st.Down = tc.mysqlDown
 			code, body := getBody(t, admin.URL+"/readyz")
 			var got struct {
 				Ready  bool              `json:"ready"`
@@ -146,7 +146,7 @@ func TestReadyzHidesErrorText(t *testing.T) {
 	var logs logBuffer
 	cache := newFakeCache()
 	_, admin, st, orch := newServers(t, serverOptions{cache: cache, logger: logs.logger()})
-	st.down = true // "dial tcp 127.0.0.1:3306: connection refused"
+	st.Down = true // "dial tcp 127.0.0.1:3306: connection refused"
 	orch.pingErr = errors.New("rpc error: code = Unavailable desc = connection error: dial tcp 10.0.0.7:7233: i/o timeout")
 	cache.pingErr = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 

@@ -34,11 +34,11 @@ func TestReplayCachesForTheRecordsRemainingLifetime(t *testing.T) {
 				t.Fatalf("first: HTTP %d %s", resp.StatusCode, b)
 			}
 			// Time passes: Redis has dropped the entry, MySQL's record has tc.left to live.
-			st.mu.Lock()
+			st.Mu.Lock()
 			rec := st.idem[idemKey]
 			rec.ExpiresAt = time.Now().Add(tc.left)
 			st.idem[idemKey] = rec
-			st.mu.Unlock()
+			st.Mu.Unlock()
 			cache.mu.Lock()
 			clear(cache.resp)
 			clear(cache.ttls)
@@ -84,17 +84,17 @@ func TestIdempotencyKeyLockIsRenewedWhileTheRequestRuns(t *testing.T) {
 	if code := <-done; code != http.StatusCreated {
 		t.Fatalf("first: HTTP %d", code)
 	}
-	st.mu.Lock()
+	st.Mu.Lock()
 	takeovers, renewals := st.takeovers, st.renewals
-	st.mu.Unlock()
+	st.Mu.Unlock()
 	if takeovers != 0 || renewals == 0 {
 		t.Fatalf("takeovers=%d renewals=%d, want the lock renewed and never taken over", takeovers, renewals)
 	}
 	// The renewer stops with the request.
 	time.Sleep(lock)
-	st.mu.Lock()
+	st.Mu.Lock()
 	after := st.renewals
-	st.mu.Unlock()
+	st.Mu.Unlock()
 	t.Logf("a %v request with a %v lock: %d renewals, %d after it ended", orch.delay, lock, renewals, after-renewals)
 	if after != renewals {
 		t.Fatalf("%d renewals after the request ended", after-renewals)

@@ -69,11 +69,11 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 		if n := st.note(t, 0, func(payment.ChannelNotification) bool { return true }); !n.SettledAt.IsZero() {
 			t.Fatalf("settled while the payment is pending: %+v", n)
 		}
-		st.mu.Lock()
-		p := st.payments["P1"]
+		st.Mu.Lock()
+		p := st.ByNo["P1"]
 		p.Status, p.TradeNo = payment.StatusPaid, "T1"
-		st.payments["P1"] = p
-		st.mu.Unlock()
+		st.ByNo["P1"] = p
+		st.Mu.Unlock()
 		s.Inbox().Sweep(context.Background(), time.Now())
 		if n := st.note(t, 0, func(payment.ChannelNotification) bool { return true }); n.SettledAt.IsZero() || !n.DispatchDueAt.IsZero() {
 			t.Fatalf("not settled by the payment being PAID with its trade_no: %+v", n)
@@ -114,7 +114,7 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 	})
 	t.Run("mysql down: failure", func(t *testing.T) {
 		_, srv, st, _ := newInboxServer(t)
-		st.down = true
+		st.Down = true
 		if got := callback(t, srv, paidForm); got == "success" {
 			t.Fatal("acknowledged a notification that was not recorded")
 		}
@@ -144,9 +144,9 @@ func TestCallbackIsAcknowledgedOnItsRecord(t *testing.T) {
 			t.Fatalf("reply %q", got)
 		}
 		n := st.note(t, 0, func(n payment.ChannelNotification) bool { return !n.SettledAt.IsZero() })
-		st.mu.Lock()
+		st.Mu.Lock()
 		anomalies := append([]payment.Anomaly(nil), st.anomalies...)
-		st.mu.Unlock()
+		st.Mu.Unlock()
 		if n.SettledAt.IsZero() || len(n.Outcome) < 10 || n.Outcome[:10] != "rejected: " || orch.signalCount() != 0 ||
 			len(anomalies) != 1 || anomalies[0].Kind != inbox.AnomalyNotificationRejected || anomalies[0].PaymentNo != "P1" ||
 			anomalies[0].Subject != "n1" {
@@ -218,8 +218,8 @@ func TestUnsettledNotificationBacksOffAndBecomesAnAnomaly(t *testing.T) {
 			t.Fatalf("backoff %v, want %v", gaps, want)
 		}
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
 	if len(st.anomalies) != 1 || st.anomalies[0].Kind != inbox.AnomalyNotificationUnsettled || st.anomalies[0].TenantID != "t1" ||
 		st.anomalies[0].Subject != "n1" {
 		t.Fatalf("anomalies %+v, want one %s about notify_id n1", st.anomalies, inbox.AnomalyNotificationUnsettled)
@@ -238,9 +238,9 @@ func TestNotificationForAPendingPaymentDoesNotReadTheTenant(t *testing.T) {
 		t.Fatalf("reply %q", got)
 	}
 	st.note(t, 0, func(n payment.ChannelNotification) bool { return n.Outcome == "signalled" })
-	st.mu.Lock()
+	st.Mu.Lock()
 	reads := st.tenantReads
-	st.mu.Unlock()
+	st.Mu.Unlock()
 	if orch.signalCount() != 1 || reads != 0 {
 		t.Fatalf("%d signals after %d tenant reads; want 1 signal and no tenant read", orch.signalCount(), reads)
 	}
@@ -251,19 +251,19 @@ func TestNotificationForAPendingPaymentDoesNotReadTheTenant(t *testing.T) {
 func TestPaidAfterCloseRefundsForATenantThatAskedForIt(t *testing.T) {
 	for _, auto := range []bool{false, true} {
 		_, srv, st, orch := newInboxServer(t)
-		st.mu.Lock()
+		st.Mu.Lock()
 		st.tenant.AutoRefundPaidAfterClose = auto
-		p := st.payments["P1"]
+		p := st.ByNo["P1"]
 		p.Status = payment.StatusClosed
-		st.payments["P1"] = p
-		st.mu.Unlock()
+		st.ByNo["P1"] = p
+		st.Mu.Unlock()
 		if got := callback(t, srv, paidForm); got != "success" {
 			t.Fatalf("auto refund %v: reply %q", auto, got)
 		}
 		st.note(t, 0, func(n payment.ChannelNotification) bool { return n.Outcome == "anomaly" })
-		st.mu.Lock()
+		st.Mu.Lock()
 		anomalies, refunds, reads := len(st.anomalies), len(st.refunds), st.tenantReads
-		st.mu.Unlock()
+		st.Mu.Unlock()
 		orch.mu.Lock()
 		starts := orch.refundStarts
 		orch.mu.Unlock()

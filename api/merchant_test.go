@@ -15,8 +15,8 @@ import (
 )
 
 func (f *fakeStore) ListTenantEvents(_ context.Context, tenantID string, afterSeq int64, limit int) ([]payment.Event, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	var out []payment.Event
 	for _, ev := range f.events {
 		if ev.TenantID == tenantID && ev.Seq > afterSeq && len(out) < limit {
@@ -27,8 +27,8 @@ func (f *fakeStore) ListTenantEvents(_ context.Context, tenantID string, afterSe
 }
 
 func (f *fakeStore) GetTenantEvent(_ context.Context, tenantID, eventID string) (payment.Event, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	for _, ev := range f.events {
 		if ev.TenantID == tenantID && ev.EventID == eventID {
 			return ev, nil
@@ -38,8 +38,8 @@ func (f *fakeStore) GetTenantEvent(_ context.Context, tenantID, eventID string) 
 }
 
 func (f *fakeStore) FeedHorizon(_ context.Context, tenantID string) (int64, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	if tenantID != "t1" {
 		return 0, f.err()
 	}
@@ -99,12 +99,12 @@ func TestCancelPayment(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, st, orch := newServerWith(t, serverOptions{cfg: api.Config{CancelWait: 300 * time.Millisecond}})
-			p := st.payments["P1"]
+			p := st.ByNo["P1"]
 			p.Status = tc.status
 			if tc.tenant != "" {
 				p.TenantID = tc.tenant
 			}
-			st.payments["P1"] = p
+			st.ByNo["P1"] = p
 			orch.cancelStore, orch.cancelTo = st, tc.moveTo
 			resp, body := do(t, http.MethodPost, srv.URL+"/v1/payments/P1/cancel", "", authJSON)
 			var got struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/paykit/paykit/openapi"
 	"github.com/paykit/paykit/openapi/contract"
 	"github.com/paykit/paykit/payment"
+	"github.com/paykit/paykit/payment/paymenttest"
 )
 
 var (
@@ -116,8 +117,9 @@ func TestContractCatchesDrift(t *testing.T) {
 	v := loadContract(t)
 	newAPI := func() http.Handler {
 		st := &fakeStore{
-			tenant:   payment.Tenant{ID: "t1", APIKeyHash: api.HashAPIKey(key)},
-			payments: map[string]payment.Payment{"P1": {PaymentNo: "P1", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY", Subject: "s"}},
+			tenant: payment.Tenant{ID: "t1", APIKeyHash: api.HashAPIKey(key)},
+			Payments: paymenttest.Payments{ByNo: map[string]payment.Payment{
+				"P1": {PaymentNo: "P1", TenantID: "t1", OrderID: "o1", Amount: 990, Currency: "CNY", Subject: "s"}}},
 		}
 		return api.New(api.Config{}, st.stores(), payment.SingleGateway{Gateway: fakeGateway{}}, &fakeOrch{}, nil, nil, nil)
 	}

@@ -12,26 +12,16 @@ import (
 	"github.com/paykit/paykit/payment"
 )
 
-func (f *fakeStore) GetTenantPayment(_ context.Context, tenantID, no string) (payment.Payment, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p, ok := f.payments[no]
-	if !ok || p.TenantID != tenantID {
-		return payment.Payment{}, payment.ErrNotFound
-	}
-	return p, nil
-}
-
 func (f *fakeStore) CreateRefund(_ context.Context, n payment.NewRefund) (payment.Refund, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	if f.refunds == nil {
 		f.refunds = map[string]payment.Refund{}
 	}
 	if r, ok := f.refunds[n.TenantID+"/"+n.RefundNo]; ok {
 		return r, true, nil
 	}
-	p, ok := f.payments[n.PaymentNo]
+	p, ok := f.ByNo[n.PaymentNo]
 	switch {
 	case !ok || p.TenantID != n.TenantID:
 		return payment.Refund{}, false, payment.Errorf(payment.ENOTFOUND, "no payment %s", n.PaymentNo)
@@ -41,7 +31,7 @@ func (f *fakeStore) CreateRefund(_ context.Context, n payment.NewRefund) (paymen
 		return payment.Refund{}, false, payment.Errorf(payment.EREFUNDEXCEEDS, "too much")
 	}
 	p.Refunded += n.Amount
-	f.payments[n.PaymentNo] = p
+	f.ByNo[n.PaymentNo] = p
 	r := payment.Refund{RefundNo: n.RefundNo, TenantID: n.TenantID, PaymentNo: n.PaymentNo, Amount: n.Amount,
 		OutRequestNo: payment.OutRequestNo(n.TenantID, n.RefundNo), WorkflowID: payment.RefundWorkflowID(n.TenantID, n.RefundNo)}
 	f.refunds[n.TenantID+"/"+n.RefundNo] = r
@@ -49,8 +39,8 @@ func (f *fakeStore) CreateRefund(_ context.Context, n payment.NewRefund) (paymen
 }
 
 func (f *fakeStore) GetRefund(_ context.Context, tenantID, no string) (payment.Refund, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	r, ok := f.refunds[tenantID+"/"+no]
 	if !ok {
 		return r, payment.ErrNotFound
@@ -60,8 +50,8 @@ func (f *fakeStore) GetRefund(_ context.Context, tenantID, no string) (payment.R
 
 // ListPaymentRefunds lists a payment's refunds by refund_no (the fake keeps no times).
 func (f *fakeStore) ListPaymentRefunds(_ context.Context, tenantID, paymentNo string) ([]payment.Refund, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	var rs []payment.Refund
 	for _, r := range f.refunds {
 		if r.TenantID == tenantID && r.PaymentNo == paymentNo {
@@ -74,8 +64,8 @@ func (f *fakeStore) ListPaymentRefunds(_ context.Context, tenantID, paymentNo st
 
 func TestRefundRequests(t *testing.T) {
 	srv, st, orch := newServer(t)
-	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
-	st.payments["POTHER"] = payment.Payment{PaymentNo: "POTHER", TenantID: "t2", OrderID: "o3", Amount: 990, Status: payment.StatusPaid}
+	st.ByNo["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
+	st.ByNo["POTHER"] = payment.Payment{PaymentNo: "POTHER", TenantID: "t2", OrderID: "o3", Amount: 990, Status: payment.StatusPaid}
 	h := func(k string) map[string]string {
 		m := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}
 		if k != "" {
@@ -122,8 +112,8 @@ func TestRefundRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || again != first || resp.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("replay: HTTP %d %s, want the first answer %s", resp.StatusCode, again, first)
 	}
-	if len(st.refunds) != 1 || orch.refundStarts != 2 || st.payments["PPAID"].Refunded != 300 {
-		t.Fatalf("refunds = %d, starts = %d, refunded = %d; want 1, 2, 300", len(st.refunds), orch.refundStarts, st.payments["PPAID"].Refunded)
+	if len(st.refunds) != 1 || orch.refundStarts != 2 || st.ByNo["PPAID"].Refunded != 300 {
+		t.Fatalf("refunds = %d, starts = %d, refunded = %d; want 1, 2, 300", len(st.refunds), orch.refundStarts, st.ByNo["PPAID"].Refunded)
 	}
 	var r payment.Refund
 	_ = json.Unmarshal([]byte(first), &r)
@@ -141,14 +131,14 @@ func TestRefundRequests(t *testing.T) {
 	if resp, b := post(t, srv.URL+"/v1/payments/PPAID/refunds", `{"amount_fen":200,"refund_no":"my-refund-1"}`, h("")); resp.StatusCode != http.StatusOK {
 		t.Fatalf("explicit refund_no again: HTTP %d %s", resp.StatusCode, b)
 	}
-	if st.payments["PPAID"].Refunded != 500 {
-		t.Fatalf("refunded = %d, want 500", st.payments["PPAID"].Refunded)
+	if st.ByNo["PPAID"].Refunded != 500 {
+		t.Fatalf("refunded = %d, want 500", st.ByNo["PPAID"].Refunded)
 	}
 }
 
 func (f *fakeStore) GetRefundByOutRequestNo(_ context.Context, outRequestNo string) (payment.Refund, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	for _, r := range f.refunds {
 		if r.OutRequestNo == outRequestNo {
 			return r, nil
@@ -162,7 +152,7 @@ func (f *fakeStore) GetRefundByOutRequestNo(_ context.Context, outRequestNo stri
 // trade_status; for a pending refund it starts (or joins) the refund's workflow.
 func TestRefundNotificationsNeverPayOrClose(t *testing.T) {
 	srv, st, orch := newServer(t)
-	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
+	st.ByNo["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
 	st.refunds = map[string]payment.Refund{"t1/rf1": {RefundNo: "rf1", TenantID: "t1", PaymentNo: "PPAID", Amount: 300,
 		OutRequestNo: payment.OutRequestNo("t1", "rf1"), Status: payment.RefundPending}}
 	cb := func(no, notifyID, outBizNo string) string {
@@ -186,23 +176,23 @@ func TestRefundNotificationsNeverPayOrClose(t *testing.T) {
 	if signals != 0 || starts != 1 {
 		t.Fatalf("payment signals = %d, refund starts = %d; want 0 and 1", signals, starts)
 	}
-	if st.payments["P1"].Status != payment.StatusPending || st.payments["PPAID"].Status != payment.StatusPaid {
-		t.Fatalf("payments changed: %+v", st.payments)
+	if st.ByNo["P1"].Status != payment.StatusPending || st.ByNo["PPAID"].Status != payment.StatusPaid {
+		t.Fatalf("payments changed: %+v", st.ByNo)
 	}
 	outcomes := map[string]bool{}
-	st.mu.Lock()
+	st.Mu.Lock()
 	for _, n := range st.notes {
 		outcomes[n.Outcome] = true
 	}
-	st.mu.Unlock()
+	st.Mu.Unlock()
 	if !outcomes["refund_unknown"] || !outcomes["refund_workflow_started"] {
 		t.Fatalf("outcomes = %v", outcomes)
 	}
 }
 
 func (f *fakeStore) RecordAnomaly(_ context.Context, an payment.Anomaly) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	f.anomalies = append(f.anomalies, an)
 	return nil
 }
@@ -212,15 +202,15 @@ func (f *fakeStore) RecordAnomaly(_ context.Context, an payment.Anomaly) error {
 // (its out_request_no, as the refund's run would), never passes.
 func TestRefundNotificationForAFailedRefundIsAnAnomaly(t *testing.T) {
 	srv, st, _ := newServer(t)
-	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
+	st.ByNo["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
 	st.refunds = map[string]payment.Refund{"t1/rf9": {RefundNo: "rf9", TenantID: "t1", PaymentNo: "PPAID", Amount: 300,
 		OutRequestNo: payment.OutRequestNo("t1", "rf9"), Status: payment.RefundFailed}}
 	f := url.Values{"notify_id": {"n-f1"}, "out_trade_no": {"PPAID"}, "total_amount": {"9.90"}, "sign": {"good"},
 		"out_biz_no": {payment.OutRequestNo("t1", "rf9")}, "refund_fee": {"3.00"}}
 	_, b := post(t, srv.URL+"/callbacks/alipay", f.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
 	n := st.note(t, 0, func(n payment.ChannelNotification) bool { return !n.SettledAt.IsZero() })
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
 	if b != "success" || n.Outcome != "anomaly_recorded" || len(st.anomalies) != 1 || st.anomalies[0].Kind != "refund_succeeded_after_fail" ||
 		st.anomalies[0].Subject != payment.OutRequestNo("t1", "rf9") {
 		t.Fatalf("reply %q, %+v, anomalies %+v", b, n, st.anomalies)
@@ -236,11 +226,11 @@ func TestRefundOfAPaymentNotYetPaidIsNotStoredForTheKey(t *testing.T) {
 	if resp, b := post(t, srv.URL+"/v1/payments/P1/refunds", `{"amount_fen":100}`, h); resp.StatusCode != http.StatusConflict {
 		t.Fatalf("refund of a pending payment: HTTP %d %s", resp.StatusCode, b)
 	}
-	st.mu.Lock()
-	p := st.payments["P1"]
+	st.Mu.Lock()
+	p := st.ByNo["P1"]
 	p.Status = payment.StatusPaid
-	st.payments["P1"] = p
-	st.mu.Unlock()
+	st.ByNo["P1"] = p
+	st.Mu.Unlock()
 	if resp, b := post(t, srv.URL+"/v1/payments/P1/refunds", `{"amount_fen":100}`, h); resp.StatusCode/100 != 2 {
 		t.Fatalf("retry once paid: HTTP %d %s", resp.StatusCode, b)
 	}
@@ -251,7 +241,7 @@ func TestRefundOfAPaymentNotYetPaidIsNotStoredForTheKey(t *testing.T) {
 // moves the money twice. Before, each request drew a new refund_no and both refunded.
 func TestRefundWithoutAnIdentityIsRefusedNotRepeated(t *testing.T) {
 	srv, st, orch := newServer(t)
-	st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
+	st.ByNo["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: "t1", OrderID: "o2", Amount: 990, Status: payment.StatusPaid}
 	h := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}
 	for range 2 {
 		resp, b := post(t, srv.URL+"/v1/payments/PPAID/refunds", `{"amount_fen":100}`, h)
@@ -259,9 +249,9 @@ func TestRefundWithoutAnIdentityIsRefusedNotRepeated(t *testing.T) {
 			t.Fatalf("keyless refund: HTTP %d %s, want 400 naming the Idempotency-Key", resp.StatusCode, b)
 		}
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if len(st.refunds) != 0 || orch.refundStarts != 0 || st.payments["PPAID"].Refunded != 0 {
-		t.Fatalf("refunds %d, starts %d, refunded %d; want nothing", len(st.refunds), orch.refundStarts, st.payments["PPAID"].Refunded)
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
+	if len(st.refunds) != 0 || orch.refundStarts != 0 || st.ByNo["PPAID"].Refunded != 0 {
+		t.Fatalf("refunds %d, starts %d, refunded %d; want nothing", len(st.refunds), orch.refundStarts, st.ByNo["PPAID"].Refunded)
 	}
 }

@@ -87,11 +87,11 @@ func TestNotificationIsRoutedByAppID(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			srv, st, orch := newServerWith(t, serverOptions{gateways: gateways.Channels{payment.ChannelAlipay: twoApps{}}})
-			st.mu.Lock()
-			p := st.payments["P1"]
+			st.Mu.Lock()
+			p := st.ByNo["P1"]
 			p.AlipayAppID = c.paymentApp
-			st.payments["P1"] = p
-			st.mu.Unlock()
+			st.ByNo["P1"] = p
+			st.Mu.Unlock()
 			form := url.Values{"notify_id": {fmt.Sprintf("n%d", i)}, "app_id": {c.appID}, "out_trade_no": {"P1"},
 				"total_amount": {"9.90"}, "sign": {c.sign}}
 			resp, body := post(t, srv.URL+"/callbacks/alipay", form.Encode(), map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
@@ -99,8 +99,8 @@ func TestNotificationIsRoutedByAppID(t *testing.T) {
 				t.Fatalf("answer HTTP %d %q, want success=%v", resp.StatusCode, body, c.ok)
 			}
 			n := st.note(t, 0, func(n payment.ChannelNotification) bool { return !n.Verified || n.Outcome != "received" })
-			st.mu.Lock()
-			defer st.mu.Unlock()
+			st.Mu.Lock()
+			defer st.Mu.Unlock()
 			if len(st.notes) != 1 {
 				t.Fatalf("recorded %d notifications, want 1", len(st.notes))
 			}

@@ -42,16 +42,16 @@ func wechatpayServer(t *testing.T) (*api.Server, *httptest.Server, *fakeStore, *
 	}
 	// The map is the server's: the merchant is configured from now on.
 	chans[payment.ChannelWechatPay] = gateways.Merchant{ID: ks.MchID, AppID: ks.AppID, SellerID: ks.MchID, Gateway: gw}
-	st.mu.Lock()
-	st.payments["P1000001"] = payment.Payment{PaymentNo: "P1000001", TenantID: "t1", OrderID: "o1w", Amount: 990, Status: payment.StatusPending,
+	st.Mu.Lock()
+	st.ByNo["P1000001"] = payment.Payment{PaymentNo: "P1000001", TenantID: "t1", OrderID: "o1w", Amount: 990, Status: payment.StatusPending,
 		Method: payment.MethodWechatNative, Channel: payment.ChannelWechatPay, AlipayAppID: ks.MchID, WorkflowID: "payment:t1:o1w"}
-	st.mu.Unlock()
+	st.Mu.Unlock()
 	return s, srv, st, orch, sim, gw
 }
 
 func (f *fakeStore) noteCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
 	return len(f.notes)
 }
 
@@ -166,8 +166,8 @@ func TestWechatPayCallback(t *testing.T) {
 	if !refund.Refund || refund.Channel != "wechatpay" || refund.Outcome != "refund_unknown" || orch.signalCount() != 2 {
 		t.Fatalf("refund notification recorded %+v, %d signals; want a refund, refund_unknown, no signal", refund, orch.signalCount())
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	st.Mu.Lock()
+	defer st.Mu.Unlock()
 	if len(st.anomalies) != 1 || st.anomalies[0].Kind != "refund_unknown" || st.anomalies[0].Subject != r.OutRefundNo {
 		t.Fatalf("anomalies %+v, want one refund_unknown about %s", st.anomalies, r.OutRefundNo)
 	}

@@ -84,8 +84,8 @@ func TestRequestIsChecked(t *testing.T) {
 				t.Fatalf("code %q (%v), want %q", got, err, tc.want)
 			}
 			if tc.want != "" {
-				if len(r.orch.updateIDs) != 0 || r.st.creates != 0 {
-					t.Fatalf("a refused request reached the workflow (%d) or the store (%d)", len(r.orch.updateIDs), r.st.creates)
+				if len(r.orch.updateIDs) != 0 || r.st.Creates != 0 {
+					t.Fatalf("a refused request reached the workflow (%d) or the store (%d)", len(r.orch.updateIDs), r.st.Creates)
 				}
 				return
 			}
@@ -104,7 +104,7 @@ func TestRequestIsChecked(t *testing.T) {
 func TestPaidOrderIsRefusedWithThePaidPayment(t *testing.T) {
 	ctx := context.Background()
 	r := newRig(t, 15*time.Minute, fakeGateway{})
-	r.st.payments["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: tenant, OrderID: "paid1", Amount: 990, Status: payment.StatusPaid}
+	r.st.ByNo["PPAID"] = payment.Payment{PaymentNo: "PPAID", TenantID: tenant, OrderID: "paid1", Amount: 990, Status: payment.StatusPaid}
 	for _, key := range []string{"", "paid-key-0001"} {
 		_, err := r.co.Pay(ctx, tenant, coffee("paid1"), key)
 		var pe *checkout.PaymentError
@@ -112,8 +112,8 @@ func TestPaidOrderIsRefusedWithThePaidPayment(t *testing.T) {
 			t.Fatalf("key %q: %v, want order_already_paid with PPAID", key, err)
 		}
 	}
-	if len(r.orch.updateIDs) != 0 || len(r.orch.opened) != 0 || r.st.creates != 0 {
-		t.Fatalf("a paid order reached the workflow (%d updates, %d starts) or the store (%d)", len(r.orch.updateIDs), len(r.orch.opened), r.st.creates)
+	if len(r.orch.updateIDs) != 0 || len(r.orch.opened) != 0 || r.st.Creates != 0 {
+		t.Fatalf("a paid order reached the workflow (%d updates, %d starts) or the store (%d)", len(r.orch.updateIDs), len(r.orch.opened), r.st.Creates)
 	}
 
 	again := coffee("paid1")
@@ -124,7 +124,7 @@ func TestPaidOrderIsRefusedWithThePaidPayment(t *testing.T) {
 
 	// The workflow's refusal (the store found the order paid) answers with the paid payment.
 	r2 := newRig(t, 0, fakeGateway{})
-	r2.st.payments["PPAID"] = r.st.payments["PPAID"]
+	r2.st.ByNo["PPAID"] = r.st.ByNo["PPAID"]
 	r2.orch.err = payment.Errorf(payment.EORDERPAID, "order paid1 is already paid")
 	_, err := r2.co.Pay(ctx, tenant, again, "")
 	var pe *checkout.PaymentError
@@ -134,7 +134,7 @@ func TestPaidOrderIsRefusedWithThePaidPayment(t *testing.T) {
 
 	// The read failing is not a refusal: the store below refuses a paid order anyway.
 	r3 := newRig(t, 0, fakeGateway{})
-	r3.st.standingErr = errors.New("mysql down")
+	r3.st.StandingErr = errors.New("mysql down")
 	if _, err := r3.co.Pay(ctx, tenant, coffee("o5"), ""); err != nil || len(r3.orch.updateIDs) != 1 {
 		t.Fatalf("paid-order read failed: %v, %d updates", err, len(r3.orch.updateIDs))
 	}
@@ -237,7 +237,7 @@ func TestDirectAndJoinedPaths(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, tc.ttl, fakeGateway{})
 			if tc.pending {
-				r.st.payments["PPEND"] = payment.Payment{PaymentNo: "PPEND", TenantID: tenant, OrderID: "o1", Amount: 990, Currency: "CNY", Status: payment.StatusPending}
+				r.st.ByNo["PPEND"] = payment.Payment{PaymentNo: "PPEND", TenantID: tenant, OrderID: "o1", Amount: 990, Currency: "CNY", Status: payment.StatusPending}
 			}
 			r.orch.startRunning = tc.startRunning
 			req := coffee("o1")
@@ -250,7 +250,7 @@ func TestDirectAndJoinedPaths(t *testing.T) {
 				if len(r.orch.updateIDs) != 1 || len(r.orch.opened) != 0 || res.PaymentNo != "PUPDATE" {
 					t.Fatalf("%d updates, %d starts, answer %+v; want the update's answer", len(r.orch.updateIDs), len(r.orch.opened), res)
 				}
-				if tc.pending && r.st.creates != 0 {
+				if tc.pending && r.st.Creates != 0 {
 					t.Fatal("a checkout joining a pending payment inserted one")
 				}
 				return
@@ -260,10 +260,10 @@ func TestDirectAndJoinedPaths(t *testing.T) {
 			}
 			in := r.orch.opened[0]
 			link := res.PayURL + res.OrderString
-			if in.PaymentNo != res.PaymentNo || in.Opened == nil || link == "" || r.st.links[res.PaymentNo] != link ||
+			if in.PaymentNo != res.PaymentNo || in.Opened == nil || link == "" || r.st.Links[res.PaymentNo] != link ||
 				in.Opened.PayURL+in.Opened.OrderString != link || !strings.Contains(link, res.PaymentNo) ||
 				(tc.method == payment.MethodApp) != (res.OrderString != "") || res.Status != payment.StatusPending {
-				t.Fatalf("answered %+v; started %+v (opened %+v); stored link %q", res, in, in.Opened, r.st.links[res.PaymentNo])
+				t.Fatalf("answered %+v; started %+v (opened %+v); stored link %q", res, in, in.Opened, r.st.Links[res.PaymentNo])
 			}
 			if d := time.Until(res.ExpireAt); d < 14*time.Minute || d > tc.ttl || !in.Opened.ExpireAt.Equal(res.ExpireAt) {
 				t.Fatalf("expires in %v (run's %v), want the TTL", d, in.Opened.ExpireAt)
@@ -288,8 +288,8 @@ func TestDirectCheckoutOfAnOrderAnotherCheckoutCreated(t *testing.T) {
 		if _, err := r.co.Pay(ctx, tenant, coffee("d2"), ""); payment.ErrorCode(err) != payment.EUNAVAILABLE {
 			t.Fatalf("%v, want unavailable", err)
 		}
-		if len(r.st.payments) != 1 {
-			t.Fatalf("%d payments kept, want the one whose start failed", len(r.st.payments))
+		if len(r.st.ByNo) != 1 {
+			t.Fatalf("%d payments kept, want the one whose start failed", len(r.st.ByNo))
 		}
 		r.orch.startErr = nil
 		if _, err := r.co.Pay(ctx, tenant, coffee("d2"), ""); err != nil || len(r.orch.updateIDs) != 1 || r.orch.lastIn.OrderID != "d2" {
@@ -299,17 +299,17 @@ func TestDirectCheckoutOfAnOrderAnotherCheckoutCreated(t *testing.T) {
 	race := func(tb testing.TB, m payment.Method) *rig {
 		tb.Helper()
 		r := newRig(tb, 15*time.Minute, fakeGateway{})
-		r.st.payments["PRACE"] = payment.Payment{PaymentNo: "PRACE", TenantID: tenant, OrderID: "d3", Amount: 990, Currency: "CNY",
+		r.st.ByNo["PRACE"] = payment.Payment{PaymentNo: "PRACE", TenantID: tenant, OrderID: "d3", Amount: 990, Currency: "CNY",
 			Method: m, Status: payment.StatusPending, ExpireAt: time.Now().Add(10 * time.Minute)}
-		r.st.links["PRACE"] = "https://cashier.test/pay?out_trade_no=PRACE"
-		r.st.hidePending = "d3"
+		r.st.Links["PRACE"] = "https://cashier.test/pay?out_trade_no=PRACE"
+		r.st.HidePending = "d3"
 		return r
 	}
 	t.Run("race, joined with its link", func(t *testing.T) {
 		r := race(t, payment.MethodPage)
 		res, err := r.co.Pay(ctx, tenant, coffee("d3"), "")
-		if err != nil || res.PaymentNo != "PRACE" || res.PayURL != r.st.links["PRACE"] || len(r.orch.opened) != 1 ||
-			r.orch.opened[0].PaymentNo != "PRACE" || r.orch.opened[0].Opened.PayURL != r.st.links["PRACE"] {
+		if err != nil || res.PaymentNo != "PRACE" || res.PayURL != r.st.Links["PRACE"] || len(r.orch.opened) != 1 ||
+			r.orch.opened[0].PaymentNo != "PRACE" || r.orch.opened[0].Opened.PayURL != r.st.Links["PRACE"] {
 			t.Fatalf("%v, answered %+v; want PRACE with its link and its run started", err, res)
 		}
 	})
@@ -342,7 +342,7 @@ func TestDirectCheckoutOfAnOrderAnotherCheckoutCreated(t *testing.T) {
 	})
 	t.Run("race, found payment has no link yet", func(t *testing.T) {
 		r := race(t, payment.MethodPage)
-		r.st.links["PRACE"] = "" // its run is still opening the trade
+		r.st.Links["PRACE"] = "" // its run is still opening the trade
 		if _, err := r.co.Pay(ctx, tenant, coffee("d3"), ""); err != nil || len(r.orch.updateIDs) != 1 || len(r.orch.opened) != 0 {
 			t.Fatalf("%v, %d updates, %d starts; want it handed to the update", err, len(r.orch.updateIDs), len(r.orch.opened))
 		}
@@ -357,8 +357,8 @@ func TestDirectCheckoutOfAnOrderAnotherCheckoutCreated(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, 15*time.Minute, fakeGateway{refuse: tc.refusal})
-			if _, err := r.co.Pay(ctx, tenant, coffee("d4"), ""); payment.ErrorCode(err) != tc.want || r.st.creates != 0 {
-				t.Fatalf("%v (%d inserts), want %s and no insert", err, r.st.creates, tc.want)
+			if _, err := r.co.Pay(ctx, tenant, coffee("d4"), ""); payment.ErrorCode(err) != tc.want || r.st.Creates != 0 {
+				t.Fatalf("%v (%d inserts), want %s and no insert", err, r.st.Creates, tc.want)
 			}
 		})
 	}

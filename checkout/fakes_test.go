@@ -2,7 +2,6 @@ package checkout_test
 
 import (
 	"context"
-	"sync"
 
 	"github.com/paykit/paykit/checkout"
 	"github.com/paykit/paykit/payment"
@@ -10,120 +9,15 @@ import (
 	"github.com/paykit/paykit/runs"
 )
 
-// fakeStore is the Stores of a checkout: payment.Payments and payment.PayLinks over a map,
-// keeping one pending payment per order as the active-order unique index does.
-type fakeStore struct {
-	mu       sync.Mutex
-	payments map[string]payment.Payment
-	links    map[string]string
-	// standingErr fails OrderStanding (the paid-order read), which a checkout skips.
-	standingErr error
-	// hidePending hides an order's pending payment from OrderStanding: the race in which
-	// another checkout's insert lands after the read.
-	hidePending string
-	creates     int
-}
+// fakeStore is the Stores of a checkout: paymenttest.Payments, which keeps one pending
+// payment per order as the active-order unique index does.
+type fakeStore struct{ paymenttest.Payments }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{payments: map[string]payment.Payment{}, links: map[string]string{}}
+	return &fakeStore{Payments: paymenttest.Payments{ByNo: map[string]payment.Payment{}, Links: map[string]string{}}}
 }
 
 func (f *fakeStore) stores() checkout.Stores { return checkout.Stores{Payments: f, PayLinks: f} }
-
-func (f *fakeStore) CreatePendingPayment(_ context.Context, np payment.NewPayment) (payment.Payment, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.creates++
-	for _, p := range f.payments {
-		if p.TenantID == np.TenantID && p.OrderID == np.OrderID && p.Status == payment.StatusPending {
-			return p, true, nil
-		}
-	}
-	p := payment.Payment{PaymentNo: np.PaymentNo, TenantID: np.TenantID, OrderID: np.OrderID, Amount: np.Amount, Currency: np.Currency,
-		Subject: np.Subject, Method: np.Method, Repurchase: np.Repurchase, Status: payment.StatusPending, ExpireAt: np.ExpireAt,
-		WorkflowID: np.WorkflowID}
-	f.payments[p.PaymentNo] = p
-	f.links[p.PaymentNo] = np.PayLink
-	return p, false, nil
-}
-
-func (f *fakeStore) GetPayment(_ context.Context, no string) (payment.Payment, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p, ok := f.payments[no]; ok {
-		return p, nil
-	}
-	return payment.Payment{}, payment.ErrNotFound
-}
-
-func (f *fakeStore) GetTenantPayment(ctx context.Context, tenantID, no string) (payment.Payment, error) {
-	p, err := f.GetPayment(ctx, no)
-	if err == nil && p.TenantID != tenantID {
-		return payment.Payment{}, payment.ErrNotFound
-	}
-	return p, err
-}
-
-func (f *fakeStore) OrderPaidPayment(_ context.Context, tenantID, orderID string) (payment.Payment, bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, p := range f.payments {
-		if p.TenantID == tenantID && p.OrderID == orderID && p.Status == payment.StatusPaid {
-			return p, true, nil
-		}
-	}
-	return payment.Payment{}, false, nil
-}
-
-func (f *fakeStore) OrderStanding(_ context.Context, tenantID, orderID string) (paid, pending *payment.Payment, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.standingErr != nil {
-		return nil, nil, f.standingErr
-	}
-	for _, p := range f.payments {
-		if p.TenantID != tenantID || p.OrderID != orderID {
-			continue
-		}
-		switch {
-		case p.Status == payment.StatusPaid:
-			paid = &p
-		case p.Status == payment.StatusPending && orderID != f.hidePending:
-			pending = &p
-		}
-	}
-	return paid, pending, nil
-}
-
-func (f *fakeStore) ListOrderPayments(_ context.Context, tenantID, orderID string) ([]payment.Payment, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ps []payment.Payment
-	for _, p := range f.payments {
-		if p.TenantID == tenantID && p.OrderID == orderID {
-			ps = append(ps, p)
-		}
-	}
-	return ps, nil
-}
-
-func (f *fakeStore) SetPayLink(_ context.Context, no, link string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p, ok := f.payments[no]; ok && p.Status == payment.StatusPending {
-		f.links[no] = link
-	}
-	return nil
-}
-
-func (f *fakeStore) PendingPayLink(_ context.Context, tenantID, no string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p, ok := f.payments[no]; ok && p.TenantID == tenantID && p.Status == payment.StatusPending {
-		return f.links[no], nil
-	}
-	return "", nil
-}
 
 // fakeOrch is the Orchestrator: it records the checkout updates and starts asked of it.
 type fakeOrch struct {
