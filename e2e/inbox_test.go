@@ -91,8 +91,12 @@ func TestNotificationIsAcknowledgedWhileTemporalIsPaused(t *testing.T) {
 	}
 	defer resume()
 	body, took := postNotification(t, st.apiURL, f)
-	if body != "success" || took > time.Second {
-		t.Fatalf("with Temporal paused: answered %q after %s, want success within 1 s", body, took)
+	// Within 3 s: the answer never waits for Temporal (the signal it once waited for took
+	// 5 s, the inbox's hand-over is bounded at 10 s), while a CI run's saturated cores
+	// stretched this answer to 1.07 s once (the bench measures its latency: callback
+	// acknowledgement).
+	if body != "success" || took > 3*time.Second {
+		t.Fatalf("with Temporal paused: answered %q after %s, want success within 3 s", body, took)
 	}
 	if !unsettled(t, f.Get("notify_id")) {
 		t.Fatal("acknowledged without an unsettled record in the inbox")
