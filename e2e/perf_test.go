@@ -629,12 +629,7 @@ func (p *perf) paymentsN(conc, n int) perfSample {
 		if r, err := perfDo(http.MethodPost, env.simURL+"/_sim/trades/"+res.PaymentNo+"/pay", nil, []byte(`{}`)); err != nil || r.status != http.StatusOK {
 			return fmt.Errorf("pay: HTTP %d %v", r.status, err)
 		}
-		select {
-		case <-w.paid(res.PaymentNo):
-			return nil
-		case <-time.After(60 * time.Second):
-			return fmt.Errorf("payment %s not paid after 60s", res.PaymentNo)
-		}
+		return w.waitPaid(res.PaymentNo)
 	})
 }
 
@@ -656,12 +651,7 @@ func (p *perf) wechatPayments() perfSample {
 			map[string]string{"Content-Type": "application/json"}, []byte(`{}`)); err != nil || r.status/100 != 2 {
 			return fmt.Errorf("pay at WeChat Pay: HTTP %d %v", r.status, err)
 		}
-		select {
-		case <-w.paid(res.PaymentNo):
-			return nil
-		case <-time.After(60 * time.Second):
-			return fmt.Errorf("WeChat Pay payment %s not paid after 60s", res.PaymentNo)
-		}
+		return w.waitPaid(res.PaymentNo)
 	})
 }
 
@@ -688,6 +678,16 @@ func (w *paidWatch) paid(paymentNo string) <-chan struct{} {
 	ch := make(chan struct{})
 	w.waiting[paymentNo] = ch
 	return ch
+}
+
+// waitPaid waits up to a minute for the payment to be PAID.
+func (w *paidWatch) waitPaid(paymentNo string) error {
+	select {
+	case <-w.paid(paymentNo):
+		return nil
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("payment %s not paid after 60s", paymentNo)
+	}
 }
 
 func (w *paidWatch) stop() {
